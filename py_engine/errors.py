@@ -1,0 +1,18 @@
+"""Typed errors for bad input. The CLI prints one line per error and exits with code 2."""
+
+
+class WispError(Exception):
+    """Base class of every error the user can cause with bad input."""
+
+
+class ModelFileError(WispError):
+    """A model file is missing, malformed or truncated. Always names the file."""
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnsupportedArchitectureError(WispError):
+    pass
