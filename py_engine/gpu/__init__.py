@@ -1,0 +1,17 @@
+"""The only package that knows which host it runs on (desktop wgpu-py or the browser)."""
+from __future__ import annotations
+
+import sys
+
+from .device import Binding, Capabilities, Copy, Device, Dispatch, Limits
+
+__all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "Limits", "open_device"]
+
+
+async def open_device(allow_f16: bool = True, limits: str = "default") -> Device:
+    """Open the GPU of this host. allow_f16=False forces the f32 path even where shader-f16 exists."""
+    if sys.platform == "emscripten":
+        raise NotImplementedError("the browser host arrives with the browser issue")
+    from .wgpu_host import open_wgpu_device
+
+    return await open_wgpu_device(allow_f16=allow_f16, limits=limits)

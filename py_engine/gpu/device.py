@@ -1,0 +1,88 @@
+"""The device seam: everything the engine asks of a GPU, whichever host runs it.
+
+The engine above this package speaks only this interface; `wgpu_host.py` implements it with
+wgpu-py on the desktop and the browser host (a later issue) implements it with `navigator.gpu`
+through Pyodide's JS FFI. Every wait is `await`able: the browser cannot block.
+
+Work is handed over as a flat list of commands (`Dispatch`, `Copy`) per submit, because in the
+browser each FFI call costs tens of microseconds: one call per forward pass, not one per dispatch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_storage_binding: int = 128 << 20
+    max_buffer_size: int = 256 << 20
+    max_workgroup_storage: int = 16 << 10
+    max_invocations: int = 256
+    max_storage_buffers_per_stage: int = 8
+    max_workgroups_per_dim: int = 65535
+    storage_offset_alignment: int = 256
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    adapter: str
+    shader_f16: bool
+    subgroups: bool
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One entry of a kernel's bind group, parsed from its WGSL declaration."""
+
+    index: int
+    name: str
+    kind: str  # "uniform", "read" or "rw"
+
+
+@dataclass
+class Dispatch:
+    kernel: object
+    bind_group: object
+    grid: tuple
+
+
+@dataclass
+class Copy:
+    src: object
+    src_offset: int
+    dst: object
+    dst_offset: int
+    size: int
+
+
+class Device:
+    """Interface only. Buffers, kernels and bind groups are opaque handles of the host."""
+
+    caps: Capabilities
+
+    def create_buffer(self, size: int, kind: str = "storage", label: str = ""):
+        """kind: "storage" (read/write, copy src/dst) or "uniform"."""
+        raise NotImplementedError
+
+    def write_buffer(self, buffer, offset: int, data) -> None:
+        """Queue a host → GPU write; `data` is bytes-like. Ordered before the next submit."""
+        raise NotImplementedError
+
+    def create_kernel(self, label: str, source: str, bindings: list[Binding], entry: str = "main"):
+        raise NotImplementedError
+
+    def create_bind_group(self, kernel, resources: list[tuple]):
+        """resources: (buffer, offset, size) per binding, in binding order."""
+        raise NotImplementedError
+
+    def submit(self, commands: list) -> None:
+        """Encode Dispatch/Copy commands in order (consecutive dispatches share one compute pass)."""
+        raise NotImplementedError
+
+    async def read_buffer(self, buffer, offset: int, size: int) -> bytes:
+        """Await all submitted work, then return `size` bytes of `buffer` from `offset`."""
+        raise NotImplementedError
+
+    def destroy_buffer(self, buffer) -> None:
+        raise NotImplementedError

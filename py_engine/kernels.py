@@ -1,0 +1,92 @@
+"""WGSL kernels: load `shaders/<name>.wgsl`, specialise it, and read its interface from the source.
+
+A kernel file declares its own bindings and, if it has any, a `struct Params` of 4-byte scalars.
+Both are parsed here, so Python binds buffers and packs parameters *by name* and can never drift
+out of step with the shader. Specialisation prepends `alias`/`const` lines (e.g. `alias W = f16;`)
+and `enable f16;` when any f16 type is used; the shared `Step` uniform struct (rows of this
+forward, first position, KV length) is defined for every kernel.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+from .gpu import Binding
+
+SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
+
+STEP_STRUCT = "struct Step { rows: u32, pos: u32, kv_len: u32, pad: u32 }\n"
+STEP_FORMAT = "<4I"
+
+_BINDING_RE = re.compile(
+    r"@group\(0\)\s*@binding\((\d+)\)\s*var<\s*(uniform|storage\s*,\s*read_write|storage\s*,\s*read|storage)\s*>\s*(\w+)"
+)
+_PARAMS_RE = re.compile(r"struct\s+Params\s*\{([^}]*)\}", re.S)
+_FIELD_RE = re.compile(r"(\w+)\s*:\s*(u32|i32|f32)")
+_PACK = {"u32": "I", "i32": "i", "f32": "f"}
+
+
+def parse_bindings(source: str) -> list[Binding]:
+    out = []
+    for idx, space, name in _BINDING_RE.findall(source):
+        space = space.replace(" ", "")
+        kind = "uniform" if space == "uniform" else ("rw" if space == "storage,read_write" else "read")
+        out.append(Binding(int(idx), name, kind))
+    out.sort(key=lambda b: b.index)
+    if [b.index for b in out] != list(range(len(out))):
+        raise ValueError("kernel bindings must be numbered 0..n-1 without gaps")
+    return out
+
+
+def parse_params(source: str) -> list[tuple[str, str]]:
+    m = _PARAMS_RE.search(source)
+    return _FIELD_RE.findall(m.group(1)) if m else []
+
+
+def specialise(source: str, defines: dict) -> str:
+    lines = []
+    for key, value in sorted(defines.items()):
+        if isinstance(value, bool):
+            lines.append(f"const {key}: bool = {str(value).lower()};")
+        elif isinstance(value, int):
+            lines.append(f"const {key}: u32 = {value}u;")
+        else:
+            lines.append(f"alias {key} = {value};")
+    head = "\n".join(lines) + "\n" + STEP_STRUCT
+    if re.search(r"\bf16\b", head + source):
+        head = "enable f16;\n" + head
+    return head + source
+
+
+class Kernel:
+    """A compiled kernel plus what Python needs to bind it and fill its Params."""
+
+    def __init__(self, device, name: str, defines: dict | None = None):
+        raw = (SHADER_DIR / f"{name}.wgsl").read_text()
+        source = specialise(raw, defines or {})
+        self.name = name
+        self.bindings = parse_bindings(raw)
+        self.params = parse_params(raw)
+        self._format = "<" + "".join(_PACK[t] for _, t in self.params)
+        self.handle = device.create_kernel(name, source, self.bindings)
+
+    def pack_params(self, values: dict) -> bytes:
+        missing = [n for n, _ in self.params if n not in values]
+        extra = set(values) - {n for n, _ in self.params}
+        if missing or extra:
+            raise KeyError(f"{self.name}: params missing {missing}, unknown {sorted(extra)}")
+        data = struct.pack(self._format, *(values[n] for n, _ in self.params))
+        return data + bytes(-len(data) % 16)
+
+
+class KernelCache:
+    def __init__(self, device):
+        self.device = device
+        self._kernels = {}
+
+    def get(self, name: str, **defines) -> Kernel:
+        key = (name, tuple(sorted(defines.items())))
+        if key not in self._kernels:
+            self._kernels[key] = Kernel(self.device, name, defines)
+        return self._kernels[key]

@@ -1,0 +1,38 @@
+// RMSNorm: y[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * (w + w_offset)
+// Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, dim]),
+//           3 w (read, f32 [dim]), 4 y (read_write, f32 [rows, dim]).
+// Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each. With p.last_row_only = 1,
+//           dispatch (1, 1, 1): it normalises row step.rows - 1 into row 0 of y (the LM head
+//           only needs the last position). w_offset is 1 for Gemma-style (1 + w) weights.
+struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+var<workgroup> partial: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var src_row = wid.x;
+    if (p.last_row_only == 1u) { src_row = step.rows - 1u; }
+    let src = src_row * p.dim;
+    let dst = wid.x * p.dim;
+    var sum = 0.0;
+    for (var i = lid; i < p.dim; i += 256u) {
+        let v = x[src + i];
+        sum += v * v;
+    }
+    partial[lid] = sum;
+    workgroupBarrier();
+    for (var stride = 128u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { partial[lid] += partial[lid + stride]; }
+        workgroupBarrier();
+    }
+    let scale = inverseSqrt(partial[0] / f32(p.dim) + p.eps);
+    for (var i = lid; i < p.dim; i += 256u) {
+        y[dst + i] = x[src + i] * scale * (w[i] + p.w_offset);
+    }
+}

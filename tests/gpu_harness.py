@@ -1,0 +1,60 @@
+"""Run one kernel on numpy arrays: the kernel unit tests' bridge to the GPU."""
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import numpy as np
+
+from py_engine.gpu import Dispatch, open_device
+from py_engine.kernels import STEP_FORMAT, KernelCache
+
+_devices = {}
+
+
+def device(f16: bool = True):
+    """One device per f16 setting for the whole test session."""
+    if f16 not in _devices:
+        dev = asyncio.run(open_device(allow_f16=f16))
+        _devices[f16] = (dev, KernelCache(dev))
+    return _devices[f16]
+
+
+def run_kernel(name, buffers: dict, params: dict | None = None, grid=(1, 1, 1), step=(1, 0, 1),
+               defines: dict | None = None, f16: bool = True, read: list[str] | None = None) -> dict:
+    """buffers: binding name → numpy array (uploaded as raw bytes) or int (zeroed byte size).
+    Returns the read_write buffers (or those named in `read`) as raw bytes."""
+    dev, cache = device(f16)
+    kernel = cache.get(name, **(defines or {}))
+    resources, handles = [], {}
+    for b in kernel.bindings:
+        if b.name == "step":
+            data = struct.pack(STEP_FORMAT, *step, 0)
+            buf = dev.create_buffer(len(data), "uniform")
+        elif b.name == "p":
+            data = kernel.pack_params(params or {})
+            buf = dev.create_buffer(len(data), "uniform")
+        else:
+            value = buffers[b.name]
+            data = None if isinstance(value, int) else np.ascontiguousarray(value).tobytes()
+            size = value if data is None else len(data)
+            buf = dev.create_buffer(size)
+            if data is None:
+                data = bytes((size + 15) // 16 * 16)
+        if data is not None:
+            padded = data + bytes(-len(data) % 4)
+            dev.write_buffer(buf, 0, padded)
+        handles[b.name] = (buf, len(data) if data is not None else buf.size)
+        resources.append((buf, 0, buf.size))
+    dev.submit([Dispatch(kernel.handle, dev.create_bind_group(kernel.handle, resources), tuple(grid))])
+    names = read or [b.name for b in kernel.bindings if b.kind == "rw"]
+    out = {}
+    for n in names:
+        buf, size = handles[n]
+        out[n] = asyncio.run(dev.read_buffer(buf, 0, size))
+    return out
+
+
+def as_f32(raw: bytes, shape) -> np.ndarray:
+    n = int(np.prod(shape))
+    return np.frombuffer(raw, dtype=np.float32, count=n).reshape(shape)
