@@ -1,0 +1,89 @@
+// Causal multi-head attention over the KV cache with online softmax (flash-decoding style, one
+// pass over the keys in tiles of 64). GQA: query head h reads kv head h / (n_heads / n_kv_heads).
+// Query row r sits at absolute position q = step.pos + r and attends to keys k with
+// k <= q and, when window > 0, q - k < window (Mistral-style sliding window).
+// Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
+//           rotated q heads come first), 3 k_cache (read, KV [n_kv_heads, capacity, head_dim]),
+//           4 v_cache (read, same), 5 y (read_write, f32 [rows, n_heads * head_dim]).
+// Dispatch: (n_heads, step.rows, 1) workgroups of 64 threads; head_dim ≤ 256. Workgroup storage
+//           is 1.5 KiB, well inside the 16 KiB that every WebGPU device grants.
+struct Params {
+    n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
+    capacity: u32, window: u32, scale: f32, softcap: f32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read> k_cache: array<KV>;
+@group(0) @binding(4) var<storage, read> v_cache: array<KV>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+
+const TILE: u32 = 64u;
+var<workgroup> q: array<f32, 256>;
+var<workgroup> weights: array<f32, 64>;
+var<workgroup> tile_max: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let row = wid.y;
+    let hd = p.head_dim;
+    let kvh = h / (p.n_heads / p.n_kv_heads);
+    let q_pos = step.pos + row;
+    var first = 0u;
+    if (p.window > 0u && q_pos + 1u > p.window) { first = q_pos + 1u - p.window; }
+
+    for (var d = lid; d < hd; d += TILE) { q[d] = qkv[row * p.q_stride + h * hd + d] * p.scale; }
+    workgroupBarrier();
+
+    // Each thread owns output dims lid, lid + 64, lid + 128, lid + 192.
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    var running_max = -3.0e38;
+    var running_sum = 0.0;
+    let kv_base = kvh * p.capacity;
+    for (var start = first; start <= q_pos; start += TILE) {
+        let key = start + lid;
+        var score = -3.0e38;
+        if (key <= q_pos) {
+            let k_off = (kv_base + key) * hd;
+            var dot = 0.0;
+            for (var d = 0u; d < hd; d++) { dot += q[d] * f32(k_cache[k_off + d]); }
+            if (p.softcap > 0.0) { dot = tanh(dot / p.softcap) * p.softcap; }
+            score = dot;
+        }
+        tile_max[lid] = score;
+        workgroupBarrier();
+        for (var stride = 32u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) { tile_max[lid] = max(tile_max[lid], tile_max[lid + stride]); }
+            workgroupBarrier();
+        }
+        let new_max = max(running_max, tile_max[0]);
+        var w = 0.0;
+        if (key <= q_pos) { w = exp(score - new_max); }
+        weights[lid] = w;
+        workgroupBarrier();
+
+        let correction = exp(running_max - new_max);
+        running_max = new_max;
+        let count = min(TILE, q_pos + 1u - start);
+        var tile_sum = 0.0;
+        for (var j = 0u; j < count; j++) { tile_sum += weights[j]; }
+        running_sum = running_sum * correction + tile_sum;
+        for (var slot = 0u; slot < 4u; slot++) {
+            let d = lid + slot * TILE;
+            if (d < hd) {
+                var v_acc = 0.0;
+                for (var j = 0u; j < count; j++) {
+                    v_acc += weights[j] * f32(v_cache[(kv_base + start + j) * hd + d]);
+                }
+                acc[slot] = acc[slot] * correction + v_acc;
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var slot = 0u; slot < 4u; slot++) {
+        let d = lid + slot * TILE;
+        if (d < hd) { y[row * p.n_heads * hd + h * hd + d] = acc[slot] / running_sum; }
+    }
+}

@@ -1,0 +1,23 @@
+// Embedding gather: y[r, :] = table[ids[r] - row_start, :] * scale, for the rows whose id lies in
+// this shard [row_start, row_start + row_count). A vocabulary larger than one storage binding is
+// split into shards along the vocabulary; one dispatch per shard, each writes only its own ids.
+// Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 ids (read, u32 [rows]),
+//           3 table (read, W [row_count, dim]), 4 y (read_write, f32 [rows, dim]).
+// Dispatch: (ceil(dim / 256), step.rows, 1) workgroups of 256 threads, one element each.
+struct Params { dim: u32, row_start: u32, row_count: u32, scale: f32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> ids: array<u32>;
+@group(0) @binding(3) var<storage, read> table: array<W>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row = gid.y;
+    let col = gid.x;
+    if (row >= step.rows || col >= p.dim) { return; }
+    let id = ids[row];
+    if (id < p.row_start || id >= p.row_start + p.row_count) { return; }
+    y[row * p.dim + col] = f32(table[(id - p.row_start) * p.dim + col]) * p.scale;
+}

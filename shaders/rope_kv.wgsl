@@ -1,0 +1,97 @@
+// Per-head Q/K norm (optional), rotary embedding, and KV-cache append, fused in one pass over the
+// fused QKV projection output. Row r of this forward is at absolute position step.pos + r.
+//   q heads: rotated in place in qkv.   k heads: normalised, rotated, written to k_cache.
+//   v heads: copied to v_cache.
+// RoPE is split-half (HF rotate_half) or interleaved pairs (llama.cpp layout); only the first
+// rotary_dim dims of a head rotate (partial rotary). cos/sin come precomputed per row, so they
+// match the reference to the last bit instead of depending on the GPU's cos() accuracy.
+// Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 cos_sin (read, f32 [rows, rotary_dim/2, 2]),
+//           3 q_norm (read, f32 [head_dim]), 4 k_norm (read, f32 [head_dim]),
+//           5 qkv (read_write, f32 [rows, qkv_stride]; q heads, then k heads, then v heads),
+//           6 k_cache (read_write, KV [n_kv_heads, capacity, head_dim]), 7 v_cache (same).
+// Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 256.
+struct Params {
+    n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
+    qkv_stride: u32, capacity: u32, has_qk_norm: u32, interleaved: u32,
+    eps: f32, norm_offset: f32, pad0: u32, pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> cos_sin: array<f32>;
+@group(0) @binding(3) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(4) var<storage, read> k_norm: array<f32>;
+@group(0) @binding(5) var<storage, read_write> qkv: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<KV>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<KV>;
+
+var<workgroup> head: array<f32, 256>;
+var<workgroup> partial: array<f32, 128>;
+
+// Index pair (a, b) rotated together for rotation i.
+fn pair(i: u32) -> vec2<u32> {
+    if (p.interleaved == 1u) { return vec2<u32>(2u * i, 2u * i + 1u); }
+    return vec2<u32>(i, i + p.rotary_dim / 2u);
+}
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let row = wid.y;
+    let hd = p.head_dim;
+    let base = row * p.qkv_stride + h * hd;
+    let pos = step.pos + row;
+    let is_q = h < p.n_heads;
+    let is_v = h >= p.n_heads + p.n_kv_heads;
+
+    if (is_v) {
+        let kvh = h - p.n_heads - p.n_kv_heads;
+        for (var d = lid; d < hd; d += 128u) {
+            v_cache[(kvh * p.capacity + pos) * hd + d] = KV(qkv[base + d]);
+        }
+        return;
+    }
+
+    var sum = 0.0;
+    for (var d = lid; d < hd; d += 128u) {
+        let v = qkv[base + d];
+        head[d] = v;
+        sum += v * v;
+    }
+    partial[lid] = sum;
+    workgroupBarrier();
+    for (var stride = 64u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { partial[lid] += partial[lid + stride]; }
+        workgroupBarrier();
+    }
+    if (p.has_qk_norm == 1u) {
+        let scale = inverseSqrt(partial[0] / f32(hd) + p.eps);
+        for (var d = lid; d < hd; d += 128u) {
+            var w = k_norm[d];
+            if (is_q) { w = q_norm[d]; }
+            head[d] = head[d] * scale * (w + p.norm_offset);
+        }
+        workgroupBarrier();
+    }
+
+    let half = p.rotary_dim / 2u;
+    for (var i = lid; i < half; i += 128u) {
+        let ab = pair(i);
+        let c = cos_sin[(row * half + i) * 2u];
+        let s = cos_sin[(row * half + i) * 2u + 1u];
+        let xa = head[ab.x];
+        let xb = head[ab.y];
+        head[ab.x] = xa * c - xb * s;
+        head[ab.y] = xb * c + xa * s;
+    }
+    workgroupBarrier();
+
+    if (is_q) {
+        for (var d = lid; d < hd; d += 128u) { qkv[base + d] = head[d]; }
+    } else {
+        let kvh = h - p.n_heads;
+        for (var d = lid; d < hd; d += 128u) {
+            k_cache[(kvh * p.capacity + pos) * hd + d] = KV(head[d]);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+"""Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window), vs numpy."""
+import numpy as np
+import pytest
+
+from gpu_harness import as_f32, device, run_kernel
+
+
+def rope_ref(x, cos, sin, rotary_dim, interleaved):
+    x = x.copy()
+    half = rotary_dim // 2
+    a = np.arange(half) * 2 if interleaved else np.arange(half)
+    b = a + 1 if interleaved else a + half
+    xa, xb = x[..., a].copy(), x[..., b].copy()
+    x[..., a] = xa * cos - xb * sin
+    x[..., b] = xb * cos + xa * sin
+    return x
+
+
+CASES = [
+    # n_heads, n_kv, head_dim, rotary_dim, rows, pos, window, qk_norm, interleaved
+    (4, 2, 16, 16, 5, 0, 0, False, False),
+    (4, 2, 24, 24, 3, 70, 0, True, False),
+    (8, 1, 64, 32, 1, 130, 0, False, True),
+    (4, 4, 32, 32, 6, 9, 8, False, False),
+    (2, 2, 256, 256, 2, 3, 0, True, False),
+]
+
+
+@pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved", CASES)
+@pytest.mark.parametrize("kv", ["f32", "f16"])
+def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, kv):
+    if kv == "f16" and not device(True)[0].caps.shader_f16:
+        pytest.skip("no shader-f16")
+    rng = np.random.default_rng(nh * hd + rows + pos)
+    cap = pos + rows + 3
+    stride = (nh + 2 * nkv) * hd
+    qkv = rng.standard_normal((rows, stride)).astype(np.float32)
+    kv_dtype = np.float16 if kv == "f16" else np.float32
+    k_cache = rng.standard_normal((nkv, cap, hd)).astype(kv_dtype)
+    v_cache = rng.standard_normal((nkv, cap, hd)).astype(kv_dtype)
+    qn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
+    kn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
+    positions = pos + np.arange(rows)
+    inv_freq = 1.0 / 10000 ** (np.arange(rd // 2) * 2 / rd)
+    angles = (positions[:, None] * inv_freq[None, :]).astype(np.float32)
+    cos_sin = np.stack([np.cos(angles), np.sin(angles)], -1).astype(np.float32)
+
+    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "rotary_dim": rd, "qkv_stride": stride,
+              "capacity": cap, "has_qk_norm": int(qk_norm), "interleaved": int(interleaved),
+              "eps": 1e-6, "norm_offset": 0.0, "pad0": 0, "pad1": 0}
+    out = run_kernel("rope_kv", {"cos_sin": cos_sin, "q_norm": qn, "k_norm": kn, "qkv": qkv,
+                                 "k_cache": k_cache, "v_cache": v_cache}, params,
+                     grid=(nh + 2 * nkv, rows, 1), step=(rows, pos, pos + rows), defines={"KV": kv})
+
+    heads = qkv.reshape(rows, nh + 2 * nkv, hd).astype(np.float64)
+    q, k, v = heads[:, :nh], heads[:, nh:nh + nkv], heads[:, nh + nkv:]
+    if qk_norm:
+        q = q / np.sqrt((q ** 2).mean(-1, keepdims=True) + 1e-6) * qn
+        k = k / np.sqrt((k ** 2).mean(-1, keepdims=True) + 1e-6) * kn
+    c, s = cos_sin[:, None, :, 0], cos_sin[:, None, :, 1]
+    q, k = rope_ref(q, c, s, rd, interleaved), rope_ref(k, c, s, rd, interleaved)
+    want_k = k_cache.astype(np.float64)
+    want_v = v_cache.astype(np.float64)
+    want_k[:, positions] = k.transpose(1, 0, 2)
+    want_v[:, positions] = v.transpose(1, 0, 2)
+    got_qkv = as_f32(out["qkv"], (rows, nh + 2 * nkv, hd))
+    np.testing.assert_allclose(got_qkv[:, :nh], q, rtol=1e-5, atol=1e-5)
+    got_k = np.frombuffer(out["k_cache"], kv_dtype).reshape(nkv, cap, hd).astype(np.float64)
+    got_v = np.frombuffer(out["v_cache"], kv_dtype).reshape(nkv, cap, hd).astype(np.float64)
+    tol = 2e-3 if kv == "f16" else 1e-5
+    np.testing.assert_allclose(got_k, want_k, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_v, want_v, rtol=tol, atol=tol)
+
+    scale = hd ** -0.5
+    attn = run_kernel("attention", {"qkv": got_qkv.reshape(rows, stride), "k_cache": np.frombuffer(out["k_cache"], kv_dtype),
+                                    "v_cache": np.frombuffer(out["v_cache"], kv_dtype), "y": rows * nh * hd * 4},
+                      {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
+                       "window": window, "scale": scale, "softcap": 0.0},
+                      grid=(nh, rows, 1), step=(rows, pos, pos + rows), defines={"KV": kv})
+    want = np.zeros((rows, nh, hd))
+    for r in range(rows):
+        qp = pos + r
+        lo = max(0, qp + 1 - window) if window else 0
+        for h in range(nh):
+            kvh = h // (nh // nkv)
+            scores = got_k[kvh, lo:qp + 1] @ got_qkv[r, h].astype(np.float64) * scale
+            w = np.exp(scores - scores.max())
+            want[r, h] = (w / w.sum()) @ got_v[kvh, lo:qp + 1]
+    np.testing.assert_allclose(as_f32(attn["y"], (rows, nh, hd)), want, rtol=1e-4, atol=1e-5)
