@@ -1,0 +1,92 @@
+// Linear layer for a few rows (decode): y[r, out_offset + n] = x[r, :] . w[n, :]
+//                                        (+ bias[n] if has_bias) (+ residual[r, out_offset + n] if has_residual)
+// Bindings (identical to matmul.wgsl; one bind group serves both):
+//   0 step (uniform Step), 1 p (uniform Params),
+//   2 x (read, f32 [rows, K]), 3 w (read, W [N, K]), 4 bias (read, f32 [N]),
+//   5 residual (read, f32 [rows, out_stride]), 6 y (read_write, f32 [rows, out_stride]).
+//   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
+// Defines (py_engine/linear_plan.py: linear_defines): W, the weight element: f32 or 16-bit
+//   floats (never spelt out here: kernels.py enables that extension when the source names it).
+//   VEC4 = (K % 4 == 0): then x and w are read as blocks of four consecutive k
+//   (XBlock = vec4<f32>, WBlock = vec4<W>); otherwise one k per block (XBlock = f32, WBlock = W).
+// Dispatch: ceil(N / FEATURES_PER_GROUP) workgroups of 256 threads, laid out by linear_grid
+//   over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup owns
+//   FEATURES_PER_GROUP output features for every row; GEMV_ROWS rows share each weight load,
+//   so more rows cost one more pass over the workgroup's weights per GEMV_ROWS.
+struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32, pad: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<XBlock>;
+@group(0) @binding(3) var<storage, read> w: array<WBlock>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> residual: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+
+// 32 threads walk one weight row together: each warp-sized load is one contiguous segment.
+const LANES: u32 = 32u;
+const FEATURES_PER_GROUP: u32 = 8u;  // 8 x 32 = 256 threads; keep in step with linear_plan.py
+const GEMV_ROWS: u32 = 8u;           // rows per pass: accumulators each thread keeps
+const THREADS: u32 = LANES * FEATURES_PER_GROUP;
+
+var<workgroup> partial: array<f32, GEMV_ROWS * THREADS>;  // [row][thread] partial dot products
+
+// A block widened to f32. A one-k block (VEC4 false) is splatted, so its value is `.x`.
+fn weight_block(i: u32) -> vec4<f32> { return vec4<f32>(vec4<W>(w[i])); }
+fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
+
+fn block_dot(wv: vec4<f32>, xv: vec4<f32>) -> f32 {
+    if (VEC4) { return dot(wv, xv); }
+    return wv.x * xv.x;
+}
+
+fn write_output(r: u32, n: u32, dot_value: f32) {
+    let at = r * p.out_stride + p.out_offset + n;
+    var v = dot_value;
+    if (p.has_bias != 0u) { v += bias[n]; }
+    if (p.has_residual != 0u) { v += residual[at]; }
+    y[at] = v;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let rows = select(p.rows, step.rows, p.rows == 0u);
+    let group = wid.x + wid.y * groups.x;
+    let slot = lid / LANES;
+    let lane = lid % LANES;
+    let n = group * FEATURES_PER_GROUP + slot;
+    let blocks = select(p.K, p.K / 4u, VEC4);  // blocks per row of x and of w
+    // Features past N (in the last workgroup) load nothing but still reach every barrier.
+    let my_blocks = select(0u, blocks, n < p.N);
+    let w_row = n * blocks;
+
+    for (var row0 = 0u; row0 < rows; row0 += GEMV_ROWS) {
+        let pass_rows = min(GEMV_ROWS, rows - row0);
+        // Constant-bound loops over `acc` so the compiler unrolls them and keeps it in registers.
+        // Initialised explicitly: naga zeroes a bare loop-local `var` only once (gfx-rs/wgpu#9489).
+        var acc = array<f32, GEMV_ROWS>();
+        for (var b = lane; b < my_blocks; b += LANES) {
+            let wv = weight_block(w_row + b);
+            for (var r = 0u; r < GEMV_ROWS; r++) {
+                if (r < pass_rows) { acc[r] += block_dot(wv, act_block((row0 + r) * blocks + b)); }
+            }
+        }
+        for (var r = 0u; r < GEMV_ROWS; r++) { partial[r * THREADS + lid] = acc[r]; }
+        workgroupBarrier();
+        // Tree reduction over the LANES threads of each feature.
+        for (var stride = LANES / 2u; stride > 0u; stride >>= 1u) {
+            if (lane < stride) {
+                for (var r = 0u; r < GEMV_ROWS; r++) {
+                    if (r < pass_rows) { partial[r * THREADS + lid] += partial[r * THREADS + lid + stride]; }
+                }
+            }
+            workgroupBarrier();
+        }
+        // Lane r of each feature writes row row0 + r.
+        if (lane < pass_rows && n < p.N) {
+            write_output(row0 + lane, n, partial[lane * THREADS + slot * LANES]);
+        }
+        workgroupBarrier();  // `partial` is rewritten by the next pass
+    }
+}
