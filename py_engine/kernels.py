@@ -3,7 +3,7 @@
 A kernel file declares its own bindings and, if it has any, a `struct Params` of 4-byte scalars.
 Both are parsed here, so Python binds buffers and packs parameters *by name* and can never drift
 out of step with the shader. Specialisation prepends `alias`/`const` lines (e.g. `alias W = f16;`)
-and `enable f16;` when any f16 type is used; the shared `Step` uniform struct (rows of this
+and `enable f16;` when a define names f16 (kernels use f16 only through such aliases); the shared `Step` uniform struct (rows of this
 forward, first position, KV length) is defined for every kernel.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def specialise(source: str, defines: dict) -> str:
         else:
             lines.append(f"alias {key} = {value};")
     head = "\n".join(lines) + "\n" + STEP_STRUCT
-    if re.search(r"\bf16\b", head + source):
+    if any("f16" in str(v) for v in defines.values()):
         head = "enable f16;\n" + head
     return head + source
 

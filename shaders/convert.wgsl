@@ -1,11 +1,11 @@
 // Weight dtype conversion at load time: raw f16 / bf16 / f32 words as stored in the checkpoint
 // → OUT (f32, or f16 on shader-f16 devices). Runs once per tensor; Python never touches values.
 // Bindings: 0 p (uniform Params), 1 src (read, u32 words of the raw tensor),
-//           2 dst (read_write, OUT [count]).
+//           2 dst (read_write, OUT; elements dst_offset .. dst_offset + count are written).
 // Dispatch: n = ceil(count / 256) workgroups of 256 as (min(n, 65535), ceil(n / 65535), 1);
 //           p.grid_x is the x size, so the element index is linear over the 2-D grid.
 // src_kind: 0 = f16, 1 = bf16, 2 = f32.
-struct Params { count: u32, src_kind: u32, grid_x: u32, pad: u32 }
+struct Params { count: u32, src_kind: u32, grid_x: u32, dst_offset: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
@@ -26,5 +26,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             value = unpack2x16float(bits).x;
         }
     }
-    dst[i] = OUT(value);
+    dst[p.dst_offset + i] = OUT(value);
 }

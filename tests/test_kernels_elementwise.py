@@ -50,7 +50,7 @@ def test_convert(src, out):
     kind = {"f16": 0, "bf16": 1, "f32": 2}[src]
     grid = grid_1d(values.size)
     res = run_kernel("convert", {"src": raw, "dst": values.size * (2 if out == "f16" else 4)},
-                     {"count": values.size, "src_kind": kind, "grid_x": grid[0], "pad": 0},
+                     {"count": values.size, "src_kind": kind, "grid_x": grid[0], "dst_offset": 0},
                      grid=grid, defines={"OUT": out})
     got = np.frombuffer(res["dst"], np.float16 if out == "f16" else np.float32, count=values.size)
     want = expect.astype(np.float16) if out == "f16" else expect

@@ -1,0 +1,117 @@
+"""Desktop CLI: `python -m py_engine generate|tokenize …`. Bad input → one line on stderr, exit 2."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .errors import WispError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m py_engine", description="Wisp: LLM inference on WebGPU")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate text from a prompt")
+    gen.add_argument("--model", required=True, help="HF model directory")
+    source = gen.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="prompt text")
+    source.add_argument("--ids", help="comma-separated prompt token ids")
+    gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--repetition-penalty", type=float, default=1.0)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens")
+    gen.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
+    gen.add_argument("--json", action="store_true", help='print {"tokens": [...], "text": "..."} as the last line')
+    gen.add_argument("--logits-out", help="write the last prompt position's float32 logits to this .npy file")
+    gen.add_argument("-v", "--verbose", action="store_true")
+    tok = sub.add_parser("tokenize", help="read text on stdin, print {\"ids\": [...]}")
+    tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
+    tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+                        format="%(message)s", stream=sys.stderr)
+    try:
+        if args.command == "tokenize":
+            return tokenize(args)
+        return asyncio.run(generate(args))
+    except WispError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def load_tokenizer(path: Path):
+    from .tokenizer import Tokenizer
+
+    return Tokenizer.from_file(path) if path.is_file() else Tokenizer.from_model_dir(path)
+
+
+def tokenize(args) -> int:
+    tok = load_tokenizer(Path(args.model))
+    print(json.dumps({"ids": tok.encode(sys.stdin.read(), add_special_tokens=args.special)}))
+    return 0
+
+
+def parse_ids(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise WispError(f"--ids: expected comma-separated integers, got {text!r}") from None
+
+
+async def generate(args) -> int:
+    from .gpu import open_device
+    from .sampling import SamplingParams
+    from .session import load_model
+
+    model = Path(args.model)
+    need_tokenizer = args.prompt is not None or not args.json
+    device = await open_device(allow_f16=not args.f32)
+    engine, tok, stop_ids = await load_model(model, device, context=args.context, with_tokenizer=need_tokenizer)
+    if args.prompt is not None:
+        text = tok.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
+        prompt = tok.encode(text, add_special_tokens=not args.chat)
+    else:
+        prompt = parse_ids(args.ids)
+        bad = [i for i in prompt if not 0 <= i < engine.cfg.vocab_size]
+        if bad or not prompt:
+            raise WispError(f"--ids: token ids must be in 0..{engine.cfg.vocab_size - 1}, got {bad or 'nothing'}")
+    if args.logits_out:
+        from .npy import write_npy_f32
+
+        write_npy_f32(args.logits_out, await engine.prompt_logits(prompt))
+        engine.reset()
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
+    stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
+    tokens, pieces = [], []
+    start = time.perf_counter()
+    async for token in engine.generate(prompt, args.max_new_tokens, sampling, stop_ids):
+        tokens.append(token)
+        if stream is not None and token not in stop_ids:
+            piece = stream.push(token)
+            pieces.append(piece)
+            if not args.json:
+                print(piece, end="", flush=True)
+    if stream is not None:
+        pieces.append(stream.flush())
+        if not args.json:
+            print(pieces[-1])
+    elapsed = time.perf_counter() - start
+    if args.json:
+        print(json.dumps({"tokens": tokens, "text": "".join(pieces)}, ensure_ascii=False))
+    else:
+        print(f"[{len(tokens)} tokens, {len(tokens) / max(elapsed, 1e-9):.1f} tok/s]", file=sys.stderr)
+    return 0

@@ -1,0 +1,113 @@
+"""Engine: a loaded model on a device — prefill, decode, sample — async end to end."""
+from __future__ import annotations
+
+import logging
+import struct
+from array import array
+from pathlib import Path
+
+from .executor import Executor
+from .formats.hf_dir import read_json, read_tensor_index
+from .formats.safetensors import MappedFiles
+from .kernels import KernelCache
+from .models import graph_generator
+from .models.builder import GraphBuilder
+from .models.config import ModelConfig, config_from_hf
+from .models.rope import cos_sin_table, inv_frequencies
+from .sampling import Sampler, SamplingParams
+from .weights import WeightUploader
+from .errors import ModelFileError
+
+log = logging.getLogger("wisp")
+
+
+class Engine:
+    def __init__(self, device, cfg: ModelConfig, executor: Executor, kernels, weight_bytes: int, context: int):
+        self.device = device
+        self.cfg = cfg
+        self.executor = executor
+        self.weight_bytes = weight_bytes
+        self.context = context
+        self.max_rows = executor.graph.max_rows
+        self.inv_freq = inv_frequencies(cfg.rotary_dim, cfg.rope_theta, cfg.rope_scaling)
+        self.logits_buffer = executor.buffer("logits")
+        self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
+        self.pos = 0  # tokens already in the KV cache
+        self.dispatches_per_token = len(executor.graph.ops)
+
+    @classmethod
+    async def load(cls, path, device, max_rows: int = 128, context: int = 2048) -> "Engine":
+        path = Path(path)
+        cfg = config_from_hf(read_json(path / "config.json"), path / "config.json")
+        generate_graph = graph_generator(cfg.architecture, str(path / "config.json"))
+        tensors = read_tensor_index(path)
+        return await cls.from_tensors(cfg, generate_graph, tensors, MappedFiles(), device, max_rows, context, path)
+
+    @classmethod
+    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path):
+        context = min(context, cfg.max_position)
+        kernels = KernelCache(device)
+        half = device.caps.shader_f16
+        builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, path), max_rows, context,
+                               half, kv_cache_dtype(tensors, half), device.caps.limits.max_storage_binding)
+        graph = generate_graph(builder)
+        log.info("graph: %s", graph.summary())
+        uploader = WeightUploader(device, kernels, tensors, reader)
+        executor = Executor(device, kernels, graph, uploader)
+        uploader.release_staging()
+        engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
+        await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for uploads and conversions
+        return engine
+
+    def reset(self):
+        self.pos = 0
+
+    def _forward_commands(self, ids: list[int]) -> list:
+        if self.pos + len(ids) > self.context:
+            raise ValueError(f"context full: {self.pos} + {len(ids)} tokens > {self.context}")
+        ex = self.executor
+        self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
+        self.device.write_buffer(ex.buffer("cos_sin"), 0, cos_sin_table(self.inv_freq, self.pos, len(ids)))
+        commands = ex.commands(len(ids), self.pos)
+        self.pos += len(ids)
+        return commands
+
+    def prefill_commands(self, ids: list[int]) -> list:
+        """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
+        for start in range(0, len(ids) - self.max_rows, self.max_rows):
+            self.device.submit(self._forward_commands(ids[start:start + self.max_rows]))
+        tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
+        return self._forward_commands(ids[-tail:])
+
+    async def prompt_logits(self, ids: list[int]) -> list[float]:
+        self.device.submit(self.prefill_commands(ids))
+        raw = await self.device.read_buffer(self.logits_buffer, 0, self.cfg.vocab_size * 4)
+        return list(struct.unpack(f"<{self.cfg.vocab_size}f", raw))
+
+    async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
+                       stop_ids=()):
+        """Async generator of new token ids; a stop id is yielded, then generation ends."""
+        sampling = sampling or SamplingParams()
+        history = list(prompt)
+        commands = self.prefill_commands(prompt)
+        for _ in range(max_new_tokens):
+            self.device.submit(commands + self.sampler.commands(sampling, history))
+            token = await self.sampler.pick(sampling)
+            history.append(token)
+            yield token
+            if token in stop_ids or self.pos >= self.context:
+                return
+            commands = self._forward_commands([token])
+
+
+def kv_cache_dtype(tensors: dict, half: bool) -> str:
+    """The KV cache follows the checkpoint's precision: f16 for half-precision models on shader-f16
+    devices, f32 for f32 checkpoints (whose owners asked for full precision)."""
+    matrices = [t for t in tensors.values() if len(t.shape) == 2]
+    return "f16" if half and all(t.dtype in ("F16", "BF16") for t in matrices) else "f32"
+
+
+def _tensor_info(tensors, name, path):
+    if name not in tensors:
+        raise ModelFileError(path, f"missing tensor {name!r}")
+    return tensors[name]

@@ -1,0 +1,97 @@
+"""Executor: turns a Graph into GPU buffers, bind groups and one compute pass per forward.
+
+Activations are pooled by liveness (a tensor's buffer is reused once its last reader has run;
+an op's outputs never share a buffer with its inputs). Bind groups and op Params are built once;
+per forward only the Step uniform, the token ids and the cos/sin rows are written — each only
+when its bytes change."""
+from __future__ import annotations
+
+import logging
+import struct
+
+from .gpu import Dispatch
+from .graph import Graph
+from .kernels import STEP_FORMAT
+from .linear_plan import choose_linear
+
+log = logging.getLogger("wisp")
+
+
+class Executor:
+    def __init__(self, device, kernels, graph: Graph, weights):
+        self.device = device
+        self.kernels = kernels
+        self.graph = graph
+        self.buffers = {}
+        self.activation_bytes = self._allocate(weights)
+        self.step = device.create_buffer(16, "uniform", label="step")
+        self._last_step = None
+        self._params = device.create_buffer(256 * len(graph.ops), "uniform", label="op params")
+        self._bind = [self._prepare(i, op) for i, op in enumerate(graph.ops)]
+        self.kv_bytes = sum(t.nbytes for t in graph.tensors if t.kind == "state")
+
+    # buffers ---------------------------------------------------------------------------------
+    def _allocate(self, weights) -> int:
+        """Weights from the uploader, dedicated buffers for inputs/outputs/state, a pool for activations."""
+        last_use = {}
+        for i, op in enumerate(self.graph.ops):
+            for t in op.bind.values():
+                last_use[t] = i
+        free: dict[int, list] = {}
+        pooled, total = 0, 0
+        for i, op in enumerate(self.graph.ops):
+            for t in op.bind.values():
+                if t in self.buffers:
+                    continue
+                if t.kind == "weight":
+                    self.buffers[t] = weights.upload(t)
+                elif t.kind == "activation":
+                    bucket = free.get(t.nbytes)
+                    if bucket:
+                        self.buffers[t] = bucket.pop()
+                    else:
+                        self.buffers[t] = self.device.create_buffer(t.nbytes, label="activation")
+                        pooled += 1
+                        total += t.nbytes
+                else:
+                    self.buffers[t] = self.device.create_buffer(t.nbytes, label=t.name)
+            for t in op.bind.values():
+                if t.kind == "activation" and last_use[t] == i:
+                    free.setdefault(t.nbytes, []).append(self.buffers[t])
+        activations = sum(1 for t in self.graph.tensors if t.kind == "activation")
+        log.info("%d tensors → %d buffers, %.1f MB", activations, pooled, total / 1e6)
+        return total
+
+    def buffer(self, name: str):
+        tensor = self.graph.inputs.get(name) or self.graph.outputs[name]
+        return self.buffers[tensor]
+
+    def _prepare(self, index: int, op):
+        names = ["gemv", "matmul"] if op.kernel == "linear" else [op.kernel]
+        kernels = [self.kernels.get(n, **op.defines) for n in dict.fromkeys(names)]
+        first = kernels[0]
+        self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
+        resources = []
+        for b in first.bindings:
+            if b.name == "step":
+                resources.append((self.step, 0, 16))
+            elif b.name == "p":
+                resources.append((self._params, index * 256, 256))
+            else:
+                buf = self.buffers[op.bind[b.name]]
+                resources.append((buf, 0, buf.size))
+        return self.device.create_bind_group(first.handle, resources), {k.name: k for k in kernels}
+
+    # forward ---------------------------------------------------------------------------------
+    def commands(self, rows: int, pos: int) -> list:
+        """Write the Step uniform for a forward of `rows` tokens at position `pos`; return its dispatches."""
+        step = struct.pack(STEP_FORMAT, rows, pos, pos + rows, 0)
+        if step != self._last_step:
+            self.device.write_buffer(self.step, 0, step)
+            self._last_step = step
+        out = []
+        for op, (bind_group, kernels) in zip(self.graph.ops, self._bind):
+            op_rows = op.fixed_rows or rows
+            name = choose_linear(op_rows) if op.kernel == "linear" else op.kernel
+            out.append(Dispatch(kernels[name].handle, bind_group, op.grid(op_rows)))
+        return out

@@ -1,0 +1,87 @@
+"""safetensors: our own reader. The JSON header is parsed first and checked against the file
+size; tensor bytes are then served as zero-copy memoryviews (memory-mapped on the desktop)."""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+from ..errors import ModelFileError
+
+DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "I64": 8, "U8": 1, "I8": 1, "U32": 4, "BOOL": 1}
+MAX_HEADER = 100 << 20
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple
+    start: int  # absolute byte offset in the file
+    nbytes: int
+    path: str
+
+
+def read_header(path) -> dict[str, TensorInfo]:
+    path = str(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ModelFileError(path, "file too short to be safetensors (no 8-byte header length)")
+            (header_len,) = struct.unpack("<Q", head)
+            if header_len > MAX_HEADER or 8 + header_len > size:
+                raise ModelFileError(path, f"header length {header_len} exceeds the file size {size}")
+            raw = f.read(header_len)
+    except FileNotFoundError:
+        raise ModelFileError(path, "file not found") from None
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(path, f"malformed safetensors header JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ModelFileError(path, "safetensors header is not a JSON object")
+    data_start = 8 + header_len
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        tensors[name] = _tensor_info(path, name, entry, data_start, size)
+    return tensors
+
+
+def _tensor_info(path, name, entry, data_start, file_size) -> TensorInfo:
+    try:
+        dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
+    except (KeyError, TypeError, ValueError):
+        raise ModelFileError(path, f"tensor {name!r}: header entry lacks dtype/shape/data_offsets") from None
+    if dtype not in DTYPE_BYTES:
+        raise ModelFileError(path, f"tensor {name!r}: unknown dtype {dtype!r}")
+    count = 1
+    for dim in shape:
+        count *= dim
+    if end - begin != count * DTYPE_BYTES[dtype] or begin < 0:
+        raise ModelFileError(path, f"tensor {name!r}: data_offsets {begin}..{end} do not fit shape {list(shape)} {dtype}")
+    if data_start + end > file_size:
+        raise ModelFileError(path, f"tensor {name!r}: data ends at byte {data_start + end}, past the end of the file "
+                                   f"({file_size} bytes): truncated")
+    return TensorInfo(name, dtype, shape, data_start + begin, end - begin, path)
+
+
+class MappedFiles:
+    """Zero-copy access to tensor bytes: one read-only memory map per file, opened on first use."""
+
+    def __init__(self):
+        self._maps = {}
+
+    def view(self, info: TensorInfo) -> memoryview:
+        if info.path not in self._maps:
+            with open(info.path, "rb") as f:
+                self._maps[info.path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return memoryview(self._maps[info.path])[info.start:info.start + info.nbytes]
+
+    def close(self):
+        self._maps.clear()  # the maps close when their last view is released

@@ -1,0 +1,65 @@
+"""The graph IR: tensors and ops in execution order, emitted by a model family's generator.
+
+An op names its kernel, binds tensors to the kernel's bindings *by name*, carries static Params
+and a grid function of the number of rows in this forward. Everything that changes per forward
+(rows, first position) lives in the shared Step uniform, so Params are written once.
+Weights are declared as WeightSpecs (checkpoint tensors concatenated along rows, e.g. q|k|v) and
+split into shards when one would exceed a storage binding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    parts: tuple  # checkpoint tensor names, concatenated along rows (dim 0)
+    role: str  # "matrix": stored in the device's weight dtype; "vector": f32
+
+
+@dataclass(eq=False)
+class Tensor:
+    name: str
+    nbytes: int
+    kind: str  # "activation", "input", "output", "state", "weight" or "dummy"
+    weight: WeightSpec | None = None
+    rows: tuple = (0, 0)  # weight shards: [first row, row count) of the concatenated matrix
+    dtype: str = "f32"
+
+
+@dataclass(eq=False)
+class Op:
+    kernel: str  # shader name; "linear" picks gemv or matmul per forward
+    bind: dict
+    params: dict
+    grid: Callable[[int], tuple]  # rows of this forward → workgroup grid
+    defines: dict = field(default_factory=dict)
+    fixed_rows: int = 0  # rows this op always sees (the LM head: 1); 0 = the forward's rows
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Graph:
+    def __init__(self, max_rows: int):
+        self.max_rows = max_rows
+        self.ops: list[Op] = []
+        self.tensors: list[Tensor] = []
+        self.outputs: dict[str, Tensor] = {}
+        self.inputs: dict[str, Tensor] = {}
+
+    def tensor(self, name: str, nbytes: int, kind: str = "activation", **extra) -> Tensor:
+        t = Tensor(name, nbytes, kind, **extra)
+        self.tensors.append(t)
+        return t
+
+    def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0) -> None:
+        self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows))
+
+    def summary(self) -> str:
+        kinds = {}
+        for t in self.tensors:
+            kinds[t.kind] = kinds.get(t.kind, 0) + 1
+        return f"{len(self.ops)} ops, tensors: {kinds}"

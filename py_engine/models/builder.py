@@ -1,0 +1,141 @@
+"""GraphBuilder: the ops a decoder-only transformer is made of, emitted into a Graph.
+
+Family generators (llama.py, qwen2.py, …) call these; every tensor the builder creates is sized
+for the largest forward (graph.max_rows rows) and every weight it declares is split into shards
+that fit one storage binding."""
+from __future__ import annotations
+
+from ..graph import Graph, Tensor, WeightSpec, ceil_div
+from ..linear_plan import choose_linear, linear_defines, linear_grid
+from .config import ModelConfig
+
+DTYPE_BYTES = {"f32": 4, "f16": 2}
+
+
+class GraphBuilder:
+    def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
+                 half: bool, kv_dtype: str, max_binding: int):
+        self.cfg = cfg
+        self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
+        self.g = Graph(max_rows)
+        self.kv_capacity = kv_capacity
+        self.half = half  # the device has shader-f16: half-precision weights stay half
+        self.kv_dtype = kv_dtype
+        self.max_binding = max_binding
+        self.dummy = self.g.tensor("dummy", 16, "dummy")
+        self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
+        self.cos_sin = self.g.inputs["cos_sin"] = self.g.tensor("cos_sin", max_rows * cfg.rotary_dim * 4, "input")
+        self.kv_caches = []
+        self._count = 0
+
+    def act(self, label: str, width: int, rows: int | None = None) -> Tensor:
+        self._count += 1
+        return self.g.tensor(f"{label}#{self._count}", (rows or self.g.max_rows) * width * 4)
+
+    # weights ---------------------------------------------------------------------------------
+    def shape(self, name: str) -> tuple:
+        return self.tensor_info(name).shape
+
+    def matrix_dtype(self, parts) -> str:
+        """f16 for half-precision checkpoints on shader-f16 devices; f32 checkpoints keep their
+        precision (rounding them to f16 would cost fidelity the user chose to keep)."""
+        half = self.half and all(self.tensor_info(p).dtype in ("F16", "BF16") for p in parts)
+        return "f16" if half else "f32"
+
+    def matrix(self, parts) -> tuple[list[Tensor], int, int, str]:
+        """Weight shards of the row-concatenation of `parts`, plus (rows N, columns K, dtype)."""
+        parts = tuple(parts)
+        shapes = [self.shape(p) for p in parts]
+        k = shapes[0][1]
+        n = sum(s[0] for s in shapes)
+        dtype = self.matrix_dtype(parts)
+        elem = DTYPE_BYTES[dtype]
+        per_shard = max(1, self.max_binding // (k * elem))
+        spec = WeightSpec(parts, "matrix")
+        shards = [
+            self.g.tensor(f"{parts[0]}[{r}]", min(per_shard, n - r) * k * elem, "weight", weight=spec,
+                          rows=(r, min(per_shard, n - r)), dtype=dtype)
+            for r in range(0, n, per_shard)
+        ]
+        return shards, n, k, dtype
+
+    def vector(self, parts) -> Tensor:
+        parts = tuple(parts)
+        n = sum(self.shape(p)[0] for p in parts)
+        return self.g.tensor(parts[0], n * 4, "weight", weight=WeightSpec(parts, "vector"), rows=(0, n))
+
+    # ops -------------------------------------------------------------------------------------
+    def embedding(self, name: str, scale: float = 1.0) -> Tensor:
+        shards, vocab, dim, dtype = self.matrix([name])
+        y = self.act("embed", dim)
+        for shard in shards:
+            start, count = shard.rows
+            self.g.op("embedding", {"ids": self.ids, "table": shard, "y": y},
+                      {"dim": dim, "row_start": start, "row_count": count, "scale": scale},
+                      lambda rows, dim=dim: (ceil_div(dim, 256), rows, 1), {"W": dtype})
+        return y
+
+    def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
+        dim = self.shape(weight)[0]
+        y = self.act("norm", dim, 1 if last_row_only else None)
+        self.g.op("rmsnorm", {"x": x, "w": self.vector([weight]), "y": y},
+                  {"dim": dim, "eps": self.cfg.rms_norm_eps, "w_offset": offset, "last_row_only": int(last_row_only)},
+                  (lambda rows: (1, 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)))
+        return y
+
+    def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
+               out: Tensor | None = None) -> Tensor:
+        shards, n, k, dtype = self.matrix(parts)
+        if bias is not None and len(shards) > 1:
+            raise NotImplementedError("a bias on a weight split over several bindings")
+        y = out or self.act("linear", n, fixed_rows or None)
+        defines = linear_defines(k, dtype)
+        for shard in shards:
+            start, count = shard.rows
+            self.g.op("linear", {
+                "x": x, "w": shard, "bias": self.vector(bias) if bias else self.dummy,
+                "residual": residual or self.dummy, "y": y,
+            }, {"K": k, "N": count, "out_stride": n, "out_offset": start, "rows": fixed_rows,
+                "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0},
+                lambda rows, count=count: linear_grid(choose_linear(rows), rows, count), defines, fixed_rows)
+        return y
+
+    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:
+        cfg = self.cfg
+        cache_bytes = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim * DTYPE_BYTES[self.kv_dtype]
+        layer = len(self.kv_caches)
+        k_cache = self.g.tensor(f"k_cache.{layer}", cache_bytes, "state", dtype=self.kv_dtype)
+        v_cache = self.g.tensor(f"v_cache.{layer}", cache_bytes, "state", dtype=self.kv_dtype)
+        self.kv_caches.append((k_cache, v_cache))
+        heads = cfg.num_heads + 2 * cfg.num_kv_heads
+        self.g.op("rope_kv", {
+            "cos_sin": self.cos_sin, "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
+            "k_norm": self.vector([k_norm]) if k_norm else self.dummy, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
+        }, {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
+            "rotary_dim": cfg.rotary_dim, "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity,
+            "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved), "eps": cfg.rms_norm_eps,
+            "norm_offset": 0.0, "pad0": 0, "pad1": 0},
+            lambda rows: (heads, rows, 1), {"KV": self.kv_dtype})
+
+    def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+        cfg = self.cfg
+        k_cache, v_cache = self.kv_caches[-1]
+        y = self.act("attn", cfg.num_heads * cfg.head_dim)
+        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "y": y},
+                  {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
+                   "q_stride": (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, "capacity": self.kv_capacity,
+                   "window": window, "scale": scale if scale is not None else cfg.head_dim ** -0.5, "softcap": softcap},
+                  lambda rows: (cfg.num_heads, rows, 1), {"KV": self.kv_dtype})
+        return y
+
+    def silu_mul(self, gate_up: Tensor, inter: int) -> Tensor:
+        y = self.act("mlp", inter)
+        self.g.op("silu_mul", {"gate_up": gate_up, "y": y}, {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
+                  lambda rows: (ceil_div(inter, 256), rows, 1))
+        return y
+
+    def logits(self, x_last: Tensor, head: str) -> Tensor:
+        """LM head on the last row only: [vocab] float32 logits, the graph's output."""
+        vocab = self.shape(head)[0]
+        out = self.g.outputs["logits"] = self.g.tensor("logits", vocab * 4, "output")
+        return self.linear(x_last, [head], fixed_rows=1, out=out)

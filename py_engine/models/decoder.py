@@ -1,0 +1,29 @@
+"""The pre-norm decoder stack shared by the Llama family and its descendants (Mistral, Qwen2/3,
+SmolLM): embed → N × [norm → fused QKV → (QK-norm) RoPE + KV append → attention → O + residual →
+norm → fused gate|up → SiLU·mul → down + residual] → final norm (last row) → LM head."""
+from __future__ import annotations
+
+from .builder import GraphBuilder
+
+
+def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = False, window: int = 0):
+    cfg = b.cfg
+    x = b.embedding("model.embed_tokens.weight")
+    for i in range(cfg.num_layers):
+        p = f"model.layers.{i}."
+        attn = p + "self_attn."
+        h = b.rmsnorm(x, p + "input_layernorm.weight")
+        qkv = b.linear(h, [attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"],
+                       bias=[attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"] if qkv_bias else None)
+        b.rope_kv(qkv, q_norm=attn + "q_norm.weight" if qk_norm else None,
+                  k_norm=attn + "k_norm.weight" if qk_norm else None)
+        a = b.attention(qkv, window=window)
+        x = b.linear(a, [attn + "o_proj.weight"], residual=x)
+        h = b.rmsnorm(x, p + "post_attention_layernorm.weight")
+        gate_up = b.linear(h, [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"])
+        m = b.silu_mul(gate_up, cfg.intermediate_size)
+        x = b.linear(m, [p + "mlp.down_proj.weight"], residual=x)
+    last = b.rmsnorm(x, "model.norm.weight", last_row_only=True)
+    head = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
+    b.logits(last, head)
+    return b.g

@@ -1,0 +1,27 @@
+"""Load what a chat or generation needs: the engine, the tokenizer (if any) and the stop ids."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .engine import Engine
+from .formats.hf_dir import read_json
+
+
+async def load_model(path: Path, device, context: int = 2048, with_tokenizer: bool = True):
+    from .errors import ModelFileError
+
+    if not path.exists():
+        raise ModelFileError(path, "model path not found")
+    engine = await Engine.load(path, device, context=context)
+    stop_ids = set(engine.cfg.eos_token_ids)
+    gen_config = path / "generation_config.json"
+    if gen_config.exists():
+        eos = read_json(gen_config).get("eos_token_id")
+        stop_ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    tok = None
+    if with_tokenizer or (path / "tokenizer.json").exists():
+        from .tokenizer import Tokenizer
+
+        tok = Tokenizer.from_model_dir(path)
+        stop_ids.update(tok.eos_ids)
+    return engine, tok, stop_ids
