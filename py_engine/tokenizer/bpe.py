@@ -1,0 +1,158 @@
+"""The BPE model: one pre-tokenized word -> token ids.
+
+Merge order follows HF tokenizers exactly: repeatedly apply the applicable merge of lowest
+rank, leftmost first. A heap keeps that O(n log n), which matters for SentencePiece-style
+vocabularies, where a whole paragraph without pre-tokenization is a single word.
+"""
+
+import heapq
+
+from .spec_error import SpecError
+
+# Merges are looked up by the pair of ids packed into one int: hashing an int is much
+# cheaper than hashing a tuple, and this lookup is the inner loop.
+_PAIR_SHIFT = 32
+
+# Like HF: remember up to this many words, and only short ones (long ones rarely repeat).
+_CACHE_CAPACITY = 10_000
+_CACHE_MAX_WORD_LENGTH = 256
+
+
+class BPE:
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        merges: dict[int, tuple[float, int]],
+        *,
+        unk_id: int | None = None,
+        fuse_unk: bool = False,
+        byte_fallback: bool = False,
+        ignore_merges: bool = False,
+    ):
+        """`merges` maps a packed pair (see `pack_pair`) to (rank, id of the merged token)."""
+        self.vocab = vocab
+        self.merges = merges
+        self.unk_id = unk_id
+        self.fuse_unk = fuse_unk
+        self.ignore_merges = ignore_merges
+        # Ids of the <0xNN> tokens, or None where byte fallback cannot spell a byte.
+        self.byte_ids = [vocab.get(f"<0x{byte:02X}>") for byte in range(256)] if byte_fallback else None
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    @classmethod
+    def from_merge_list(cls, vocab: dict[str, int], merges: list, **options) -> "BPE":
+        """Ranks from the order of `merges`: "left right" strings (merges.txt, GGUF `gpt2`
+        models) or [left, right] pairs (newer tokenizer.json)."""
+        table: dict[int, tuple[float, int]] = {}
+        for rank, merge in enumerate(merges):
+            if isinstance(merge, str):
+                left, space, right = merge.partition(" ")
+                if not space or " " in right:
+                    raise SpecError(f"bad merge {merge!r}: expected two tokens separated by one space")
+            else:
+                left, right = merge
+            try:
+                # HF keeps the last rank of a repeated merge.
+                table[(vocab[left] << _PAIR_SHIFT) | vocab[right]] = (rank, vocab[left + right])
+            except KeyError as err:
+                raise SpecError(f"merge {left!r} {right!r} uses a token missing from the vocab: {err}") from None
+        return cls(vocab, table, **options)
+
+    @classmethod
+    def from_scores(cls, vocab: dict[str, int], scores: list[float], unmergeable_ids=frozenset(), **options) -> "BPE":
+        """Merges implied by SentencePiece scores (GGUF `llama` models ship no merge list).
+
+        SentencePiece BPE joins the adjacent pair whose joined piece has the highest score, so
+        every way to cut a vocab piece into two vocab pieces is a merge ranked by -score.
+        Pieces in `unmergeable_ids` (control and byte tokens) are never produced by merging."""
+        table: dict[int, tuple[float, int]] = {}
+        for piece, piece_id in vocab.items():
+            if piece_id in unmergeable_ids:
+                continue
+            for cut in range(1, len(piece)):
+                left, right = vocab.get(piece[:cut]), vocab.get(piece[cut:])
+                if left is not None and right is not None:
+                    table[pack_pair(left, right)] = (-scores[piece_id], piece_id)
+        return cls(vocab, table, **options)
+
+    def tokenize(self, word: str) -> tuple[int, ...]:
+        if self.ignore_merges:
+            # Llama-3 style: a word that is itself a token is never split.
+            whole = self.vocab.get(word)
+            if whole is not None:
+                return (whole,)
+        cached = self._cache.get(word)
+        if cached is not None:
+            return cached
+        ids = tuple(self._merge(self._initial_symbols(word)))
+        if len(self._cache) < _CACHE_CAPACITY and len(word) < _CACHE_MAX_WORD_LENGTH:
+            self._cache[word] = ids
+        return ids
+
+    def _initial_symbols(self, word: str) -> list[int]:
+        """One id per character; unknown characters become byte tokens or the unk token."""
+        symbols: list[int] = []
+        previous_was_unk = False
+        for char in word:
+            char_id = self.vocab.get(char)
+            if char_id is not None:
+                symbols.append(char_id)
+                previous_was_unk = False
+                continue
+            if self.byte_ids is not None:
+                byte_ids = [self.byte_ids[byte] for byte in char.encode("utf-8")]
+                if None not in byte_ids:
+                    symbols.extend(byte_ids)
+                    previous_was_unk = False
+                    continue
+            if self.unk_id is None:
+                continue  # HF drops characters it has no way to spell
+            if not (self.fuse_unk and previous_was_unk):
+                symbols.append(self.unk_id)
+            previous_was_unk = True
+        return symbols
+
+    def _merge(self, ids: list[int]) -> list[int]:
+        count = len(ids)
+        if count < 2:
+            return ids
+        merges = self.merges
+        next_index = list(range(1, count + 1))
+        next_index[-1] = -1
+        previous_index = list(range(-1, count - 1))
+        alive = [True] * count
+        heap = []
+        for index in range(count - 1):
+            merge = merges.get((ids[index] << _PAIR_SHIFT) | ids[index + 1])
+            if merge is not None:
+                heap.append((merge[0], index, merge[1]))
+        heapq.heapify(heap)
+
+        while heap:
+            _, index, merged_id = heapq.heappop(heap)
+            right = next_index[index]
+            if not alive[index] or right == -1:
+                continue
+            # Skip entries made stale by an earlier merge of either side.
+            current = merges.get((ids[index] << _PAIR_SHIFT) | ids[right])
+            if current is None or current[1] != merged_id:
+                continue
+            ids[index] = merged_id
+            alive[right] = False
+            after = next_index[right]
+            next_index[index] = after
+            if after != -1:
+                previous_index[after] = index
+                merge = merges.get((merged_id << _PAIR_SHIFT) | ids[after])
+                if merge is not None:
+                    heapq.heappush(heap, (merge[0], index, merge[1]))
+            before = previous_index[index]
+            if before != -1:
+                merge = merges.get((ids[before] << _PAIR_SHIFT) | merged_id)
+                if merge is not None:
+                    heapq.heappush(heap, (merge[0], before, merge[1]))
+        return [ids[index] for index in range(count) if alive[index]]
+
+
+def pack_pair(left_id: int, right_id: int) -> int:
+    return (left_id << _PAIR_SHIFT) | right_id

@@ -1,0 +1,151 @@
+"""Decoders: token strings -> text (HF `decoder` section), plus incremental decoding.
+
+Like HF, each step maps the list of token strings to a new list; the text is their join.
+"""
+
+import re
+from typing import Callable
+
+from .byte_level import token_bytes
+from .normalize import replacer
+from .spec_error import SpecError
+
+DecodeStep = Callable[[list[str]], list[str]]
+
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _byte_level(tokens: list[str]) -> list[str]:
+    data = b"".join(token_bytes(token) for token in tokens)
+    return [data.decode("utf-8", errors="replace")]
+
+
+def _byte_fallback(tokens: list[str]) -> list[str]:
+    """Turn runs of <0xNN> tokens back into text; an invalid run gives one U+FFFD per byte."""
+    out: list[str] = []
+    pending = bytearray()
+
+    def flush() -> None:
+        try:
+            out.append(pending.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.extend("\ufffd" * len(pending))
+        pending.clear()
+
+    for token in tokens:
+        match = _BYTE_TOKEN.fullmatch(token)
+        if match:
+            pending.append(int(match.group(1), 16))
+            continue
+        if pending:
+            flush()
+        out.append(token)
+    if pending:
+        flush()
+    return out
+
+
+def _fuse(tokens: list[str]) -> list[str]:
+    return ["".join(tokens)]
+
+
+def _stripper(content: str, start: int, stop: int) -> DecodeStep:
+    """Remove up to `start` leading and `stop` trailing `content` characters from each token."""
+
+    def strip(token: str) -> str:
+        begin, end = 0, len(token)
+        while begin < min(start, len(token)) and token[begin] == content:
+            begin += 1
+        while len(token) - end < stop and end > begin and token[end - 1] == content:
+            end -= 1
+        return token[begin:end]
+
+    return lambda tokens: [strip(token) for token in tokens]
+
+
+def _metaspace(replacement: str, prepend_scheme: str) -> DecodeStep:
+    def decode(tokens: list[str]) -> list[str]:
+        out = [token.replace(replacement, " ") for token in tokens]
+        if out and prepend_scheme != "never":
+            # HF drops every replacement character of the first token, not only the leading one.
+            out[0] = tokens[0].replace(replacement, "")
+        return out
+
+    return decode
+
+
+def _replace(pattern: dict, content: str) -> DecodeStep:
+    replace = replacer(pattern, content)
+    return lambda tokens: [replace(token) for token in tokens]
+
+
+def _sequence(steps: list[DecodeStep]) -> DecodeStep:
+    def decode(tokens: list[str]) -> list[str]:
+        for step in steps:
+            tokens = step(tokens)
+        return tokens
+
+    return decode
+
+
+def build_decoder(config: dict | None) -> DecodeStep | None:
+    if config is None:
+        return None
+    kind = config.get("type")
+    if kind == "ByteLevel":
+        return _byte_level
+    if kind == "ByteFallback":
+        return _byte_fallback
+    if kind == "Fuse":
+        return _fuse
+    if kind == "Strip":
+        return _stripper(config["content"], config.get("start", 0), config.get("stop", 0))
+    if kind == "Replace":
+        return _replace(config["pattern"], config["content"])
+    if kind == "Metaspace":
+        scheme = config.get("prepend_scheme")
+        if scheme is None:  # files written before prepend_scheme existed
+            scheme = "always" if config.get("add_prefix_space", True) else "never"
+        return _metaspace(config.get("replacement", "\u2581"), scheme)
+    if kind == "Sequence":
+        return _sequence([build_decoder(step) for step in config["decoders"]])
+    raise SpecError(f"unsupported decoder type {kind!r}")
+
+
+class StreamDecoder:
+    """Decodes generated tokens one at a time; the pieces add up to `decode(all ids)`.
+
+    Text is only released once it is final: while the decoded window ends in U+FFFD, the
+    last tokens may be the start of a multi-byte character (byte-level BPE, or <0xNN> byte
+    fallback), so they are held back. The window starts with the tokens of the previous
+    release as context, so steps that look at the start of the text (like SentencePiece's
+    Strip of the leading space) treat the new tokens as a full decode would.
+    """
+
+    def __init__(self, decode_ids: Callable[[list[int]], str], is_skipped: Callable[[int], bool]):
+        self._decode_ids = decode_ids
+        self._is_skipped = is_skipped
+        self._window: list[int] = []  # context tokens, then tokens not released yet
+        self._context_length = 0
+        self._context_chars = 0  # length of decode(context), already released
+
+    def push(self, token_id: int) -> str:
+        """Add one token; return the text it completes (often "", never a partial character)."""
+        if self._is_skipped(token_id):
+            return ""
+        self._window.append(token_id)
+        text = self._decode_ids(self._window)
+        if text.endswith("\ufffd") or len(text) <= self._context_chars:
+            return ""
+        new_text = text[self._context_chars :]
+        # The tokens just released become the context of the next window.
+        self._window = self._window[self._context_length :]
+        self._context_length = len(self._window)
+        self._context_chars = len(self._decode_ids(self._window))
+        return new_text
+
+    def flush(self) -> str:
+        """Return whatever is held back (an incomplete character comes out as U+FFFD) and reset."""
+        text = self._decode_ids(self._window)[self._context_chars :]
+        self._window, self._context_length, self._context_chars = [], 0, 0
+        return text

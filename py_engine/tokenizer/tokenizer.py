@@ -1,0 +1,276 @@
+"""The Tokenizer: text <-> token ids, chat templates, streaming decode.
+
+Everything is built by `from_spec`, which takes the pieces of a tokenizer the way HF's
+tokenizer.json describes them (normalizer, pre_tokenizer, decoder, post_processor as dicts).
+`from_file` only reads tokenizer.json into that shape; a GGUF loader does the same from GGUF
+metadata, leaving the pipeline at the model type's defaults.
+"""
+
+import re
+from contextlib import contextmanager
+
+from . import chat
+from .added_tokens import AddedToken, AddedTokenSplitter
+from .bpe import BPE
+from .decode import StreamDecoder, build_decoder
+from .hf_json import read_model_dir, read_tokenizer_files
+from .normalize import build_normalizer
+from .postprocess import special_token_affixes
+from .pretokenize import build_pre_tokenizer
+from .spec_error import SpecError
+from ..errors import ModelFileError, WispError
+
+# Pass for normalizer / pre_tokenizer / decoder to get the usual pipeline of `model_type`.
+MODEL_DEFAULT = "model-default"
+
+_DEFAULT_PIPELINES = {
+    # GPT-2 style byte-level BPE.
+    "bpe": {
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "decoder": {"type": "ByteLevel"},
+    },
+    # SentencePiece BPE (Llama-2, Mistral): spaces become "▁", with a leading one, and
+    # characters missing from the vocab are spelled as <0xNN> byte tokens.
+    "sentencepiece-bpe": {
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": "\u2581"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            ],
+        },
+        "pre_tokenizer": None,
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            ],
+        },
+    },
+}
+
+# GGUF token types that mark added tokens: control tokens are special, user-defined ones are not.
+_GGUF_CONTROL, _GGUF_USER_DEFINED = 3, 4
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
+
+
+class Tokenizer:
+    def __init__(self, *, model, id_to_token, added_tokens, normalizer, pre_tokenizer, decoder,
+                 affixes, bos_id, eos_ids, chat_template, template_tokens):
+        """Use `from_file`, `from_model_dir` or `from_spec`."""
+        self._model = model
+        self._id_to_token = id_to_token
+        self._vocab_size = max(id_to_token) + 1
+        self._added_by_text = {token.content: token.id for token in added_tokens}
+        self._special_ids = frozenset(token.id for token in added_tokens if token.special)
+        self._splitter = AddedTokenSplitter(added_tokens, normalizer)
+        self._pre_tokenizer = pre_tokenizer
+        self._decoder = decoder
+        self._prefix_ids, self._suffix_ids = affixes
+        self.bos_id: int | None = bos_id
+        self.eos_ids: set[int] = set(eos_ids)
+        self.chat_template: str | None = chat_template
+        self._template_tokens = template_tokens
+        self._compiled_template = None
+
+    # ---- construction ----
+
+    @classmethod
+    def from_spec(
+        cls,
+        *,
+        model_type: str,
+        vocab: list[str] | dict[str, int],
+        merges: list[str] | list[tuple[str, str]] | None = None,
+        scores: list[float] | None = None,
+        token_types: list[int] | None = None,
+        added_tokens: list[AddedToken] | None = None,
+        normalizer: dict | None | str = MODEL_DEFAULT,
+        pre_tokenizer: dict | None | str = MODEL_DEFAULT,
+        decoder: dict | None | str = MODEL_DEFAULT,
+        post_processor: dict | None = None,
+        unk_token: str | None = None,
+        fuse_unk: bool = False,
+        byte_fallback: bool | None = None,
+        ignore_merges: bool = False,
+        bos_id: int | None = None,
+        eos_ids: list[int] = (),
+        add_bos: bool = False,
+        add_eos: bool = False,
+        chat_template: str | None = None,
+        template_tokens: dict[str, str] | None = None,
+        source: str = "<tokenizer spec>",
+    ) -> "Tokenizer":
+        """Build a tokenizer from its parts.
+
+        model_type: "bpe" (byte-level, GPT-2 style) or "sentencepiece-bpe"; it picks the
+            defaults of normalizer / pre_tokenizer / decoder / byte_fallback.
+        vocab: token strings indexed by id, or a {token: id} mapping.
+        merges: "left right" strings or (left, right) pairs, best first. Without merges,
+            SentencePiece `scores` imply them (GGUF `llama` models).
+        token_types: GGUF token types; when `added_tokens` is not given, control (3) and
+            user-defined (4) tokens become added tokens, matched in input text.
+        normalizer / pre_tokenizer / decoder / post_processor: HF tokenizer.json sections.
+        add_bos / add_eos: without a post_processor, what add_special_tokens=True adds.
+        bos_id: if None, the single token the post_processor puts before the text, if any.
+        eos_ids: stop tokens, the main one first.
+        template_tokens: special token strings the chat template sees (bos_token, ...);
+            defaults to the bos and first eos token.
+        source: the file this came from, named in errors.
+        Raises ModelFileError(source, ...) for anything malformed or unsupported.
+        """
+        with _errors_naming(source):
+            if model_type not in _DEFAULT_PIPELINES:
+                raise SpecError(f"unsupported tokenizer model type {model_type!r}")
+            defaults = _DEFAULT_PIPELINES[model_type]
+            if byte_fallback is None:
+                byte_fallback = model_type == "sentencepiece-bpe"
+            token_ids = dict(vocab) if isinstance(vocab, dict) else {t: i for i, t in enumerate(vocab)}
+            if added_tokens is None:
+                added_tokens = _added_tokens_from_types(vocab, token_types)
+            model = _build_model(
+                token_ids, merges, scores, added_tokens,
+                unk_id=None if unk_token is None else token_ids[unk_token],
+                fuse_unk=fuse_unk, byte_fallback=byte_fallback, ignore_merges=ignore_merges,
+            )
+            id_to_token = {i: t for t, i in token_ids.items()}
+            id_to_token.update((token.id, token.content) for token in added_tokens)
+
+            eos_ids = list(eos_ids)
+            if post_processor is not None:
+                all_ids = {**token_ids, **{token.content: token.id for token in added_tokens}}
+                affixes = special_token_affixes(post_processor, all_ids.get)
+            else:
+                affixes = ([bos_id] if add_bos and bos_id is not None else [], eos_ids[:1] if add_eos else [])
+            if bos_id is None and len(affixes[0]) == 1:
+                bos_id = affixes[0][0]
+            if template_tokens is None:
+                template_tokens = {}
+                if bos_id is not None:
+                    template_tokens["bos_token"] = id_to_token[bos_id]
+                if eos_ids:
+                    template_tokens["eos_token"] = id_to_token[eos_ids[0]]
+
+            return cls(
+                model=model,
+                id_to_token=id_to_token,
+                added_tokens=added_tokens,
+                normalizer=build_normalizer(defaults["normalizer"] if normalizer == MODEL_DEFAULT else normalizer),
+                pre_tokenizer=build_pre_tokenizer(
+                    defaults["pre_tokenizer"] if pre_tokenizer == MODEL_DEFAULT else pre_tokenizer
+                ),
+                decoder=build_decoder(defaults["decoder"] if decoder == MODEL_DEFAULT else decoder),
+                affixes=affixes,
+                bos_id=bos_id,
+                eos_ids=eos_ids,
+                chat_template=chat_template,
+                template_tokens=template_tokens,
+            )
+
+    @classmethod
+    def from_file(cls, path, config_path=None) -> "Tokenizer":
+        """Load an HF tokenizer.json, with its tokenizer_config.json if given."""
+        return cls.from_spec(**read_tokenizer_files(path, config_path))
+
+    @classmethod
+    def from_model_dir(cls, directory) -> "Tokenizer":
+        """Load tokenizer.json, and tokenizer_config.json / chat_template.jinja if present."""
+        return cls.from_spec(**read_model_dir(directory))
+
+    # ---- text <-> ids ----
+
+    @property
+    def vocab_size(self) -> int:
+        """One more than the largest token id, added tokens included."""
+        return self._vocab_size
+
+    def token_to_id(self, token: str) -> int | None:
+        added = self._added_by_text.get(token)
+        return added if added is not None else self._model.vocab.get(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._id_to_token.get(token_id)
+
+    def add_eos_ids(self, ids) -> None:
+        """Also stop on these ids (e.g. generation_config.json's eos_token_id list)."""
+        self.eos_ids.update(ids)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids: list[int] = list(self._prefix_ids) if add_special_tokens else []
+        for piece, added_id, at_start in self._splitter.split(text):
+            if added_id is not None:
+                ids.append(added_id)
+                continue
+            words = self._pre_tokenizer(piece, at_start) if self._pre_tokenizer else [piece]
+            for word in words:
+                ids.extend(self._model.tokenize(word))
+        if add_special_tokens:
+            ids.extend(self._suffix_ids)
+        return ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        tokens = []
+        for token_id in ids:
+            token = self._id_to_token.get(token_id)
+            # Like HF, ids outside the vocabulary are dropped.
+            if token is not None and not (skip_special_tokens and token_id in self._special_ids):
+                tokens.append(token)
+        if self._decoder is None:
+            return " ".join(tokens)
+        return "".join(self._decoder(tokens))
+
+    def stream_decoder(self, skip_special_tokens: bool = True) -> StreamDecoder:
+        return StreamDecoder(
+            self.decode, lambda token_id: skip_special_tokens and token_id in self._special_ids
+        )
+
+    # ---- chat ----
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, **variables) -> str:
+        """Render `messages` ([{"role": ..., "content": ...}]) to prompt text.
+
+        Extra keyword arguments (tools, enable_thinking, ...) are passed to the template."""
+        if self.chat_template is None:
+            raise WispError("this model has no chat template")
+        if self._compiled_template is None:
+            self._compiled_template = chat.compile_template(self.chat_template)
+        return chat.render(
+            self._compiled_template, messages, add_generation_prompt, {**self._template_tokens, **variables}
+        )
+
+
+@contextmanager
+def _errors_naming(source: str):
+    """Report any problem in the tokenizer description as a ModelFileError naming `source`."""
+    try:
+        yield
+    except SpecError as err:
+        raise ModelFileError(source, str(err)) from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise ModelFileError(source, f"malformed tokenizer description ({type(err).__name__}: {err})") from None
+
+
+def _build_model(token_ids, merges, scores, added_tokens, **options) -> BPE:
+    if merges is not None:
+        return BPE.from_merge_list(token_ids, merges, **options)
+    if scores is not None:
+        unmergeable = {token.id for token in added_tokens}
+        unmergeable.update(i for t, i in token_ids.items() if _BYTE_TOKEN.fullmatch(t))
+        return BPE.from_scores(token_ids, scores, unmergeable, **options)
+    raise SpecError("BPE needs merges or scores")
+
+
+def _added_tokens_from_types(vocab, token_types) -> list[AddedToken]:
+    if token_types is None:
+        return []
+    tokens = vocab if not isinstance(vocab, dict) else {i: t for t, i in vocab.items()}
+    return [
+        AddedToken(id=token_id, content=tokens[token_id], special=token_type == _GGUF_CONTROL)
+        for token_id, token_type in enumerate(token_types)
+        if token_type in (_GGUF_CONTROL, _GGUF_USER_DEFINED)
+    ]
