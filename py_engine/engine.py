@@ -33,7 +33,6 @@ class Engine:
         self.logits_buffer = executor.buffer("logits")
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
-        self.dispatches_per_token = len(executor.graph.ops)
 
     @classmethod
     async def load(cls, path, device, max_rows: int = 128, context: int = 2048) -> "Engine":
@@ -62,7 +61,7 @@ class Engine:
     def reset(self):
         self.pos = 0
 
-    def _forward_commands(self, ids: list[int]) -> list:
+    def forward_commands(self, ids: list[int]) -> list:
         if self.pos + len(ids) > self.context:
             raise ValueError(f"context full: {self.pos} + {len(ids)} tokens > {self.context}")
         ex = self.executor
@@ -75,9 +74,9 @@ class Engine:
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
         for start in range(0, len(ids) - self.max_rows, self.max_rows):
-            self.device.submit(self._forward_commands(ids[start:start + self.max_rows]))
+            self.device.submit(self.forward_commands(ids[start:start + self.max_rows]))
         tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
-        return self._forward_commands(ids[-tail:])
+        return self.forward_commands(ids[-tail:])
 
     async def prompt_logits(self, ids: list[int]) -> list[float]:
         self.device.submit(self.prefill_commands(ids))
@@ -97,7 +96,7 @@ class Engine:
             yield token
             if token in stop_ids or self.pos >= self.context:
                 return
-            commands = self._forward_commands([token])
+            commands = self.forward_commands([token])
 
 
 def kv_cache_dtype(tensors: dict, half: bool) -> str:

@@ -1,0 +1,76 @@
+"""Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
+
+    python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from py_engine.engine import Engine  # noqa: E402
+from py_engine.gpu import open_device  # noqa: E402
+from py_engine.sampling import SamplingParams  # noqa: E402
+
+
+async def measure(args) -> dict:
+    device = await open_device(allow_f16=not args.f32, limits=args.limits)
+    engine = await Engine.load(args.model, device, max_rows=args.max_rows,
+                               context=args.prompt_tokens + args.new_tokens + 8)
+    rng = random.Random(0)
+    prompt = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.prompt_tokens)]
+    greedy = SamplingParams()
+
+    async def prefill():
+        engine.reset()
+        start = time.perf_counter()
+        device.submit(engine.prefill_commands(prompt) + engine.sampler.commands(greedy, prompt))
+        token = await engine.sampler.pick(greedy)
+        return time.perf_counter() - start, token
+
+    await prefill()  # warm-up: first use of every pipeline
+    prefill_s, token = await prefill()
+    host_s = 0.0
+    start = time.perf_counter()
+    for _ in range(args.new_tokens):
+        t0 = time.perf_counter()
+        commands = engine.forward_commands([token]) + engine.sampler.commands(greedy, [])
+        device.submit(commands)
+        host_s += time.perf_counter() - t0
+        token = await engine.sampler.pick(greedy)
+    decode_s = time.perf_counter() - start
+    return {
+        "adapter": device.caps.adapter,
+        "model": str(args.model),
+        "shader_f16": device.caps.shader_f16,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
+        "decode_tok_s": round(args.new_tokens / decode_s, 1),
+        "dispatches_per_decode_token": len(commands),
+        "host_ms_per_decode_token": round(1000 * host_s / args.new_tokens, 3),
+        "activation_mb": round(engine.executor.activation_bytes / 1e6, 2),
+        "kv_cache_mb": round(engine.executor.kv_bytes / 1e6, 2),
+        "weight_mb": round(engine.weight_bytes / 1e6, 2),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True, type=Path)
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--max-rows", type=int, default=128, help="rows per prefill forward")
+    parser.add_argument("--limits", choices=["default", "adapter"], default="default")
+    parser.add_argument("--f32", action="store_true")
+    print(json.dumps(asyncio.run(measure(parser.parse_args()))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The desktop CLI: generation by ids with JSON and logits output, and clean errors on bad input."""
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "llama-f32"
+
+
+def cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "py_engine", *map(str, args)], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_generate_ids_json_and_logits(tmp_path):
+    ref = json.loads((FIXTURE / "reference.json").read_text())
+    out = tmp_path / "logits.npy"
+    result = cli("generate", "--model", FIXTURE, "--ids", ",".join(map(str, ref["prompt_ids"])),
+                 "--max-new-tokens", 16, "--json", "--logits-out", out)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
+    logits = np.load(out)
+    assert logits.shape == (len(ref["logits"]),) and logits.dtype == np.float32
+    np.testing.assert_allclose(logits, ref["logits"], atol=1e-3 * np.abs(ref["logits"]).max())
+
+
+def rewrite_safetensors_header(path: Path, edit):
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    edit(header)
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+
+
+def break_config_json(d):
+    (d / "config.json").write_text("{not json")
+
+
+def unknown_architecture(d):
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["architectures"] = ["FooForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg))
+
+
+def garbage_header(d):
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", 10) + b"{garbage!!" + bytes(100))
+
+
+def truncated_tensor_data(d):
+    path = d / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-1000])
+
+
+def unknown_dtype(d):
+    rewrite_safetensors_header(d / "model.safetensors",
+                               lambda h: h["model.norm.weight"].update(dtype="X9"))
+
+
+def missing_tensor(d):
+    rewrite_safetensors_header(d / "model.safetensors", lambda h: h.pop("model.norm.weight"))
+
+
+def no_weights(d):
+    (d / "model.safetensors").unlink()
+
+
+BREAKAGES = {
+    "malformed config.json": (break_config_json, "config.json"),
+    "unknown architecture": (unknown_architecture, "FooForCausalLM"),
+    "malformed safetensors header": (garbage_header, "model.safetensors"),
+    "truncated tensor data": (truncated_tensor_data, "truncated"),
+    "unknown dtype": (unknown_dtype, "X9"),
+    "missing tensor": (missing_tensor, "model.norm.weight"),
+    "no weights": (no_weights, "safetensors"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BREAKAGES))
+def test_bad_model_is_one_clear_line(case, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE, model)
+    breakage, expected = BREAKAGES[case]
+    breakage(model)
+    result = cli("generate", "--model", model, "--ids", "1,2,3", "--json")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert expected in lines[0]
+
+
+def test_missing_model_dir(tmp_path):
+    result = cli("generate", "--model", tmp_path / "nope", "--ids", "1", "--json")
+    assert result.returncode == 2 and "nope" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unknown_architecture_lists_supported(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE, model)
+    unknown_architecture(model)
+    result = cli("generate", "--model", model, "--ids", "1", "--json")
+    assert "LlamaForCausalLM" in result.stderr and "Qwen3ForCausalLM" in result.stderr
+
+
+def test_bad_ids(tmp_path):
+    result = cli("generate", "--model", FIXTURE, "--ids", "1,x", "--json")
+    assert result.returncode == 2 and "--ids" in result.stderr
+    result = cli("generate", "--model", FIXTURE, "--ids", "99999", "--json")
+    assert result.returncode == 2 and "--ids" in result.stderr

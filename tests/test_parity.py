@@ -1,0 +1,48 @@
+"""Tiny random HF models vs transformers: last-position logits and 16 greedy tokens.
+
+Each fixture runs on the f16 path (where the adapter has shader-f16) and with the f32 path
+forced; max_rows 5 splits the 12-token prompt into chunks and keeps every linear on the GEMV,
+max_rows 64 runs the prompt through the tiled matmul in one forward."""
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu_harness import device
+from py_engine.engine import Engine
+from py_engine.sampling import SamplingParams
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/reference.json"))
+PATHS = [("f16", 64), ("f32", 64), ("f32", 5)]
+
+
+async def run(model_dir: Path, f16: bool, max_rows: int, ref: dict):
+    engine = await Engine.load(model_dir, device(f16)[0], max_rows=max_rows, context=64)
+    logits = np.array(await engine.prompt_logits(ref["prompt_ids"]))
+    engine.reset()
+    tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
+    return logits, tokens
+
+
+@pytest.mark.parametrize("path,max_rows", PATHS, ids=[f"{p}-rows{r}" for p, r in PATHS])
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_transformers(name, path, max_rows):
+    f16 = path == "f16"
+    if f16 and not device(True)[0].caps.shader_f16:
+        pytest.skip("adapter has no shader-f16")
+    ref = json.loads((FIXTURES / name / "reference.json").read_text())
+    logits, tokens = asyncio.run(run(FIXTURES / name, f16, max_rows, ref))
+    want = np.array(ref["logits"], dtype=np.float64)
+    rel = np.abs(logits - want).max() / np.abs(want).max()
+    assert rel <= 1e-3, f"max|Δlogit|/max|ref| = {rel:.2e}"
+    assert tokens == ref["greedy"]
+
+
+def test_every_architecture_has_fixtures():
+    from py_engine.models import ARCHITECTURES
+
+    archs = {json.loads((FIXTURES / n / "config.json").read_text())["architectures"][0] for n in NAMES}
+    assert archs == set(ARCHITECTURES)
