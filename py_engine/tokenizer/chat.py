@@ -79,5 +79,6 @@ def render(template: jinja2.Template, messages: list[dict], add_generation_promp
             add_generation_prompt=add_generation_prompt,
             **variables,
         )
-    except jinja2.exceptions.TemplateError as err:
+    except (jinja2.exceptions.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+        # Template code fails on conversations it does not accept, e.g. a message without content.
         raise WispError(f"chat template failed: {err}") from None

@@ -67,7 +67,8 @@ class Tokenizer:
         self._id_to_token = id_to_token
         self._vocab_size = max(id_to_token) + 1
         self._added_by_text = {token.content: token.id for token in added_tokens}
-        self._special_ids = frozenset(token.id for token in added_tokens if token.special)
+        # HF decides what skip_special_tokens skips by token text, not id.
+        self._special_texts = frozenset(token.content for token in added_tokens if token.special)
         self._splitter = AddedTokenSplitter(added_tokens, normalizer)
         self._pre_tokenizer = pre_tokenizer
         self._decoder = decoder
@@ -128,18 +129,28 @@ class Tokenizer:
             if model_type not in _DEFAULT_PIPELINES:
                 raise SpecError(f"unsupported tokenizer model type {model_type!r}")
             defaults = _DEFAULT_PIPELINES[model_type]
-            if byte_fallback is None:
-                byte_fallback = model_type == "sentencepiece-bpe"
+
+            def chosen(part: str, given):
+                return defaults[part] if given == MODEL_DEFAULT else given
+
             token_ids = dict(vocab) if isinstance(vocab, dict) else {t: i for i, t in enumerate(vocab)}
             if added_tokens is None:
                 added_tokens = _added_tokens_from_types(vocab, token_types)
             model = _build_model(
                 token_ids, merges, scores, added_tokens,
                 unk_id=None if unk_token is None else token_ids[unk_token],
-                fuse_unk=fuse_unk, byte_fallback=byte_fallback, ignore_merges=ignore_merges,
+                fuse_unk=fuse_unk,
+                byte_fallback=model_type == "sentencepiece-bpe" if byte_fallback is None else byte_fallback,
+                ignore_merges=ignore_merges,
             )
+            normalizer = build_normalizer(chosen("normalizer", normalizer))
             id_to_token = {i: t for t, i in token_ids.items()}
-            id_to_token.update((token.id, token.content) for token in added_tokens)
+            # Like HF, a token matched in normalized text decodes from its normalized form,
+            # so that the decoder undoes the normalization (e.g. "▁<extra>" -> " <extra>").
+            id_to_token.update(
+                (token.id, normalizer(token.content) if token.normalized and normalizer else token.content)
+                for token in added_tokens
+            )
 
             eos_ids = list(eos_ids)
             if post_processor is not None:
@@ -150,21 +161,15 @@ class Tokenizer:
             if bos_id is None and len(affixes[0]) == 1:
                 bos_id = affixes[0][0]
             if template_tokens is None:
-                template_tokens = {}
-                if bos_id is not None:
-                    template_tokens["bos_token"] = id_to_token[bos_id]
-                if eos_ids:
-                    template_tokens["eos_token"] = id_to_token[eos_ids[0]]
+                template_tokens = _default_template_tokens(id_to_token, bos_id, eos_ids)
 
             return cls(
                 model=model,
                 id_to_token=id_to_token,
                 added_tokens=added_tokens,
-                normalizer=build_normalizer(defaults["normalizer"] if normalizer == MODEL_DEFAULT else normalizer),
-                pre_tokenizer=build_pre_tokenizer(
-                    defaults["pre_tokenizer"] if pre_tokenizer == MODEL_DEFAULT else pre_tokenizer
-                ),
-                decoder=build_decoder(defaults["decoder"] if decoder == MODEL_DEFAULT else decoder),
+                normalizer=normalizer,
+                pre_tokenizer=build_pre_tokenizer(chosen("pre_tokenizer", pre_tokenizer)),
+                decoder=build_decoder(chosen("decoder", decoder)),
                 affixes=affixes,
                 bos_id=bos_id,
                 eos_ids=eos_ids,
@@ -218,16 +223,17 @@ class Tokenizer:
         for token_id in ids:
             token = self._id_to_token.get(token_id)
             # Like HF, ids outside the vocabulary are dropped.
-            if token is not None and not (skip_special_tokens and token_id in self._special_ids):
+            if token is not None and not (skip_special_tokens and token in self._special_texts):
                 tokens.append(token)
         if self._decoder is None:
             return " ".join(tokens)
         return "".join(self._decoder(tokens))
 
     def stream_decoder(self, skip_special_tokens: bool = True) -> StreamDecoder:
-        return StreamDecoder(
-            self.decode, lambda token_id: skip_special_tokens and token_id in self._special_ids
-        )
+        def is_skipped(token_id: int) -> bool:
+            return skip_special_tokens and self._id_to_token.get(token_id) in self._special_texts
+
+        return StreamDecoder(self.decode, is_skipped)
 
     # ---- chat ----
 
@@ -263,6 +269,15 @@ def _build_model(token_ids, merges, scores, added_tokens, **options) -> BPE:
         unmergeable.update(i for t, i in token_ids.items() if _BYTE_TOKEN.fullmatch(t))
         return BPE.from_scores(token_ids, scores, unmergeable, **options)
     raise SpecError("BPE needs merges or scores")
+
+
+def _default_template_tokens(id_to_token: dict[int, str], bos_id: int | None, eos_ids: list[int]) -> dict:
+    template_tokens = {}
+    if bos_id is not None:
+        template_tokens["bos_token"] = id_to_token[bos_id]
+    if eos_ids:
+        template_tokens["eos_token"] = id_to_token[eos_ids[0]]
+    return template_tokens
 
 
 def _added_tokens_from_types(vocab, token_types) -> list[AddedToken]:
