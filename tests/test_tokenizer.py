@@ -168,13 +168,20 @@ def transformers_tokenizer(name: str):
     return transformers.AutoTokenizer.from_pretrained(str(fetch_vocab(name)), local_files_only=True)
 
 
+REASONING_CONVERSATION = [
+    {"role": "user", "content": "Why?"},
+    {"role": "assistant", "content": "Because.", "reasoning_content": "Let me think.", "tool_calls": None},
+]
+
+
 @pytest.mark.parametrize("name", ["qwen3", "llama3"])
 @pytest.mark.parametrize("add_generation_prompt", [True, False])
-def test_chat_template_matches_transformers(name, add_generation_prompt):
+@pytest.mark.parametrize("conversation", [CONVERSATION, REASONING_CONVERSATION], ids=["plain", "reasoning"])
+def test_chat_template_matches_transformers(name, add_generation_prompt, conversation):
     expected = transformers_tokenizer(name).apply_chat_template(
-        CONVERSATION, tokenize=False, add_generation_prompt=add_generation_prompt
+        conversation, tokenize=False, add_generation_prompt=add_generation_prompt
     )
-    assert ours(name).apply_chat_template(CONVERSATION, add_generation_prompt=add_generation_prompt) == expected
+    assert ours(name).apply_chat_template(conversation, add_generation_prompt=add_generation_prompt) == expected
 
 
 def test_chat_template_tools_and_extra_variables_match_transformers():
@@ -319,7 +326,8 @@ def test_from_spec_byte_level_defaults(tmp_path):
     end_of_text = len(vocab)
     tok = Tokenizer.from_spec(
         model_type="bpe", vocab=vocab + ["<|endoftext|>"], merges=[" ".join(m) for m in data["model"]["merges"]],
-        token_types=[1] * len(vocab) + [3], eos_ids=[end_of_text], add_eos=True,
+        added_tokens=[AddedToken(id=end_of_text, content="<|endoftext|>", special=True)],
+        eos_ids=[end_of_text], add_eos=True,
     )
 
     def gpt2_split(data):

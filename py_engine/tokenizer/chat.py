@@ -77,7 +77,9 @@ def render(template: jinja2.Template, messages: list[dict], add_generation_promp
         return template.render(
             messages=[_prepare_message(message) for message in messages],
             add_generation_prompt=add_generation_prompt,
-            **variables,
+            # Defined even when unused: templates test `tools is not none`, which an
+            # undefined variable would pass.
+            **{"tools": None, "documents": None, **variables},
         )
     except (jinja2.exceptions.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         # Template code fails on conversations it does not accept, e.g. a message without content.
