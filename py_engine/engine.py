@@ -48,7 +48,7 @@ class Engine:
         kernels = KernelCache(device)
         half = device.caps.shader_f16
         builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, path), max_rows, context,
-                               half, kv_cache_dtype(tensors, half), device.caps.limits.max_storage_binding)
+                               half, v_cache_dtype(tensors, half), device.caps.limits.max_storage_binding)
         graph = generate_graph(builder)
         log.info("graph: %s", graph.summary())
         uploader = WeightUploader(device, kernels, tensors, reader)
@@ -99,8 +99,8 @@ class Engine:
             commands = self.forward_commands([token])
 
 
-def kv_cache_dtype(tensors: dict, half: bool) -> str:
-    """The KV cache follows the checkpoint's precision: f16 for half-precision models on shader-f16
+def v_cache_dtype(tensors: dict, half: bool) -> str:
+    """The V cache follows the checkpoint's precision: f16 for half-precision models on shader-f16
     devices, f32 for f32 checkpoints (whose owners asked for full precision)."""
     matrices = [t for t in tensors.values() if len(t.shape) == 2]
     return "f16" if half and all(t.dtype in ("F16", "BF16") for t in matrices) else "f32"

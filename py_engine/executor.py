@@ -28,6 +28,7 @@ class Executor:
         self._last_step = None
         self._params = device.create_buffer(256 * len(graph.ops), "uniform", label="op params")
         self._bind = [self._prepare(i, op) for i, op in enumerate(graph.ops)]
+        self._dispatches = {}  # rows → the forward's dispatch list (grids depend on rows only)
         self.kv_bytes = sum(t.nbytes for t in graph.tensors if t.kind == "state")
 
     # buffers ---------------------------------------------------------------------------------
@@ -89,9 +90,11 @@ class Executor:
         if step != self._last_step:
             self.device.write_buffer(self.step, 0, step)
             self._last_step = step
-        out = []
-        for op, (bind_group, kernels) in zip(self.graph.ops, self._bind):
-            op_rows = op.fixed_rows or rows
-            name = choose_linear(op_rows) if op.kernel == "linear" else op.kernel
-            out.append(Dispatch(kernels[name].handle, bind_group, op.grid(op_rows)))
-        return out
+        if rows not in self._dispatches:
+            out = []
+            for op, (bind_group, kernels) in zip(self.graph.ops, self._bind):
+                op_rows = op.fixed_rows or rows
+                name = choose_linear(op_rows) if op.kernel == "linear" else op.kernel
+                out.append(Dispatch(kernels[name].handle, bind_group, op.grid(op_rows)))
+            self._dispatches[rows] = out
+        return list(self._dispatches[rows])

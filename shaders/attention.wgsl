@@ -3,8 +3,8 @@
 // Query row r sits at absolute position q = step.pos + r and attends to keys k with
 // k <= q and, when window > 0, q - k < window (Mistral-style sliding window).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
-//           rotated q heads come first), 3 k_cache (read, KV [n_kv_heads, capacity, head_dim]),
-//           4 v_cache (read, same), 5 y (read_write, f32 [rows, n_heads * head_dim]).
+//           rotated q heads come first), 3 k_cache (read, f32 [n_kv_heads, capacity, head_dim]),
+//           4 v_cache (read, V: f32 or f16, same shape), 5 y (read_write, f32 [rows, n_heads * head_dim]).
 // Dispatch: (n_heads, step.rows, 1) workgroups of 64 threads; head_dim ≤ 256. Workgroup storage
 //           is 1.5 KiB, well inside the 16 KiB that every WebGPU device grants.
 struct Params {
@@ -15,8 +15,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> k_cache: array<KV>;
-@group(0) @binding(4) var<storage, read> v_cache: array<KV>;
+@group(0) @binding(3) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(4) var<storage, read> v_cache: array<V>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
 const TILE: u32 = 64u;
@@ -48,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (key <= q_pos) {
             let k_off = (kv_base + key) * hd;
             var dot = 0.0;
-            for (var d = 0u; d < hd; d++) { dot += q[d] * f32(k_cache[k_off + d]); }
+            for (var d = 0u; d < hd; d++) { dot += q[d] * k_cache[k_off + d]; }
             if (p.softcap > 0.0) { dot = tanh(dot / p.softcap) * p.softcap; }
             score = dot;
         }

@@ -8,7 +8,9 @@
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 cos_sin (read, f32 [rows, rotary_dim/2, 2]),
 //           3 q_norm (read, f32 [head_dim]), 4 k_norm (read, f32 [head_dim]),
 //           5 qkv (read_write, f32 [rows, qkv_stride]; q heads, then k heads, then v heads),
-//           6 k_cache (read_write, KV [n_kv_heads, capacity, head_dim]), 7 v_cache (same).
+//           6 k_cache (read_write, f32 [n_kv_heads, capacity, head_dim]), 7 v_cache (V, same shape).
+// K stays f32 even on the f16 path: softmax amplifies rounding in q·k; V (alias V: f32 or f16)
+// enters the output linearly, so f16 halves its memory and bandwidth at little cost.
 // Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 256.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
@@ -22,8 +24,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(4) var<storage, read> k_norm: array<f32>;
 @group(0) @binding(5) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<KV>;
-@group(0) @binding(7) var<storage, read_write> v_cache: array<KV>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(7) var<storage, read_write> v_cache: array<V>;
 
 var<workgroup> head: array<f32, 256>;
 var<workgroup> partial: array<f32, 128>;
@@ -47,7 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (is_v) {
         let kvh = h - p.n_heads - p.n_kv_heads;
         for (var d = lid; d < hd; d += 128u) {
-            v_cache[(kvh * p.capacity + pos) * hd + d] = KV(qkv[base + d]);
+            v_cache[(kvh * p.capacity + pos) * hd + d] = V(qkv[base + d]);
         }
         return;
     }
@@ -91,7 +93,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     } else {
         let kvh = h - p.n_heads;
         for (var d = lid; d < hd; d += 128u) {
-            k_cache[(kvh * p.capacity + pos) * hd + d] = KV(head[d]);
+            k_cache[(kvh * p.capacity + pos) * hd + d] = head[d];
         }
     }
 }

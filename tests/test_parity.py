@@ -19,8 +19,8 @@ NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/reference.json"))
 PATHS = [("f16", 64), ("f32", 64), ("f32", 5)]
 
 
-async def run(model_dir: Path, f16: bool, max_rows: int, ref: dict):
-    engine = await Engine.load(model_dir, device(f16)[0], max_rows=max_rows, context=64)
+async def run(model_dir: Path, dev, max_rows: int, ref: dict):
+    engine = await Engine.load(model_dir, dev, max_rows=max_rows, context=64)
     logits = np.array(await engine.prompt_logits(ref["prompt_ids"]))
     engine.reset()
     tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
@@ -34,7 +34,7 @@ def test_matches_transformers(name, path, max_rows):
     if f16 and not device(True)[0].caps.shader_f16:
         pytest.skip("adapter has no shader-f16")
     ref = json.loads((FIXTURES / name / "reference.json").read_text())
-    logits, tokens = asyncio.run(run(FIXTURES / name, f16, max_rows, ref))
+    logits, tokens = asyncio.run(run(FIXTURES / name, device(f16)[0], max_rows, ref))
     want = np.array(ref["logits"], dtype=np.float64)
     rel = np.abs(logits - want).max() / np.abs(want).max()
     assert rel <= 1e-3, f"max|Δlogit|/max|ref| = {rel:.2e}"

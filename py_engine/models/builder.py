@@ -14,13 +14,13 @@ DTYPE_BYTES = {"f32": 4, "f16": 2}
 
 class GraphBuilder:
     def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
-                 half: bool, kv_dtype: str, max_binding: int):
+                 half: bool, v_dtype: str, max_binding: int):
         self.cfg = cfg
         self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
         self.g = Graph(max_rows)
         self.kv_capacity = kv_capacity
         self.half = half  # the device has shader-f16: half-precision weights stay half
-        self.kv_dtype = kv_dtype
+        self.v_dtype = v_dtype  # V cache; the K cache is always f32 (see rope_kv.wgsl)
         self.max_binding = max_binding
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
@@ -102,10 +102,10 @@ class GraphBuilder:
 
     def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:
         cfg = self.cfg
-        cache_bytes = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim * DTYPE_BYTES[self.kv_dtype]
+        cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
         layer = len(self.kv_caches)
-        k_cache = self.g.tensor(f"k_cache.{layer}", cache_bytes, "state", dtype=self.kv_dtype)
-        v_cache = self.g.tensor(f"v_cache.{layer}", cache_bytes, "state", dtype=self.kv_dtype)
+        k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * 4, "state", dtype="f32")
+        v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * DTYPE_BYTES[self.v_dtype], "state", dtype=self.v_dtype)
         self.kv_caches.append((k_cache, v_cache))
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
         self.g.op("rope_kv", {
@@ -115,7 +115,7 @@ class GraphBuilder:
             "rotary_dim": cfg.rotary_dim, "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity,
             "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved), "eps": cfg.rms_norm_eps,
             "norm_offset": 0.0, "pad0": 0, "pad1": 0},
-            lambda rows: (heads, rows, 1), {"KV": self.kv_dtype})
+            lambda rows: (heads, rows, 1), {"V": self.v_dtype})
 
     def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
         cfg = self.cfg
@@ -125,7 +125,7 @@ class GraphBuilder:
                   {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
                    "q_stride": (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, "capacity": self.kv_capacity,
                    "window": window, "scale": scale if scale is not None else cfg.head_dim ** -0.5, "softcap": softcap},
-                  lambda rows: (cfg.num_heads, rows, 1), {"KV": self.kv_dtype})
+                  lambda rows: (cfg.num_heads, rows, 1), {"V": self.v_dtype})
         return y
 
     def silu_mul(self, gate_up: Tensor, inter: int) -> Tensor:
