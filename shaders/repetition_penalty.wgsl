@@ -1,0 +1,19 @@
+// Repetition penalty (HF RepetitionPenaltyLogitsProcessor), in place on one logits row: for each id
+// in ids[0 .. p.count), logit * penalty if logit < 0 else logit / penalty.
+// The ids must be distinct: each is one thread's read-modify-write of its logit.
+// Bindings: 0 p (uniform Params), 1 ids (read, u32 [count], each < vocab),
+//           2 logits (read_write, f32 row starting at element p.logits_base).
+// Dispatch: (ceil(count / 256), 1, 1) workgroups of 256 threads.
+struct Params { count: u32, penalty: f32, logits_base: u32 }
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read_write> logits: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= p.count) { return; }
+    let i = p.logits_base + ids[gid.x];
+    let v = logits[i];
+    logits[i] = select(v / p.penalty, v * p.penalty, v < 0.0);
+}
