@@ -1,0 +1,245 @@
+"""Token sampling: repetition penalty, greedy argmax, and temperature / top-k / top-p draws.
+
+Semantics are HF transformers' generation: RepetitionPenaltyLogitsProcessor, then temperature →
+top_k → top_p, then one multinomial draw (here a uniform u from `random.Random(seed)`, mapped through
+the inverse CDF). Tokens are ranked by logit, ties → lower id, everywhere:
+- top_k keeps every token whose logit is >= the top_k-th largest (ties at the cut all kept, as HF);
+- top_p then keeps the shortest prefix of that ranking whose renormalised mass reaches top_p (at
+  least one token); HF splits ties at this cut in torch.sort's order, here lower ids come first.
+
+The vocabulary is only ever touched on the GPU. Per token, `commands` appends to the forward pass:
+greedy → `argmax` (two dispatches, 8 bytes read back); sampling → `topk_chunks` + `topk_merge`, which
+leave the row's first CANDIDATES tokens with their logits and the exact log-sum-exp of the whole row
+(a few hundred bytes). `pick` then decides in Python on those few numbers. Only when the answer
+depends on tokens past the candidates does it run `sample_full`: one more GPU round trip, exact, and
+slower (one workgroup; cuts take ~32-50 passes over the row):
+- no top_k / top_p truncation and u lands past the candidates' mass: a draw among the other tokens;
+- top_p with no top_k whose nucleus is larger than the candidates;
+- top_k > CANDIDATES (below vocab), any top_p: the kept set's mass is unknown without the cut;
+- top_k <= CANDIDATES whose tie at the cut runs past the last candidate.
+Probabilities are computed in f32 on the GPU; "exact" means up to that rounding.
+"""
+from __future__ import annotations
+
+import math
+import random
+import struct
+from array import array
+from dataclasses import dataclass
+
+from .gpu import Dispatch
+
+CANDIDATES = 64  # tokens the top-k passes hand to Python
+TILE = 1024  # logits per workgroup in topk_chunks.wgsl
+THREADS = 256
+ARGMAX_MAX_GROUPS = 256  # so one workgroup finishes the argmax
+NO_TOKEN = 0xFFFFFFFF
+CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 0.0  # 0 → greedy (argmax after the penalty)
+    top_k: int = 0  # 0 → no top-k
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    # Draws continue one random.Random(seed) until the seed changes or Sampler.reset() is called.
+    seed: int | None = None
+
+
+@dataclass
+class FullDraw:
+    """What `sample_full.wgsl` needs beyond the row: the kept set's cuts, and what to skip."""
+
+    top_k: int  # vocab → no top-k cut
+    top_p: float
+    u: float
+    skip_candidates: bool = False
+
+
+def _check(params: SamplingParams) -> None:
+    if params.temperature < 0 or params.top_k < 0 or not 0 <= params.top_p <= 1:
+        raise ValueError(f"invalid sampling parameters {params}")
+    if params.repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {params.repetition_penalty}")
+
+
+def choose(values: list[float], ids: list[int], lse: float, params: SamplingParams, vocab: int,
+           u: float) -> int | FullDraw:
+    """The token drawn at u from the sorted candidates (logits `values`, ids `ids`) of a row whose
+    log-sum-exp of logits / temperature is lse, or the GPU draw that decides it."""
+    probs = [math.exp(v / params.temperature - lse) for v in values]  # of the whole row's softmax
+    n = len(values)
+    # complete: the kept set lies within the candidates, so their probabilities decide everything.
+    if 0 < params.top_k < vocab:
+        kth = params.top_k - 1
+        if kth >= n:
+            return FullDraw(params.top_k, params.top_p, u)
+        keep = kth + 1
+        while keep < n and values[keep] == values[kth]:
+            keep += 1
+        if keep == n < vocab:  # the tie at the cut may go on past the candidates
+            return FullDraw(params.top_k, params.top_p, u)
+        probs, complete = probs[:keep], True
+    else:
+        complete = n == vocab
+    # `mass` is the kept set's mass: the candidates' sum when they hold all of it, else the row's.
+    mass = sum(probs) if complete else 1.0
+    if params.top_p < 1:
+        need, running, keep = params.top_p * mass, 0.0, 0
+        while keep < len(probs) and (keep == 0 or running < need):
+            running += probs[keep]
+            keep += 1
+        if running < need and not complete:
+            return FullDraw(vocab, params.top_p, u)
+        probs, mass, complete = probs[:keep], running, True
+    target = u * mass
+    running = 0.0
+    for token, q in zip(ids, probs):
+        running += q
+        if target < running:
+            return token
+    if complete:  # rounding at the top of the range
+        return ids[len(probs) - 1]
+    tail_u = min(max((target - running) / (mass - running), 0.0), math.nextafter(1.0, 0.0))
+    return FullDraw(vocab, 1.0, tail_u, skip_candidates=True)
+
+
+class Sampler:
+    """Picks the next token from one logits row on the GPU; everything is allocated here, once."""
+
+    def __init__(self, device, kernels, vocab_size: int, logits_buffer, logits_offset: int = 0,
+                 max_history: int = 8192):
+        if logits_offset % 4:
+            raise ValueError("logits_offset must be a multiple of 4")
+        self.device = device
+        self.vocab = vocab_size
+        self.max_history = max_history
+        # Storage bindings start at aligned offsets: bind from the aligned start, index from the row.
+        bind_start = logits_offset - logits_offset % device.caps.limits.storage_offset_alignment
+        self._logits_base = (logits_offset - bind_start) // 4
+        logits = (logits_buffer, bind_start, logits_offset - bind_start + 4 * vocab_size)
+        self._written: dict[int, bytes] = {}  # id(buffer) → bytes last written there (buffers held by self)
+        self._pending = None  # "greedy" or "sample": what the last `commands` queued
+        self._rng = None
+        self._rng_seed = None
+
+        def buffer(size, kind="storage", label=""):
+            buf = device.create_buffer(size, kind, label)
+            return buf, (buf, 0, size)
+
+        self._penalty = kernels.get("repetition_penalty")
+        self._penalty_ids, ids_binding = buffer(4 * max_history, label="penalty ids")
+        self._penalty_params, p = buffer(16, "uniform")
+        self._penalty_group = device.create_bind_group(self._penalty.handle, [p, ids_binding, logits])
+
+        self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
+        argmax_chunks = kernels.get("argmax", FINAL=False)
+        argmax_final = kernels.get("argmax", FINAL=True)
+        self._argmax_best, best = buffer(8 * (self._argmax_groups + 1), label="argmax")
+        argmax_params, p = buffer(16, "uniform")
+        device.write_buffer(argmax_params, 0, argmax_chunks.pack_params(
+            {"vocab": vocab_size, "logits_base": self._logits_base, "groups": self._argmax_groups}))
+        self._argmax = [
+            Dispatch(k.handle, device.create_bind_group(k.handle, [p, logits, best]), grid)
+            for k, grid in ((argmax_chunks, (self._argmax_groups, 1, 1)), (argmax_final, (1, 1, 1)))
+        ]
+
+        tiles = -(-vocab_size // TILE)
+        self._topk_chunks = kernels.get("topk_chunks", CANDIDATES=CANDIDATES)
+        topk_merge = kernels.get("topk_merge", CANDIDATES=CANDIDATES, LISTS=tiles)
+        _, lists = buffer(8 * CANDIDATES * tiles, label="topk lists")
+        _, stats = buffer(8 * tiles, label="topk stats")
+        self._topk_result, result = buffer(8 * CANDIDATES + 4, label="topk result")
+        self._topk_params, p = buffer(16, "uniform")
+        self._topk = [
+            Dispatch(self._topk_chunks.handle,
+                     device.create_bind_group(self._topk_chunks.handle, [p, logits, lists, stats]), (tiles, 1, 1)),
+            Dispatch(topk_merge.handle, device.create_bind_group(topk_merge.handle, [lists, stats, result]), (1, 1, 1)),
+        ]
+
+        self._full = kernels.get("sample_full")
+        self._full_chosen, chosen = buffer(4, label="sample_full")
+        self._full_params, p = buffer(48, "uniform")
+        self._full_draw = Dispatch(self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]),
+                                   (1, 1, 1))
+
+    def _write(self, buffer, data: bytes) -> None:
+        if self._written.get(id(buffer)) != data:
+            self.device.write_buffer(buffer, 0, data)
+            self._written[id(buffer)] = data
+
+    def commands(self, params: SamplingParams, history: list[int]) -> list:
+        """Dispatches to append to the forward pass's submit (after the LM head wrote the row).
+        The penalty is applied in place on the row."""
+        _check(params)
+        out = []
+        if params.repetition_penalty != 1:
+            # HF ignores ids past the row (tokens the head cannot produce); order of first use keeps
+            # the uploaded list stable as the history grows, so it is rarely rewritten.
+            seen = [t for t in dict.fromkeys(history) if t < self.vocab]
+            if seen and min(seen) < 0:
+                raise ValueError("negative token id in history")
+            if len(seen) > self.max_history:
+                raise ValueError(f"{len(seen)} distinct history ids > max_history {self.max_history}")
+            if seen:
+                self._write(self._penalty_ids, array("I", seen).tobytes())
+                self._write(self._penalty_params, self._penalty.pack_params(
+                    {"count": len(seen), "penalty": params.repetition_penalty, "logits_base": self._logits_base}))
+                out.append(Dispatch(self._penalty.handle, self._penalty_group, (-(-len(seen) // THREADS), 1, 1)))
+        if params.temperature == 0:
+            self._pending = "greedy"
+            return out + self._argmax
+        self._pending = "sample"
+        self._write(self._topk_params, self._topk_chunks.pack_params(
+            {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
+        return out + self._topk
+
+    async def read_candidates(self) -> tuple[list[float], list[int], float]:
+        """After the sampling commands ran: the row's first CANDIDATES tokens in the sampling order
+        (logits, ids) and the log-sum-exp of logits / temperature over the whole row."""
+        raw = await self.device.read_buffer(self._topk_result, 0, 8 * CANDIDATES + 4)
+        n = min(CANDIDATES, self.vocab)
+        pairs = list(struct.iter_unpack(CANDIDATE_FORMAT, raw[:8 * n]))
+        return [v for v, _ in pairs], [i for _, i in pairs], struct.unpack_from("<f", raw, 8 * CANDIDATES)[0]
+
+    def reset(self) -> None:
+        """Start a new generation: the next draw restarts `random.Random(params.seed)`."""
+        self._rng = None
+
+    def _uniform(self, params: SamplingParams) -> float:
+        if self._rng is None or params.seed != self._rng_seed:
+            self._rng, self._rng_seed = random.Random(params.seed), params.seed
+        return self._rng.random()
+
+    async def pick(self, params: SamplingParams) -> int:
+        """The token chosen by the commands last returned by `commands(params, ...)`, once run.
+        Picking again without new commands draws again from the same row."""
+        if self._pending is None:
+            raise RuntimeError("pick() needs the commands of commands() to have been submitted")
+        if self._pending == "greedy":
+            raw = await self.device.read_buffer(self._argmax_best, 8 * self._argmax_groups, 8)
+            return struct.unpack(CANDIDATE_FORMAT, raw)[1]
+        values, ids, lse = await self.read_candidates()
+        choice = choose(values, ids, lse, params, self.vocab, self._uniform(params))
+        if isinstance(choice, int):
+            return choice
+        return await self._draw_on_gpu(choice, params, values[-1], ids[-1], lse)
+
+    async def _draw_on_gpu(self, draw: FullDraw, params: SamplingParams, last_value: float, last_id: int,
+                           lse: float) -> int:
+        self._write(self._full_params, self._full.pack_params({
+            "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
+            "lse": lse, "top_k": draw.top_k, "top_p": draw.top_p,
+            "skip_candidates": int(draw.skip_candidates), "last_value": last_value, "last_id": last_id,
+            "u": draw.u,
+        }))
+        self.device.submit([self._full_draw])
+        raw = await self.device.read_buffer(self._full_chosen, 0, 4)
+        token = struct.unpack("<I", raw)[0]
+        # Nothing past the candidates had any mass in f32: u fell in the rounding gap above them.
+        return last_id if token == NO_TOKEN else token
+
+    async def sample(self, params: SamplingParams, history: list[int]) -> int:
+        self.device.submit(self.commands(params, history))
+        return await self.pick(params)
