@@ -35,20 +35,22 @@ class Engine:
         self.pos = 0  # tokens already in the KV cache
 
     @classmethod
-    async def load(cls, path, device, max_rows: int = 128, context: int = 2048) -> "Engine":
+    async def load(cls, path, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0) -> "Engine":
+        """max_binding: split weights above this many bytes (default: the device's binding limit)."""
         path = Path(path)
         cfg = config_from_hf(read_json(path / "config.json"), path / "config.json")
         generate_graph = graph_generator(cfg.architecture, str(path / "config.json"))
         tensors = read_tensor_index(path)
-        return await cls.from_tensors(cfg, generate_graph, tensors, MappedFiles(), device, max_rows, context, path)
+        return await cls.from_tensors(cfg, generate_graph, tensors, MappedFiles(), device, max_rows, context, path,
+                                      max_binding or device.caps.limits.max_storage_binding)
 
     @classmethod
-    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path):
+    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path, max_binding):
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
         builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, path), max_rows, context,
-                               half, v_cache_dtype(tensors, half), device.caps.limits.max_storage_binding)
+                               half, v_cache_dtype(tensors, half), max_binding)
         graph = generate_graph(builder)
         log.info("graph: %s", graph.summary())
         uploader = WeightUploader(device, kernels, tensors, reader)

@@ -46,3 +46,21 @@ def test_every_architecture_has_fixtures():
 
     archs = {json.loads((FIXTURES / n / "config.json").read_text())["architectures"][0] for n in NAMES}
     assert archs == set(ARCHITECTURES)
+
+
+@pytest.mark.parametrize("name", ["llama-f32", "qwen2-bf16", "qwen3-f16"])
+def test_weights_split_over_many_bindings(name):
+    """With a 4 KiB binding limit every matrix (embedding, tied LM head, biased QKV) is split
+    into shards: the logits must not change."""
+    ref = json.loads((FIXTURES / name / "reference.json").read_text())
+
+    async def logits(dev):
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=16, context=32, max_binding=4096)
+        ops = engine.executor.graph.ops
+        assert sum(op.kernel == "embedding" for op in ops) > 1
+        assert sum(op.kernel == "linear" and op.fixed_rows == 1 for op in ops) > 1  # the LM head
+        return np.array(await engine.prompt_logits(ref["prompt_ids"]))
+
+    want = np.array(ref["logits"])
+    got = asyncio.run(logits(device(False)[0]))
+    assert np.abs(got - want).max() / np.abs(want).max() <= 1e-5

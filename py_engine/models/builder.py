@@ -59,10 +59,11 @@ class GraphBuilder:
         ]
         return shards, n, k, dtype
 
-    def vector(self, parts) -> Tensor:
+    def vector(self, parts, rows: tuple | None = None) -> Tensor:
+        """An f32 vector (norm weight, bias): the concatenation of `parts`, or its `rows` slice."""
         parts = tuple(parts)
-        n = sum(self.shape(p)[0] for p in parts)
-        return self.g.tensor(parts[0], n * 4, "weight", weight=WeightSpec(parts, "vector"), rows=(0, n))
+        rows = rows or (0, sum(self.shape(p)[0] for p in parts))
+        return self.g.tensor(parts[0], rows[1] * 4, "weight", weight=WeightSpec(parts, "vector"), rows=rows)
 
     # ops -------------------------------------------------------------------------------------
     def embedding(self, name: str, scale: float = 1.0) -> Tensor:
@@ -86,14 +87,12 @@ class GraphBuilder:
     def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
                out: Tensor | None = None) -> Tensor:
         shards, n, k, dtype = self.matrix(parts)
-        if bias is not None and len(shards) > 1:
-            raise NotImplementedError("a bias on a weight split over several bindings")
         y = out or self.act("linear", n, fixed_rows or None)
         defines = linear_defines(k, dtype)
         for shard in shards:
             start, count = shard.rows
             self.g.op("linear", {
-                "x": x, "w": shard, "bias": self.vector(bias) if bias else self.dummy,
+                "x": x, "w": shard, "bias": self.vector(bias, shard.rows) if bias else self.dummy,
                 "residual": residual or self.dummy, "y": y,
             }, {"K": k, "N": count, "out_stride": n, "out_offset": start, "rows": fixed_rows,
                 "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0},
