@@ -11,8 +11,9 @@
 //   (XBlock = vec4<f32>, WBlock = vec4<W>); otherwise one k per block (XBlock = f32, WBlock = W).
 // Dispatch: ceil(N / FEATURES_PER_GROUP) workgroups of 256 threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup owns
-//   FEATURES_PER_GROUP output features for every row; GEMV_ROWS rows share each weight load,
-//   so more rows cost one more pass over the workgroup's weights per GEMV_ROWS.
+//   FEATURES_PER_GROUP output features for every row: LANES threads stride along each weight
+//   row (coalesced loads), then a shared-memory tree sums their partial dots. Up to GEMV_ROWS
+//   rows share each weight load; more rows take one more pass per GEMV_ROWS.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32, pad: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -26,7 +27,7 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 // 32 threads walk one weight row together: each warp-sized load is one contiguous segment.
 const LANES: u32 = 32u;
 const FEATURES_PER_GROUP: u32 = 8u;  // 8 x 32 = 256 threads; keep in step with linear_plan.py
-const GEMV_ROWS: u32 = 8u;           // rows per pass: accumulators each thread keeps
+const GEMV_ROWS: u32 = 8u;           // rows per pass over the weights; keep in step with linear_plan.py
 const THREADS: u32 = LANES * FEATURES_PER_GROUP;
 
 var<workgroup> partial: array<f32, GEMV_ROWS * THREADS>;  // [row][thread] partial dot products
@@ -38,6 +39,21 @@ fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
 fn block_dot(wv: vec4<f32>, xv: vec4<f32>) -> f32 {
     if (VEC4) { return dot(wv, xv); }
     return wv.x * xv.x;
+}
+
+// One weight block times the same block of each row in the pass (x block index `at` for the
+// first, + `blocks` per row). Eight named accumulators, not an indexed array: drivers move a
+// dynamically indexed array to slow local memory.
+fn accumulate_rows(lo: ptr<function, vec4<f32>>, hi: ptr<function, vec4<f32>>, wv: vec4<f32>,
+                   at: u32, blocks: u32, pass_rows: u32) {
+    (*lo).x += block_dot(wv, act_block(at));
+    if (pass_rows > 1u) { (*lo).y += block_dot(wv, act_block(at + blocks)); }
+    if (pass_rows > 2u) { (*lo).z += block_dot(wv, act_block(at + 2u * blocks)); }
+    if (pass_rows > 3u) { (*lo).w += block_dot(wv, act_block(at + 3u * blocks)); }
+    if (pass_rows > 4u) { (*hi).x += block_dot(wv, act_block(at + 4u * blocks)); }
+    if (pass_rows > 5u) { (*hi).y += block_dot(wv, act_block(at + 5u * blocks)); }
+    if (pass_rows > 6u) { (*hi).z += block_dot(wv, act_block(at + 6u * blocks)); }
+    if (pass_rows > 7u) { (*hi).w += block_dot(wv, act_block(at + 7u * blocks)); }
 }
 
 fn write_output(r: u32, n: u32, dot_value: f32) {
@@ -63,22 +79,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 
     for (var row0 = 0u; row0 < rows; row0 += GEMV_ROWS) {
         let pass_rows = min(GEMV_ROWS, rows - row0);
-        // Constant-bound loops over `acc` so the compiler unrolls them and keeps it in registers.
+        let x_row = row0 * blocks;
         // Initialised explicitly: naga zeroes a bare loop-local `var` only once (gfx-rs/wgpu#9489).
-        var acc = array<f32, GEMV_ROWS>();
-        for (var b = lane; b < my_blocks; b += LANES) {
-            let wv = weight_block(w_row + b);
-            for (var r = 0u; r < GEMV_ROWS; r++) {
-                if (r < pass_rows) { acc[r] += block_dot(wv, act_block((row0 + r) * blocks + b)); }
+        var acc_lo = vec4<f32>(0.0);  // rows row0 .. row0 + 3
+        var acc_hi = vec4<f32>(0.0);  // rows row0 + 4 .. row0 + 7
+        if (pass_rows == 1u) {
+            // Decode. Without the per-row branches the loop is one basic block, and two loads
+            // per thread are in flight: on an H100 this is ~1.7x the general loop's speed.
+            var b = lane;
+            for (; b + LANES < my_blocks; b += 2u * LANES) {
+                let w0 = weight_block(w_row + b);
+                let w1 = weight_block(w_row + b + LANES);
+                acc_lo.x += block_dot(w0, act_block(x_row + b)) + block_dot(w1, act_block(x_row + b + LANES));
+            }
+            if (b < my_blocks) { acc_lo.x += block_dot(weight_block(w_row + b), act_block(x_row + b)); }
+        } else {
+            for (var b = lane; b < my_blocks; b += LANES) {
+                accumulate_rows(&acc_lo, &acc_hi, weight_block(w_row + b), x_row + b, blocks, pass_rows);
             }
         }
-        for (var r = 0u; r < GEMV_ROWS; r++) { partial[r * THREADS + lid] = acc[r]; }
+        let lo = acc_lo;
+        let hi = acc_hi;
+        for (var r = 0u; r < pass_rows; r++) {
+            partial[r * THREADS + lid] = select(hi[r % 4u], lo[r % 4u], r < 4u);
+        }
         workgroupBarrier();
         // Tree reduction over the LANES threads of each feature.
         for (var stride = LANES / 2u; stride > 0u; stride >>= 1u) {
             if (lane < stride) {
-                for (var r = 0u; r < GEMV_ROWS; r++) {
-                    if (r < pass_rows) { partial[r * THREADS + lid] += partial[r * THREADS + lid + stride]; }
+                for (var r = 0u; r < pass_rows; r++) {
+                    partial[r * THREADS + lid] += partial[r * THREADS + lid + stride];
                 }
             }
             workgroupBarrier();

@@ -55,9 +55,10 @@ def check(kernel, weight_dtype, rows, K, N, with_bias, with_residual, out_offset
     assert err < 1e-5, f"{kernel} {weight_dtype} rows={rows} K={K} N={N}: relative error {err:.2e}"
 
 
-# (rows, K, N, bias, residual, out_offset): K = 70 takes the scalar path, the others the vec4 one.
+# (rows, K, N, bias, residual, out_offset): K = 70 takes the scalar path, the others the vec4 one;
+# K = 320 gives the one-row GEMV loop both its unrolled pair and its odd last block.
 CASES = [
-    (1, 64, 1, False, False, 0),
+    (1, 320, 1, False, False, 0),
     (1, 70, 37, True, False, 0),
     (3, 128, 176, False, True, 0),
     (5, 70, 1000, True, True, 5),
@@ -95,8 +96,8 @@ def test_kernels_share_one_interface():
 
 def test_choose_linear():
     assert choose_linear(1) == "gemv"
-    assert choose_linear(8) == "gemv"
-    assert choose_linear(9) == "matmul"
+    assert choose_linear(16) == "gemv"
+    assert choose_linear(17) == "matmul"
     assert choose_linear(512) == "matmul"
 
 
