@@ -6,8 +6,8 @@
 // With skip_candidates = 1, tokens ranked at or before (last_value, last_id), the candidates that
 // the caller already decided against, are left out. The token is drawn by inverse CDF in id order
 // at u * (mass left): per-thread chunk sums, a prefix scan, then the owning thread scans its chunk.
-// Cuts are found by bisection, one pass over the row per bit: 32 over the logit's order key (and,
-// for top_p, up to log2(vocab) more over the ids of tied logits).
+// Cuts are found by 16-way bisection, one pass over the row per 4-bit digit: 8 over the logit's
+// order key (and, for top_p, ceil(log2(vocab) / 4) more over the ids of tied logits).
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 chosen (read_write, u32 [1]; 0xffffffff when nothing left has mass).
 // Dispatch: (1, 1, 1), 256 threads.
@@ -24,6 +24,7 @@ const THREADS = 256u;
 const NO_ID = 0xffffffffu;
 
 var<workgroup> partial: array<f32, THREADS>;
+var<workgroup> lanes: array<array<vec4<f32>, 4>, THREADS / 2u>;
 var<workgroup> owner_plus_one: atomic<u32>;
 
 // Monotone map of f32 onto u32, so a logit cut is an integer bisection; -0 and +0 share a key
@@ -64,13 +65,56 @@ fn weight_before(lid: u32, bound: vec2<u32>, by_count: bool) -> f32 {
     return workgroup_sum(lid, sum);
 }
 
+// One 4-bit digit of a bisection: lane t (sums[t / 4][t % 4]) weighs the tokens preceding
+// base with t << shift or-ed into its key (in_key; ids then unbounded) or into its id.
+fn digit_weights(lid: u32, base: vec2<u32>, shift: u32, in_key: bool, by_count: bool) -> array<vec4<f32>, 4> {
+    var bound_key: array<vec4<u32>, 4>;
+    var bound_id: array<vec4<u32>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        let digit = (vec4<u32>(0u, 1u, 2u, 3u) + 4u * q) << vec4<u32>(shift);
+        bound_key[q] = select(vec4<u32>(base.x), vec4<u32>(base.x) | digit, in_key);
+        bound_id[q] = select(vec4<u32>(base.y) | digit, vec4<u32>(NO_ID), in_key);
+    }
+    var sums = array<vec4<f32>, 4>();
+    for (var i = lid; i < p.vocab; i += THREADS) {
+        let v = logits[p.logits_base + i];
+        let w = vec4<f32>(select(probability(v), 1.0, by_count));
+        let key = vec4<u32>(order_key(v));
+        for (var q = 0u; q < 4u; q++) {
+            let before = (key > bound_key[q]) | ((key == bound_key[q]) & (vec4<u32>(i) < bound_id[q]));
+            sums[q] += select(vec4<f32>(0.0), w, before);
+        }
+    }
+    // Tree reduction: the upper half of the threads hands over first, so 8 KiB of lanes suffice.
+    if (lid >= THREADS / 2u) { lanes[lid - THREADS / 2u] = sums; }
+    workgroupBarrier();
+    if (lid < THREADS / 2u) {
+        for (var q = 0u; q < 4u; q++) { lanes[lid][q] += sums[q]; }
+    }
+    workgroupBarrier();
+    for (var stride = THREADS / 4u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) {
+            for (var q = 0u; q < 4u; q++) { lanes[lid][q] += lanes[lid + stride][q]; }
+        }
+        workgroupBarrier();
+    }
+    let total = lanes[0];
+    workgroupBarrier();  // all have read the total before lanes are reused
+    return total;
+}
+
 // The largest order key K whose tokens with key >= K weigh >= goal: the key of the token at
-// which the running weight in the sampling order reaches goal.
+// which the running weight in the sampling order reaches goal. Eight 4-bit digits, top first.
 fn key_cut(lid: u32, goal: f32, by_count: bool) -> u32 {
     var key = 0u;
-    for (var bit = 32u; bit > 0u; bit--) {
-        let trial = key | (1u << (bit - 1u));
-        if (weight_before(lid, vec2<u32>(trial, NO_ID), by_count) >= goal) { key = trial; }
+    for (var digit = 8u; digit > 0u; digit--) {
+        let shift = 4u * (digit - 1u);
+        let w = digit_weights(lid, vec2<u32>(key, NO_ID), shift, true, by_count);
+        var best = 0u;
+        for (var t = 1u; t < 16u; t++) {
+            if (w[t / 4u][t % 4u] >= goal) { best = t; }
+        }
+        key |= best << shift;
     }
     return key;
 }
@@ -79,9 +123,14 @@ fn key_cut(lid: u32, goal: f32, by_count: bool) -> u32 {
 // largest J whose predecessors (key, < J) still weigh < goal.
 fn id_cut(lid: u32, key: u32, goal: f32) -> u32 {
     var id = 0u;
-    for (var bit = 32u - countLeadingZeros(p.vocab); bit > 0u; bit--) {
-        let trial = id | (1u << (bit - 1u));
-        if (weight_before(lid, vec2<u32>(key, trial), false) < goal) { id = trial; }
+    for (var digit = (35u - countLeadingZeros(p.vocab)) / 4u; digit > 0u; digit--) {
+        let shift = 4u * (digit - 1u);
+        let w = digit_weights(lid, vec2<u32>(key, id), shift, false, false);
+        var best = 0u;
+        for (var t = 1u; t < 16u; t++) {
+            if (w[t / 4u][t % 4u] < goal) { best = t; }
+        }
+        id |= best << shift;
     }
     return id;
 }
@@ -95,7 +144,7 @@ fn in_draw(v: f32, i: u32, kept: vec2<u32>) -> bool {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
-    // Not left to zero-initialisation: some hosts (wgpu-native on Vulkan) skip it.
+    // Not left to zero-initialisation: lavapipe under wgpu-native was seen to skip it.
     if (lid == 0u) { atomicStore(&owner_plus_one, 0u); }
     var kept = vec2<u32>(0u, 0u);  // precedes(kept): every token (key 0 is a NaN pattern)
     if (p.top_k < p.vocab) {
