@@ -45,6 +45,7 @@ async def measure(args) -> dict:
         host_s += time.perf_counter() - t0
         token = await engine.sampler.pick(greedy)
     decode_s = time.perf_counter() - start
+    breakdown = await kernel_breakdown(engine, device, commands, args.repeats) if args.breakdown else None
     return {
         "adapter": device.caps.adapter,
         "model": str(args.model),
@@ -58,7 +59,31 @@ async def measure(args) -> dict:
         "activation_mb": round(engine.executor.activation_bytes / 1e6, 2),
         "kv_cache_mb": round(engine.executor.kv_bytes / 1e6, 2),
         "weight_mb": round(engine.weight_bytes / 1e6, 2),
+        **({"decode_ms_by_kernel": breakdown} if breakdown else {}),
     }
+
+
+async def kernel_breakdown(engine, device, commands, repeats: int) -> dict:
+    """Milliseconds per decode token spent in each kernel: the decode token's dispatches of one
+    kernel alone, submitted `repeats` times, minus an empty submit's round trip ("round_trip")."""
+    names = engine.executor.kernel_names(1) + ["sampler"] * (len(commands) - len(engine.executor.graph.ops))
+    groups = {}
+    for name, command in zip(names, commands):
+        groups.setdefault(name, []).append(command)
+
+    async def time_submit(cmds) -> float:
+        start = time.perf_counter()
+        for _ in range(repeats):
+            device.submit(cmds)
+        await device.read_buffer(engine.logits_buffer, 0, 4)
+        return 1000 * (time.perf_counter() - start) / repeats
+
+    await time_submit(commands)
+    empty = await time_submit([])
+    out = {name: round(await time_submit(cmds) - empty, 3) for name, cmds in groups.items()}
+    out["round_trip"] = round(empty, 3)
+    out["all"] = round(await time_submit(commands) - empty, 3)
+    return out
 
 
 def main():
@@ -69,6 +94,8 @@ def main():
     parser.add_argument("--max-rows", type=int, default=128, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")
     parser.add_argument("--f32", action="store_true")
+    parser.add_argument("--breakdown", action="store_true", help="also time each kernel's share of a decode token")
+    parser.add_argument("--repeats", type=int, default=50)
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

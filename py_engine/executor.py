@@ -91,10 +91,12 @@ class Executor:
             self.device.write_buffer(self.step, 0, step)
             self._last_step = step
         if rows not in self._dispatches:
-            out = []
-            for op, (bind_group, kernels) in zip(self.graph.ops, self._bind):
-                op_rows = op.fixed_rows or rows
-                name = choose_linear(op_rows) if op.kernel == "linear" else op.kernel
-                out.append(Dispatch(kernels[name].handle, bind_group, op.grid(op_rows)))
-            self._dispatches[rows] = out
+            self._dispatches[rows] = [
+                Dispatch(kernels[name].handle, bind_group, op.grid(op.fixed_rows or rows))
+                for name, op, (bind_group, kernels) in zip(self.kernel_names(rows), self.graph.ops, self._bind)
+            ]
         return list(self._dispatches[rows])
+
+    def kernel_names(self, rows: int) -> list[str]:
+        """The kernel each op runs in a forward of `rows` tokens (linear ops pick gemv or matmul)."""
+        return [choose_linear(op.fixed_rows or rows) if op.kernel == "linear" else op.kernel for op in self.graph.ops]
