@@ -224,10 +224,11 @@ class Sampler:
         choice = choose(values, ids, lse, params, self.vocab, self._uniform(params))
         if isinstance(choice, int):
             return choice
-        return await self._draw_on_gpu(choice, params, values[-1], ids[-1], lse)
+        return await self.draw_on_gpu(choice, params, values[-1], ids[-1], lse)
 
-    async def _draw_on_gpu(self, draw: FullDraw, params: SamplingParams, last_value: float, last_id: int,
-                           lse: float) -> int:
+    async def draw_on_gpu(self, draw: FullDraw, params: SamplingParams, last_value: float, last_id: int,
+                          lse: float) -> int:
+        """Run sample_full.wgsl on the row; (last_value, last_id) is the last candidate, lse the row's."""
         self._write(self._full_params, self._full.pack_params({
             "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
             "lse": lse, "top_k": draw.top_k, "top_p": draw.top_p,

@@ -128,7 +128,7 @@ def test_full_draw_is_the_inverse_cdf(vocab, top_k, top_p, skip_candidates):
         if np.min(np.abs(edges - u)) < 1e-5:
             continue
         draw.u = float(u)
-        assert asyncio.run(sampler._draw_on_gpu(draw, params, values[-1], ids[-1], lse)) == table_ids[at]
+        assert asyncio.run(sampler.draw_on_gpu(draw, params, values[-1], ids[-1], lse)) == table_ids[at]
         checked += 1
     assert checked > 15
 
