@@ -12,8 +12,9 @@
 // Dispatch: ceil(rows / TILE) * ceil(N / TILE) workgroups of 256 threads, laid out by
 //   linear_grid over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup
 //   computes one TILE x TILE block of y (rows x features), 4 x 4 outputs per thread, walking K
-//   in TILE_K steps through shared memory. Consecutive workgroups take the row tiles of one
-//   feature tile, so a weight tile is fetched from memory once and then hit in cache.
+//   in TILE_K steps through shared memory (one vec4 of x and of w loaded per thread per step,
+//   16 vec4 dot products per 8 shared vec4 reads). Consecutive workgroups take the row tiles of
+//   one feature tile, so a weight tile is fetched from memory once and then hit in cache.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32, pad: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -26,11 +27,16 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 
 const TILE: u32 = 64u;    // output rows and features per workgroup; keep in step with linear_plan.py
 const TILE_K: u32 = 16u;  // k per shared-memory stage: 64 rows x 16 k = one 4-wide load per thread
-const QUADS: u32 = TILE / 4u;
+const SPREAD: u32 = 16u;  // a thread owns rows tr + 16 i and features tn + 16 j (i, j < 4)
+// A tile row holds TILE_K / 4 = 4 quads of k plus one quad of padding: with a 5-quad stride the
+// 8 threads of one 128-byte shared-memory access (tn .. tn + 7) hit 8 different bank groups.
+const ROW_QUADS: u32 = TILE_K / 4u + 1u;
 
-// k-major, so the 4 rows (or 4 features) a thread multiplies are one vec4 read. 2 x 4 KiB.
-var<workgroup> x_tile: array<vec4<f32>, TILE_K * QUADS>;  // [k][row / 4]
-var<workgroup> w_tile: array<vec4<f32>, TILE_K * QUADS>;  // [k][feature / 4]
+// Tiles are stored as whole quads (4 consecutive k), never a component at a time: threads writing
+// different components of one vector race (WGSL counts a component write as a write of the whole
+// vector; Metal and D3D really do read-modify-write it, gpuweb/gpuweb#2112). 2 x 5 KiB.
+var<workgroup> x_tile: array<vec4<f32>, TILE * ROW_QUADS>;  // [row][k / 4]
+var<workgroup> w_tile: array<vec4<f32>, TILE * ROW_QUADS>;  // [feature][k / 4]
 
 // A block widened to f32. A one-k block (VEC4 false) is splatted, so its value is `.x`.
 fn weight_block(i: u32) -> vec4<f32> { return vec4<f32>(vec4<W>(w[i])); }
@@ -65,12 +71,25 @@ fn w_quad(n: u32, k: u32) -> vec4<f32> {
     return q;
 }
 
+// One row's 4 k against the 4 features' 4 k: the row's contribution to its 4 outputs.
+fn dots(a: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
+}
+
 fn write_output(r: u32, n: u32, dot_value: f32) {
     let at = r * p.out_stride + p.out_offset + n;
     var v = dot_value;
     if (p.has_bias != 0u) { v += bias[n]; }
     if (p.has_residual != 0u) { v += residual[at]; }
     y[at] = v;
+}
+
+// Row r's outputs for features n, n + 16, n + 32, n + 48.
+fn write_row(r: u32, n: u32, rows: u32, v: vec4<f32>) {
+    if (r >= rows) { return; }
+    for (var j = 0u; j < 4u; j++) {
+        if (n + SPREAD * j < p.N) { write_output(r, n + SPREAD * j, v[j]); }
+    }
 }
 
 @compute @workgroup_size(256)
@@ -84,41 +103,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     let n0 = (group / row_tiles) * TILE;
     if (n0 >= p.N) { return; }  // the grid's last line may run past the tiles
 
-    // Loading role: 4 consecutive k of one row of x and one row of w (4 threads cover a row).
+    // Loading role: one quad of k of one row of x and of w (4 threads cover a row's TILE_K).
     let load_row = lid / 4u;
-    let load_k = (lid % 4u) * 4u;
-    // Computing role: rows row0 + 4 * tr .. + 4, features n0 + 4 * tn .. + 4.
-    let tr = lid / QUADS;
-    let tn = lid % QUADS;
+    let load_quad = lid % 4u;
+    let load_at = load_row * ROW_QUADS + load_quad;
+    // Computing role: rows tr + 16 i and features tn + 16 j of the tile. Spread rather than
+    // adjacent, so the 16 tn of a warp read 16 consecutive (padded) tile rows.
+    let tr = lid / SPREAD;
+    let tn = lid % SPREAD;
 
-    var acc: array<vec4<f32>, 4>;  // acc[i][j]: row 4 * tr + i, feature 4 * tn + j
+    // acc_i[j]: row tr + 16 i, feature tn + 16 j. Named, not an array: drivers move a
+    // dynamically indexed array to slow local memory.
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     // Each stage's global loads are issued before the previous stage is multiplied, hiding latency.
-    var x_next = x_quad(row0 + load_row, load_k, rows);
-    var w_next = w_quad(n0 + load_row, load_k);
+    var x_next = x_quad(row0 + load_row, 4u * load_quad, rows);
+    var w_next = w_quad(n0 + load_row, 4u * load_quad);
     for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
-        for (var j = 0u; j < 4u; j++) {
-            x_tile[(load_k + j) * QUADS + load_row / 4u][load_row % 4u] = x_next[j];
-            w_tile[(load_k + j) * QUADS + load_row / 4u][load_row % 4u] = w_next[j];
-        }
+        x_tile[load_at] = x_next;
+        w_tile[load_at] = w_next;
         workgroupBarrier();
-        x_next = x_quad(row0 + load_row, k0 + TILE_K + load_k, rows);
-        w_next = w_quad(n0 + load_row, k0 + TILE_K + load_k);
-        for (var kk = 0u; kk < TILE_K; kk++) {
-            let a = x_tile[kk * QUADS + tr];
-            let b = w_tile[kk * QUADS + tn];
-            acc[0] += a.x * b;
-            acc[1] += a.y * b;
-            acc[2] += a.z * b;
-            acc[3] += a.w * b;
+        x_next = x_quad(row0 + load_row, k0 + TILE_K + 4u * load_quad, rows);
+        w_next = w_quad(n0 + load_row, k0 + TILE_K + 4u * load_quad);
+        for (var q = 0u; q < TILE_K / 4u; q++) {
+            let b0 = w_tile[tn * ROW_QUADS + q];
+            let b1 = w_tile[(tn + SPREAD) * ROW_QUADS + q];
+            let b2 = w_tile[(tn + 2u * SPREAD) * ROW_QUADS + q];
+            let b3 = w_tile[(tn + 3u * SPREAD) * ROW_QUADS + q];
+            acc0 += dots(x_tile[tr * ROW_QUADS + q], b0, b1, b2, b3);
+            acc1 += dots(x_tile[(tr + SPREAD) * ROW_QUADS + q], b0, b1, b2, b3);
+            acc2 += dots(x_tile[(tr + 2u * SPREAD) * ROW_QUADS + q], b0, b1, b2, b3);
+            acc3 += dots(x_tile[(tr + 3u * SPREAD) * ROW_QUADS + q], b0, b1, b2, b3);
         }
         workgroupBarrier();
     }
 
-    for (var i = 0u; i < 4u; i++) {
-        let r = row0 + 4u * tr + i;
-        for (var j = 0u; j < 4u; j++) {
-            let n = n0 + 4u * tn + j;
-            if (r < rows && n < p.N) { write_output(r, n, acc[i][j]); }
-        }
-    }
+    write_row(row0 + tr, n0 + tn, rows, acc0);
+    write_row(row0 + tr + SPREAD, n0 + tn, rows, acc1);
+    write_row(row0 + tr + 2u * SPREAD, n0 + tn, rows, acc2);
+    write_row(row0 + tr + 3u * SPREAD, n0 + tn, rows, acc3);
 }
