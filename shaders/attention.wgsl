@@ -1,15 +1,19 @@
-// Causal multi-head attention over the KV cache with online softmax (flash-decoding style, one
-// pass over the keys in tiles of 64). GQA: query head h reads kv head h / (n_heads / n_kv_heads).
-// Query row r sits at absolute position q = step.pos + r and attends to keys k with
-// k <= q and, when window > 0, q - k < window (Mistral-style sliding window).
+// Causal multi-head attention over the KV cache, flash-decoding style: the key positions are cut
+// into splits of split_len keys, each workgroup runs an online softmax over its split (tiles of
+// 64 keys) and writes a partial (max, sum, weighted V); attention_combine.wgsl merges the splits.
+// Splitting gives a decode token heads × splits workgroups instead of just one per head.
+// GQA: query head h reads kv head h / (n_heads / n_kv_heads). Query row r sits at absolute
+// position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
 //           rotated q heads come first), 3 k_cache (read, f32 [n_kv_heads, capacity, head_dim]),
-//           4 v_cache (read, V: f32 or f16, same shape), 5 y (read_write, f32 [rows, n_heads * head_dim]).
-// Dispatch: (n_heads, step.rows, 1) workgroups of 64 threads; head_dim ≤ 256. Workgroup storage
-//           is 1.5 KiB, well inside the 16 KiB that every WebGPU device grants.
+//           4 v_cache (read, V: f32 or f16, same shape),
+//           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum).
+// Dispatch: (n_heads, step.rows, splits) workgroups of 64 threads, splits = ceil(capacity /
+//           split_len); head_dim ≤ 256. Workgroup storage is 1.5 KiB (16 KiB are granted).
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
+    split_len: u32, splits: u32, pad0: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -17,7 +21,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> k_cache: array<f32>;
 @group(0) @binding(4) var<storage, read> v_cache: array<V>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 
 const TILE: u32 = 64u;
 var<workgroup> q: array<f32, 256>;
@@ -31,8 +35,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let hd = p.head_dim;
     let kvh = h / (p.n_heads / p.n_kv_heads);
     let q_pos = step.pos + row;
-    var first = 0u;
-    if (p.window > 0u && q_pos + 1u > p.window) { first = q_pos + 1u - p.window; }
+    var first = wid.z * p.split_len;
+    if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
+    let last = min(q_pos, (wid.z + 1u) * p.split_len - 1u);  // inclusive; first > last: empty split
 
     for (var d = lid; d < hd; d += TILE) { q[d] = qkv[row * p.q_stride + h * hd + d] * p.scale; }
     workgroupBarrier();
@@ -42,10 +47,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var running_max = -3.0e38;
     var running_sum = 0.0;
     let kv_base = kvh * p.capacity;
-    for (var start = first; start <= q_pos; start += TILE) {
+    for (var start = first; start <= last; start += TILE) {
         let key = start + lid;
         var score = -3.0e38;
-        if (key <= q_pos) {
+        if (key <= last) {
             let k_off = (kv_base + key) * hd;
             var dot = 0.0;
             for (var d = 0u; d < hd; d++) { dot += q[d] * k_cache[k_off + d]; }
@@ -60,13 +65,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         let new_max = max(running_max, tile_max[0]);
         var w = 0.0;
-        if (key <= q_pos) { w = exp(score - new_max); }
+        if (key <= last) { w = exp(score - new_max); }
         weights[lid] = w;
         workgroupBarrier();
 
         let correction = exp(running_max - new_max);
         running_max = new_max;
-        let count = min(TILE, q_pos + 1u - start);
+        let count = min(TILE, last + 1u - start);
         var tile_sum = 0.0;
         for (var j = 0u; j < count; j++) { tile_sum += weights[j]; }
         running_sum = running_sum * correction + tile_sum;
@@ -82,8 +87,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
+    let out = ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
     for (var slot = 0u; slot < 4u; slot++) {
         let d = lid + slot * TILE;
-        if (d < hd) { y[row * p.n_heads * hd + h * hd + d] = acc[slot] / running_sum; }
+        if (d < hd) { partials[out + d] = acc[slot]; }
+    }
+    if (lid == 0u) {
+        partials[out + hd] = running_max;
+        partials[out + hd + 1u] = running_sum;
     }
 }

@@ -72,11 +72,18 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     np.testing.assert_allclose(got_v, want_v, rtol=tol, atol=tol)
 
     scale = hd ** -0.5
+    split_len, splits = 64, -(-cap // 64)  # several splits once pos > 64
     attn = run_kernel("attention", {"qkv": got_qkv.reshape(rows, stride), "k_cache": np.frombuffer(out["k_cache"], np.float32),
-                                    "v_cache": np.frombuffer(out["v_cache"], kv_dtype), "y": rows * nh * hd * 4},
+                                    "v_cache": np.frombuffer(out["v_cache"], kv_dtype),
+                                    "partials": rows * nh * splits * (hd + 2) * 4},
                       {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
-                       "window": window, "scale": scale, "softcap": 0.0},
-                      grid=(nh, rows, 1), step=(rows, pos, pos + rows), defines={"V": kv})
+                       "window": window, "scale": scale, "softcap": 0.0, "split_len": split_len, "splits": splits,
+                       "pad0": 0, "pad1": 0},
+                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={"V": kv})
+    attn = run_kernel("attention_combine", {"partials": np.frombuffer(attn["partials"], np.float32),
+                                            "y": rows * nh * hd * 4},
+                      {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
+                      grid=(nh, rows, 1), step=(rows, pos, pos + rows))
     want = np.zeros((rows, nh, hd))
     for r in range(rows):
         qp = pos + r

@@ -12,6 +12,12 @@ from .config import ModelConfig
 DTYPE_BYTES = {"f32": 4, "f16": 2}
 
 
+def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
+    """(keys per split, splits): at most `most` splits of a multiple of 64 keys (one tile)."""
+    split_len = max(64, ceil_div(ceil_div(capacity, most), 64) * 64)
+    return split_len, ceil_div(capacity, split_len)
+
+
 class GraphBuilder:
     def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
                  half: bool, v_dtype: str, max_binding: int):
@@ -119,12 +125,18 @@ class GraphBuilder:
     def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
         cfg = self.cfg
         k_cache, v_cache = self.kv_caches[-1]
-        y = self.act("attn", cfg.num_heads * cfg.head_dim)
-        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "y": y},
-                  {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-                   "q_stride": (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, "capacity": self.kv_capacity,
-                   "window": window, "scale": scale if scale is not None else cfg.head_dim ** -0.5, "softcap": softcap},
-                  lambda rows: (cfg.num_heads, rows, 1), {"V": self.v_dtype})
+        heads, hd = cfg.num_heads, cfg.head_dim
+        split_len, splits = attention_splits(self.kv_capacity)
+        partials = self.act("attn_partials", heads * splits * (hd + 2))
+        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": partials},
+                  {"n_heads": heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": hd,
+                   "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
+                   "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
+                   "split_len": split_len, "splits": splits, "pad0": 0, "pad1": 0},
+                  lambda rows: (heads, rows, splits), {"V": self.v_dtype})
+        y = self.act("attn", heads * hd)
+        self.g.op("attention_combine", {"partials": partials, "y": y},
+                  {"n_heads": heads, "head_dim": hd, "splits": splits, "pad0": 0}, lambda rows: (heads, rows, 1))
         return y
 
     def silu_mul(self, gate_up: Tensor, inter: int) -> Tensor:
