@@ -12,9 +12,9 @@ GEMV_ROWS = 8
 MATMUL_TILE = 64
 
 # A GEMV pass costs about one read of the weights; the matmul costs a full 64-row tile of
-# arithmetic however few rows it has. Measured on an H200 (Vulkan) for K x N from 896 x 896 to
-# 4096 x 14336, the GEMV is ~2x faster at 16 rows and even at ~32, so 16 (two passes) leaves
-# margin for GPUs whose L1 and ALUs are weaker next to their memory.
+# arithmetic however few rows it has. Measured on an H200 (Vulkan), K x N from 896 x 4864 to
+# 4096 x 14336: at 16 rows (two passes) the GEMV takes 0.55-0.75x the matmul's time, and
+# they break even near 24 rows.
 GEMV_MAX_ROWS = 2 * GEMV_ROWS
 
 WEIGHT_DTYPES = ("f32", "f16")
