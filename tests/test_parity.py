@@ -1,8 +1,8 @@
 """Tiny random HF models vs transformers: last-position logits and 16 greedy tokens.
 
 Each fixture runs on the f16 path (where the adapter has shader-f16) and with the f32 path
-forced; max_rows 5 splits the 12-token prompt into chunks and keeps every linear on the GEMV,
-max_rows 64 runs the prompt through the tiled matmul in one forward."""
+forced; max_rows 5 splits the 12-token prompt into chunks, max_rows 64 runs it in one forward.
+A 12-row forward still takes the GEMV; test_long_prefill_through_matmul covers the tiled matmul."""
 import asyncio
 import json
 from pathlib import Path
@@ -64,3 +64,23 @@ def test_weights_split_over_many_bindings(name):
     want = np.array(ref["logits"])
     got = asyncio.run(logits(device(False)[0]))
     assert np.abs(got - want).max() / np.abs(want).max() <= 1e-5
+
+
+@pytest.mark.parametrize("f16", [True, False], ids=["f16", "f32"])
+@pytest.mark.parametrize("name", NAMES)
+def test_long_prefill_through_matmul(name, f16):
+    """Prompt + the first 15 greedy tokens in one forward (27 rows: the tiled matmul, not the
+    GEMV): the last position must predict the 16th greedy token."""
+    if f16 and not device(True)[0].caps.shader_f16:
+        pytest.skip("adapter has no shader-f16")
+    from py_engine.linear_plan import choose_linear
+
+    ref = json.loads((FIXTURES / name / "reference.json").read_text())
+    ids = ref["prompt_ids"] + ref["greedy"][:-1]
+    assert choose_linear(len(ids)) == "matmul"
+
+    async def logits(dev):
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=64, context=64)
+        return np.array(await engine.prompt_logits(ids))
+
+    assert int(np.argmax(asyncio.run(logits(device(f16)[0])))) == ref["greedy"][-1]
