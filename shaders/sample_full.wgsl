@@ -66,25 +66,51 @@ fn weight_before(lid: u32, bound: vec2<u32>, by_count: bool) -> f32 {
 }
 
 // One 4-bit digit of a bisection: lane t (sums[t / 4][t % 4]) weighs the tokens preceding
-// base with t << shift or-ed into its key (in_key; ids then unbounded) or into its id.
+// base with t << shift or-ed into its key (in_key; ids then unbounded) or into its id. base is
+// zero below the digit, so a token either precedes every lane's bound (its bits above the digit
+// already put it first), or none, or has the same bits above and compares by its digit d alone.
+// Named accumulators, not arrays indexed in the loop, so that they stay in registers.
 fn digit_weights(lid: u32, base: vec2<u32>, shift: u32, in_key: bool, by_count: bool) -> array<vec4<f32>, 4> {
-    var bound_key: array<vec4<u32>, 4>;
-    var bound_id: array<vec4<u32>, 4>;
-    for (var q = 0u; q < 4u; q++) {
-        let digit = (vec4<u32>(0u, 1u, 2u, 3u) + 4u * q) << vec4<u32>(shift);
-        bound_key[q] = select(vec4<u32>(base.x), vec4<u32>(base.x) | digit, in_key);
-        bound_id[q] = select(vec4<u32>(base.y) | digit, vec4<u32>(NO_ID), in_key);
-    }
-    var sums = array<vec4<f32>, 4>();
+    let above = ~((16u << shift) - 1u);  // the bits above the digit (none for the top digit)
+    var everywhere = 0.0;
+    var s0 = vec4<f32>(0.0);
+    var s1 = vec4<f32>(0.0);
+    var s2 = vec4<f32>(0.0);
+    var s3 = vec4<f32>(0.0);
     for (var i = lid; i < p.vocab; i += THREADS) {
         let v = logits[p.logits_base + i];
-        let w = vec4<f32>(select(probability(v), 1.0, by_count));
-        let key = vec4<u32>(order_key(v));
-        for (var q = 0u; q < 4u; q++) {
-            let before = (key > bound_key[q]) | ((key == bound_key[q]) & (vec4<u32>(i) < bound_id[q]));
-            sums[q] += select(vec4<f32>(0.0), w, before);
+        let w = select(probability(v), 1.0, by_count);
+        let key = order_key(v);
+        var first: bool;
+        var same_above: bool;
+        var digit: u32;
+        if (in_key) {
+            first = (key & above) > (base.x & above);
+            same_above = (key & above) == (base.x & above);
+            digit = (key >> shift) & 15u;
+        } else {
+            first = key > base.x || (key == base.x && (i & above) < (base.y & above));
+            same_above = key == base.x && (i & above) == (base.y & above);
+            digit = (i >> shift) & 15u;
+        }
+        if (first) {
+            everywhere += w;
+        } else if (same_above) {
+            // A key digit d is at or past bound t when d >= t; an id digit is before it when d < t.
+            let d = vec4<u32>(digit);
+            let ww = vec4<f32>(w);
+            let zero = vec4<f32>(0.0);
+            let t0 = vec4<u32>(0u, 1u, 2u, 3u);
+            let t1 = t0 + 4u;
+            let t2 = t0 + 8u;
+            let t3 = t0 + 12u;
+            s0 += select(zero, ww, select((d < t0), (d >= t0), in_key));
+            s1 += select(zero, ww, select((d < t1), (d >= t1), in_key));
+            s2 += select(zero, ww, select((d < t2), (d >= t2), in_key));
+            s3 += select(zero, ww, select((d < t3), (d >= t3), in_key));
         }
     }
+    let sums = array<vec4<f32>, 4>(s0 + everywhere, s1 + everywhere, s2 + everywhere, s3 + everywhere);
     // Tree reduction: the upper half of the threads hands over first, so 8 KiB of lanes suffice.
     if (lid >= THREADS / 2u) { lanes[lid - THREADS / 2u] = sums; }
     workgroupBarrier();
