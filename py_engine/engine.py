@@ -89,6 +89,7 @@ class Engine:
                        stop_ids=()):
         """Async generator of new token ids; a stop id is yielded, then generation ends."""
         sampling = sampling or SamplingParams()
+        self.sampler.reset()  # the same seed gives the same answer on every request
         history = list(prompt)
         commands = self.prefill_commands(prompt)
         for _ in range(max_new_tokens):
