@@ -4,12 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .engine import Engine
+from .errors import ModelFileError
 from .formats.hf_dir import read_json
 
 
 async def load_model(path: Path, device, context: int = 2048, with_tokenizer: bool = True):
-    from .errors import ModelFileError
-
     if not path.exists():
         raise ModelFileError(path, "model path not found")
     engine = await Engine.load(path, device, context=context)
