@@ -7,7 +7,7 @@ import re
 from typing import Callable
 
 from .byte_level import token_bytes
-from .normalize import replacer
+from .normalize import compose, replacer
 from .spec_error import SpecError
 
 DecodeStep = Callable[[list[str]], list[str]]
@@ -79,15 +79,6 @@ def _replace(pattern: dict, content: str) -> DecodeStep:
     return lambda tokens: [replace(token) for token in tokens]
 
 
-def _sequence(steps: list[DecodeStep]) -> DecodeStep:
-    def decode(tokens: list[str]) -> list[str]:
-        for step in steps:
-            tokens = step(tokens)
-        return tokens
-
-    return decode
-
-
 def build_decoder(config: dict | None) -> DecodeStep | None:
     if config is None:
         return None
@@ -108,7 +99,7 @@ def build_decoder(config: dict | None) -> DecodeStep | None:
             scheme = "always" if config.get("add_prefix_space", True) else "never"
         return _metaspace(config.get("replacement", "\u2581"), scheme)
     if kind == "Sequence":
-        return _sequence([build_decoder(step) for step in config["decoders"]])
+        return compose([build_decoder(step) for step in config["decoders"]])
     raise SpecError(f"unsupported decoder type {kind!r}")
 
 

@@ -32,11 +32,12 @@ def _unicode_form(form: str) -> Normalizer:
     return lambda text: unicodedata.normalize(form, text)
 
 
-def _sequence(steps: list[Normalizer]) -> Normalizer:
-    def run(text: str) -> str:
+def compose(steps: list):
+    """Apply `steps` in order: the `Sequence` of normalizers and of decoders alike."""
+    def run(value):
         for step in steps:
-            text = step(text)
-        return text
+            value = step(value)
+        return value
 
     return run
 
@@ -55,5 +56,5 @@ def build_normalizer(config: dict | None) -> Normalizer | None:
         return replacer(config["pattern"], config["content"])
     if kind == "Sequence":
         steps = [build_normalizer(step) for step in config["normalizers"]]
-        return _sequence([step for step in steps if step is not None])
+        return compose([step for step in steps if step is not None])
     raise SpecError(f"unsupported normalizer type {kind!r}")
