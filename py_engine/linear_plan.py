@@ -25,6 +25,11 @@ def choose_linear(rows: int) -> str:
     return "gemv" if rows <= GEMV_MAX_ROWS else "matmul"
 
 
+def weight_defines(K: int, weight_format: str) -> dict:
+    """Defines for every kernel that reads a weight matrix (gemv, matmul, embedding)."""
+    return linear_defines(K, weight_format)
+
+
 def linear_defines(K: int, weight_dtype: str) -> dict:
     """Defines for KernelCache.get("gemv" | "matmul", **defines).
 

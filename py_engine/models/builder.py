@@ -6,7 +6,7 @@ that fit one storage binding."""
 from __future__ import annotations
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import choose_linear, linear_defines, linear_grid
+from ..linear_plan import choose_linear, linear_grid, weight_defines
 from .config import ModelConfig
 
 DTYPE_BYTES = {"f32": 4, "f16": 2}
@@ -79,7 +79,7 @@ class GraphBuilder:
             start, count = shard.rows
             self.g.op("embedding", {"ids": self.ids, "table": shard, "y": y},
                       {"dim": dim, "row_start": start, "row_count": count, "scale": scale},
-                      lambda rows, dim=dim: (ceil_div(dim, 256), rows, 1), {"W": dtype})
+                      lambda rows, dim=dim: (ceil_div(dim, 256), rows, 1), weight_defines(dim, dtype))
         return y
 
     def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
@@ -94,7 +94,7 @@ class GraphBuilder:
                out: Tensor | None = None) -> Tensor:
         shards, n, k, dtype = self.matrix(parts)
         y = out or self.act("linear", n, fixed_rows or None)
-        defines = linear_defines(k, dtype)
+        defines = weight_defines(k, dtype)
         for shard in shards:
             start, count = shard.rows
             self.g.op("linear", {
