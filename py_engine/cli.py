@@ -1,4 +1,4 @@
-"""Desktop CLI: `python -m py_engine generate|tokenize …`. Bad input → one line on stderr, exit 2."""
+"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize …`. Bad input → one line on stderr, exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -9,33 +9,51 @@ import sys
 import time
 from pathlib import Path
 
+from .catalog import DEFAULT_MODEL
+from .chat import (CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, ProgressBar, chat,
+                   resolve_model)
 from .errors import WispError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m py_engine", description="Wisp: LLM inference on WebGPU")
     sub = parser.add_subparsers(dest="command", required=True)
+    model_help = f"catalog name, .gguf file or HF model directory (default: {DEFAULT_MODEL}, fetched on first use)"
+    talk = sub.add_parser("chat", help="chat interactively (lines on stdin; /reset, /exit)")
+    talk.add_argument("--model", help=model_help)
+    talk.add_argument("--system", help="system prompt")
+    add_sampling_args(talk, max_new_tokens=CHAT_MAX_NEW_TOKENS, temperature=CHAT_TEMPERATURE, top_p=CHAT_TOP_P,
+                      repetition_penalty=CHAT_REPETITION_PENALTY)
+    talk.add_argument("-v", "--verbose", action="store_true")
     gen = sub.add_parser("generate", help="generate text from a prompt")
-    gen.add_argument("--model", required=True, help="HF model directory")
+    gen.add_argument("--model", help=model_help)
     source = gen.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="prompt text")
     source.add_argument("--ids", help="comma-separated prompt token ids")
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    gen.add_argument("--max-new-tokens", type=int, default=128)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    gen.add_argument("--top-k", type=int, default=0)
-    gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--repetition-penalty", type=float, default=1.0)
-    gen.add_argument("--seed", type=int, default=None)
-    gen.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens")
-    gen.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
+    add_sampling_args(gen, max_new_tokens=128, temperature=0.0, top_p=1.0, repetition_penalty=1.0)
     gen.add_argument("--json", action="store_true", help='print {"tokens": [...], "text": "..."} as the last line')
     gen.add_argument("--logits-out", help="write the last prompt position's float32 logits to this .npy file")
     gen.add_argument("-v", "--verbose", action="store_true")
+    get = sub.add_parser("fetch", help="download a catalog model into the cache; print its path")
+    get.add_argument("name", nargs="?", default=DEFAULT_MODEL, help=f"catalog name (default: {DEFAULT_MODEL})")
+    get.add_argument("--list", action="store_true", help="list the catalog and what is cached")
     tok = sub.add_parser("tokenize", help="read text on stdin, print {\"ids\": [...]}")
     tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
     return parser
+
+
+def add_sampling_args(parser, max_new_tokens: int, temperature: float, top_p: float, repetition_penalty: float):
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help=f"default {max_new_tokens}")
+    parser.add_argument("--temperature", type=float, default=temperature, help=f"0 = greedy (default {temperature})")
+    parser.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
+    parser.add_argument("--top-p", type=float, default=top_p, help=f"default {top_p}")
+    parser.add_argument("--repetition-penalty", type=float, default=repetition_penalty,
+                        help=f"default {repetition_penalty}")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens (default 2048)")
+    parser.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
 
 
 def main(argv=None) -> int:
@@ -45,12 +63,35 @@ def main(argv=None) -> int:
     try:
         if args.command == "tokenize":
             return tokenize(args)
+        if args.command == "fetch":
+            return fetch(args)
+        check_sampling_args(args)
+        if args.command == "chat":
+            return asyncio.run(chat(args))
         return asyncio.run(generate(args))
     except WispError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def fetch(args) -> int:
+    from .catalog import MODELS
+    from .model_cache import cached_path, default_cache_dir, ensure_model
+
+    if args.list:
+        print(f"cache: {default_cache_dir()}")
+        for name, model in MODELS.items():
+            state = "cached" if cached_path(name) else "not cached"
+            default = ", default" if name == DEFAULT_MODEL else ""
+            print(f"{name:<30} {model.size / 1e6:6.0f} MB  {state}{default}  {model.description}")
+        return 0
+    bar = ProgressBar()
+    path = ensure_model(args.name, progress=bar)
+    bar.finish()
+    print(path)
+    return 0
 
 
 def load_tokenizer(path: Path):
@@ -87,8 +128,9 @@ async def generate(args) -> int:
     from .sampling import SamplingParams
     from .session import load_model
 
-    check_sampling_args(args)
-    model = Path(args.model)
+    bar = ProgressBar()
+    model = resolve_model(args.model, bar)
+    bar.finish()
     need_tokenizer = args.prompt is not None or not args.json
     device = await open_device(allow_f16=not args.f32)
     engine, tok, stop_ids = await load_model(model, device, context=args.context, with_tokenizer=need_tokenizer)
