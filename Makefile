@@ -6,10 +6,10 @@ export XDG_RUNTIME_DIR ?= /tmp
 
 .PHONY: serve test install vulkan clean
 
-# Until the browser page lands, the main job is the desktop CLI.
+# Until the browser page lands, the main job is the desktop CLI: chat with the default model
+# (SmolLM2-135M-Instruct, fetched into ~/.cache/wisp/models on first use) or MODEL=name|file.gguf|hf-dir.
 serve: install
-	@if [ -z "$(MODEL)" ]; then echo "usage: make serve MODEL=path/to/hf-model-dir [PROMPT='...']"; exit 2; fi
-	$(PY) -m py_engine generate --model "$(MODEL)" --chat --prompt "$(or $(PROMPT),Hello! Who are you?)"
+	$(PY) -m py_engine chat $(if $(MODEL),--model "$(MODEL)")
 
 test: install
 	$(PY) -m pytest -q
