@@ -121,6 +121,7 @@ def _write_sidecar(target: Path, sha256: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".sha256.tmp", dir=target.parent)
     with os.fdopen(fd, "w") as out:
         out.write(record)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, _sidecar(target))
 
 
