@@ -3,8 +3,10 @@
 A kernel file declares its own bindings and, if it has any, a `struct Params` of 4-byte scalars.
 Both are parsed here, so Python binds buffers and packs parameters *by name* and can never drift
 out of step with the shader. Specialisation prepends `alias`/`const` lines (e.g. `alias W = f16;`)
-and `enable f16;` when a define names f16 (kernels use f16 only through such aliases); the shared `Step` uniform struct (rows of this
-forward, first position, KV length) is defined for every kernel.
+and `enable f16;` when a define names f16 (kernels use f16 only through such aliases); the shared
+`Step` uniform struct (rows of this forward, first position, KV length) is defined for every kernel.
+The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
+kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
 """
 from __future__ import annotations
 
@@ -12,9 +14,15 @@ import re
 import struct
 from pathlib import Path
 
+from . import quant
 from .gpu import Binding
 
 SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
+WEIGHTS_DIR = SHADER_DIR / "weights"
+
+# Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
+# every non-float format).
+_WEIGHT_HELPERS = {"q4_k": ("k_scales",), "q5_k": ("k_scales",), "mlx4_f16": ("mlx4",), "mlx4_bf16": ("mlx4",)}
 
 STEP_STRUCT = "struct Step { rows: u32, pos: u32, kv_len: u32, pad: u32 }\n"
 STEP_FORMAT = "<4I"
@@ -59,12 +67,22 @@ def specialise(source: str, defines: dict) -> str:
     return head + source
 
 
+def weight_snippets(weight_format: str) -> str:
+    """The WGSL appended to a kernel for WEIGHTS=weight_format: helpers, then the format's own."""
+    fmt = quant.weight_format(weight_format)  # ValueError for an unknown format
+    names = () if fmt.is_float else ("bytes",)
+    names += _WEIGHT_HELPERS.get(weight_format, ()) + (weight_format,)
+    return "".join("\n" + (WEIGHTS_DIR / f"{n}.wgsl").read_text() for n in names)
+
+
 class Kernel:
     """A compiled kernel plus what Python needs to bind it and fill its Params."""
 
     def __init__(self, device, name: str, defines: dict | None = None):
         raw = (SHADER_DIR / f"{name}.wgsl").read_text()
-        source = specialise(raw, defines or {})
+        defines = dict(defines or {})
+        weights = defines.pop("WEIGHTS", None)
+        source = specialise(raw + (weight_snippets(weights) if weights else ""), defines)
         self.name = name
         self.bindings = parse_bindings(raw)
         self.params = parse_params(raw)

@@ -6,6 +6,8 @@ output tiles through shared memory). Both take one bind group; see their header 
 """
 from __future__ import annotations
 
+from . import quant
+
 # Mirrors of the kernels' constants (shaders/gemv.wgsl, shaders/matmul.wgsl).
 GEMV_FEATURES_PER_GROUP = 8
 GEMV_ROWS = 8
@@ -17,34 +19,34 @@ MATMUL_TILE = 64
 # they break even near 24 rows.
 GEMV_MAX_ROWS = 2 * GEMV_ROWS
 
-WEIGHT_DTYPES = ("f32", "f16")
-
 
 def choose_linear(rows: int) -> str:
     """The kernel for a linear layer over `rows` activation rows: "gemv" or "matmul"."""
     return "gemv" if rows <= GEMV_MAX_ROWS else "matmul"
 
 
-def weight_defines(K: int, weight_format: str) -> dict:
-    """Defines for every kernel that reads a weight matrix (gemv, matmul, embedding)."""
-    return linear_defines(K, weight_format)
+def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
+    """Defines for every kernel that reads a weight matrix (KernelCache.get("gemv" | "matmul" |
+    "embedding", **defines)); formats as in quant.py.
 
-
-def linear_defines(K: int, weight_dtype: str) -> dict:
-    """Defines for KernelCache.get("gemv" | "matmul", **defines).
-
-    Rows of K % 4 == 0 are read as vec4 blocks (coalesced 16-byte loads); any other K
-    falls back to one element per block.
+    WEIGHTS picks the dequantizing snippet (shaders/weights/<format>.wgsl). A block of a row is 4
+    consecutive k when VEC4 (coalesced 16-byte loads of f32 rows), else one k: only float formats
+    take one-k blocks, for K % 4 != 0. W is the element type of the native float formats; the
+    others are read as u32 words (bf16 / f16_packed: a vec4 block's 4 halves as one vec2<u32>).
     """
-    if weight_dtype not in WEIGHT_DTYPES:
-        raise ValueError(f"linear weights must be one of {WEIGHT_DTYPES}, not {weight_dtype!r}")
+    fmt = quant.weight_format(weight_format)
+    fmt.check_k(K, mlx_group)
     vec4 = K % 4 == 0
-    return {
-        "W": weight_dtype,
-        "VEC4": vec4,
-        "WBlock": "vec4<W>" if vec4 else "W",
-        "XBlock": "vec4<f32>" if vec4 else "f32",
-    }
+    defines = {"WEIGHTS": weight_format, "VEC4": vec4, "XBlock": "vec4<f32>" if vec4 else "f32"}
+    if weight_format in ("f32", "f16"):
+        defines.update(W=weight_format, WBlock="vec4<W>" if vec4 else "W")
+    elif fmt.is_float:
+        defines["WBlock"] = "vec2<u32>" if vec4 else "u32"
+    else:
+        defines["WBlock"] = "u32"
+    if fmt.is_mlx:
+        defines["MLX_GROUP"] = mlx_group
+    return defines
 
 
 def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
@@ -60,3 +62,9 @@ def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535) -> tup
     if lines > max_per_dim:
         raise ValueError(f"{kernel}: {count} workgroups exceed a {max_per_dim} x {max_per_dim} grid")
     return (-(-count // lines), lines, 1)
+
+
+def embedding_grid(dim: int, rows: int) -> tuple[int, int, int]:
+    """Workgroups for shaders/embedding.wgsl: 256 threads per group, one column each, one grid
+    line per row (rows <= 65535)."""
+    return (-(-dim // 256), rows, 1)

@@ -2,13 +2,16 @@
 //                                        (+ bias[n] if has_bias) (+ residual[r, out_offset + n] if has_residual)
 // Bindings (identical to matmul.wgsl; one bind group serves both):
 //   0 step (uniform Step), 1 p (uniform Params),
-//   2 x (read, f32 [rows, K]), 3 w (read, W [N, K]), 4 bias (read, f32 [N]),
-//   5 residual (read, f32 [rows, out_stride]), 6 y (read_write, f32 [rows, out_stride]).
+//   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as stored),
+//   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
+//   6 y (read_write, f32 [rows, out_stride]).
 //   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
-// Defines (py_engine/linear_plan.py: linear_defines): W, the weight element: f32 or 16-bit
-//   floats (never spelt out here: kernels.py enables that extension when the source names it).
-//   VEC4 = (K % 4 == 0): then x and w are read as blocks of four consecutive k
-//   (XBlock = vec4<f32>, WBlock = vec4<W>); otherwise one k per block (XBlock = f32, WBlock = W).
+// Defines (py_engine/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
+//   shaders/weights/<format>.wgsl, whose weight_block(row, b, K, N) dequantizes block b of a
+//   weight row, so this file never reads w itself. WBlock is w's element type (vec4<W> / W for
+//   f32 and f16, u32 words for packed and quantized formats). VEC4 = (K % 4 == 0): then x and w
+//   are read as blocks of four consecutive k (XBlock = vec4<f32>); otherwise (float formats
+//   only) one k per block (XBlock = f32).
 // Dispatch: ceil(N / FEATURES_PER_GROUP) workgroups of 256 threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup owns
 //   FEATURES_PER_GROUP output features for every row: LANES threads stride along each weight
@@ -32,8 +35,8 @@ const THREADS: u32 = LANES * FEATURES_PER_GROUP;
 
 var<workgroup> partial: array<f32, GEMV_ROWS * THREADS>;  // [row][thread] partial dot products
 
-// A block widened to f32. A one-k block (VEC4 false) is splatted, so its value is `.x`.
-fn weight_block(i: u32) -> vec4<f32> { return vec4<f32>(vec4<W>(w[i])); }
+// An activation block widened to f32; weight_block (the WEIGHTS snippet) returns the same shape.
+// A one-k block (VEC4 false) is splatted, so its value is `.x`.
 fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
 
 fn block_dot(wv: vec4<f32>, xv: vec4<f32>) -> f32 {
@@ -75,7 +78,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     let blocks = select(p.K, p.K / 4u, VEC4);  // blocks per row of x and of w
     // Features past N (in the last workgroup) load nothing but still reach every barrier.
     let my_blocks = select(0u, blocks, n < p.N);
-    let w_row = n * blocks;
 
     for (var row0 = 0u; row0 < rows; row0 += GEMV_ROWS) {
         let pass_rows = min(GEMV_ROWS, rows - row0);
@@ -88,14 +90,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             // per thread are in flight: about twice the general loop's speed on an H100 / H200.
             var b = lane;
             for (; b + LANES < my_blocks; b += 2u * LANES) {
-                let w0 = weight_block(w_row + b);
-                let w1 = weight_block(w_row + b + LANES);
+                let w0 = weight_block(n, b, p.K, p.N);
+                let w1 = weight_block(n, b + LANES, p.K, p.N);
                 acc_lo.x += block_dot(w0, act_block(x_row + b)) + block_dot(w1, act_block(x_row + b + LANES));
             }
-            if (b < my_blocks) { acc_lo.x += block_dot(weight_block(w_row + b), act_block(x_row + b)); }
+            if (b < my_blocks) { acc_lo.x += block_dot(weight_block(n, b, p.K, p.N), act_block(x_row + b)); }
         } else {
             for (var b = lane; b < my_blocks; b += LANES) {
-                accumulate_rows(&acc_lo, &acc_hi, weight_block(w_row + b), x_row + b, blocks, pass_rows);
+                accumulate_rows(&acc_lo, &acc_hi, weight_block(n, b, p.K, p.N), x_row + b, blocks, pass_rows);
             }
         }
         let lo = acc_lo;

@@ -2,13 +2,16 @@
 //                                        (+ bias[n] if has_bias) (+ residual[r, out_offset + n] if has_residual)
 // Bindings (identical to gemv.wgsl; one bind group serves both):
 //   0 step (uniform Step), 1 p (uniform Params),
-//   2 x (read, f32 [rows, K]), 3 w (read, W [N, K]), 4 bias (read, f32 [N]),
-//   5 residual (read, f32 [rows, out_stride]), 6 y (read_write, f32 [rows, out_stride]).
+//   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as stored),
+//   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
+//   6 y (read_write, f32 [rows, out_stride]).
 //   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
-// Defines (py_engine/linear_plan.py: linear_defines): W, the weight element: f32 or 16-bit
-//   floats (never spelt out here: kernels.py enables that extension when the source names it).
-//   VEC4 = (K % 4 == 0): then x and w are read as blocks of four consecutive k
-//   (XBlock = vec4<f32>, WBlock = vec4<W>); otherwise one k per block (XBlock = f32, WBlock = W).
+// Defines (py_engine/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
+//   shaders/weights/<format>.wgsl, whose weight_block(row, b, K, N) dequantizes block b of a
+//   weight row, so this file never reads w itself. WBlock is w's element type (vec4<W> / W for
+//   f32 and f16, u32 words for packed and quantized formats). VEC4 = (K % 4 == 0): then x and w
+//   are read as blocks of four consecutive k (XBlock = vec4<f32>); otherwise (float formats
+//   only) one k per block (XBlock = f32).
 // Dispatch: ceil(rows / TILE) * ceil(N / TILE) workgroups of 256 threads, laid out by
 //   linear_grid over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup
 //   computes one TILE x TILE block of y (rows x features), 4 x 4 outputs per thread, walking K
@@ -38,8 +41,8 @@ const ROW_QUADS: u32 = TILE_K / 4u + 1u;
 var<workgroup> x_tile: array<vec4<f32>, TILE * ROW_QUADS>;  // [row][k / 4]
 var<workgroup> w_tile: array<vec4<f32>, TILE * ROW_QUADS>;  // [feature][k / 4]
 
-// A block widened to f32. A one-k block (VEC4 false) is splatted, so its value is `.x`.
-fn weight_block(i: u32) -> vec4<f32> { return vec4<f32>(vec4<W>(w[i])); }
+// An activation block widened to f32; weight_block (the WEIGHTS snippet) returns the same shape.
+// A one-k block (VEC4 false) is splatted, so its value is `.x`.
 fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
 
 // x[row, k .. k + 4] (w[n, k .. k + 4]) with zeros past the edges of the matrix; k % 4 == 0.
@@ -61,10 +64,10 @@ fn w_quad(n: u32, k: u32) -> vec4<f32> {
     var q = vec4<f32>(0.0);
     if (n < p.N) {
         if (VEC4) {
-            if (k < p.K) { q = weight_block((n * p.K + k) / 4u); }
+            if (k < p.K) { q = weight_block(n, k / 4u, p.K, p.N); }
         } else {
             for (var j = 0u; j < 4u; j++) {
-                if (k + j < p.K) { q[j] = weight_block(n * p.K + k + j).x; }
+                if (k + j < p.K) { q[j] = weight_block(n, k + j, p.K, p.N).x; }
             }
         }
     }

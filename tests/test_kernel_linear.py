@@ -4,7 +4,7 @@ import pytest
 import gpu_harness
 from gpu_harness import as_f32, run_kernel
 from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
-from py_engine.linear_plan import choose_linear, linear_defines, linear_grid
+from py_engine.linear_plan import choose_linear, linear_grid, weight_defines
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 
@@ -22,7 +22,7 @@ def run_linear(kernel, x, w, bias=None, residual=None, N=None, out_stride=None, 
     buffers = {"x": x, "w": w, "bias": DUMMY if bias is None else bias,
                "residual": DUMMY if residual is None else residual, "y": rows * out_stride * 4}
     out = run_kernel(kernel, buffers, params, grid=linear_grid(kernel, rows, N, max_per_dim),
-                     step=(rows, 0, rows), defines=linear_defines(K, weight_dtype),
+                     step=(rows, 0, rows), defines=weight_defines(K, weight_dtype),
                      f16=weight_dtype == "f16")
     return as_f32(out["y"], (rows, out_stride))
 
@@ -99,13 +99,6 @@ def test_choose_linear():
     assert choose_linear(16) == "gemv"
     assert choose_linear(17) == "matmul"
     assert choose_linear(512) == "matmul"
-
-
-def test_linear_defines():
-    assert linear_defines(896, "f16") == {"W": "f16", "VEC4": True, "WBlock": "vec4<W>", "XBlock": "vec4<f32>"}
-    assert linear_defines(70, "f32") == {"W": "f32", "VEC4": False, "WBlock": "W", "XBlock": "f32"}
-    with pytest.raises(ValueError):
-        linear_defines(64, "bf16")
 
 
 @pytest.mark.parametrize("kernel,rows,N", [("gemv", 1, 151936), ("matmul", 512, 151936), ("matmul", 130, 37)])

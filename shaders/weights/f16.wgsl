@@ -1,0 +1,5 @@
+// f16 weights read natively (needs shader-f16), rows of K elements back to back. The binding is
+// array<WBlock>: vec4<f16> when VEC4 (one 8-byte load per block), else f16 splatted.
+fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
+    return vec4<f32>(vec4<W>(w[row * select(K, K / 4u, VEC4) + b]));
+}
