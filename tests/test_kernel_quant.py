@@ -1,0 +1,116 @@
+"""Weights read as stored and dequantized inside the GEMV, matmul and embedding kernels
+(shaders/weights/*.wgsl) against gguf-py's / numpy's float32 dequantization."""
+import gguf
+import numpy as np
+import pytest
+
+import gpu_harness
+from gpu_harness import as_f32, run_kernel
+from py_engine.linear_plan import linear_grid, weight_defines
+from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
+from quant_ref import QuantMatrix
+
+# (format, K, MLX group). Each ggml K is an odd number of blocks whose byte size is 2 mod 4 where
+# the format allows it (Q8_0, Q4_0, Q5_0, Q6_K), so every other row starts 2 bytes into a word;
+# K = 352 / 768 give the one-row GEMV loop unrolled pairs and an odd last block.
+CASES = [
+    ("f32", 100, 64), ("f32", 70, 64), ("f16", 96, 64), ("f16", 70, 64),
+    ("f16_packed", 96, 64), ("f16_packed", 70, 64), ("bf16", 96, 64), ("bf16", 69, 64),
+    ("q8_0", 352, 64), ("q8_0", 32, 64), ("q4_0", 352, 64), ("q4_1", 352, 64),
+    ("q5_0", 352, 64), ("q5_1", 352, 64), ("q4_k", 768, 64), ("q5_k", 768, 64),
+    ("q6_k", 768, 64), ("q6_k", 256, 64),
+    ("mlx4_f16", 352, 32), ("mlx4_f16", 384, 128), ("mlx4_bf16", 320, 64),
+]
+CASE_IDS = [f"{f}-K{k}" + (f"-G{g}" if f.startswith("mlx") else "") for f, k, g in CASES]
+GEMV_N, MATMUL_N, VOCAB = 37, 75, 37  # odd (2-aligned MLX bias sections), not multiples of 8 / 64
+
+
+def matrix(fmt, N, K, group):
+    rng = np.random.default_rng(N * 100003 + K * 101 + group + sum(map(ord, fmt)))
+    return QuantMatrix(fmt, N, K, rng, group)
+
+
+def device_f16(fmt):
+    """Only native f16 needs shader-f16; every other format runs on a device without it."""
+    if fmt == "f16" and not gpu_harness.device(True)[0].caps.shader_f16:
+        pytest.skip("device lacks shader-f16")
+    return fmt == "f16"
+
+
+def run_linear(kernel, x, m: QuantMatrix):
+    rows, K = x.shape
+    params = {"K": K, "N": m.N, "out_stride": m.N, "out_offset": 0, "rows": rows,
+              "has_bias": 0, "has_residual": 0, "pad": 0}
+    buffers = {"x": x, "w": m.raw(), "bias": 16, "residual": 16, "y": rows * m.N * 4}
+    out = run_kernel(kernel, buffers, params, grid=linear_grid(kernel, rows, m.N), step=(rows, 0, rows),
+                     defines=weight_defines(K, m.fmt, m.group), f16=device_f16(m.fmt))
+    return as_f32(out["y"], (rows, m.N))
+
+
+@pytest.mark.parametrize("kernel,row_counts,N", [("gemv", (1, 3, 8, 13), GEMV_N), ("matmul", (17, 70, 130), MATMUL_N)])
+@pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)
+def test_linear(kernel, row_counts, N, fmt, K, group):
+    m = matrix(fmt, N, K, group)
+    assert m.raw().size == FORMATS[fmt].matrix_bytes(N, K, group)
+    rng = np.random.default_rng(K)
+    for rows in row_counts:
+        x = rng.standard_normal((rows, K), dtype=np.float32)
+        ref = x.astype(np.float64) @ m.ref.astype(np.float64).T
+        err = np.abs(run_linear(kernel, x, m) - ref).max() / np.abs(ref).max()
+        assert err < 1e-4, f"{kernel} {fmt} rows={rows} K={K} N={N}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)
+def test_embedding(fmt, K, group):
+    """Two shards of the table; a shard's dispatch leaves rows whose id lies elsewhere untouched."""
+    m = matrix(fmt, VOCAB, K, group)
+    ids = np.array([0, 17, 18, 36, 5, 18, 30], np.uint32)
+    split = 18
+    sentinel = np.float32(-7.5)
+    out = np.full((ids.size, K), sentinel, np.float32)
+    for start, stop in [(split, VOCAB), (0, split)]:
+        res = run_kernel("embedding", {"ids": ids, "w": m.raw(start, stop), "y": out},
+                         {"dim": K, "row_start": start, "row_count": stop - start, "scale": 2.0},
+                         grid=(-(-K // 256), ids.size, 1), step=(ids.size, 0, ids.size),
+                         defines=weight_defines(K, fmt, group), f16=device_f16(fmt))
+        out = as_f32(res["y"], (ids.size, K)).copy()
+        if start == split:
+            assert (out[ids < split] == sentinel).all(), "a shard wrote rows of ids outside it"
+    ref = m.ref[ids] * np.float32(2.0)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
+
+
+def test_formats_match_gguf():
+    for name, fmt in GGUF_TYPES.items():
+        elems, nbytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[name]]
+        info = FORMATS[fmt]
+        assert info.row_bytes(elems * 3) == nbytes * 3, name
+        assert info.is_float == (name in ("F32", "F16", "BF16"))
+
+
+def test_quant_table():
+    assert FORMATS["q6_k"].matrix_bytes(3, 512) == 3 * 2 * 210
+    assert FORMATS["q8_0"].row_bytes(96) == 3 * 34
+    assert FORMATS["f16_packed"].row_bytes(70) == 140
+    # MLX: N x K/8 words, then N x K/G scales and as many biases, 2 bytes each.
+    assert FORMATS["mlx4_bf16"].matrix_bytes(3, 256, 64) == 3 * 128 + 2 * 3 * 4 * 2
+    assert FORMATS["mlx4_f16"].row_bytes(256, 128) == 128
+    for fmt, K, group in [("q4_k", 128, 64), ("q8_0", 48, 64), ("f16_packed", 7, 64),
+                          ("mlx4_f16", 96, 64), ("mlx4_f16", 256, 16), ("q4_0", 0, 64)]:
+        with pytest.raises(ValueError, match=fmt):
+            weight_format(fmt).check_k(K, group)
+    with pytest.raises(ValueError, match="unknown weight format"):
+        weight_format("q3_k")
+
+
+def test_weight_defines():
+    assert weight_defines(896, "f16") == {"WEIGHTS": "f16", "W": "f16", "VEC4": True,
+                                          "WBlock": "vec4<W>", "XBlock": "vec4<f32>"}
+    assert weight_defines(70, "f32") == {"WEIGHTS": "f32", "W": "f32", "VEC4": False,
+                                         "WBlock": "W", "XBlock": "f32"}
+    assert weight_defines(69, "bf16") == {"WEIGHTS": "bf16", "VEC4": False, "WBlock": "u32", "XBlock": "f32"}
+    assert weight_defines(1024, "q4_k") == {"WEIGHTS": "q4_k", "VEC4": True, "WBlock": "u32", "XBlock": "vec4<f32>"}
+    assert weight_defines(1024, "mlx4_bf16", 32) == {"WEIGHTS": "mlx4_bf16", "VEC4": True, "WBlock": "u32",
+                                                     "XBlock": "vec4<f32>", "MLX_GROUP": 32}
+    with pytest.raises(ValueError):
+        weight_defines(100, "q4_0")
