@@ -124,6 +124,8 @@ class Conversation:
         self.cached: list[int] = []
         self.dropped = 0  # exchanges dropped to fit the context, last turn
         self.reused = 0  # prompt tokens of the last turn found in the KV cache
+        self.prefilled = 0  # prompt tokens the last turn computed (not found in the cache)
+        self.token_times: list[float] = []  # perf_counter() at each answer token, last turn
 
     def reset(self) -> None:
         self.messages, self.cached = [], []
@@ -156,10 +158,12 @@ class Conversation:
         self.cached = ids[:keep]
         stream = self.tok.stream_decoder(skip_special_tokens=True)
         answer: list[int] = []
+        self.prefilled, self.token_times = len(ids) - keep, []
         try:
             async for token in self.engine.generate(ids[keep:], min(self.max_new_tokens, context - len(ids)),
                                                     self.sampling, self.stop_ids):
                 answer.append(token)
+                self.token_times.append(time.perf_counter())
                 if token not in self.stop_ids:
                     on_text(stream.push(token))
         except BaseException:
@@ -170,6 +174,15 @@ class Conversation:
         content = [t for t in answer if t not in self.stop_ids]
         self.messages.append({"role": "assistant", "content": self.tok.decode(content, skip_special_tokens=True)})
         return answer
+
+
+def speed_line(tokens: int, start: float, token_times: list[float], prefilled: int) -> str:
+    """[N tokens, decode tok/s; prefill: prompt tokens computed this turn and the time to the first token]"""
+    if not token_times:
+        return "[0 tokens]"
+    first, last = token_times[0], token_times[-1]
+    rate = (tokens - 1) / (last - first) if tokens > 1 and last > first else tokens / max(last - start, 1e-9)
+    return f"[{tokens} tokens, {rate:.1f} tok/s; prefill {prefilled} tokens, {first - start:.2f} s]"
 
 
 def read_line(interactive: bool) -> str | None:
@@ -230,9 +243,8 @@ async def chat(args) -> int:
         except WispError as exc:
             print(f"error: {exc}", file=sys.stderr)
             continue
-        elapsed = time.perf_counter() - start
         print(flush=True)
         if conversation.dropped:
             print(dim(f"[context full: dropped the oldest {conversation.dropped} exchange(s)]"), file=sys.stderr)
-        print(dim(f"[{len(answer)} tokens, {len(answer) / max(elapsed, 1e-9):.1f} tok/s]"), file=sys.stderr)
+        print(dim(speed_line(len(answer), start, conversation.token_times, conversation.prefilled)), file=sys.stderr)
     return 0

@@ -74,7 +74,7 @@ def chat(*args, stdin: str, env=None, timeout=300):
 
 
 def tok_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("[") and "tok/s]" in line]
+    return [line for line in stderr.splitlines() if line.startswith("[") and " tok/s; prefill " in line]
 
 
 def test_tiny_tokenizer_round_trips(chat_model):
