@@ -22,6 +22,8 @@ from .safetensors import TensorInfo
 
 # ---- config ----
 
+_REQUIRED = object()
+
 ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
@@ -79,6 +81,8 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     if heads <= 0 or hidden <= 0:
         raise ModelFileError(path, f"{arch}.attention.head_count and {arch}.embedding_length must be positive")
     head_dim = key("attention.key_length", hidden // heads)
+    if head_dim <= 0:
+        raise ModelFileError(path, f"{arch}.attention.key_length must be positive, got {head_dim}")
     rotary_dim = key("rope.dimension_count", head_dim)
     # llama.cpp's default base is 10000, except 1e6 for gemma3's global layers.
     theta = key("rope.freq_base", 1_000_000.0 if arch == "gemma3" else 10000.0, float)
@@ -93,11 +97,7 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         else:
             raise ModelFileError(path, f"missing metadata key {arch + '.vocab_size'!r} (and no tokenizer.ggml.tokens)")
 
-    eos_ids = []
-    for name in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
-        token_id = meta.get(name)
-        if isinstance(token_id, int) and token_id not in eos_ids:
-            eos_ids.append(token_id)
+    eos_ids = end_of_generation_ids(meta)
     bos_id = meta.get("tokenizer.ggml.bos_token_id")
 
     cfg = ModelConfig(
@@ -126,10 +126,32 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     return cfg
 
 
-_REQUIRED = object()
+# Token texts llama.cpp also stops on (llama-vocab.cpp's end-of-generation list), whatever eos says.
+END_OF_GENERATION_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+                           "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
+                           "<end_of_utterance>")
+
+
+def end_of_generation_ids(meta: dict) -> list[int]:
+    """The ids generation stops on, the eos token first: tokenizer.ggml.eos/eot/eom_token_id and,
+    like llama.cpp, every token spelled like a known end-of-turn token (e.g. Qwen's <|endoftext|>
+    besides its eos <|im_end|>)."""
+    ids = []
+    for name in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
+        token_id = meta.get(name)
+        if isinstance(token_id, int) and not isinstance(token_id, bool) and token_id not in ids:
+            ids.append(token_id)
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, list):
+        wanted = set(END_OF_GENERATION_TEXTS)
+        ids += [i for i, token in enumerate(tokens) if token in wanted and i not in ids]
+    return ids
 
 
 def _rope_scaling(key, path, arch) -> dict | None:
+    """HF's rope_scaling dict from the rope.scaling.* keys. Llama 3.1+ files carry their llama3
+    scaling as a `rope_freqs.weight` tensor (a divisor per frequency) instead of keys; that tensor
+    is kept under its own name by `hf_tensors`, and is not described here."""
     kind = key("rope.scaling.type", None, str)
     factor = key("rope.scaling.factor", None, float)
     if kind is None:
@@ -288,11 +310,9 @@ def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
     template_tokens = {name: tokens[i] for name, i in special_ids.items() if i is not None}
     named_ids = {i for i in special_ids.values() if i is not None}
     bos_id, eos_id, unk_id = special_ids["bos_token"], special_ids["eos_token"], special_ids["unk_token"]
-    eos_ids = [] if eos_id is None else [eos_id]
     for name in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
-        extra = token_id(name)
-        if extra is not None and extra not in eos_ids:
-            eos_ids.append(extra)
+        token_id(name)  # validated; end_of_generation_ids collects them
+    eos_ids = end_of_generation_ids(meta)
     chat_template = meta.get("tokenizer.chat_template")
     if chat_template is not None and not isinstance(chat_template, str):
         raise ModelFileError(path, "tokenizer.chat_template is not a string")
