@@ -7,7 +7,10 @@ from array import array
 from pathlib import Path
 
 from .executor import Executor
+from .formats.gguf import read_gguf
+from .formats.gguf_model import config_from_gguf, gguf_rope_interleaved, hf_tensors
 from .formats.hf_dir import read_json, read_tensor_index
+from .formats.mlx import mlx_tensors
 from .formats.safetensors import MappedFiles
 from .kernels import KernelCache
 from .models import graph_generator
@@ -35,17 +38,23 @@ class Engine:
         self.pos = 0  # tokens already in the KV cache
 
     @classmethod
-    async def load(cls, path, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0) -> "Engine":
-        """max_binding: split weights above this many bytes (default: the device's binding limit)."""
+    async def load(cls, path, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
+                   progress=None) -> "Engine":
+        """A GGUF file or an HF model directory (safetensors, optionally MLX-quantized).
+        max_binding: split weights above this many bytes (default: the device's binding limit).
+        progress: called with (bytes uploaded, bytes expected) as weights reach the GPU."""
         path = Path(path)
-        cfg = config_from_hf(read_json(path / "config.json"), path / "config.json")
-        generate_graph = graph_generator(cfg.architecture, str(path / "config.json"))
-        tensors = read_tensor_index(path)
+        if path.suffix == ".gguf":
+            cfg, tensors = gguf_model(path)
+        else:
+            cfg, tensors = hf_model(path)
+        generate_graph = graph_generator(cfg.architecture, str(path))
         return await cls.from_tensors(cfg, generate_graph, tensors, MappedFiles(), device, max_rows, context, path,
-                                      max_binding or device.caps.limits.max_storage_binding)
+                                      max_binding or device.caps.limits.max_storage_binding, progress)
 
     @classmethod
-    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path, max_binding):
+    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path, max_binding,
+                           progress=None):
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
@@ -53,7 +62,8 @@ class Engine:
                                half, v_cache_dtype(tensors, half), max_binding)
         graph = generate_graph(builder)
         log.info("graph: %s", graph.summary())
-        uploader = WeightUploader(device, kernels, tensors, reader)
+        uploader = WeightUploader(device, kernels, tensors, reader, progress)
+        uploader.expect(t for t in graph.tensors if t.kind == "weight")
         executor = Executor(device, kernels, graph, uploader)
         uploader.release_staging()
         engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
@@ -102,11 +112,27 @@ class Engine:
             commands = self.forward_commands([token])
 
 
+def hf_model(path: Path):
+    raw = read_json(path / "config.json")
+    cfg = config_from_hf(raw, path / "config.json")
+    tensors = read_tensor_index(path)
+    if raw.get("quantization"):
+        tensors = mlx_tensors(tensors, raw["quantization"], path / "config.json")
+    return cfg, tensors
+
+
+def gguf_model(path: Path):
+    gguf = read_gguf(path)
+    cfg = config_from_gguf(gguf)
+    cfg.rope_interleaved = gguf_rope_interleaved(gguf.metadata.get("general.architecture"))
+    return cfg, hf_tensors(gguf)
+
+
 def v_cache_dtype(tensors: dict, half: bool) -> str:
-    """The V cache follows the checkpoint's precision: f16 for half-precision models on shader-f16
-    devices, f32 for f32 checkpoints (whose owners asked for full precision)."""
+    """The V cache follows the checkpoint's precision: f16 on shader-f16 devices unless a matrix
+    is stored in f32 (its owner asked for full precision); quantized models take f16."""
     matrices = [t for t in tensors.values() if len(t.shape) == 2]
-    return "f16" if half and all(t.dtype in ("F16", "BF16") for t in matrices) else "f32"
+    return "f16" if half and all(t.dtype != "F32" for t in matrices) else "f32"
 
 
 def _tensor_info(tensors, name, path):

@@ -14,24 +14,6 @@ def grid_1d(n, per=256):
     return (min(wg, 65535), -(-wg // 65535), 1)
 
 
-@pytest.mark.parametrize("rows,dim,vocab", [(1, 64, 384), (7, 300, 1000)])
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_embedding_shards(rows, dim, vocab, dtype):
-    if dtype == "f16" and not has_f16():
-        pytest.skip("no shader-f16")
-    rng = np.random.default_rng(1)
-    table = rng.standard_normal((vocab, dim)).astype(np.float16 if dtype == "f16" else np.float32)
-    ids = rng.integers(0, vocab, rows).astype(np.uint32)
-    split = vocab // 3  # two shards, as for a vocabulary larger than one binding
-    out = np.zeros((rows, dim), np.float32)
-    for start, stop in [(0, split), (split, vocab)]:
-        res = run_kernel("embedding", {"ids": ids, "table": table[start:stop], "y": out},
-                         {"dim": dim, "row_start": start, "row_count": stop - start, "scale": 2.0},
-                         grid=(-(-dim // 256), rows, 1), step=(rows, 0, rows), defines={"W": dtype})
-        out = as_f32(res["y"], (rows, dim)).copy()
-    np.testing.assert_array_equal(out, table[ids].astype(np.float32) * 2.0)
-
-
 @pytest.mark.parametrize("src,out", [("f16", "f32"), ("bf16", "f32"), ("bf16", "f16"), ("f32", "f16"), ("f16", "f16")])
 def test_convert(src, out):
     if out == "f16" and not has_f16():

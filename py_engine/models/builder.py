@@ -5,8 +5,12 @@ for the largest forward (graph.max_rows rows) and every weight it declares is sp
 that fit one storage binding."""
 from __future__ import annotations
 
+from itertools import groupby
+
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import choose_linear, linear_grid, weight_defines
+from ..linear_plan import choose_linear, embedding_grid, linear_grid, weight_defines
+from ..errors import ModelFileError
+from ..quant import FORMATS, GGUF_TYPES
 from .config import ModelConfig
 
 DTYPE_BYTES = {"f32": 4, "f16": 2}
@@ -42,28 +46,50 @@ class GraphBuilder:
     def shape(self, name: str) -> tuple:
         return self.tensor_info(name).shape
 
-    def matrix_dtype(self, parts) -> str:
-        """f16 for half-precision checkpoints on shader-f16 devices; f32 checkpoints keep their
-        precision (rounding them to f16 would cost fidelity the user chose to keep)."""
-        half = self.half and all(self.tensor_info(p).dtype in ("F16", "BF16") for p in parts)
-        return "f16" if half else "f32"
+    def weight_format(self, name: str) -> str:
+        """How the kernels read this matrix: in its stored format wherever one exists (f32, f16,
+        bf16, ggml blocks, MLX 4-bit). f16 without shader-f16 is read as packed pairs; the odd
+        16-bit matrix with an odd row length is converted to f32 (or f16) at upload."""
+        info = self.tensor_info(name)
+        k = info.shape[-1]
+        if info.dtype == "F32":
+            return "f32"
+        if info.dtype == "F16":
+            return "f16" if self.half else ("f16_packed" if k % 2 == 0 else "f32")
+        if info.dtype == "BF16":
+            return "bf16" if k % 2 == 0 else ("f16" if self.half else "f32")
+        fmt = GGUF_TYPES.get(info.dtype) or info.dtype.lower()
+        if fmt not in FORMATS:
+            known = ", ".join(sorted(set(GGUF_TYPES) - {"F32", "F16", "BF16"}))
+            raise ModelFileError(info.path, f"tensor {name!r}: weight type {info.dtype} is not supported "
+                                            f"(supported: F32, F16, BF16, {known}, MLX 4-bit)")
+        try:
+            FORMATS[fmt].check_k(k, getattr(info, "group", 64))
+        except ValueError as exc:
+            raise ModelFileError(info.path, f"tensor {name!r}: {exc}") from None
+        return fmt
 
-    def matrix(self, parts) -> tuple[list[Tensor], int, int, str]:
-        """Weight shards of the row-concatenation of `parts`, plus (rows N, columns K, dtype)."""
+    def matrix(self, parts) -> tuple[list[tuple[Tensor, int, dict]], int, int]:
+        """The row-concatenation of `parts` as weight shards, each (shard, its first row, the
+        defines of the kernels that read it), plus (rows N, columns K). Consecutive parts of one format share shards; a format change (a
+        Q4_K_M file's Q6_K V next to Q4_K Q and K) starts new ones. A shard fits one binding."""
         parts = tuple(parts)
-        shapes = [self.shape(p) for p in parts]
-        k = shapes[0][1]
-        n = sum(s[0] for s in shapes)
-        dtype = self.matrix_dtype(parts)
-        elem = DTYPE_BYTES[dtype]
-        per_shard = max(1, self.max_binding // (k * elem))
-        spec = WeightSpec(parts, "matrix")
-        shards = [
-            self.g.tensor(f"{parts[0]}[{r}]", min(per_shard, n - r) * k * elem, "weight", weight=spec,
-                          rows=(r, min(per_shard, n - r)), dtype=dtype)
-            for r in range(0, n, per_shard)
-        ]
-        return shards, n, k, dtype
+        k = self.shape(parts[0])[1]
+        shards, first = [], 0
+        for fmt, group in groupby(parts, key=self.weight_format):
+            group = tuple(group)
+            n = sum(self.shape(p)[0] for p in group)
+            mlx_group = getattr(self.tensor_info(group[0]), "group", 64)
+            layout = FORMATS[fmt]
+            per_shard = max(1, self.max_binding // layout.matrix_bytes(1, k, mlx_group))
+            spec = WeightSpec(group, "matrix")
+            for r in range(0, n, per_shard):
+                count = min(per_shard, n - r)
+                nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 4) * 4
+                shard = self.g.tensor(f"{group[0]}[{r}]", nbytes, "weight", weight=spec, rows=(r, count), dtype=fmt)
+                shards.append((shard, first + r, weight_defines(k, fmt, mlx_group)))
+            first += n
+        return shards, first, k
 
     def vector(self, parts, rows: tuple | None = None) -> Tensor:
         """An f32 vector (norm weight, bias): the concatenation of `parts`, or its `rows` slice."""
@@ -73,13 +99,12 @@ class GraphBuilder:
 
     # ops -------------------------------------------------------------------------------------
     def embedding(self, name: str, scale: float = 1.0) -> Tensor:
-        shards, vocab, dim, dtype = self.matrix([name])
+        shards, vocab, dim = self.matrix([name])
         y = self.act("embed", dim)
-        for shard in shards:
-            start, count = shard.rows
-            self.g.op("embedding", {"ids": self.ids, "table": shard, "y": y},
-                      {"dim": dim, "row_start": start, "row_count": count, "scale": scale},
-                      lambda rows, dim=dim: (ceil_div(dim, 256), rows, 1), weight_defines(dim, dtype))
+        for shard, start, defines in shards:
+            self.g.op("embedding", {"ids": self.ids, "w": shard, "y": y},
+                      {"dim": dim, "row_start": start, "row_count": shard.rows[1], "scale": scale},
+                      lambda rows, dim=dim: embedding_grid(dim, rows), defines)
         return y
 
     def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
@@ -92,13 +117,12 @@ class GraphBuilder:
 
     def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
                out: Tensor | None = None) -> Tensor:
-        shards, n, k, dtype = self.matrix(parts)
+        shards, n, k = self.matrix(parts)
         y = out or self.act("linear", n, fixed_rows or None)
-        defines = weight_defines(k, dtype)
-        for shard in shards:
-            start, count = shard.rows
+        for shard, start, defines in shards:
+            count = shard.rows[1]
             self.g.op("linear", {
-                "x": x, "w": shard, "bias": self.vector(bias, shard.rows) if bias else self.dummy,
+                "x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
                 "residual": residual or self.dummy, "y": y,
             }, {"K": k, "N": count, "out_stride": n, "out_offset": start, "rows": fixed_rows,
                 "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0},

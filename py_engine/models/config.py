@@ -25,6 +25,9 @@ class ModelConfig:
     sliding_window: int = 0  # 0: full attention
     attention_bias: bool = False
     qk_norm: bool = False
+    # llama.cpp stores Llama-family Q/K rows permuted for its interleaved-pair RoPE; a GGUF model
+    # keeps them as stored and rotates (x[2i], x[2i+1]) pairs instead of un-permuting on load.
+    rope_interleaved: bool = False
     eos_token_ids: list = field(default_factory=list)
     bos_token_id: int | None = None
 

@@ -16,7 +16,7 @@ def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = Fa
         qkv = b.linear(h, [attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"],
                        bias=[attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"] if qkv_bias else None)
         b.rope_kv(qkv, q_norm=attn + "q_norm.weight" if qk_norm else None,
-                  k_norm=attn + "k_norm.weight" if qk_norm else None)
+                  k_norm=attn + "k_norm.weight" if qk_norm else None, interleaved=cfg.rope_interleaved)
         a = b.attention(qkv, window=window)
         x = b.linear(a, [attn + "o_proj.weight"], residual=x)
         h = b.rmsnorm(x, p + "post_attention_layernorm.weight")
