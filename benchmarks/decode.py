@@ -1,6 +1,9 @@
 """Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
+
+PATH: an HF model directory or a .gguf file. For quantized models the weight bytes read per
+decode token and the effective bandwidth they imply are part of the JSON.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ async def measure(args) -> dict:
         host_s += time.perf_counter() - t0
         token = await engine.sampler.pick(greedy)
     decode_s = time.perf_counter() - start
+    read_per_token = weight_bytes_per_token(engine.executor.graph)
     breakdown = await kernel_breakdown(engine, device, commands, args.repeats) if args.breakdown else None
     return {
         "adapter": device.caps.adapter,
@@ -59,8 +63,32 @@ async def measure(args) -> dict:
         "activation_mb": round(engine.executor.activation_bytes / 1e6, 2),
         "kv_cache_mb": round(engine.executor.kv_bytes / 1e6, 2),
         "weight_mb": round(engine.weight_bytes / 1e6, 2),
+        "weight_formats": weight_formats(engine.executor.graph),
+        "weight_mb_per_decode_token": round(read_per_token / 1e6, 2),
+        "effective_weight_gb_s": round(read_per_token * args.new_tokens / decode_s / 1e9, 1),
         **({"decode_ms_by_kernel": breakdown} if breakdown else {}),
     }
+
+
+def weight_bytes_per_token(graph) -> int:
+    """Weight bytes one decode token reads: every matrix and vector once, but of an embedding
+    table only the token's row (its shard's bytes / rows)."""
+    total = 0
+    for op in graph.ops:
+        for t in op.bind.values():
+            if t.kind == "weight":
+                total += t.nbytes // t.rows[1] if op.kernel == "embedding" else t.nbytes
+    return total
+
+
+def weight_formats(graph) -> dict:
+    """MB of weights stored in each format (f32, q4_1, ...): tied tables counted once."""
+    seen, out = set(), {}
+    for t in graph.tensors:
+        if t.kind == "weight" and (t.weight, t.rows, t.dtype) not in seen:
+            seen.add((t.weight, t.rows, t.dtype))
+            out[t.dtype] = round(out.get(t.dtype, 0) + t.nbytes / 1e6, 2)
+    return out
 
 
 async def kernel_breakdown(engine, device, commands, repeats: int) -> dict:
