@@ -3,7 +3,6 @@ with `generate` (catalog name, .gguf file or HF directory; default: the catalog'
 and the text progress bar shown while fetching and loading."""
 from __future__ import annotations
 
-import inspect
 import sys
 import time
 from pathlib import Path
@@ -91,13 +90,11 @@ def resolve_model(model: str | None, progress=None) -> Path:
 
 
 async def load(path: Path, device, context: int, progress=None):
-    """session.load_model, with a weight-upload progress bar where the loader reports progress."""
+    """session.load_model, reporting the weight upload to `progress` as stage "load"."""
     from .session import load_model
 
-    kwargs = {}
-    if progress is not None and "progress" in inspect.signature(load_model).parameters:
-        kwargs["progress"] = lambda done, total: progress("load", done, total)
-    return await load_model(path, device, context=context, with_tokenizer=True, **kwargs)
+    report = (lambda done, total: progress("load", done, total)) if progress else None
+    return await load_model(path, device, context=context, with_tokenizer=True, progress=report)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
