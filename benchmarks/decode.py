@@ -2,7 +2,7 @@
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
 
-PATH: an HF model directory or a .gguf file. For quantized models the weight bytes read per
+PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
 decode token and the effective bandwidth they imply are part of the JSON.
 """
 from __future__ import annotations
@@ -17,13 +17,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
+from py_engine.model_cache import ensure_model  # noqa: E402
 from py_engine.gpu import open_device  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
 
 
 async def measure(args) -> dict:
     device = await open_device(allow_f16=not args.f32, limits=args.limits)
+    if not args.model.exists() and str(args.model) in MODELS:
+        args.model = ensure_model(str(args.model))
     engine = await Engine.load(args.model, device, max_rows=args.max_rows,
                                context=args.prompt_tokens + args.new_tokens + 8)
     rng = random.Random(0)
