@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .executor import Executor
 from .formats.gguf import read_gguf
-from .formats.gguf_model import config_from_gguf, gguf_rope_interleaved, hf_tensors
+from .formats.gguf_model import config_from_gguf, hf_tensors
 from .formats.hf_dir import read_json, read_tensor_index
 from .formats.mlx import mlx_tensors
 from .formats.safetensors import MappedFiles
@@ -123,9 +123,7 @@ def hf_model(path: Path):
 
 def gguf_model(path: Path):
     gguf = read_gguf(path)
-    cfg = config_from_gguf(gguf)
-    cfg.rope_interleaved = gguf_rope_interleaved(gguf.metadata.get("general.architecture"))
-    return cfg, hf_tensors(gguf)
+    return config_from_gguf(gguf), hf_tensors(gguf)  # config_from_gguf sets the RoPE layout
 
 
 def v_cache_dtype(tensors: dict, half: bool) -> str:

@@ -20,7 +20,7 @@ async def load_model(path: Path, device, context: int = 2048, with_tokenizer: bo
     if path.suffix == ".gguf":
         if with_tokenizer:
             from .formats.gguf import read_gguf
-            from .formats.gguf_model import tokenizer_from_gguf
+            from .formats.gguf_tokenizer import tokenizer_from_gguf
 
             tok = tokenizer_from_gguf(read_gguf(path))
             stop_ids.update(tok.eos_ids)

@@ -8,7 +8,6 @@ format segments and dequantization are all on the path. (The real models, agains
 are in test_real_models.py.)"""
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path

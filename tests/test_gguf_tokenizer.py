@@ -14,7 +14,8 @@ import pytest
 
 from py_engine.errors import ModelFileError, UnsupportedArchitectureError
 from py_engine.formats.gguf import read_gguf
-from py_engine.formats.gguf_model import config_from_gguf, tokenizer_from_gguf
+from py_engine.formats.gguf_model import config_from_gguf
+from py_engine.formats.gguf_tokenizer import tokenizer_from_gguf
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
