@@ -3,8 +3,10 @@
 Real files: SmolLM2-135M-Instruct (llama arch, "gpt2" tokenizer, pre "smollm") and
 Qwen2.5-Coder-0.5B-Instruct (qwen2 arch, pre "qwen2"), fetched by py_engine.model_cache; the
 references in tests/fixtures/gguf_tokenizer/ come from tools/make_gguf_tokenizer_refs.py.
-Synthetic files: a SentencePiece ("llama") vocabulary with scores and token types, and small
-byte-level ones, written with gguf-py's GGUFWriter.
+Synthetic files (tests/gguf_synthetic.py): a SentencePiece ("llama") vocabulary with scores and
+token types, small byte-level ones, and Gemma3 / Qwen3 configs, written with gguf-py's GGUFWriter;
+transformers' answers for them are in tests/fixtures/gguf_tokenizer/synthetic.json, made by the
+same tool, so no test here imports transformers or torch.
 """
 import json
 from functools import lru_cache
@@ -18,7 +20,11 @@ from py_engine.formats.gguf_model import config_from_gguf
 from py_engine.formats.gguf_tokenizer import tokenizer_from_gguf
 
 gguf = pytest.importorskip("gguf")
-np = pytest.importorskip("numpy")
+pytest.importorskip("numpy")  # gguf_synthetic writes numpy arrays
+
+from gguf_synthetic import (BYTE_LEVEL_HF_PRES, BYTE_LEVEL_HF_TEXTS, BYTE_LEVEL_TOKENS, RECIPES,  # noqa: E402
+                            SPM_BY_HAND, SPM_HF_TEXTS, byte_level_tokenizer, recipe_digest, spm_tokenizer,
+                            write_gguf, write_synthetic)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gguf_tokenizer"
 MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
@@ -115,75 +121,16 @@ def test_config_matches_hf(name):
     assert cfg.rope_interleaved == (want["model_type"] == "llama")
 
 
-# ---- synthetic files ----
+# ---- synthetic files (tests/gguf_synthetic.py) ----
 
 
-def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
-    """A small GGUF: `metadata` as (adder name, value) pairs of GGUFWriter, `tokenizer` a dict."""
-    writer = gguf.GGUFWriter(str(path), arch)
-    base = [("add_block_count", 1), ("add_context_length", 128), ("add_embedding_length", 16),
-            ("add_feed_forward_length", 32), ("add_head_count", 2), ("add_head_count_kv", 2),
-            ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0)]
-    for adder, value in {**dict(base), **dict(metadata)}.items():
-        getattr(writer, adder)(value)
-    for key, value in (tokenizer or {}).items():
-        if key == "tokens":
-            writer.add_token_list(value)
-        elif key == "types":
-            writer.add_token_types(value)
-        elif key == "scores":
-            writer.add_token_scores(value)
-        elif key == "merges":
-            writer.add_token_merges(value)
-        elif key == "pre":
-            writer.add_string("tokenizer.ggml.pre", value)
-        else:
-            getattr(writer, f"add_{key}")(value)
-    for name, array in (tensors or {"token_embd.weight": np.zeros((8, 16), np.float32)}).items():
-        writer.add_tensor(name, array)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
-SPM_PIECES = ["▁", "a", "b", "c", "h", "e", "l", "o", "w", "r", "d", "▁a", "ab", "▁ab", "abc", "▁abc", "he", "ll",
-              "llo", "hello", "▁hello", "▁w", "or", "ld", "▁wor", "▁world", "▁▁", "▁▁▁", "bc", "ca", "▁c", "é", "▁é",
-              "lo", "el", "hel", "▁he", "▁hel"]
-
-
-def spm_tokenizer(add_space_prefix=True, add_bos=None) -> dict:
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + SPM_PIECES
-    types = [2, 3, 3] + [6] * 256 + [1] * len(SPM_PIECES)
-    # Scores rank pieces by position, longer pieces a little lower: some merges tie.
-    scores = [0.0] * 259 + [-float(i) - (0.5 if len(p) > 2 else 0.0) for i, p in enumerate(SPM_PIECES)]
-    tokens += ["<|user|>", "<ctrl>", "[UNUSED]"]
-    types += [4, 3, 5]
-    scores += [0.0, 0.0, 0.0]
-    spec = dict(tokenizer_model="llama", tokens=tokens, types=types, scores=scores, bos_token_id=1,
-                eos_token_id=2, unk_token_id=0, add_space_prefix=add_space_prefix,
-                chat_template="{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}"
-                              "{{ eos_token }}{% endfor %}")
-    if add_bos is not None:
-        spec["add_bos_token"] = add_bos
-    return spec
-
-
-SPM_TEXTS = ["hello world", " hello", "abc abcab", "<s>hello</s>", "hello<|user|>world", "héllo zz", "  a",
-             "a<ctrl>b", "[UNUSED]", "", "   ", "a b  c", "hello\nworld", "cabc é é", "<|user|>", "<ctrl> hello",
-             "hello<ctrl>", "😀 ok", "a<unk>b", "<unk>", "hello <s> world"]
-
-# Derived by hand from the vocabulary above (ids: <unk> 0, <s> 1, </s> 2, <0xNN> 3 + NN, pieces from 259).
-SPM_BY_HAND = {
-    "hello world": [279, 284],  # ▁hello ▁world
-    "abc abcab": [274, 274, 271],  # ▁abc ▁abc ab
-    "<s>hello</s>": [1, 278, 2],  # <s> hello </s>: no "▁" after a token, only at the input's start
-    "hello<|user|>world": [279, 297, 267, 281, 282],  # ▁hello <|user|> w or ld
-    "héllo zz": [259, 263, 290, 277, 259, 125, 125],  # ▁ h é llo ▁ <0x7A> <0x7A>
-    "  a": [259, 270],  # ▁ ▁a: "▁a" outscores "▁▁"
-    "[UNUSED]": [259] + [3 + b for b in b"[UNUSED]"],  # unused tokens are never matched
-}
+@lru_cache(maxsize=None)
+def synthetic_reference(name: str) -> dict:
+    """transformers' answers for gguf_synthetic.RECIPES[name], from tools/make_gguf_tokenizer_refs.py."""
+    entry = json.loads((FIXTURES / "synthetic.json").read_text(encoding="utf-8"))["files"][name]
+    assert entry["recipe_sha256"] == recipe_digest(name), \
+        f"{name}: the recipe changed; run tools/make_gguf_tokenizer_refs.py --only synthetic"
+    return entry
 
 
 def test_sentencepiece_by_hand(tmp_path):
@@ -207,27 +154,15 @@ def test_sentencepiece_flags(tmp_path):
 
 
 def test_sentencepiece_matches_hf(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    path = write_gguf(tmp_path / "spm.gguf", tokenizer=spm_tokenizer())
-    hf = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
-    tok = tokenizer_from_gguf(read_gguf(path))
-    for text in SPM_TEXTS + list(SPM_BY_HAND):
-        ids = hf.encode(text, add_special_tokens=False)
+    tok = tokenizer_from_gguf(read_gguf(write_synthetic(tmp_path, "spm")))
+    entries = synthetic_reference("spm")["encode"]
+    assert [entry["text"] for entry in entries] == SPM_HF_TEXTS
+    for entry in entries:
+        text, ids = entry["text"], entry["ids"]
         assert tok.encode(text) == ids, text
-        assert tok.encode(text, add_special_tokens=True) == hf.encode(text, add_special_tokens=True), text
-        assert tok.decode(ids) == hf.decode(ids), text
-        assert tok.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True), text
-
-
-BYTE_LEVEL_TOKENS = ["a", "b", "c", "Ġ", "1", "2", "ab", "Ġa", "Ġab", "abc", "<|end|>", "<raw tok>", "<|u|>", "12"]
-BYTE_LEVEL_MERGES = ["a b", "Ġ a", "Ġa b", "ab c", "1 2"]
-
-
-def byte_level_tokenizer(pre="gpt-2", **extra) -> dict:
-    types = [1] * len(BYTE_LEVEL_TOKENS)
-    types[10], types[11], types[12] = 3, 3, 4  # <|end|>, "<raw tok>" (has a real space) control; <|u|> user
-    return dict(tokenizer_model="gpt2", tokens=BYTE_LEVEL_TOKENS, types=types, merges=BYTE_LEVEL_MERGES, pre=pre,
-                eos_token_id=10, bos_token_id=10, **extra)
+        assert tok.encode(text, add_special_tokens=True) == entry["ids_with_special"], text
+        assert tok.decode(ids) == entry["decoded"], text
+        assert tok.decode(ids, skip_special_tokens=True) == entry["decoded_skip_special"], text
 
 
 def test_byte_level_synthetic(tmp_path):
@@ -246,13 +181,14 @@ def test_byte_level_synthetic(tmp_path):
 
 
 def test_byte_level_matches_hf(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    for pre in ("gpt-2", "qwen2", "llama-bpe"):
-        path = write_gguf(tmp_path / f"{pre}.gguf", tokenizer=byte_level_tokenizer(pre))
-        hf = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
-        tok = tokenizer_from_gguf(read_gguf(path))
-        for text in ["ab abc", "abc<|end|>a<|u|>", "<raw tok>", "12 12 123", "ab\n\n  abc", "cab'sab"]:
-            assert tok.encode(text) == hf.encode(text, add_special_tokens=False), (pre, text)
+    for pre in BYTE_LEVEL_HF_PRES:
+        name = f"byte-level-{pre}"
+        assert RECIPES[name]["tokenizer"]["pre"] == pre
+        tok = tokenizer_from_gguf(read_gguf(write_synthetic(tmp_path, name)))
+        entries = synthetic_reference(name)["encode"]
+        assert [entry["text"] for entry in entries] == BYTE_LEVEL_HF_TEXTS
+        for entry in entries:
+            assert tok.encode(entry["text"]) == entry["ids"], (pre, entry["text"])
 
 
 @pytest.mark.parametrize("tokenizer,problem", [
@@ -270,47 +206,29 @@ def test_bad_tokenizer_metadata(tmp_path, tokenizer, problem):
     assert problem in str(err.value) and str(path) in str(err.value)
 
 
-# ---- config of other architectures, against transformers' AutoConfig ----
-
-
-def hf_rope_theta(hf) -> float:
-    """transformers 5 keeps rope_theta in rope_parameters, per layer type for Gemma3."""
-    params = getattr(hf, "rope_parameters", None) or {}
-    if "full_attention" in params:
-        params = params["full_attention"]
-    return params.get("rope_theta", getattr(hf, "rope_theta", None))
+# ---- config of other architectures, against transformers' AutoConfig (synthetic.json) ----
 
 
 def test_gemma3_and_qwen3_config_match_hf(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    tokenizer = byte_level_tokenizer()
-    gemma = write_gguf(tmp_path / "gemma3.gguf", "gemma3", [
-        ("add_key_length", 8), ("add_value_length", 8), ("add_sliding_window", 512),
-        ("add_rope_freq_base", 1e6), ("add_layer_norm_rms_eps", 1e-6),
-    ], tokenizer=tokenizer)
-    # Qwen3's head_dim is not hidden / heads; transformers takes its default (128), not the key.
-    qwen3 = write_gguf(tmp_path / "qwen3.gguf", "qwen3", [("add_key_length", 128)], tokenizer=tokenizer,
-                       tensors={"token_embd.weight": np.zeros((14, 16), np.float32),
-                                "output.weight": np.zeros((14, 16), np.float32)})
-    for path, arch, extra in ((gemma, "Gemma3ForCausalLM", {"sliding_window": 512, "qk_norm": True}),
-                              (qwen3, "Qwen3ForCausalLM", {"sliding_window": 0, "qk_norm": True})):
-        cfg = config_from_gguf(read_gguf(path))
-        hf = transformers.AutoConfig.from_pretrained(tmp_path, gguf_file=path.name)
+    for name, arch, extra in (("gemma3", "Gemma3ForCausalLM", {"sliding_window": 512, "qk_norm": True}),
+                              ("qwen3", "Qwen3ForCausalLM", {"sliding_window": 0, "qk_norm": True})):
+        cfg = config_from_gguf(read_gguf(write_synthetic(tmp_path, name)))
+        hf = synthetic_reference(name)["config"]
         assert cfg.architecture == arch
         assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers) == \
-               (hf.hidden_size, hf.intermediate_size, hf.num_hidden_layers)
+               (hf["hidden_size"], hf["intermediate_size"], hf["num_hidden_layers"])
         assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim) == \
-               (hf.num_attention_heads, hf.num_key_value_heads, hf.head_dim)
-        assert cfg.rms_norm_eps == hf.rms_norm_eps
-        assert cfg.rope_theta == hf_rope_theta(hf)
-        assert cfg.vocab_size == hf.vocab_size == len(BYTE_LEVEL_TOKENS)
-        assert cfg.tie_word_embeddings == hf.tie_word_embeddings
-        assert cfg.max_position == hf.max_position_embeddings
+               (hf["num_attention_heads"], hf["num_key_value_heads"], hf["head_dim"])
+        assert cfg.rms_norm_eps == hf["rms_norm_eps"]
+        assert cfg.rope_theta == hf["rope_theta"]
+        assert cfg.vocab_size == hf["vocab_size"] == len(BYTE_LEVEL_TOKENS)
+        assert cfg.tie_word_embeddings == hf["tie_word_embeddings"]
+        assert cfg.max_position == hf["max_position_embeddings"]
         assert cfg.rope_interleaved is False
         for field, value in extra.items():
             assert getattr(cfg, field) == value
         if arch.startswith("Gemma"):
-            assert cfg.sliding_window == hf.sliding_window
+            assert cfg.sliding_window == hf["sliding_window"]
 
 
 def test_config_errors(tmp_path):

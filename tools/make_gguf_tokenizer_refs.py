@@ -11,7 +11,12 @@ to GGUF-less GPT-2 splitting, while llama.cpp (and SmolLM's own tokenizer.json) 
 "①". We follow llama.cpp; for those strings the file also records `ids_split_fixed`: the ids of
 transformers' own tokenizer with the pre-tokenizer replaced by llama.cpp's split (see SPLIT_FIXES).
 
-    python tools/make_gguf_tokenizer_refs.py [--model NAME=PATH.gguf ...]
+It also writes synthetic.json: transformers' answers for the small synthetic GGUF files of
+tests/gguf_synthetic.py (a SentencePiece vocabulary, byte-level ones, Gemma3 and Qwen3 configs),
+which it builds in a temporary directory exactly as the tests do. The tests then need neither
+transformers nor torch (transformers' GGUF loader imports torch).
+
+    python tools/make_gguf_tokenizer_refs.py [--model NAME=PATH.gguf ...] [--only models|synthetic]
 
 Without --model, the catalog models come from py_engine.model_cache.ensure_model (downloaded on
 first use).
@@ -22,9 +27,11 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # gguf_synthetic: the synthetic files, shared with the tests
 OUT_DIR = ROOT / "tests" / "fixtures" / "gguf_tokenizer"
 MODELS = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct")
 
@@ -179,24 +186,76 @@ def reference(path: Path) -> dict:
     }
 
 
+def hf_rope_theta(hf) -> float:
+    """transformers 5 keeps rope_theta in rope_parameters, per layer type for Gemma3."""
+    params = getattr(hf, "rope_parameters", None) or {}
+    if "full_attention" in params:
+        params = params["full_attention"]
+    return params.get("rope_theta", getattr(hf, "rope_theta", None))
+
+
+SYNTHETIC_CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                         "num_key_value_heads", "head_dim", "rms_norm_eps", "vocab_size", "tie_word_embeddings",
+                         "max_position_embeddings", "sliding_window")
+
+
+def synthetic_reference() -> dict:
+    """transformers' ids, decodings and config numbers for the files in gguf_synthetic.RECIPES."""
+    import transformers
+
+    import gguf_synthetic as syn
+
+    def encode_entry(hf, text):
+        ids = hf.encode(text, add_special_tokens=False)
+        return {"text": text, "ids": ids, "ids_with_special": hf.encode(text, add_special_tokens=True),
+                "decoded": hf.decode(ids), "decoded_skip_special": hf.decode(ids, skip_special_tokens=True)}
+
+    files = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in syn.RECIPES:
+            path = syn.write_synthetic(Path(tmp), name)
+            entry = {"recipe_sha256": syn.recipe_digest(name)}
+            if name == "spm":
+                hf = transformers.AutoTokenizer.from_pretrained(tmp, gguf_file=path.name)
+                entry["encode"] = [encode_entry(hf, text) for text in syn.SPM_HF_TEXTS]
+            elif name.startswith("byte-level-"):
+                hf = transformers.AutoTokenizer.from_pretrained(tmp, gguf_file=path.name)
+                entry["encode"] = [{"text": text, "ids": hf.encode(text, add_special_tokens=False)}
+                                   for text in syn.BYTE_LEVEL_HF_TEXTS]
+            else:
+                hf = transformers.AutoConfig.from_pretrained(tmp, gguf_file=path.name)
+                entry["config"] = {key: getattr(hf, key, None) for key in SYNTHETIC_CONFIG_KEYS}
+                entry["config"]["rope_theta"] = hf_rope_theta(hf)
+            files[name] = entry
+    return {"transformers": transformers.__version__, "files": files}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH.gguf",
                         help="a model and its file (default: the catalog models via ensure_model)")
+    parser.add_argument("--only", choices=("models", "synthetic"),
+                        help="write only the real models' references, or only synthetic.json")
     args = parser.parse_args(argv)
-    if args.model:
-        models = dict(spec.split("=", 1) for spec in args.model)
-    else:
-        sys.path.insert(0, str(ROOT))
-        from py_engine.model_cache import ensure_model
-
-        models = {name: ensure_model(name) for name in MODELS}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for name, path in models.items():
-        data = reference(Path(path))
-        out = OUT_DIR / f"{name}.json"
+    if args.only != "synthetic":
+        if args.model:
+            models = dict(spec.split("=", 1) for spec in args.model)
+        else:
+            sys.path.insert(0, str(ROOT))
+            from py_engine.model_cache import ensure_model
+
+            models = {name: ensure_model(name) for name in MODELS}
+        for name, path in models.items():
+            data = reference(Path(path))
+            out = OUT_DIR / f"{name}.json"
+            out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            print(f"{out}: {len(data['encode'])} strings, {len(data['chat'])} conversations")
+    if args.only != "models":
+        data = synthetic_reference()
+        out = OUT_DIR / "synthetic.json"
         out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        print(f"{out}: {len(data['encode'])} strings, {len(data['chat'])} conversations")
+        print(f"{out}: {len(data['files'])} synthetic files")
     return 0
 
 
