@@ -17,7 +17,10 @@ from pathlib import Path
 from . import quant
 from .gpu import Binding
 
-SHADER_DIR = Path(__file__).resolve().parent.parent / "shaders"
+# An installed wheel (desktop or Pyodide) carries the shaders as the package data py_engine/shaders;
+# in the repository (and an editable install) they sit at the top level, beside py_engine/.
+_HERE = Path(__file__).resolve().parent
+SHADER_DIR = _HERE / "shaders" if (_HERE / "shaders").is_dir() else _HERE.parent / "shaders"
 WEIGHTS_DIR = SHADER_DIR / "weights"
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
