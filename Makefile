@@ -4,14 +4,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: serve test install vulkan clean
+.PHONY: serve serve-web web test install vulkan chromium clean
 
 # Until the browser page lands, the main job is the desktop CLI: chat with the default model
 # (SmolLM2-135M-Instruct, fetched into ~/.cache/wisp/models on first use) or MODEL=name|file.gguf|hf-dir.
 serve: install
 	$(PY) -m py_engine chat $(if $(MODEL),--model "$(MODEL)")
 
-test: install
+# The browser app (becomes `serve` once the browser path works): build/web, the default model
+# (or MODEL=name), then the server on http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name is offered first).
+serve-web: install web
+	$(PY) -m py_engine fetch $(if $(and $(MODEL),$(if $(wildcard $(MODEL)),,x)),"$(MODEL)")
+	$(PY) -m app $(if $(MODEL),--model "$(MODEL)")
+
+# build/web: Pyodide's core (npm), our wheels and wisp-lock.json; a no-op when up to date.
+web: $(VENV)/.installed
+	$(PY) tools/build_web.py
+
+test: install web chromium
 	$(PY) -m pytest -q
 
 install: vulkan $(VENV)/.installed
@@ -24,11 +34,19 @@ vulkan:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq mesa-vulkan-drivers >/dev/null; \
 	fi
 
+# A browser for the browser tests: Debian's Chromium, driven by Playwright (never `playwright install`).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing chromium"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[desktop,test]"
+	$(PY) -m pip install -q -e ".[desktop,test,server]"
 	touch $@
 
 clean:
-	rm -rf $(VENV) .cache
+	rm -rf $(VENV) .cache build/web

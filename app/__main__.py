@@ -1,0 +1,72 @@
+"""python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ...] [--no-default]"""
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+from .models import ModelPathError, ModelRegistry
+from .server import ROOT, create_app
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m app", description="Serve Wisp's web app (the model runs in the browser).")
+    # Loopback by default: the server hands out local model files; exposing it is an explicit choice.
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--model", action="extend", nargs="+", default=[], metavar="PATH",
+                        help="also offer this .gguf file, HF model directory or cached catalog model (repeatable); "
+                             "the first one is the page's default")
+    parser.add_argument("--no-default", action="store_true",
+                        help="offer only the --model models, not the catalog models in the model cache")
+    parser.add_argument("--model-cache", type=Path, default=None, help="model cache directory "
+                        "(default $WISP_MODEL_CACHE or ~/.cache/wisp/models)")
+    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                        help="uvicorn's log level (info shows every request)")
+    return parser.parse_args(argv)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind ourselves (IPv4 or IPv6) so --port 0 works and the printed URL has the real port."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(128)
+    return sock
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        registry = ModelRegistry(args.model, include_cache=not args.no_default, cache_dir=args.model_cache)
+    except ModelPathError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn  # after the argument checks: `--help` and bad paths need no server packages
+
+    web_dir = ROOT / "build" / "web"
+    if not (web_dir / "wisp-lock.json").is_file():
+        print(f"warning: {web_dir} is not built; run `make web` (the page cannot start Python without it)",
+              file=sys.stderr)
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    models = registry.models()
+    print(f"Wisp: http://{shown}:{port}/", flush=True)
+    for m in models:
+        print(f"  model {m.id}{' (default)' if m.default else ''}: {m.path}", flush=True)
+    if not models:
+        print("  no models: run `python -m py_engine fetch` or pass --model PATH", flush=True)
+    config = uvicorn.Config(create_app(registry, web_dir=web_dir), log_level=args.log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Which models the web app offers, and exactly which files of each it serves.
+
+Two sources: catalog models already in the model cache (looked up on every request, so a model
+fetched while the server runs shows up), and the models named on the command line (a .gguf file,
+an HF directory, or a cached catalog name; checked once at start). The file lists here are the
+only things /models/<id>/... serves: a request is matched against them by exact name, so no URL
+can reach any other file.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from py_engine.catalog import DEFAULT_MODEL, MODELS
+from py_engine.model_cache import cached_path
+
+# The files of an HF directory the engine reads (py_engine/formats/hf_dir.py, tokenizer/hf_json.py).
+HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+            "chat_template.jinja", "model.safetensors.index.json")
+
+
+class ModelPathError(Exception):
+    pass
+
+
+@dataclass
+class ServedModel:
+    id: str
+    name: str
+    kind: str  # "gguf" | "hf"
+    path: Path  # the .gguf file or the HF directory
+    description: str = ""
+    default: bool = False
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        sizes = {}
+        for rel, path in self.files.items():
+            try:
+                sizes[rel] = path.stat().st_size
+            except OSError:  # deleted since the start: not offered
+                continue
+        out = {"id": self.id, "name": self.name, "kind": self.kind, "files": sizes, "default": self.default}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def gguf_model(model_id: str, path: Path, description: str = "") -> ServedModel:
+    return ServedModel(model_id, path.name.removesuffix(".gguf"), "gguf", path, description,
+                       files={path.name: path})
+
+
+def hf_model(model_id: str, path: Path) -> ServedModel:
+    files = {name: path / name for name in HF_FILES if (path / name).is_file()}
+    for weights in sorted(path.glob("*.safetensors")):
+        if weights.is_file():
+            files[weights.name] = weights
+    if "config.json" not in files or not any(name.endswith(".safetensors") for name in files):
+        raise ModelPathError(f"{path}: not a model directory (needs config.json and *.safetensors)")
+    return ServedModel(model_id, path.name, "hf", path, files=files)
+
+
+def slug(text: str) -> str:
+    """A URL-safe id: /models/<id>/ needs no escaping."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.").lower() or "model"
+
+
+class ModelRegistry:
+    def __init__(self, paths=(), include_cache: bool = True, cache_dir: Path | None = None):
+        self.include_cache = include_cache
+        self.cache_dir = cache_dir
+        self.explicit: list[ServedModel] = []
+        taken = set(MODELS)  # catalog names stay reserved: a model fetched later keeps its id
+        for arg in paths:
+            model = self._resolve(str(arg), taken)
+            taken.add(model.id)
+            self.explicit.append(model)
+
+    def _resolve(self, arg: str, taken: set[str]) -> ServedModel:
+        path = Path(arg).expanduser()
+        if not path.exists() and arg in MODELS:
+            model = self._catalog(arg)
+            if model is None:
+                raise ModelPathError(f"{arg} is not in the model cache; run: python -m py_engine fetch {arg}")
+            return model
+        if not path.exists():
+            raise ModelPathError(f"{arg}: no such file or directory (nor a catalog model: {', '.join(MODELS)})")
+        path = path.resolve()
+        base = slug(path.name.removesuffix(".gguf"))
+        model_id, n = base, 2
+        while model_id in taken or any(m.id == model_id for m in self.explicit):
+            model_id, n = f"{base}-{n}", n + 1
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return gguf_model(model_id, path)
+        if path.is_dir():
+            return hf_model(model_id, path)
+        raise ModelPathError(f"{path}: expected a .gguf file or an HF model directory")
+
+    def _catalog(self, name: str) -> ServedModel | None:
+        path = cached_path(name, self.cache_dir)
+        return None if path is None else gguf_model(name, path, MODELS[name].description)
+
+    def models(self) -> list[ServedModel]:
+        """Exactly one default when anything is listed: the first model named on the command
+        line, else the catalog's default model, else the first one."""
+        out = list(self.explicit)
+        if self.include_cache:
+            listed = {m.id for m in out}
+            out += [m for name in MODELS if name not in listed and (m := self._catalog(name)) is not None]
+        if out:
+            chosen = out[0] if self.explicit else next((m for m in out if m.id == DEFAULT_MODEL), out[0])
+            for m in out:
+                m.default = m is chosen
+        return out
+
+    def find(self, model_id: str) -> ServedModel | None:
+        return next((m for m in self.models() if m.id == model_id), None)
