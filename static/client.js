@@ -1,0 +1,234 @@
+// WispClient: the page side of the worker protocol (page <-> worker/worker.js, a module worker).
+// One module worker, requests matched to replies by id. Reused by the page, the tests and the benchmark.
+//
+//   const client = new WispClient();                       // the worker starts on first use
+//   const loaded = await client.load(model, {context: 2048}, {onProgress: (p) => ...});
+//   const gen = client.generate({messages, sampling});      // or {prompt}
+//   for await (const t of gen) out += t.text;               // token events; or gen.onToken = fn
+//   const done = await gen.done;                             // the `done` event (stop: eos|length|cancel)
+//   gen.cancel();  client.unload();  client.terminate();
+//
+// Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
+// an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
+// too), are dispatched as "error" / "crash" events. Every worker message is also dispatched as an
+// event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
+
+export class WispError extends Error {
+  constructor(kind, message, id = null) {
+    super(message);
+    this.name = "WispError";
+    this.kind = kind;
+    this.id = id;
+  }
+}
+
+/** Is WebGPU exposed here? {ok, reason: null | "insecure-context" | "no-api"} (no adapter request). */
+export function webgpuSupport(scope = globalThis) {
+  if (scope.navigator && scope.navigator.gpu) return { ok: true, reason: null };
+  return { ok: false, reason: scope.isSecureContext === false ? "insecure-context" : "no-api" };
+}
+
+/** GET /api/models → [{id, name, kind, files, default, size}] (size: bytes, the sum of files). */
+export async function fetchModels(url = "/api/models") {
+  const res = await fetch(url);
+  if (!res.ok) throw new WispError("models", `GET ${url} answered ${res.status} ${res.statusText}`);
+  const models = await res.json();
+  return models.map((m) => ({ ...m, size: modelSize(m) }));
+}
+
+export function modelSize(model) {
+  return Object.values(model.files || {}).reduce((a, b) => a + Number(b || 0), 0);
+}
+
+/** The load message's model: what /api/models gives plus the base URL of its files. */
+export function modelRef(model) {
+  return { id: model.id, name: model.name, kind: model.kind, base: `/models/${model.id}/`, files: model.files };
+}
+
+/** One generation: async-iterable over `token` events; `done` resolves with the `done` event. */
+export class Generation {
+  constructor(client, id) {
+    this.client = client;
+    this.id = id;
+    this.text = "";
+    this.tokens = 0;
+    this.cancelled = false;
+    this.onToken = null;
+    this._queue = [];
+    this._waiters = [];
+    this._finished = false;
+    this._error = null;
+    this.done = new Promise((resolve, reject) => { this._resolve = resolve; this._reject = reject; });
+    this.done.catch(() => {}); // rejections reach whoever awaits; none are left unhandled
+  }
+
+  cancel() {
+    if (this._finished || this.cancelled) return;
+    this.cancelled = true;
+    this.client._post({ type: "cancel", id: this.id });
+  }
+
+  _token(msg) {
+    if (this._finished || this.cancelled) return; // nothing is shown after Stop
+    this.text += msg.text;
+    this.tokens += 1;
+    if (this.onToken) this.onToken(msg, this);
+    this._push({ value: msg, done: false });
+  }
+
+  _finish(msg) {
+    this._finished = true;
+    this._resolve(msg);
+    this._push({ value: undefined, done: true });
+  }
+
+  _fail(err) {
+    this._finished = true;
+    this._error = err;
+    this._reject(err);
+    for (const w of this._waiters.splice(0)) w.reject(err);
+  }
+
+  _push(item) {
+    const w = this._waiters.shift();
+    if (w) w.resolve(item); else this._queue.push(item);
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this._queue.length) return Promise.resolve(this._queue.shift());
+        if (this._error) return Promise.reject(this._error);
+        if (this._finished) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
+      },
+      return: () => { this.cancel(); return Promise.resolve({ value: undefined, done: true }); },
+    };
+  }
+}
+
+let nextId = 1;
+
+export class WispClient extends EventTarget {
+  constructor({ url = "/worker/worker.js", createWorker = null } = {}) {
+    super();
+    this.url = url;
+    this.createWorker = createWorker || ((u) => new Worker(u, { type: "module" }));
+    this.worker = null;
+    this.booted = null;   // the `booted` event, once seen
+    this.loaded = null;   // the `loaded` event of the current model
+    this._pending = new Map(); // id → {kind: "load"|"generate", resolve, reject, onProgress, gen}
+  }
+
+  get started() { return this.worker !== null; }
+
+  /** Start the worker (idempotent). load() calls it. */
+  start() {
+    if (this.worker) return this;
+    const w = this.createWorker(this.url);
+    w.onmessage = (ev) => this._onMessage(ev.data);
+    w.onerror = (ev) => {
+      if (ev.preventDefault) ev.preventDefault();
+      const where = ev.filename ? ` (${ev.filename.split("/").pop()}:${ev.lineno})` : "";
+      this._crash(ev.message ? `${ev.message}${where}` : "The engine's worker could not start or stopped unexpectedly.");
+    };
+    w.onmessageerror = () => this._crash("The engine sent a message the page could not read.");
+    this.worker = w;
+    return this;
+  }
+
+  /** Load a model ({id, name, kind, files} from /api/models); resolves with the `loaded` event. */
+  load(model, options = {}, { onProgress = null } = {}) {
+    this.start();
+    const id = `load-${nextId++}`;
+    this.loaded = null;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "load", resolve, reject, onProgress });
+      this._post({ type: "load", id, model: modelRef(model), options });
+    });
+  }
+
+  /** Start a generation: {messages:[{role, content}]} or {prompt}, plus sampling. Returns a Generation. */
+  generate({ messages = null, prompt = null, sampling = {} } = {}, { onToken = null } = {}) {
+    if (!this.worker) throw new WispError("internal", "No model is loaded.");
+    const id = `gen-${nextId++}`;
+    const gen = new Generation(this, id);
+    gen.onToken = onToken;
+    const msg = { type: "generate", id, sampling };
+    if (messages) msg.messages = messages; else msg.prompt = prompt ?? "";
+    this._pending.set(id, { kind: "generate", gen });
+    this._post(msg);
+    return gen;
+  }
+
+  /** Cancel a generation by id (or every running one). */
+  cancel(id = null) {
+    for (const [pid, p] of this._pending) {
+      if (p.kind === "generate" && (id === null || id === pid)) p.gen.cancel();
+    }
+  }
+
+  unload() {
+    this.loaded = null;
+    if (this.worker) this._post({ type: "unload" });
+  }
+
+  /** Stop the worker; pending requests are rejected. A later load() starts a fresh one. */
+  terminate(reason = "The engine was stopped.") {
+    if (!this.worker) return;
+    this.worker.terminate();
+    this.worker = null;
+    this.booted = null;
+    this.loaded = null;
+    this._rejectAll(new WispError("terminated", reason));
+  }
+
+  _post(msg) { if (this.worker) this.worker.postMessage(msg); }
+
+  _emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
+
+  _rejectAll(err) {
+    const pending = [...this._pending.values()];
+    this._pending.clear();
+    for (const p of pending) (p.kind === "generate" ? p.gen._fail(err) : p.reject(err));
+  }
+
+  _crash(message) {
+    const err = new WispError("crash", message);
+    if (this.worker) this.worker.terminate();
+    this.worker = null;
+    this.booted = null;
+    this.loaded = null;
+    this._rejectAll(err);
+    this._emit("crash", err);
+  }
+
+  _onMessage(msg) {
+    if (!msg || typeof msg !== "object") return;
+    const p = msg.id != null ? this._pending.get(msg.id) : undefined;
+    switch (msg.type) {
+      case "booted": this.booted = msg; break;
+      case "progress": if (p && p.onProgress) p.onProgress(msg); break;
+      case "loaded":
+        this.loaded = msg;
+        if (p) { this._pending.delete(msg.id); p.resolve(msg); }
+        break;
+      case "token": if (p && p.gen) p.gen._token(msg); break;
+      case "done":
+        if (p && p.gen) { this._pending.delete(msg.id); p.gen._finish(msg); }
+        break;
+      case "error": {
+        const err = new WispError(msg.kind || "internal", msg.message || "Unknown error", msg.id ?? null);
+        if (p) {
+          this._pending.delete(msg.id);
+          if (p.gen) p.gen._fail(err); else p.reject(err);
+        } else {
+          this._emit("error", err);
+        }
+        return; // "error" events carry a WispError, and only for errors no request was waiting on
+      }
+      default: break;
+    }
+    this._emit(msg.type, msg);
+  }
+}
