@@ -1,0 +1,133 @@
+// A stand-in for worker/worker.js that speaks the worker protocol with no Pyodide and no GPU, for the
+// page tests (tests/test_page.py). Timings are short but real, so streaming and Stop can be observed.
+//
+// Special prompts: containing "trigger error" → an `error` event (kind "generate");
+// "trigger crash" → an uncaught exception in the worker (the page sees worker.onerror);
+// containing "long" → a 400-word answer (to Stop it); containing "code" → a Markdown answer with a list
+// and a fenced code block. A model with id "broken-model" fails to load.
+// Each answer starts "Answer <turn> (<n> messages, temperature <t>):" so tests can check what was sent.
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const post = (msg) => self.postMessage(msg);
+
+const ADAPTER = {
+  name: "SwiftShader Device (Subzero) — fake",
+  vendor: "google",
+  architecture: "swiftshader",
+  isFallbackAdapter: true,
+  features: ["subgroups", "timestamp-query", "float32-filterable", "indirect-first-instance", "depth-clip-control"],
+  limits: {
+    maxBufferSize: 268435456,
+    maxStorageBufferBindingSize: 134217728,
+    maxComputeWorkgroupStorageSize: 16384,
+    maxComputeInvocationsPerWorkgroup: 256,
+    maxComputeWorkgroupSizeX: 256,
+    maxStorageBuffersPerShaderStage: 8,
+    maxBindGroups: 4,
+    minStorageBufferOffsetAlignment: 256,
+  },
+};
+const WORDS = ("Small language models can run entirely inside a browser tab. The weights are fetched once, "
+  + "uploaded to the GPU, and every token is computed by compute shaders written in WGSL while Python "
+  + "drives the loop from a worker so the page stays responsive.").split(" ");
+
+const MARKDOWN = ` Here is a **tiny** example in Python:
+
+1. Define a function.
+2. Call it with \`print\`.
+
+\`\`\`python
+def greet(name):
+    return f"Hello, {name}!"
+
+print(greet("WebGPU"))
+\`\`\`
+
+That prints one line.`;
+
+let booted = false;
+let loaded = null;
+const running = new Map(); // generate id → {cancelled}
+
+self.onmessage = (ev) => {
+  const msg = ev.data;
+  if (msg.type === "generate" && lastUser(msg).includes("trigger crash")) {
+    throw new Error("Fake worker crashed on purpose");
+  }
+  switch (msg.type) {
+    case "load": load(msg); break;
+    case "generate": generate(msg); break;
+    case "cancel": { const run = running.get(msg.id); if (run) run.cancelled = true; break; }
+    case "unload": loaded = null; break;
+    default: post({ type: "error", id: msg.id ?? null, kind: "internal", message: `unknown message type ${msg.type}` });
+  }
+};
+
+function lastUser(msg) {
+  const users = (msg.messages || []).filter((m) => m.role === "user");
+  return users.length ? String(users[users.length - 1].content) : String(msg.prompt ?? "");
+}
+
+async function load({ id, model, options }) {
+  const t0 = performance.now();
+  if (!model || model.base !== `/models/${model.id}/` || typeof model.files !== "object" || !options) {
+    post({ type: "error", id, kind: "load", message: `bad load message: ${JSON.stringify({ model, options })}` });
+    return;
+  }
+  if (!booted) {
+    for (let i = 0; i <= 3; i++) { post({ type: "progress", id, phase: "boot", done: i, total: 3 }); await sleep(50); }
+    booted = true;
+    post({ type: "booted", pyodide_ms: 280 });
+  }
+  const total = Object.values(model.files).reduce((a, b) => a + b, 0);
+  for (let i = 0; i <= 8; i++) {
+    post({ type: "progress", id, phase: "fetch", done: Math.round((total * i) / 8), total });
+    await sleep(40);
+  }
+  if (model.id === "broken-model") {
+    post({ type: "error", id, kind: "load", message: "sha256 mismatch for broken.gguf (fake)" });
+    return;
+  }
+  for (let i = 0; i <= 4; i++) { post({ type: "progress", id, phase: "upload", done: Math.round((total * i) / 4), total }); await sleep(30); }
+  for (let i = 0; i <= 12; i++) { post({ type: "progress", id, phase: "compile", done: i, total: 12 }); await sleep(15); }
+  loaded = model;
+  post({ type: "loaded", id, model: model.id, adapter: ADAPTER, load_ms: performance.now() - t0 });
+}
+
+async function generate(msg) {
+  const { id, sampling = {} } = msg;
+  if (!loaded) { post({ type: "error", id, kind: "generate", message: "no model loaded" }); return; }
+  const text = lastUser(msg);
+  const turn = (msg.messages || []).filter((m) => m.role === "user").length;
+  const run = { cancelled: false };
+  running.set(id, run);
+  const t0 = performance.now();
+  await sleep(120); // "prefill"
+  if (text.includes("trigger error")) {
+    running.delete(id);
+    post({ type: "error", id, kind: "generate", message: "GPU device lost while decoding (fake, as requested)" });
+    return;
+  }
+  const head = `Answer ${turn} (${(msg.messages || []).length} messages, temperature ${sampling.temperature}):`;
+  const body = text.includes("long") ? Array.from({ length: 400 }, (_, i) => WORDS[i % WORDS.length]) : WORDS.slice(0, 18);
+  const pieces = text.includes("code") ? [head, ...MARKDOWN.match(/[^]{1,7}/g)] : [head, ...body.map((w) => ` ${w}`)];
+  const limit = sampling.max_new_tokens ?? 512;
+  const tokens = [];
+  let ttft = null;
+  let stop = "eos";
+  for (let i = 0; i < pieces.length; i++) {
+    if (run.cancelled) { stop = "cancel"; break; }
+    if (i >= limit) { stop = "length"; break; }
+    const piece = pieces[i];
+    tokens.push(1000 + i);
+    ttft ??= performance.now() - t0;
+    post({ type: "token", id, text: piece, token_id: 1000 + i, index: i });
+    await sleep(30);
+  }
+  running.delete(id);
+  const decodeS = (performance.now() - t0 - ttft) / 1000;
+  post({
+    type: "done", id, tokens, prompt_tokens: 12 * turn, ttft_ms: ttft, prefill_tok_s: 100,
+    decode_tok_s: tokens.length > 1 ? (tokens.length - 1) / decodeS : 0, host_ms_per_token: 1.5, stop,
+  });
+}
