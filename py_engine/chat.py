@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .catalog import DEFAULT_MODEL, MODELS
 from .errors import ModelFileError, WispError
+from .prompt_cache import PromptCache
 
 # Sampling defaults for chat (generate stays greedy). SmolLM2's model card recommends temperature
 # 0.2 / top-p 0.9; at 0.7 the 135M default model wanders off (seen: one answer in a handful to "the
@@ -99,36 +100,32 @@ async def load(path: Path, device, context: int, progress=None):
     return await load_model(path, device, context=context, with_tokenizer=True, progress=report)
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class Conversation:
     """The messages so far, rendered with the model's chat template on every turn.
 
-    The KV cache is reused across turns: `cached` are the tokens whose keys and values sit in the
-    cache (the last answer token never does), and a turn prefills only what follows their common
-    prefix with the new rendering. When the conversation no longer fits the context, the oldest
-    exchanges are dropped (the system prompt stays)."""
+    The KV cache is reused across turns (prompt_cache.py): a turn prefills only what follows the
+    common prefix of the new rendering with the tokens already in the cache. When the conversation
+    no longer fits the context, the oldest exchanges are dropped (the system prompt stays)."""
 
     def __init__(self, engine, tok, stop_ids, sampling, max_new_tokens: int, system: str | None = None):
         self.engine, self.tok, self.stop_ids = engine, tok, set(stop_ids)
         self.sampling, self.max_new_tokens, self.system = sampling, max_new_tokens, system
         self.messages: list[dict] = []
-        self.cached: list[int] = []
+        self.cache = PromptCache(engine)
         self.dropped = 0  # exchanges dropped to fit the context, last turn
-        self.reused = 0  # prompt tokens of the last turn found in the KV cache
-        self.prefilled = 0  # prompt tokens the last turn computed (not found in the cache)
         self.token_times: list[float] = []  # perf_counter() at each answer token, last turn
 
+    @property
+    def prefilled(self) -> int:
+        return self.cache.prefilled
+
+    @property
+    def reused(self) -> int:
+        return self.cache.reused
+
     def reset(self) -> None:
-        self.messages, self.cached = [], []
-        self.engine.reset()
+        self.messages = []
+        self.cache.reset()
 
     def render(self) -> list[int]:
         system = [{"role": "system", "content": self.system}] if self.system else []
@@ -151,16 +148,12 @@ class Conversation:
             self.messages.pop()
             raise WispError(f"the message is too long: {len(ids)} tokens with the template, context is {context} "
                             f"(--context)")
-        keep = self.reused = min(common_prefix(self.cached, ids), len(ids) - 1)  # prefill at least one token
-        self.engine.reset()
-        self.engine.pos = keep  # keys/values past `keep` are stale; attention reads positions < pos only
-        self.cached = ids[:keep]
         stream = self.tok.stream_decoder(skip_special_tokens=True)
         answer: list[int] = []
-        self.prefilled, self.token_times = len(ids) - keep, []
+        self.token_times = []
         try:
-            async for token in self.engine.generate(ids[keep:], min(self.max_new_tokens, context - len(ids)),
-                                                    self.sampling, self.stop_ids):
+            async for token in self.cache.generate(ids, min(self.max_new_tokens, context - len(ids)),
+                                                   self.sampling, self.stop_ids):
                 answer.append(token)
                 self.token_times.append(time.perf_counter())
                 if token not in self.stop_ids:
@@ -169,7 +162,6 @@ class Conversation:
             self.messages.pop()  # the turn did not happen
             raise
         on_text(stream.flush())
-        self.cached = ids + answer[:-1]
         content = [t for t in answer if t not in self.stop_ids]
         self.messages.append({"role": "assistant", "content": self.tok.decode(content, skip_special_tokens=True)})
         return answer

@@ -4,14 +4,13 @@ from __future__ import annotations
 import logging
 import struct
 from array import array
-from pathlib import Path
 
 from .executor import Executor
-from .formats.gguf import read_gguf
+from .formats.gguf import parse_gguf
 from .formats.gguf_model import config_from_gguf, hf_tensors
 from .formats.hf_dir import read_json, read_tensor_index
 from .formats.mlx import mlx_tensors
-from .formats.safetensors import MappedFiles
+from .formats.source import open_source
 from .kernels import KernelCache
 from .models import graph_generator
 from .models.builder import GraphBuilder
@@ -38,36 +37,32 @@ class Engine:
         self.pos = 0  # tokens already in the KV cache
 
     @classmethod
-    async def load(cls, path, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
+    async def load(cls, model, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
                    progress=None) -> "Engine":
-        """A GGUF file or an HF model directory (safetensors, optionally MLX-quantized).
-        max_binding: split weights above this many bytes (default: the device's binding limit).
-        progress: called with (bytes uploaded, bytes expected) as weights reach the GPU."""
-        path = Path(path)
-        if path.suffix == ".gguf":
-            cfg, tensors = gguf_model(path)
-        else:
-            cfg, tensors = hf_model(path)
-        generate_graph = graph_generator(cfg.architecture, str(path))
-        return await cls.from_tensors(cfg, generate_graph, tensors, MappedFiles(), device, max_rows, context, path,
-                                      max_binding or device.caps.limits.max_storage_binding, progress)
+        """model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized)
+        or a ModelSource. max_binding: split weights above this many bytes (default: the
+        device's binding limit). progress: (bytes landed, bytes expected) as weights reach the GPU."""
+        source = open_source(model)
+        cfg, tensors, _ = read_model(source)
+        return await cls.from_tensors(cfg, tensors, source, device, max_rows, context, max_binding, progress)
 
     @classmethod
-    async def from_tensors(cls, cfg, generate_graph, tensors, reader, device, max_rows, context, path, max_binding,
+    async def from_tensors(cls, cfg, tensors, source, device, max_rows=128, context=2048, max_binding=0,
                            progress=None):
+        generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
-        builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, path), max_rows, context,
-                               half, v_cache_dtype(tensors, half), max_binding)
+        builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, source.label), max_rows, context,
+                               half, v_cache_dtype(tensors, half), max_binding or device.caps.limits.max_storage_binding)
         graph = generate_graph(builder)
         log.info("graph: %s", graph.summary())
-        uploader = WeightUploader(device, kernels, tensors, reader, progress)
+        uploader = WeightUploader(device, kernels, tensors, source, progress)
         uploader.expect(t for t in graph.tensors if t.kind == "weight")
         executor = Executor(device, kernels, graph, uploader)
-        uploader.release_staging()
+        await uploader.finish()
         engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
-        await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for uploads and conversions
+        await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for every upload
         return engine
 
     def reset(self):
@@ -112,18 +107,20 @@ class Engine:
             commands = self.forward_commands([token])
 
 
-def hf_model(path: Path):
-    raw = read_json(path / "config.json")
-    cfg = config_from_hf(raw, path / "config.json")
-    tensors = read_tensor_index(path)
+def read_model(source):
+    """(config, tensors by HF name, the parsed GGUF or None) of a model source."""
+    if source.kind == "gguf":
+        name = source.files()[0]
+        gguf = parse_gguf(lambda start, length: source.read(name, start, length), source.size(name),
+                          source.locate(name))
+        return config_from_gguf(gguf), hf_tensors(gguf), gguf  # config_from_gguf sets the RoPE layout
+    config_path = source.small_dir() / "config.json"
+    raw = read_json(config_path)
+    cfg = config_from_hf(raw, config_path)
+    tensors = read_tensor_index(source)
     if raw.get("quantization"):
-        tensors = mlx_tensors(tensors, raw["quantization"], path / "config.json")
-    return cfg, tensors
-
-
-def gguf_model(path: Path):
-    gguf = read_gguf(path)
-    return config_from_gguf(gguf), hf_tensors(gguf)  # config_from_gguf sets the RoPE layout
+        tensors = mlx_tensors(tensors, raw["quantization"], config_path)
+    return cfg, tensors, None
 
 
 def v_cache_dtype(tensors: dict, half: bool) -> str:

@@ -1,11 +1,14 @@
-"""A HuggingFace model directory: config.json plus one or many *.safetensors files."""
+"""A HuggingFace model directory: config.json plus one or many *.safetensors files, read through a
+model source (formats/source.py): small files from its small_dir, safetensors headers by range."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from ..errors import ModelFileError
-from .safetensors import TensorInfo, read_header
+from .safetensors import TensorInfo, parse_header
+
+INDEX_FILE = "model.safetensors.index.json"
 
 
 def read_json(path) -> dict:
@@ -21,23 +24,23 @@ def read_json(path) -> dict:
     return data
 
 
-def read_tensor_index(model_dir) -> dict[str, TensorInfo]:
+def read_tensor_index(source) -> dict[str, TensorInfo]:
     """All tensors of the model: from model.safetensors.index.json when sharded, else every *.safetensors."""
-    model_dir = Path(model_dir)
-    index_path = model_dir / "model.safetensors.index.json"
-    if index_path.exists():
+    index_path = source.small_dir() / INDEX_FILE
+    if source.exists(INDEX_FILE):
         weight_map = read_json(index_path).get("weight_map")
         if not isinstance(weight_map, dict):
             raise ModelFileError(index_path, "no weight_map object")
         files = sorted(set(weight_map.values()))
     else:
-        files = sorted(p.name for p in model_dir.glob("*.safetensors"))
+        files = [name for name in source.files() if name.endswith(".safetensors")]
         if not files:
-            raise ModelFileError(model_dir, "no *.safetensors weights in the model directory")
+            raise ModelFileError(source.label, "no *.safetensors weights in the model directory")
     tensors = {}
     for name in files:
-        tensors.update(read_header(model_dir / name))
-    if index_path.exists():
+        tensors.update(parse_header(lambda start, length, name=name: source.read(name, start, length),
+                                    source.size(name), source.locate(name)))
+    if source.exists(INDEX_FILE):
         missing = sorted(set(weight_map) - set(tensors))
         if missing:
             raise ModelFileError(index_path, f"lists tensors that no shard contains: {missing[:3]}")

@@ -1,9 +1,8 @@
-"""safetensors: our own reader. The JSON header is parsed first and checked against the file
-size; tensor bytes are then served as zero-copy memoryviews (memory-mapped on the desktop)."""
+"""safetensors: our own reader. The JSON header is parsed and checked against the file size;
+tensor bytes are never read here (they move as placements: formats/source.py)."""
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -29,15 +28,23 @@ def read_header(path) -> dict[str, TensorInfo]:
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise ModelFileError(path, "file too short to be safetensors (no 8-byte header length)")
-            (header_len,) = struct.unpack("<Q", head)
-            if header_len > MAX_HEADER or 8 + header_len > size:
-                raise ModelFileError(path, f"header length {header_len} exceeds the file size {size}")
-            raw = f.read(header_len)
+            def read(start, length):
+                f.seek(start)
+                return f.read(length)
+            return parse_header(read, size, path)
     except FileNotFoundError:
         raise ModelFileError(path, "file not found") from None
+
+
+def parse_header(read, size: int, path: str) -> dict[str, TensorInfo]:
+    """The tensors of a safetensors file from `read(start, length)` of its first bytes."""
+    head = read(0, 8)
+    if len(head) < 8:
+        raise ModelFileError(path, "file too short to be safetensors (no 8-byte header length)")
+    (header_len,) = struct.unpack("<Q", head)
+    if header_len > MAX_HEADER or 8 + header_len > size:
+        raise ModelFileError(path, f"header length {header_len} exceeds the file size {size}")
+    raw = read(8, header_len)
     try:
         header = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -69,19 +76,3 @@ def _tensor_info(path, name, entry, data_start, file_size) -> TensorInfo:
         raise ModelFileError(path, f"tensor {name!r}: data ends at byte {data_start + end}, past the end of the file "
                                    f"({file_size} bytes): truncated")
     return TensorInfo(name, dtype, shape, data_start + begin, end - begin, path)
-
-
-class MappedFiles:
-    """Zero-copy access to tensor bytes: one read-only memory map per file, opened on first use."""
-
-    def __init__(self):
-        self._maps = {}
-
-    def view(self, info: TensorInfo) -> memoryview:
-        if info.path not in self._maps:
-            with open(info.path, "rb") as f:
-                self._maps[info.path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return memoryview(self._maps[info.path])[info.start:info.start + info.nbytes]
-
-    def close(self):
-        self._maps.clear()  # the maps close when their last view is released

@@ -1,0 +1,119 @@
+"""Where a model's bytes come from: a local file or directory here, a web origin in the browser.
+
+Loading reads only small things through a source: JSON and tokenizer files (as files in
+`small_dir`, so the path-based readers work unchanged) and header prefixes (`read`). Weight bytes
+move only as *placements*: (GPU buffer, offset) ← (file, byte range). The local source writes them
+straight from a memory map; the browser's (py_engine/gpu/web_files.py) hands the whole plan to
+JavaScript, which streams it from fetch into GPU buffers, never through the Python heap.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from ..errors import ModelFileError
+
+
+class ModelSource:
+    kind: str  # "gguf" (one file) or "hf" (a directory of files)
+    label: str  # for messages
+
+    def size(self, rel: str) -> int:
+        raise NotImplementedError
+
+    def read(self, rel: str, start: int, length: int) -> bytes:
+        """Bytes of a header region (at most `length`; fewer only at the end of the file)."""
+        raise NotImplementedError
+
+    def locate(self, rel: str) -> str:
+        """The name that TensorInfo.path and error messages use for this file."""
+        raise NotImplementedError
+
+    def small_dir(self) -> Path:
+        """A directory holding the model's small files (config.json, tokenizer.json, …)."""
+        raise NotImplementedError
+
+    def exists(self, rel: str) -> bool:
+        raise NotImplementedError
+
+    def files(self) -> list[str]:
+        """The model's files (a GGUF source: its one file, first)."""
+        raise NotImplementedError
+
+    def place(self, device, buffer, pieces) -> int:
+        """Schedule pieces (dst offset, file location, file start, length) into `buffer`; return
+        how many bytes were written already (the rest land in `flush`)."""
+        raise NotImplementedError
+
+    async def flush(self, device, progress=None) -> None:
+        """Complete every placement; progress(bytes) as deferred bytes land."""
+        raise NotImplementedError
+
+
+class LocalModel(ModelSource):
+    """A .gguf file or an HF directory on this machine's file system."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise ModelFileError(self.path, "model path not found")
+        self.kind = "gguf" if self.path.is_file() and self.path.suffix == ".gguf" else "hf"
+        self.label = str(self.path)
+        self._maps = {}
+
+    def file(self, rel: str) -> Path:
+        return self.path if self.kind == "gguf" else self.path / rel
+
+    def size(self, rel: str) -> int:
+        try:
+            return os.path.getsize(self.file(rel))
+        except FileNotFoundError:
+            raise ModelFileError(self.file(rel), "file not found") from None
+
+    def read(self, rel: str, start: int, length: int) -> bytes:
+        with open(self.file(rel), "rb") as f:
+            f.seek(start)
+            return f.read(length)
+
+    def locate(self, rel: str) -> str:
+        return str(self.file(rel))
+
+    def small_dir(self) -> Path:
+        return self.path
+
+    def exists(self, rel: str) -> bool:
+        return self.file(rel).is_file()
+
+    def files(self) -> list[str]:
+        if self.kind == "gguf":
+            return [self.path.name]
+        return sorted(p.name for p in self.path.iterdir() if p.is_file())
+
+    def _view(self, location: str) -> memoryview:
+        if location not in self._maps:
+            with open(location, "rb") as f:
+                self._maps[location] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return memoryview(self._maps[location])
+
+    def place(self, device, buffer, pieces) -> int:
+        """Written at once, zero-copy from the map. GPU writes need 4-byte offsets and sizes:
+        rows of some block formats (34-byte Q8_0, 210-byte Q6_K blocks) start at 2-byte offsets,
+        so such a buffer is assembled on the host and written whole."""
+        views = [(dst, self._view(loc)[start:start + length]) for dst, loc, start, length in pieces]
+        if all(dst % 4 == 0 and len(data) % 4 == 0 for dst, data in views):
+            for dst, data in views:
+                device.write_buffer(buffer, dst, data)
+        else:
+            whole = bytearray(buffer.size)
+            for dst, data in views:
+                whole[dst:dst + len(data)] = data
+            device.write_buffer(buffer, 0, whole)
+        return sum(len(data) for _, data in views)
+
+    async def flush(self, device, progress=None) -> None:
+        self._maps.clear()  # nothing deferred; the maps close when their last view is released
+
+
+def open_source(model) -> ModelSource:
+    return model if isinstance(model, ModelSource) else LocalModel(model)
