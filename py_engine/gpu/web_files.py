@@ -1,0 +1,113 @@
+"""The browser's model source: a model served by our origin (app/: /models/<id>/<file>).
+
+Small files (config.json, tokenizer files) are fetched whole into the worker's in-memory file
+system, so the path-based readers work unchanged; header prefixes (GGUF metadata, safetensors
+JSON) are fetched by Range and kept in memory for parsing. Weight bytes are only *planned* here:
+`flush` hands the placements to JavaScript (BrowserDevice.upload_plan), which streams them from
+fetch into GPU buffers — they never enter the Python heap or wasm memory.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ModelFileError
+from ..formats.source import ModelSource
+
+SMALL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "chat_template.jinja", "model.safetensors.index.json")
+FIRST_PREFIX = 4 << 20  # GGUF headers: SmolLM2 1.8 MB, Qwen2.5 (152k tokens) 6 MB; doubled as needed
+MAX_PREFIX = 256 << 20
+
+
+class PrefixTooShort(Exception):
+    """A header read went past the bytes fetched so far."""
+
+
+async def fetch_bytes(url: str, start: int | None = None, length: int | None = None) -> bytes:
+    from js import Object, fetch
+    from pyodide.ffi import to_js
+
+    headers = {} if start is None else {"Range": f"bytes={start}-{start + length - 1}"}
+    response = await fetch(url, to_js({"headers": headers}, dict_converter=Object.fromEntries))
+    if not response.ok:
+        raise ModelFileError(url, f"HTTP {response.status} {response.statusText}")
+    return (await response.arrayBuffer()).to_bytes()
+
+
+class RemoteModel(ModelSource):
+    def __init__(self, model_id: str, name: str, kind: str, base: str, files: dict):
+        self.id, self.label, self.kind, self.base = model_id, name, kind, base
+        self.sizes = dict(files)  # relative path → bytes
+        self.prefixes: dict[str, bytes] = {}
+        self.dir = Path("/tmp/wisp-models") / model_id
+        self.plan: list[tuple] = []
+
+    @classmethod
+    async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> "RemoteModel":
+        source = cls(model_id, name, kind, base.rstrip("/") + "/", files)
+        source.dir.mkdir(parents=True, exist_ok=True)
+        if kind == "gguf":
+            await source._fetch_gguf_header(source.files()[0])
+        else:
+            for rel in SMALL_FILES:
+                if rel in source.sizes:
+                    (source.dir / rel).write_bytes(await fetch_bytes(source.url(rel)))
+            for rel in source.files():
+                if rel.endswith(".safetensors"):
+                    head = await fetch_bytes(source.url(rel), 0, 8)
+                    header_len = int.from_bytes(head[:8], "little")
+                    if header_len > MAX_PREFIX:
+                        raise ModelFileError(source.url(rel), f"header length {header_len} is not plausible")
+                    source.prefixes[rel] = head + await fetch_bytes(source.url(rel), 8, header_len)
+        return source
+
+    async def _fetch_gguf_header(self, rel: str) -> None:
+        """Fetch a prefix that holds the whole header: parse, and on running out fetch twice as much."""
+        from ..formats.gguf import parse_gguf
+
+        want = min(FIRST_PREFIX, self.sizes[rel])
+        while True:
+            self.prefixes[rel] = await fetch_bytes(self.url(rel), 0, want)
+            try:
+                parse_gguf(lambda start, length: self.read(rel, start, length), self.sizes[rel], self.locate(rel))
+                return
+            except PrefixTooShort:
+                if want >= min(MAX_PREFIX, self.sizes[rel]):
+                    raise ModelFileError(self.url(rel), f"GGUF header longer than {MAX_PREFIX >> 20} MiB") from None
+                want = min(2 * want, MAX_PREFIX, self.sizes[rel])
+
+    def url(self, rel: str) -> str:
+        return self.base + rel
+
+    def size(self, rel: str) -> int:
+        if rel not in self.sizes:
+            raise ModelFileError(self.url(rel), "file not served")
+        return self.sizes[rel]
+
+    def read(self, rel: str, start: int, length: int) -> bytes:
+        prefix = self.prefixes.get(rel, b"")
+        end = min(start + length, self.sizes.get(rel, 0))
+        if end > len(prefix):
+            raise PrefixTooShort(rel)
+        return prefix[start:end]
+
+    def locate(self, rel: str) -> str:
+        return self.url(rel)
+
+    def small_dir(self) -> Path:
+        return self.dir
+
+    def exists(self, rel: str) -> bool:
+        return rel in self.sizes
+
+    def files(self) -> list[str]:
+        gguf = [rel for rel in self.sizes if rel.endswith(".gguf")]
+        return gguf + sorted(rel for rel in self.sizes if rel not in gguf)
+
+    def place(self, device, buffer, pieces) -> int:
+        self.plan.extend((buffer, dst, location, start, length) for dst, location, start, length in pieces)
+        return 0
+
+    async def flush(self, device, progress=None) -> None:
+        plan, self.plan = self.plan, []
+        await device.upload_plan(plan, progress)

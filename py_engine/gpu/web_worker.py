@@ -1,0 +1,141 @@
+"""The worker's Python half: page messages in, events out (protocol: worker/worker.js's header).
+
+worker.js calls `init(post)` once after boot, then `handle(message)` for every page message
+without awaiting the previous one, so a `cancel` is handled while a `generate` awaits the GPU.
+Messages and events are plain dicts here; worker.js converts them at the boundary.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+
+from ..errors import WispError
+
+_post = None
+_state: dict = {}  # device, source, engine, tok, stop_ids, cache, model
+_cancelled: set = set()
+_busy: list = []  # the request id being served (load or generate)
+
+
+def init(post) -> None:
+    global _post
+    _post = post
+
+
+def emit(event: dict) -> None:
+    from js import Object
+    from pyodide.ffi import to_js
+
+    _post(to_js(event, dict_converter=Object.fromEntries))
+
+
+async def handle(message: dict) -> None:
+    kind, request = message.get("type"), message.get("id")
+    try:
+        if kind == "cancel":
+            _cancelled.add(message.get("id"))
+            return
+        if kind == "unload":
+            _state.clear()
+            return
+        if kind not in ("load", "generate"):
+            raise WispError(f"unknown message type {kind!r}")
+        if _busy:
+            raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
+        _busy.append(request)
+        try:
+            await (load(message) if kind == "load" else generate(message))
+        finally:
+            _busy.clear()
+    except WispError as exc:
+        emit({"type": "error", "id": request, "kind": kind if kind in ("load", "generate") else "internal",
+              "message": str(exc)})
+    except Exception as exc:  # a bug, not bad input: keep the last frames for the report
+        frames = "".join(traceback.format_exception(exc)[-3:])
+        emit({"type": "error", "id": request, "kind": "internal", "message": f"{type(exc).__name__}: {exc}\n{frames}"})
+
+
+async def load(message: dict) -> None:
+    from ..session import load_model
+    from . import open_device
+    from .web_files import RemoteModel
+
+    start = time.perf_counter()
+    model, options, request = message["model"], message.get("options") or {}, message.get("id")
+    allow_f16 = not options.get("f32", False)
+    if _state.get("allow_f16") != allow_f16:
+        _state.clear()
+        _state["device"], _state["allow_f16"] = await open_device(allow_f16=allow_f16), allow_f16
+    device = _state["device"]
+    for key in ("engine", "tok", "cache"):
+        _state.pop(key, None)  # the previous model's buffers go with it
+    emit({"type": "progress", "id": request, "phase": "fetch", "done": 0, "total": 0})
+    source = await RemoteModel.open(model["id"], model.get("name", model["id"]), model["kind"], model["base"],
+                                    model["files"])
+
+    def progress(done, total):
+        emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
+
+    engine, tok, stop_ids = await load_model(source, device, context=int(options.get("context", 2048)),
+                                             progress=progress)
+    from ..prompt_cache import PromptCache
+
+    _state.update(engine=engine, tok=tok, stop_ids=stop_ids, cache=PromptCache(engine), model=model["id"])
+    caps = device.caps
+    emit({"type": "loaded", "id": request, "model": model["id"], "load_ms": round(1000 * (time.perf_counter() - start)),
+          "adapter": {"name": caps.adapter, "features": [f for f, on in (("shader-f16", caps.shader_f16),
+                                                                          ("subgroups", caps.subgroups)) if on],
+                      "limits": dict(vars(caps.limits))}})
+
+
+def prompt_ids(message: dict, tok) -> list[int]:
+    if message.get("messages") is not None:
+        text = tok.apply_chat_template(list(message["messages"]), add_generation_prompt=True)
+        return tok.encode(text, add_special_tokens=False)
+    if message.get("prompt") is not None:
+        return tok.encode(message["prompt"], add_special_tokens=True)
+    if message.get("ids") is not None:
+        return [int(i) for i in message["ids"]]
+    raise WispError("generate needs messages, prompt or ids")
+
+
+async def generate(message: dict) -> None:
+    from ..sampling import SamplingParams
+
+    if "engine" not in _state:
+        raise WispError("no model loaded")
+    engine, tok, cache = _state["engine"], _state["tok"], _state["cache"]
+    request, sampling = message.get("id"), dict(message.get("sampling") or {})
+    max_new = int(sampling.pop("max_new_tokens", 512))
+    params = SamplingParams(**{k: v for k, v in sampling.items() if v is not None})
+    ids = prompt_ids(message, tok)
+    if len(ids) >= engine.context:
+        raise WispError(f"the prompt is {len(ids)} tokens; the context holds {engine.context}")
+    stream = tok.stream_decoder(skip_special_tokens=True)
+    tokens, times, stop = [], [], "length"
+    start = time.perf_counter()
+    answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, _state["stop_ids"])
+    try:
+        async for token in answer:
+            tokens.append(token)
+            times.append(time.perf_counter())
+            if token in _state["stop_ids"]:
+                stop = "eos"
+                break
+            emit({"type": "token", "id": request, "text": stream.push(token), "token_id": token,
+                  "index": len(tokens) - 1})
+            if request in _cancelled:
+                stop = "cancel"
+                break
+    finally:
+        await answer.aclose()  # now, not at garbage collection: the cache must know what it holds
+        _cancelled.discard(request)
+    tail = stream.flush()
+    if tail:
+        emit({"type": "token", "id": request, "text": tail, "token_id": -1, "index": len(tokens)})
+    ttft = times[0] - start if times else 0.0
+    decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+    emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids),
+          "prefilled_tokens": cache.prefilled, "ttft_ms": round(1000 * ttft, 1),
+          "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
+          "decode_tok_s": round(decode, 1), "stop": stop})
