@@ -76,8 +76,9 @@ async def load(message: dict) -> None:
     def progress(done, total):
         emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
 
+    has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
     engine, tok, stop_ids = await load_model(source, device, context=int(options.get("context", 2048)),
-                                             progress=progress)
+                                             with_tokenizer=has_tokenizer, progress=progress)
     from ..prompt_cache import PromptCache
 
     _state.update(engine=engine, tok=tok, stop_ids=stop_ids, cache=PromptCache(engine), model=model["id"])
@@ -89,13 +90,15 @@ async def load(message: dict) -> None:
 
 
 def prompt_ids(message: dict, tok) -> list[int]:
+    if message.get("ids") is not None:
+        return [int(i) for i in message["ids"]]
+    if tok is None:
+        raise WispError("this model has no tokenizer: generate by token ids")
     if message.get("messages") is not None:
         text = tok.apply_chat_template(list(message["messages"]), add_generation_prompt=True)
         return tok.encode(text, add_special_tokens=False)
     if message.get("prompt") is not None:
         return tok.encode(message["prompt"], add_special_tokens=True)
-    if message.get("ids") is not None:
-        return [int(i) for i in message["ids"]]
     raise WispError("generate needs messages, prompt or ids")
 
 
@@ -111,7 +114,7 @@ async def generate(message: dict) -> None:
     ids = prompt_ids(message, tok)
     if len(ids) >= engine.context:
         raise WispError(f"the prompt is {len(ids)} tokens; the context holds {engine.context}")
-    stream = tok.stream_decoder(skip_special_tokens=True)
+    stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
     tokens, times, stop = [], [], "length"
     start = time.perf_counter()
     answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, _state["stop_ids"])
@@ -122,7 +125,7 @@ async def generate(message: dict) -> None:
             if token in _state["stop_ids"]:
                 stop = "eos"
                 break
-            emit({"type": "token", "id": request, "text": stream.push(token), "token_id": token,
+            emit({"type": "token", "id": request, "text": stream.push(token) if stream else "", "token_id": token,
                   "index": len(tokens) - 1})
             if request in _cancelled:
                 stop = "cancel"
@@ -130,7 +133,7 @@ async def generate(message: dict) -> None:
     finally:
         await answer.aclose()  # now, not at garbage collection: the cache must know what it holds
         _cancelled.discard(request)
-    tail = stream.flush()
+    tail = stream.flush() if stream else ""
     if tail:
         emit({"type": "token", "id": request, "text": tail, "token_id": -1, "index": len(tokens)})
     ttft = times[0] - start if times else 0.0
