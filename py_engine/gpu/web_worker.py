@@ -86,7 +86,15 @@ async def load(message: dict) -> None:
     emit({"type": "loaded", "id": request, "model": model["id"], "load_ms": round(1000 * (time.perf_counter() - start)),
           "adapter": {"name": caps.adapter, "features": [f for f, on in (("shader-f16", caps.shader_f16),
                                                                           ("subgroups", caps.subgroups)) if on],
-                      "limits": dict(vars(caps.limits))}})
+                      "limits": dict(vars(caps.limits))},
+          "wasm_memory_bytes": wasm_memory_bytes()})
+
+
+def wasm_memory_bytes() -> int:
+    """The size of the worker's wasm memory: weights must not have passed through it."""
+    import pyodide_js
+
+    return int(pyodide_js._module.HEAPU8.length)
 
 
 def prompt_ids(message: dict, tok) -> list[int]:
