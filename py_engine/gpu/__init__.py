@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import sys
 
-from .device import Binding, Capabilities, Copy, Device, Dispatch, Limits
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits
 
-__all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "Limits", "open_device"]
+__all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "GpuError", "Limits", "open_device"]
 
 
 async def open_device(allow_f16: bool = True, limits: str = "default") -> Device:
     """Open the GPU of this host. allow_f16=False forces the f32 path even where shader-f16 exists."""
-    if sys.platform == "emscripten":
-        raise NotImplementedError("the browser host arrives with the browser issue")
+    if sys.platform == "emscripten":  # Pyodide in worker/worker.js, which registers worker/gpu.js
+        from .browser_host import open_browser_device
+
+        return await open_browser_device(allow_f16=allow_f16, limits=limits)
     from .wgpu_host import open_wgpu_device
 
     return await open_wgpu_device(allow_f16=allow_f16, limits=limits)

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import WispError
+
+
+class GpuError(WispError):
+    """The GPU refused or lost work: a shader that does not compile, a validation or out-of-memory
+    error, a lost device, or no usable WebGPU at all. The message says which."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -71,6 +78,11 @@ class Device:
 
     def create_kernel(self, label: str, source: str, bindings: list[Binding], entry: str = "main"):
         raise NotImplementedError
+
+    async def prepare(self) -> None:
+        """Await the kernels, buffers and bind groups created so far; raise GpuError for the first
+        that failed. Call it after creating kernels and before submitting them (a no-op where the
+        host compiles and validates at the call, as wgpu-py does)."""
 
     def create_bind_group(self, kernel, resources: list[tuple]):
         """resources: (buffer, offset, size) per binding, in binding order."""

@@ -100,6 +100,9 @@ class WgpuDevice(Device):
         )
         return _Kernel(pipeline, bgl)
 
+    async def prepare(self):
+        """wgpu-py compiles and validates at each call: nothing is pending."""
+
     def create_bind_group(self, kernel, resources):
         entries = [
             {"binding": i, "resource": {"buffer": buf, "offset": off, "size": size}}

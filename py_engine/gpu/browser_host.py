@@ -1,0 +1,229 @@
+"""The browser host: the device seam implemented over Pyodide's JS FFI and worker/gpu.js.
+
+The WebGPU objects live in JavaScript (worker/gpu.js keeps them in id tables); Python holds ints.
+Buffers are `GpuBuffer`s — ints that also carry `.size` and `.label` as wgpu-py buffers do.
+Every method is one FFI call: `submit` hands the whole command list over as one Int32Array,
+`write_buffer` lends the Python bytes to JavaScript zero-copy. Weight bytes never enter Python:
+`upload_plan` gives JavaScript (file URL, range) → (buffer, offset) pieces to fetch and write.
+
+The worker registers gpu.js as the JS module "wisp_gpu" before Python imports this module.
+"""
+from __future__ import annotations
+
+from array import array
+
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits
+
+try:  # only inside Pyodide
+    from pyodide.ffi import JsException, create_proxy, to_js
+except ImportError:  # pragma: no cover - lets the desktop import this module for its docs / tests
+    JsException = create_proxy = to_js = None
+
+
+# A Python array lent to gpu.js once: submit's op list and small writes are copied into it and
+# the FFI call passes only ints (a buffer handed over per call costs a proxy and a view each time).
+_SHARED_BYTES = 64 << 10
+_SMALL_WRITE = 4096  # writes up to this size go through the shared array
+
+
+class NoWebGPUError(GpuError):
+    """The browser has no WebGPU, or no adapter it will hand out."""
+
+
+class GpuBuffer(int):
+    """A buffer id of worker/gpu.js with the size and label it was created with."""
+
+    size: int
+    label: str
+
+    def __new__(cls, handle: int, size: int, label: str = ""):
+        obj = super().__new__(cls, handle)
+        obj.size = size
+        obj.label = label
+        return obj
+
+    def __repr__(self):
+        return f"GpuBuffer({int(self)}, size={self.size}, label={self.label!r})"
+
+
+def _gpu_error(e) -> GpuError:
+    name = getattr(e, "name", "")
+    message = getattr(e, "message", None) or str(e)
+    return (NoWebGPUError if name == "NoWebGPU" else GpuError)(message)
+
+
+def _js_module():
+    import wisp_gpu  # registered by worker/worker.js: pyodide.registerJsModule("wisp_gpu", gpu)
+
+    return wisp_gpu
+
+
+async def open_browser_device(allow_f16: bool = True, limits: str = "default", gpu=None) -> "BrowserDevice":
+    gpu = gpu if gpu is not None else _js_module()
+    options = to_js({"allowF16": bool(allow_f16), "limits": limits}, dict_converter=_object_from_entries())
+    try:
+        info = (await gpu.requestDevice(options)).to_py()
+    except JsException as e:
+        raise _gpu_error(e) from None
+    lim = info["limits"]
+    name = info["name"]
+    extra = ", ".join(x for x in (info.get("architecture"), "fallback" if info.get("isFallbackAdapter") else "") if x)
+    caps = Capabilities(
+        adapter=f"{name} ({extra})" if extra else name,
+        shader_f16=bool(info["shaderF16"]),
+        subgroups=False,
+        limits=Limits(
+            max_storage_binding=int(lim["maxStorageBufferBindingSize"]),
+            max_buffer_size=int(lim["maxBufferSize"]),
+            max_workgroup_storage=int(lim["maxComputeWorkgroupStorageSize"]),
+            max_invocations=int(lim["maxComputeInvocationsPerWorkgroup"]),
+            max_storage_buffers_per_stage=int(lim["maxStorageBuffersPerShaderStage"]),
+            max_workgroups_per_dim=int(lim["maxComputeWorkgroupsPerDimension"]),
+            storage_offset_alignment=int(lim["minStorageBufferOffsetAlignment"]),
+        ),
+    )
+    return BrowserDevice(gpu, caps, info)
+
+
+def _object_from_entries():
+    import js
+
+    return js.Object.fromEntries
+
+
+class BrowserDevice(Device):
+    def __init__(self, gpu, caps: Capabilities, info: dict | None = None):
+        self._gpu = gpu
+        self.caps = caps
+        self.info = info or {}  # what requestDevice reported: name, vendor, features, limits, ...
+        self._share(_SHARED_BYTES)
+
+    def _share(self, nbytes: int) -> None:
+        self._shared = array("i", bytes(nbytes))  # never resized: gpu.js keeps a view of its memory
+        self._shared_u8 = memoryview(self._shared).cast("B")
+        self._gpu.share(self._shared)
+
+    # buffers -----------------------------------------------------------------------------------
+    def create_buffer(self, size, kind="storage", label=""):
+        size = max(16, (size + 15) // 16 * 16)
+        if size > self.caps.limits.max_buffer_size:
+            raise GpuError(f"buffer {label or ''} of {size} bytes exceeds the device's maximum "
+                           f"({self.caps.limits.max_buffer_size} bytes)")
+        try:
+            return GpuBuffer(self._gpu.createBuffer(size, kind, label), size, label)
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    def write_buffer(self, buffer, offset, data):
+        """Small bytes are copied into the shared array; anything else is lent zero-copy (gpu.js
+        reads the Python buffer and queue.writeBuffer copies it at once)."""
+        try:
+            if type(data) in (bytes, bytearray) and len(data) <= _SMALL_WRITE:
+                n = len(data)
+                self._shared_u8[:n] = data
+                self._gpu.writeShared(buffer, offset, n)
+            else:
+                self._gpu.writeBuffer(buffer, offset, data)
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    async def read_buffer(self, buffer, offset, size):
+        try:
+            data = await self._gpu.readBuffer(buffer, offset, size)
+        except JsException as e:
+            raise _gpu_error(e) from None
+        return data.to_bytes()
+
+    def destroy_buffer(self, buffer):
+        self._gpu.destroyBuffer(buffer)
+
+    # kernels -----------------------------------------------------------------------------------
+    def create_kernel(self, label, source, bindings: list[Binding], entry="main"):
+        """Compiles asynchronously: `await device.prepare()` before submitting it."""
+        kinds = ",".join(b.kind for b in sorted(bindings, key=lambda b: b.index))
+        try:
+            return self._gpu.createKernel(label, source, kinds, entry)
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    async def prepare(self):
+        try:
+            await self._gpu.prepare()
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    def create_bind_group(self, kernel, resources):
+        flat = []
+        for buf, off, size in resources:
+            flat += (int(buf), off, size)
+        try:
+            return self._gpu.createBindGroup(kernel, to_js(flat))
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    # work --------------------------------------------------------------------------------------
+    @staticmethod
+    def encode(commands) -> array:
+        """The flat op list gpu.js's submit reads: dispatch [0, kernel, bind group, x, y, z],
+        copy [1, src, src offset, dst, dst offset, size] (signed 32-bit values)."""
+        flat = []
+        add = flat.extend
+        for c in commands:
+            kind = type(c)
+            if kind is Dispatch:
+                g = c.grid
+                if len(g) == 3:
+                    add((0, c.kernel, c.bind_group, *g))
+                else:
+                    add((0, c.kernel, c.bind_group, *(tuple(g) + (1, 1))[:3]))
+            elif kind is Copy:
+                add((1, c.src, c.src_offset, c.dst, c.dst_offset, c.size))
+            else:
+                raise TypeError(f"unknown command {c!r}")
+        try:
+            return array("i", flat)
+        except OverflowError:
+            raise GpuError("submit: offsets and sizes must stay below 2 GiB") from None
+
+    def submit(self, commands):
+        ops = self.encode(commands)
+        n = len(ops)
+        if 4 * n > len(self._shared_u8):
+            self._share(8 * n)
+        self._shared[:n] = ops  # same length: copied in place, never a resize
+        try:
+            self._gpu.submitShared(n)
+        except JsException as e:
+            raise _gpu_error(e) from None
+
+    # weights -----------------------------------------------------------------------------------
+    async def upload_plan(self, pieces, progress=None) -> dict:
+        """Fetch file ranges straight into GPU buffers (in JavaScript; the bytes never enter
+        Python). pieces: (buffer, dst offset, url, file start, length) tuples, or dicts / objects
+        with those names. progress(nbytes) is called with the bytes landed since its last call, as
+        reads land (ModelSource.flush's convention). Returns {"bytes", "reads", "ms"}.
+        """
+        plan = []
+        for p in pieces:
+            if isinstance(p, dict):
+                p = (p["buffer"], p["dst"], p["url"], p["start"], p["length"])
+            elif not isinstance(p, (tuple, list)):
+                p = (p.buffer, p.dst, p.url, p.start, p.length)
+            buffer, dst, url, start, length = p
+            plan.append([int(buffer), int(dst), str(url), int(start), int(length)])
+        landed = [0]
+
+        def report(done, total):
+            step, landed[0] = done - landed[0], done
+            progress(step)
+
+        callback = create_proxy(report) if progress is not None else None
+        js_plan = to_js(plan)
+        try:
+            result = await self._gpu.loadWeights(js_plan, callback)
+        except JsException as e:
+            raise _gpu_error(e) from None
+        finally:
+            if callback is not None:
+                callback.destroy()
+        return result.to_py()
