@@ -1,0 +1,88 @@
+// The engine's worker (a *module* worker: new Worker("/worker/worker.js", {type: "module"})).
+//
+// Boot: Pyodide from our own origin (/pyodide/, built by tools/build_web.py into build/web), the
+// engine wheel and its dependencies through /wisp-lock.json, then worker/gpu.js registered as the
+// Python module "wisp_gpu" (py_engine/gpu/browser_host.py drives it). Then {type: "booted"}.
+//
+// Protocol (page <-> worker; static/client.js is the page side):
+// page -> worker: {type:"load", id, model:{id, name, kind, base:"/models/<id>/", files:{rel:size}}, options:{context, f32}}
+//                 {type:"generate", id, messages:[{role,content}] | prompt:"...", sampling:{temperature, top_k, top_p,
+//                  repetition_penalty, seed, max_new_tokens}}
+//                 {type:"cancel", id}   {type:"unload"}
+// worker -> page: {type:"booted", pyodide_ms}
+//                 {type:"progress", id, phase:"boot"|"fetch"|"upload"|"compile", done, total}
+//                 {type:"loaded", id, model, adapter:{name, features:[...], limits:{...}}, load_ms}
+//                 {type:"token", id, text, token_id, index}
+//                 {type:"done", id, tokens:[...], prompt_tokens, ttft_ms, prefill_tok_s, decode_tok_s, host_ms_per_token, stop}
+//                 {type:"error", id, kind:"no-webgpu"|"load"|"generate"|"internal", message}
+// Messages that arrive during boot wait for it; each is then handed to the Python entry point
+// py_engine.gpu.web_worker.handle(message) (a dict) without awaiting the previous one, so that a
+// `cancel` is seen while a `generate` awaits the GPU. Python posts its events through init(post).
+//
+// Test hook: only a worker started as /worker/worker.js?test also accepts
+// {type:"test_exec", id, code} — runs `code` with pyodide.runPythonAsync in one shared namespace
+// and answers {type:"test_result", id, result} (the value of the last expression, JSON-encoded by
+// the code itself) or {type:"test_result", id, error}. tests/test_browser_gpu.py uses it.
+
+import * as gpu from "./gpu.js";
+
+const TEST = new URL(self.location.href).searchParams.has("test");
+
+function fail(kind, id, err) {
+  postMessage({ type: "error", id: id ?? null, kind, message: err?.message ? `${err.name || "Error"}: ${err.message}` : String(err) });
+}
+
+async function boot() {
+  const t0 = performance.now();
+  postMessage({ type: "progress", id: null, phase: "boot", done: 0, total: 3 });
+  const origin = self.location.origin;
+  const { loadPyodide } = await import(`${origin}/pyodide/pyodide.mjs`);
+  const pyodide = await loadPyodide({ indexURL: `${origin}/pyodide/`, lockFileURL: `${origin}/wisp-lock.json` });
+  postMessage({ type: "progress", id: null, phase: "boot", done: 1, total: 3 });
+  await pyodide.loadPackage(["wisp"], { messageCallback: () => {}, errorCallback: (m) => console.warn(m) });
+  postMessage({ type: "progress", id: null, phase: "boot", done: 2, total: 3 });
+  pyodide.registerJsModule("wisp_gpu", gpu);
+  // ---- the Python entry point (py_engine/gpu/web_worker.py) ----
+  const entry = pyodide.pyimport("py_engine.gpu.web_worker");
+  entry.init((event) => postMessage(event));
+  const handle = entry.handle;
+  postMessage({ type: "progress", id: null, phase: "boot", done: 3, total: 3 });
+  postMessage({ type: "booted", pyodide_ms: Math.round(performance.now() - t0) });
+  return { pyodide, handle, globals: TEST ? pyodide.toPy({}) : null };
+}
+
+const booting = boot();
+booting.catch((err) => fail("internal", null, err));
+
+async function testExec(state, msg) {
+  try {
+    const value = await state.pyodide.runPythonAsync(msg.code, { globals: state.globals });
+    const result = value?.toJs ? value.toJs() : value;
+    if (value?.destroy) value.destroy();
+    postMessage({ type: "test_result", id: msg.id, result });
+  } catch (err) {
+    postMessage({ type: "test_result", id: msg.id, error: err?.message ?? String(err) });
+  }
+}
+
+self.onmessage = async (ev) => {
+  const msg = ev.data;
+  let state;
+  try {
+    state = await booting;
+  } catch (err) {
+    fail("internal", msg?.id, err);
+    return;
+  }
+  if (TEST && msg?.type === "test_exec") return testExec(state, msg);
+  // ---- dispatch: load / generate / cancel / unload go to py_engine.gpu.web_worker.handle ----
+  let message;
+  try {
+    message = state.pyodide.toPy(msg);
+    await state.handle(message);
+  } catch (err) {  // handle() reports its own errors; this is a failure of the bridge itself
+    fail("internal", msg?.id, err);
+  } finally {
+    if (message?.destroy) message.destroy();
+  }
+};
