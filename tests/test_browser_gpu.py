@@ -196,13 +196,18 @@ def test_buffer_round_trip(worker):
         whole = await dev.read_buffer(buf, 0, 1000)
         part = await dev.read_buffer(buf, 3, 7)                    # unaligned offset and size
         tail = await dev.read_buffer(buf, 1001, 5)
+        grow = bytearray(300 << 20)            # wasm memory grows: gpu.js must take a new view of the shared array
+        dev.write_buffer(buf, 16, b"grown!!!")
+        grown = await dev.read_buffer(buf, 16, 8)
+        del grow
         try:
             dev.write_buffer(buf, 2, b"abcd")
             misaligned = None
         except GpuError as e:
             misaligned = str(e)
         dev.destroy_buffer(buf)
-        json.dumps({"whole": b64(whole), "part": b64(part), "tail": b64(tail), "misaligned": misaligned})
+        json.dumps({"whole": b64(whole), "part": b64(part), "tail": b64(tail), "misaligned": misaligned,
+                    "grown": grown.decode()})
     """)
     expect = bytearray((bytes(range(256)) * 4)[:1000])
     expect[96:104] = b"\xff" * 8
@@ -211,6 +216,7 @@ def test_buffer_round_trip(worker):
     assert base64.b64decode(out["part"]) == bytes(expect[3:10])
     assert base64.b64decode(out["tail"]) == bytes(5)
     assert "multiples of 4" in out["misaligned"]
+    assert out["grown"] == "grown!!!"
 
 
 def test_rmsnorm_and_q4_1_gemv(worker):
@@ -376,6 +382,10 @@ def test_ffi_cost(worker):
             js_loop(wisp_gpu, n_ops, 200)
             best["js_submit_us"] = min(best.get("js_submit_us", 1e9), (time.perf_counter() - t) / 200 * 1e6)
         t = time.perf_counter()
+        for _ in range(50):
+            await dev.read_buffer(a, 0, 4)
+        best["read_4b_ms"] = (time.perf_counter() - t) / 50 * 1e3
+        t = time.perf_counter()
         for _ in range(5):
             dev.write_buffer(b, 0, big)
         best["write_4mib_ms"] = (time.perf_counter() - t) / 5 * 1e3
@@ -386,7 +396,8 @@ def test_ffi_cost(worker):
     """)
     print(f"\nFFI cost: submit of 32 dispatches {out['submit_us']:.1f} us (of which Python encoding "
           f"{out['encode_us']:.1f} us; the same submit from JavaScript {out['js_submit_us']:.1f} us); write_buffer 16 B {out['write_16b_us']:.1f} us, 4 MiB "
-          f"{out['write_4mib_ms']:.2f} ms; an empty FFI call {out['empty_call_us']:.1f} us")
+          f"{out['write_4mib_ms']:.2f} ms; an empty FFI call {out['empty_call_us']:.1f} us; read_buffer of 4 bytes "
+          f"{out['read_4b_ms']:.2f} ms")
     assert out["submit_us"] < 5000
 
 
