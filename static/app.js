@@ -5,7 +5,7 @@ import { renderMarkdown } from "./markdown.js";
 const DEFAULT_SAMPLING = { temperature: 0.2, top_p: 0.9, repetition_penalty: 1.1, max_new_tokens: 512 };
 const LOAD_OPTIONS = { context: 2048, f32: false };
 const PHASES = ["boot", "fetch", "upload", "compile"];
-const STOP_GRACE_MS = 5000; // after Stop, how long to wait for the worker's `done` before giving up on it
+const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `done` (a slow GPU finishes its step first)
 const SUGGESTIONS = [
   "What is the capital of France?",
   "Explain WebGPU to a ten-year-old.",
@@ -104,10 +104,16 @@ function render() {
   ui.load.querySelector(".btn-label").textContent = busy ? "Loading…" : sameModel ? "Loaded" : loaded ? "Switch" : "Load";
 
   ui.prompt.disabled = busy || noGpu;
-  ui.prompt.placeholder = loaded ? `Message ${loaded.name}…` : busy ? "Loading the model…" : "Load a model to start chatting";
+  const narrow = window.innerWidth < 560;
+  ui.prompt.placeholder = loaded ? (narrow ? "Message…" : `Message ${loaded.name}…`)
+    : busy ? "Loading the model…" : narrow ? "Load a model first" : "Load a model to start chatting";
   const generating = phase === "generating";
   ui.send.hidden = generating;
   ui.stop.hidden = !generating;
+  if (!generating) {
+    ui.stop.disabled = false;
+    ui.stop.querySelector("span").textContent = "Stop";
+  }
   ui.send.disabled = phase !== "ready" || !ui.prompt.value.trim();
   ui.gpuPanel.classList.toggle("is-live", !!loaded);
 }
@@ -253,6 +259,7 @@ function renderGpu(loaded, model = null, wallMs = 0) {
   row("Loaded in", fmtMs(loaded.load_ms ?? wallMs));
   if (state.client?.booted?.pyodide_ms != null) row("Python started in", fmtMs(state.client.booted.pyodide_ms));
   row("Half precision", features.includes("shader-f16") ? "yes (shader-f16)" : "no (f32 kernels)");
+  if (loaded.wasm_memory_bytes) row("Python memory", fmtLimit("bytes", loaded.wasm_memory_bytes));
   for (const [k, v] of extra) row(k.replace(/([A-Z])/g, " $1").replace(/^./, (c) => c.toUpperCase()), String(v));
 
   const chips = el("ul", "chips");
@@ -446,10 +453,10 @@ function stopFallback(gen) {
 }
 
 function stop() {
-  if (!state.gen) return;
-  state.gen.cancel();
+  if (!state.gen || state.gen.cancelled) return;
+  state.gen.cancel(); // nothing more is shown; the worker confirms with `done` after its current step
   ui.stop.disabled = true;
-  setTimeout(() => { ui.stop.disabled = false; }, 300);
+  ui.stop.querySelector("span").textContent = "Stopping…";
 }
 
 function newChat() {
@@ -475,9 +482,10 @@ function readSampling() {
 
 function requestSampling() {
   const s = state.sampling;
+  // No seed: each answer draws fresh (a JS null would reach Python as JsNull, not None).
   return {
     temperature: s.temperature, top_k: 0, top_p: s.top_p, repetition_penalty: s.repetition_penalty,
-    seed: null, max_new_tokens: Math.max(1, Math.round(s.max_new_tokens)),
+    max_new_tokens: Math.max(1, Math.round(s.max_new_tokens)),
   };
 }
 
@@ -557,6 +565,7 @@ async function init() {
     if (ui.gpuPanel.open && !ev.target.closest("#gpu-panel")) ui.gpuPanel.open = false;
   });
 
+  window.addEventListener("resize", render);
   render();
   try {
     state.models = await fetchModels();
@@ -567,6 +576,7 @@ async function init() {
   }
   ui.select.replaceChildren(...state.models.map((m) => {
     const o = new Option(`${m.name} · ${fmtSize(m.size)}`, m.id);
+    if (m.description) o.title = m.description;
     o.selected = !!m.default;
     return o;
   }));
@@ -579,7 +589,7 @@ async function init() {
 
 function updateWelcome() {
   const m = selectedModel();
-  ui.welcomeSize.textContent = m ? `${m.name} needs ${fmtSize(m.size)} of weights, downloaded from this server.` : "";
+  ui.welcomeSize.textContent = !m ? "" : m.description ? `${m.description}.` : `${m.name}: ${fmtSize(m.size)} of weights.`;
 }
 
 init();

@@ -208,7 +208,11 @@ export class WispClient extends EventTarget {
     const p = msg.id != null ? this._pending.get(msg.id) : undefined;
     switch (msg.type) {
       case "booted": this.booted = msg; break;
-      case "progress": if (p && p.onProgress) p.onProgress(msg); break;
+      case "progress": { // boot progress comes before any request: id null, it belongs to the pending load
+        const target = p || (msg.id == null ? [...this._pending.values()].find((q) => q.kind === "load") : undefined);
+        if (target && target.onProgress) target.onProgress(msg);
+        break;
+      }
       case "loaded":
         this.loaded = msg;
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }

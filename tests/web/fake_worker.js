@@ -45,8 +45,14 @@ print(greet("WebGPU"))
 
 That prints one line.`;
 
-let booted = false;
 let loaded = null;
+
+// Like the real worker: Python boots as soon as the worker starts; its progress has id null.
+async function boot() {
+  for (let i = 0; i <= 3; i++) { post({ type: "progress", id: null, phase: "boot", done: i, total: 3 }); await sleep(50); }
+  post({ type: "booted", pyodide_ms: 280 });
+}
+const booting = boot();
 const running = new Map(); // generate id → {cancelled}
 
 self.onmessage = (ev) => {
@@ -54,6 +60,10 @@ self.onmessage = (ev) => {
   if (msg.type === "generate" && lastUser(msg).includes("trigger crash")) {
     throw new Error("Fake worker crashed on purpose");
   }
+  booting.then(() => dispatch(msg));
+};
+
+function dispatch(msg) {
   switch (msg.type) {
     case "load": load(msg); break;
     case "generate": generate(msg); break;
@@ -61,7 +71,7 @@ self.onmessage = (ev) => {
     case "unload": loaded = null; break;
     default: post({ type: "error", id: msg.id ?? null, kind: "internal", message: `unknown message type ${msg.type}` });
   }
-};
+}
 
 function lastUser(msg) {
   const users = (msg.messages || []).filter((m) => m.role === "user");
@@ -73,11 +83,6 @@ async function load({ id, model, options }) {
   if (!model || model.base !== `/models/${model.id}/` || typeof model.files !== "object" || !options) {
     post({ type: "error", id, kind: "load", message: `bad load message: ${JSON.stringify({ model, options })}` });
     return;
-  }
-  if (!booted) {
-    for (let i = 0; i <= 3; i++) { post({ type: "progress", id, phase: "boot", done: i, total: 3 }); await sleep(50); }
-    booted = true;
-    post({ type: "booted", pyodide_ms: 280 });
   }
   const total = Object.values(model.files).reduce((a, b) => a + b, 0);
   for (let i = 0; i <= 8; i++) {
