@@ -60,8 +60,9 @@ class Engine:
         uploader = WeightUploader(device, kernels, tensors, source, progress)
         uploader.expect(t for t in graph.tensors if t.kind == "weight")
         executor = Executor(device, kernels, graph, uploader)
-        await uploader.finish()
         engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
+        await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
+        await uploader.finish()
         await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for every upload
         return engine
 

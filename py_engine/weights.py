@@ -67,6 +67,9 @@ class WeightUploader:
     async def finish(self) -> None:
         """Let every placement land, then run the conversions and free their raw buffers."""
         await self.source.flush(self.device, self._report)
+        for out in {conversion[4] for conversion in self._conversions}:
+            self.kernels.get("convert", OUT=out)
+        await self.device.prepare()
         temporary = []
         for raw, dtype, count, dst, out, dst_elem in self._conversions:
             temporary += [raw, self._convert(raw, dtype, count, dst, out, dst_elem)]

@@ -48,8 +48,10 @@ async def handle(message: dict) -> None:
         finally:
             _busy.clear()
     except WispError as exc:
-        emit({"type": "error", "id": request, "kind": kind if kind in ("load", "generate") else "internal",
-              "message": str(exc)})
+        from .browser_host import NoWebGPUError
+
+        category = "no-webgpu" if isinstance(exc, NoWebGPUError) else kind if kind in ("load", "generate") else "internal"
+        emit({"type": "error", "id": request, "kind": category, "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
         emit({"type": "error", "id": request, "kind": "internal", "message": f"{type(exc).__name__}: {exc}\n{frames}"})
