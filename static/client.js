@@ -148,14 +148,15 @@ export class WispClient extends EventTarget {
     });
   }
 
-  /** Start a generation: {messages:[{role, content}]} or {prompt}, plus sampling. Returns a Generation. */
-  generate({ messages = null, prompt = null, sampling = {} } = {}, { onToken = null } = {}) {
+  /** Start a generation: {messages:[{role, content}]}, {prompt} or {ids} (token ids, for models without
+   *  a tokenizer), plus sampling. Returns a Generation. */
+  generate({ messages = null, prompt = null, ids = null, sampling = {} } = {}, { onToken = null } = {}) {
     if (!this.worker) throw new WispError("internal", "No model is loaded.");
     const id = `gen-${nextId++}`;
     const gen = new Generation(this, id);
     gen.onToken = onToken;
     const msg = { type: "generate", id, sampling };
-    if (messages) msg.messages = messages; else msg.prompt = prompt ?? "";
+    if (messages) msg.messages = messages; else if (ids) msg.ids = ids; else msg.prompt = prompt ?? "";
     this._pending.set(id, { kind: "generate", gen });
     this._post(msg);
     return gen;

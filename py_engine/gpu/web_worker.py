@@ -29,7 +29,19 @@ def emit(event: dict) -> None:
     _post(to_js(event, dict_converter=Object.fromEntries))
 
 
+def plain(value):
+    """JS null arrives as pyodide's JsNull, not None: make a message plain Python."""
+    if type(value).__name__ == "JsNull":
+        return None
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
 async def handle(message: dict) -> None:
+    message = plain(message)
     kind, request = message.get("type"), message.get("id")
     try:
         if kind == "cancel":
