@@ -4,18 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: serve serve-web web test install vulkan chromium clean
+.PHONY: serve chat web test install vulkan chromium clean
 
-# Until the browser page lands, the main job is the desktop CLI: chat with the default model
-# (SmolLM2-135M-Instruct, fetched into ~/.cache/wisp/models on first use) or MODEL=name|file.gguf|hf-dir.
-serve: install
-	$(PY) -m py_engine chat $(if $(MODEL),--model "$(MODEL)")
-
-# The browser app (becomes `serve` once the browser path works): build/web, the default model
-# (or MODEL=name), then the server on http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name is offered first).
-serve-web: install web
+# The main job: the chat page. Builds build/web, fetches the default model (SmolLM2-135M-Instruct,
+# into ~/.cache/wisp/models) or MODEL=name, and serves http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name
+# is offered first in the picker).
+serve: install web
 	$(PY) -m py_engine fetch $(if $(and $(MODEL),$(if $(wildcard $(MODEL)),,x)),"$(MODEL)")
 	$(PY) -m app $(if $(MODEL),--model "$(MODEL)")
+
+# The same engine in the terminal (desktop, wgpu-py): MODEL=name|file.gguf|hf-dir.
+chat: install
+	$(PY) -m py_engine chat $(if $(MODEL),--model "$(MODEL)")
 
 # build/web: Pyodide's core (npm), our wheels and wisp-lock.json; a no-op when up to date.
 web: $(VENV)/.installed
