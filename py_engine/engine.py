@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from array import array
 
 from .executor import Executor
@@ -98,14 +99,21 @@ class Engine:
         self.sampler.reset()  # the same seed gives the same answer on every request
         history = list(prompt)
         commands = self.prefill_commands(prompt)
-        for _ in range(max_new_tokens):
+        self.decode_host_seconds, self.decode_tokens = 0.0, 0  # encoding + submitting decode tokens
+        token = None
+        for i in range(max_new_tokens):
+            start = time.perf_counter()
+            if i:
+                commands = self.forward_commands([token])
             self.device.submit(commands + self.sampler.commands(sampling, history))
+            if i:
+                self.decode_host_seconds += time.perf_counter() - start
+                self.decode_tokens += 1
             token = await self.sampler.pick(sampling)
             history.append(token)
             yield token
             if token in stop_ids or self.pos >= self.context:
                 return
-            commands = self.forward_commands([token])
 
 
 def read_model(source):

@@ -163,4 +163,5 @@ async def generate(message: dict) -> None:
     emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids),
           "prefilled_tokens": cache.prefilled, "ttft_ms": round(1000 * ttft, 1),
           "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
-          "decode_tok_s": round(decode, 1), "stop": stop})
+          "decode_tok_s": round(decode, 1), "stop": stop,
+          "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3)})
