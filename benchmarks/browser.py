@@ -1,0 +1,111 @@
+"""The engine's speed in a browser: Chromium (Playwright) against our own server. Prints one JSON object.
+
+    python benchmarks/browser.py [--model NAME|FILE.gguf|DIR] [--prompt-tokens 32] [--new-tokens 16]
+                                 [--chromium /usr/bin/chromium] [--headed] [--flags "..."]
+
+Measures what the page would: Pyodide boot (worker start → engine imported), model load (fetch +
+upload + kernel compilation), prefill and decode tok/s of a greedy generation from random prompt ids,
+and the worker's host milliseconds per decode token (Python encoding + one FFI submit). The fields
+match benchmarks/decode.py's where they mean the same, so the two can be compared on one machine.
+On a machine without a GPU Chromium runs WebGPU on SwiftShader (the default flags), which is slow.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SWIFTSHADER = ("--enable-unsafe-webgpu --enable-features=Vulkan --use-angle=swiftshader "
+               "--use-webgpu-adapter=swiftshader --no-sandbox --disable-background-networking "
+               "--disable-component-update --disable-sync --no-first-run --disable-quic")
+
+MEASURE = """async ({modelId, warmIds, ids, newTokens}) => {
+  const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
+  const model = (await fetchModels()).find((m) => m.id === modelId);
+  const client = new WispClient();
+  let booted = null;
+  client.addEventListener("booted", (e) => { booted = e.detail.pyodide_ms; });
+  const start = performance.now();
+  const loaded = await client.load(modelRef(model), {context: ids.length + newTokens + 8});
+  const loadMs = performance.now() - start;
+  const run = async (prompt) => {
+    const generation = client.generate({ids: prompt, sampling: {temperature: 0, max_new_tokens: newTokens}});
+    for await (const _ of generation) {}
+    return await generation.done;
+  };
+  await run(warmIds);  // warm-up: first use of every pipeline (another prompt: nothing is reused from the cache)
+  const done = await run(ids);
+  client.terminate();
+  return {booted, loadMs, loaded, done};
+}"""
+
+
+def start_server(model: str) -> tuple[subprocess.Popen, str, str]:
+    args = [sys.executable, "-m", "app", "--port", "0"]
+    path = Path(model)
+    if path.exists():
+        args += ["--no-default", "--model", str(path)]
+    else:
+        from py_engine.model_cache import ensure_model
+
+        ensure_model(model)
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    match = re.search(r"http://\S+", proc.stdout.readline())
+    if not match:
+        proc.kill()
+        raise SystemExit(f"the server did not start: {proc.stderr.read()}")
+    models = json.loads(subprocess.run(["curl", "-s", match.group(0) + "api/models"], capture_output=True,
+                                       text=True).stdout)
+    model_id = models[0]["id"] if path.exists() else model
+    return proc, match.group(0).rstrip("/"), model_id
+
+
+def measure(args) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    proc, url, model_id = start_server(args.model)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(headless=not args.headed, executable_path=args.chromium,
+                                        args=args.flags.split())
+            page = browser.new_page()
+            page.goto(url + "/")
+            vocab = 49152 if model_id.startswith("smollm2") else 256
+            rng = random.Random(0)
+            warm, ids = ([rng.randrange(vocab) for _ in range(args.prompt_tokens)] for _ in range(2))
+            result = page.evaluate(MEASURE, {"modelId": model_id, "warmIds": warm, "ids": ids,
+                                             "newTokens": args.new_tokens})
+            browser.close()
+    finally:
+        proc.terminate()
+    done, loaded = result["done"], result["loaded"]
+    return {
+        "browser": "chromium", "adapter": loaded["adapter"]["name"], "model": model_id,
+        "shader_f16": "shader-f16" in loaded["adapter"]["features"],
+        "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+        "pyodide_boot_ms": result["booted"], "model_load_ms": round(result["loadMs"]),
+        "prefill_tok_s": done["prefill_tok_s"], "decode_tok_s": done["decode_tok_s"],
+        "host_ms_per_decode_token": done["host_ms_per_token"], "ttft_ms": done["ttft_ms"],
+        "wasm_memory_mb": round(loaded["wasm_memory_bytes"] / 1e6, 1),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--prompt-tokens", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--headed", action="store_true")
+    parser.add_argument("--flags", default=SWIFTSHADER, help="Chromium flags (default: WebGPU on SwiftShader)")
+    sys.path.insert(0, str(ROOT))
+    print(json.dumps(measure(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
