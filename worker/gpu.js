@@ -1,14 +1,14 @@
 // The JS half of the browser GPU device (py_engine/gpu/browser_host.py is the Python half).
 //
-// WebGPU objects live here, in id tables; Python holds plain ints. Every function is one FFI call
-// from Python, so the hot path (submit) takes a whole command list at once. Errors: a GPU
+// WebGPU objects live in id tables (gpu_device.js); Python holds plain ints. Every function is one
+// FFI call from Python, so the hot path (submit) takes a whole command list at once. Errors: a GPU
 // validation/OOM error reported asynchronously (uncapturederror) and device loss are recorded and
 // thrown by the next call; pipeline compile errors surface from prepare(). Thrown errors have
 // name "GpuError" (or "NoWebGPU" when the browser has no usable adapter); Python turns them into
 // py_engine.gpu.device.GpuError.
 //
 // Exported API (sizes and offsets in bytes):
-//   requestDevice({allowF16, limits: "default" | "adapter"}) -> Promise<info>
+//   requestDevice({allowF16, limits: "default" | "adapter"}) -> Promise<info>   (in gpu_device.js)
 //   createBuffer(size, kind = "storage" | "uniform", label) -> id
 //   writeBuffer(id, offset, data)          data: a typed array / ArrayBuffer, or a Pyodide PyProxy
 //                                          of a Python buffer (read zero-copy). Offset and length
@@ -23,120 +23,23 @@
 //                                          must stay below 2^31 (2 GiB).
 //   readBuffer(id, offset, size) -> Promise<Uint8Array>
 //   destroyBuffer(id)
-//   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>
+//   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>         (in weights.js)
 //                                          plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url,
 //                                          start, length]]; onProgress(done, total) in bytes.
 //   stats() -> {buffers, kernels, bindGroups, pending}
+//
+// Split in three: gpu_device.js (requestDevice, the id tables, the error bookkeeping), weights.js
+// (loadWeights) and this module (the rest); worker.js registers only this module as "wisp_gpu", so
+// it re-exports the other two's public functions and Python still sees one module.
+
+import {
+  bindGroups, buffers, check, describe, device, get, gpuError, id, kernels, layouts, pending, scoped, staging,
+} from "./gpu_device.js";
+
+export { requestDevice } from "./gpu_device.js";
+export { loadWeights, READ_BYTES } from "./weights.js";
 
 const STORAGE_KINDS = { uniform: "uniform", read: "read-only-storage", rw: "storage" };
-
-// Limits the engine reads (py_engine/gpu/device.py: Limits) and asks for with limits: "adapter".
-const LIMIT_KEYS = [
-  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
-  "maxComputeInvocationsPerWorkgroup", "maxStorageBuffersPerShaderStage",
-  "maxComputeWorkgroupsPerDimension", "minStorageBufferOffsetAlignment",
-  "minUniformBufferOffsetAlignment", "maxUniformBufferBindingSize", "maxBindGroups",
-  "maxComputeWorkgroupSizeX", "maxComputeWorkgroupSizeY", "maxComputeWorkgroupSizeZ",
-];
-const REQUEST_LIMIT_KEYS = LIMIT_KEYS.slice(0, 6);  // the maxima; alignments stay at their defaults
-
-let adapter = null;
-let device = null;
-let lost = null;            // GPUDeviceLostInfo once the device is gone
-const errors = [];          // uncaptured errors not yet thrown
-let pending = [];           // promises prepare() awaits: each resolves to an error message or null
-let nextId = 1;
-const buffers = new Map();  // id -> GPUBuffer
-const kernels = new Map();  // id -> {label, layout, pipeline (null while compiling), code}
-const bindGroups = new Map();
-const layouts = new Map();  // "uniform,read,rw" -> {bgl, pipelineLayout}
-let staging = [];           // free MAP_READ buffers for readBuffer
-
-function gpuError(message, name = "GpuError") {
-  const e = new Error(message);
-  e.name = name;
-  return e;
-}
-
-function check() {
-  if (lost) throw gpuError(`GPU device lost (${lost.reason}): ${lost.message}`);
-  if (!device) throw gpuError("no GPU device: call requestDevice first");
-  if (errors.length) {
-    const first = errors[0];
-    const more = errors.length > 1 ? ` (and ${errors.length - 1} more GPU errors)` : "";
-    errors.length = 0;
-    throw gpuError(first + more);
-  }
-}
-
-function describe(err) {
-  return `${err.constructor?.name || "GPUError"}: ${err.message}`;
-}
-
-function id(table, object) {
-  const i = nextId++;
-  table.set(i, object);
-  return i;
-}
-
-function get(table, i, what) {
-  const o = table.get(i);
-  if (o === undefined) throw gpuError(`unknown ${what} id ${i}`);
-  return o;
-}
-
-// Scoped validation / OOM errors of a synchronous call land in `pending` (surfaced by prepare).
-function scoped(what, fn) {
-  device.pushErrorScope("out-of-memory");
-  device.pushErrorScope("validation");
-  try {
-    return fn();
-  } finally {
-    const v = device.popErrorScope();
-    const m = device.popErrorScope();
-    pending.push(Promise.all([v, m]).then(([a, b]) => {
-      const e = a || b;
-      return e ? `${what}: ${describe(e)}` : null;
-    }));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-export async function requestDevice(options = {}) {
-  const allowF16 = options.allowF16 ?? true;
-  const limitsMode = options.limits ?? "default";
-  if (!globalThis.navigator?.gpu) throw gpuError("this browser has no WebGPU (navigator.gpu is missing)", "NoWebGPU");
-  adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (!adapter) throw gpuError("navigator.gpu.requestAdapter() returned no adapter (WebGPU disabled or unsupported GPU)", "NoWebGPU");
-  const features = [];
-  const f16 = allowF16 && adapter.features.has("shader-f16");
-  if (f16) features.push("shader-f16");
-  // WebGPU's default limits (what every browser grants) unless asked for the adapter's maxima.
-  const requiredLimits = {};
-  if (limitsMode === "adapter") for (const k of REQUEST_LIMIT_KEYS) requiredLimits[k] = adapter.limits[k];
-  if (device) device.destroy();  // one device per worker: a new one frees the previous one's buffers
-  device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
-  lost = null;
-  errors.length = 0;
-  pending = [];
-  buffers.clear(); kernels.clear(); bindGroups.clear(); layouts.clear(); staging = [];
-  const current = device;
-  device.lost.then((info) => { if (device === current) lost = info; });
-  device.addEventListener("uncapturederror", (ev) => { if (device === current) errors.push(describe(ev.error)); });
-  const info = adapter.info || {};
-  const limits = {};
-  for (const k of LIMIT_KEYS) limits[k] = device.limits[k];
-  return {
-    name: info.device || info.description || info.vendor || "WebGPU adapter",
-    vendor: info.vendor || "", architecture: info.architecture || "", description: info.description || "",
-    isFallbackAdapter: !!(adapter.isFallbackAdapter ?? info.isFallbackAdapter),
-    features: [...device.features].sort(),
-    adapterFeatures: [...adapter.features].sort(),
-    shaderF16: f16,
-    subgroups: false,  // not requested: the kernels use the f32 / shared-memory path (as on the desktop)
-    limits,
-  };
-}
 
 export function createBuffer(size, kind = "storage", label = "") {
   check();
@@ -235,8 +138,7 @@ function compileNow(kernel) {
 export async function prepare() {
   check();
   while (pending.length) {
-    const batch = pending;
-    pending = [];
+    const batch = pending.splice(0);
     const results = await Promise.all(batch);
     const failed = results.filter((r) => r);
     if (failed.length) {
@@ -383,143 +285,4 @@ export function stats() {
 export function _testFault(kind) {
   if (kind === "lose") device.destroy();
   else if (kind === "validation") device.createBuffer({ size: 4, usage: 0xffffffff });
-}
-
-// --- weights: file ranges -> GPU buffers, never through Python -------------------------------
-export const READ_BYTES = 16 << 20;  // one Range request reads at most this much
-const READ_GAP = 256 << 10;          // neighbouring pieces this close share one request
-const IN_FLIGHT = 3;                 // requests fetched concurrently
-
-function piecesOf(plan) {
-  const out = [];
-  for (const p of plan) {
-    const q = Array.isArray(p) ? { buffer: p[0], dst: p[1], url: p[2], start: p[3], length: p[4] } : p;
-    const buffer = get(buffers, q.buffer, "buffer");
-    const dst = Number(q.dst), start = Number(q.start), length = Number(q.length);
-    if (!(length >= 0) || dst < 0 || dst + length > buffer.size) {
-      throw gpuError(`loadWeights: piece of ${length} bytes at ${dst} does not fit buffer ${buffer.label || q.buffer} (${buffer.size} bytes)`);
-    }
-    if (length > 0) out.push({ id: q.buffer, buffer, dst, url: String(q.url), start, length });
-  }
-  return out;
-}
-
-// Requests: per file, pieces by start; small neighbours merge into one read of up to READ_BYTES;
-// a larger piece is read in READ_BYTES steps (piece-relative, so aligned pieces stay aligned).
-function planReads(pieces) {
-  const byUrl = new Map();
-  for (const p of pieces) {
-    if (!byUrl.has(p.url)) byUrl.set(p.url, []);
-    byUrl.get(p.url).push(p);
-  }
-  const reads = [];
-  for (const [url, list] of byUrl) {
-    list.sort((a, b) => a.start - b.start);
-    let cur = null;
-    for (const p of list) {
-      const end = p.start + p.length;
-      if (p.length > READ_BYTES) {
-        cur = null;
-        for (let o = 0; o < p.length; o += READ_BYTES) {
-          const len = Math.min(READ_BYTES, p.length - o);
-          reads.push({ url, start: p.start + o, end: p.start + o + len, parts: [{ p, from: o, len }] });
-        }
-        continue;
-      }
-      if (cur && p.start - cur.end <= READ_GAP && Math.max(end, cur.end) - cur.start <= READ_BYTES) {
-        cur.end = Math.max(cur.end, end);
-        cur.parts.push({ p, from: 0, len: p.length });
-      } else {
-        cur = { url, start: p.start, end, parts: [{ p, from: 0, len: p.length }] };
-        reads.push(cur);
-      }
-    }
-  }
-  return reads;
-}
-
-async function fetchRange(url, start, end) {
-  const res = await fetch(url, { headers: { Range: `bytes=${start}-${end - 1}` } });
-  if (!res.ok) throw gpuError(`loadWeights: ${url}: HTTP ${res.status} for bytes ${start}-${end - 1}`);
-  const body = new Uint8Array(await res.arrayBuffer());
-  if (res.status !== 206 && !(start === 0 && body.byteLength === end)) {
-    throw gpuError(`loadWeights: ${url}: the server ignored the Range request (HTTP ${res.status})`);
-  }
-  if (body.byteLength !== end - start) {
-    throw gpuError(`loadWeights: ${url}: got ${body.byteLength} bytes for bytes ${start}-${end - 1} (file truncated?)`);
-  }
-  return body;
-}
-
-// Writes `len` bytes of `src` (from `at`) to `dst` in buffer `b`: the 4-byte-aligned middle
-// straight to the GPU; bytes of words the piece covers only in part are assembled in JS (`words`,
-// per buffer) and written once all pieces landed. Bytes of such a word that no piece covers
-// become 0 (as in a fresh buffer).
-function place(b, dst, src, at, len, words) {
-  const a = Math.min(dst + len, Math.ceil(dst / 4) * 4);
-  const z = Math.max(a, Math.floor((dst + len) / 4) * 4);
-  if (z > a) device.queue.writeBuffer(b.buffer, a, src, at + (a - dst), z - a);
-  const patch = (from, to) => {
-    for (let x = from; x < to; x++) {
-      const w = x & ~3;
-      let word = words.get(b.id)?.get(w);
-      if (!word) {
-        if (!words.has(b.id)) words.set(b.id, new Map());
-        word = new Uint8Array(4);
-        words.get(b.id).set(w, word);
-      }
-      word[x - w] = src[at + (x - dst)];
-    }
-  };
-  patch(dst, a);
-  patch(z, dst + len);
-}
-
-function flushWords(words) {
-  for (const [bid, map] of words) {
-    const buffer = buffers.get(bid);
-    const offsets = [...map.keys()].sort((x, y) => x - y);
-    for (let i = 0; i < offsets.length;) {
-      let j = i;
-      while (j + 1 < offsets.length && offsets[j + 1] === offsets[j] + 4) j++;
-      const run = new Uint8Array((j - i + 1) * 4);
-      for (let k = i; k <= j; k++) run.set(map.get(offsets[k]), (k - i) * 4);
-      device.queue.writeBuffer(buffer, offsets[i], run);
-      i = j + 1;
-    }
-  }
-}
-
-export async function loadWeights(plan, onProgress) {
-  check();
-  const t0 = performance.now();
-  const pieces = piecesOf(plan);
-  const reads = planReads(pieces);
-  const total = pieces.reduce((s, p) => s + p.length, 0);
-  const words = new Map();  // buffer id -> Map(word offset -> 4 bytes)
-  let done = 0, next = 0;
-  const inflight = [];
-  const start = () => {
-    const r = reads[next++];
-    inflight.push(fetchRange(r.url, r.start, r.end).then((body) => ({ r, body })));
-  };
-  try {
-    while (next < reads.length && inflight.length < IN_FLIGHT) start();
-    while (inflight.length) {
-      const { r, body } = await inflight.shift();
-      if (next < reads.length) start();
-      check();
-      for (const { p, from, len } of r.parts) {
-        place({ id: p.id, buffer: p.buffer }, p.dst + from, body, p.start + from - r.start, len, words);
-        done += len;
-      }
-      if (onProgress) onProgress(done, total);
-    }
-  } catch (e) {
-    await Promise.allSettled(inflight);  // no stray rejections from requests still under way
-    throw e.name === "GpuError" ? e : gpuError(`loadWeights: ${describe(e)}`);
-  }
-  flushWords(words);
-  check();
-  return { bytes: total, reads: reads.length, ms: performance.now() - t0 };
 }

@@ -1,0 +1,115 @@
+// The worker's one GPU device and what hangs off it: the id tables (Python holds the ids), the
+// readback staging pool and the error bookkeeping. A module of its own so that gpu.js (the API
+// Python calls) and weights.js (the weight loader) share this state without showing it to Python:
+// worker.js registers only gpu.js's exports (requestDevice re-exported) as "wisp_gpu".
+//
+// `device` and `lost` are live bindings: importers see requestDevice's updates but cannot assign
+// them, and the arrays are emptied in place (never reassigned) because importers hold them.
+
+// Limits the engine reads (py_engine/gpu/device.py: Limits) and asks for with limits: "adapter".
+const LIMIT_KEYS = [
+  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+  "maxComputeInvocationsPerWorkgroup", "maxStorageBuffersPerShaderStage",
+  "maxComputeWorkgroupsPerDimension", "minStorageBufferOffsetAlignment",
+  "minUniformBufferOffsetAlignment", "maxUniformBufferBindingSize", "maxBindGroups",
+  "maxComputeWorkgroupSizeX", "maxComputeWorkgroupSizeY", "maxComputeWorkgroupSizeZ",
+];
+const REQUEST_LIMIT_KEYS = LIMIT_KEYS.slice(0, 6);  // the maxima; alignments stay at their defaults
+
+let adapter = null;
+export let device = null;
+export let lost = null;      // GPUDeviceLostInfo once the device is gone
+const errors = [];           // uncaptured errors not yet thrown
+export const pending = [];   // promises prepare() awaits: each resolves to an error message or null
+let nextId = 1;
+export const buffers = new Map();  // id -> GPUBuffer
+export const kernels = new Map();  // id -> {label, layout, pipeline (null while compiling), code}
+export const bindGroups = new Map();
+export const layouts = new Map();  // "uniform,read,rw" -> {bgl, pipelineLayout}
+export const staging = [];         // free MAP_READ buffers for readBuffer
+
+export function gpuError(message, name = "GpuError") {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+export function check() {
+  if (lost) throw gpuError(`GPU device lost (${lost.reason}): ${lost.message}`);
+  if (!device) throw gpuError("no GPU device: call requestDevice first");
+  if (errors.length) {
+    const first = errors[0];
+    const more = errors.length > 1 ? ` (and ${errors.length - 1} more GPU errors)` : "";
+    errors.length = 0;
+    throw gpuError(first + more);
+  }
+}
+
+export function describe(err) {
+  return `${err.constructor?.name || "GPUError"}: ${err.message}`;
+}
+
+export function id(table, object) {
+  const i = nextId++;
+  table.set(i, object);
+  return i;
+}
+
+export function get(table, i, what) {
+  const o = table.get(i);
+  if (o === undefined) throw gpuError(`unknown ${what} id ${i}`);
+  return o;
+}
+
+// Scoped validation / OOM errors of a synchronous call land in `pending` (surfaced by prepare).
+export function scoped(what, fn) {
+  device.pushErrorScope("out-of-memory");
+  device.pushErrorScope("validation");
+  try {
+    return fn();
+  } finally {
+    const v = device.popErrorScope();
+    const m = device.popErrorScope();
+    pending.push(Promise.all([v, m]).then(([a, b]) => {
+      const e = a || b;
+      return e ? `${what}: ${describe(e)}` : null;
+    }));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+export async function requestDevice(options = {}) {
+  const allowF16 = options.allowF16 ?? true;
+  const limitsMode = options.limits ?? "default";
+  if (!globalThis.navigator?.gpu) throw gpuError("this browser has no WebGPU (navigator.gpu is missing)", "NoWebGPU");
+  adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) throw gpuError("navigator.gpu.requestAdapter() returned no adapter (WebGPU disabled or unsupported GPU)", "NoWebGPU");
+  const features = [];
+  const f16 = allowF16 && adapter.features.has("shader-f16");
+  if (f16) features.push("shader-f16");
+  // WebGPU's default limits (what every browser grants) unless asked for the adapter's maxima.
+  const requiredLimits = {};
+  if (limitsMode === "adapter") for (const k of REQUEST_LIMIT_KEYS) requiredLimits[k] = adapter.limits[k];
+  if (device) device.destroy();  // one device per worker: a new one frees the previous one's buffers
+  device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
+  lost = null;
+  errors.length = 0;
+  pending.length = 0;
+  buffers.clear(); kernels.clear(); bindGroups.clear(); layouts.clear(); staging.length = 0;
+  const current = device;
+  device.lost.then((info) => { if (device === current) lost = info; });
+  device.addEventListener("uncapturederror", (ev) => { if (device === current) errors.push(describe(ev.error)); });
+  const info = adapter.info || {};
+  const limits = {};
+  for (const k of LIMIT_KEYS) limits[k] = device.limits[k];
+  return {
+    name: info.device || info.description || info.vendor || "WebGPU adapter",
+    vendor: info.vendor || "", architecture: info.architecture || "", description: info.description || "",
+    isFallbackAdapter: !!(adapter.isFallbackAdapter ?? info.isFallbackAdapter),
+    features: [...device.features].sort(),
+    adapterFeatures: [...adapter.features].sort(),
+    shaderF16: f16,
+    subgroups: false,  // not requested: the kernels use the f32 / shared-memory path (as on the desktop)
+    limits,
+  };
+}
