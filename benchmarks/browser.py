@@ -34,7 +34,8 @@ MEASURE = """async ({modelId, warmIds, ids, newTokens}) => {
   const loaded = await client.load(modelRef(model), {context: ids.length + newTokens + 8});
   const loadMs = performance.now() - start;
   const run = async (prompt) => {
-    const generation = client.generate({ids: prompt, sampling: {temperature: 0, max_new_tokens: newTokens}});
+    const generation = client.generate({ids: prompt, ignoreEos: true,
+                                        sampling: {temperature: 0, max_new_tokens: newTokens}});
     for await (const _ of generation) {}
     return await generation.done;
   };

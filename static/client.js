@@ -150,13 +150,14 @@ export class WispClient extends EventTarget {
 
   /** Start a generation: {messages:[{role, content}]}, {prompt} or {ids} (token ids, for models without
    *  a tokenizer), plus sampling. Returns a Generation. */
-  generate({ messages = null, prompt = null, ids = null, sampling = {} } = {}, { onToken = null } = {}) {
+  generate({ messages = null, prompt = null, ids = null, sampling = {}, ignoreEos = false } = {}, { onToken = null } = {}) {
     if (!this.worker) throw new WispError("internal", "No model is loaded.");
     const id = `gen-${nextId++}`;
     const gen = new Generation(this, id);
     gen.onToken = onToken;
     const msg = { type: "generate", id, sampling };
     if (messages) msg.messages = messages; else if (ids) msg.ids = ids; else msg.prompt = prompt ?? "";
+    if (ignoreEos) msg.ignore_eos = true;  // benchmarks: always max_new_tokens
     this._pending.set(id, { kind: "generate", gen });
     this._post(msg);
     return gen;

@@ -139,12 +139,13 @@ async def generate(message: dict) -> None:
     stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
     tokens, times, stop = [], [], "length"
     start = time.perf_counter()
-    answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, _state["stop_ids"])
+    stop_ids = () if message.get("ignore_eos") else _state["stop_ids"]  # benchmarks decode a fixed count
+    answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, stop_ids)
     try:
         async for token in answer:
             tokens.append(token)
             times.append(time.perf_counter())
-            if token in _state["stop_ids"]:
+            if token in stop_ids:
                 stop = "eos"
                 break
             emit({"type": "token", "id": request, "text": stream.push(token) if stream else "", "token_id": token,
