@@ -8,6 +8,8 @@ can reach any other file.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,23 +35,45 @@ class ServedModel:
     description: str = ""
     default: bool = False
     files: dict[str, Path] = field(default_factory=dict)
+    sha256: dict[str, str] = field(default_factory=dict)  # file -> the catalog's hash
 
     def to_json(self) -> dict:
-        sizes = {}
+        sizes, hashes = {}, {}
         for rel, path in self.files.items():
             try:
-                sizes[rel] = path.stat().st_size
+                stat = path.stat()
             except OSError:  # deleted since the start: not offered
                 continue
-        out = {"id": self.id, "name": self.name, "kind": self.kind, "files": sizes, "default": self.default}
+            sizes[rel] = stat.st_size
+            hashes[rel] = file_hash(path, stat, self.sha256.get(rel))
+        out = {"id": self.id, "name": self.name, "kind": self.kind, "files": sizes, "hashes": hashes,
+               "default": self.default}
         if self.description:
             out["description"] = self.description
         return out
 
 
-def gguf_model(model_id: str, path: Path, description: str = "") -> ServedModel:
+def file_hash(path: Path, stat, catalog_sha256: str | None = None) -> dict:
+    """What the browser's weight store checks a downloaded file against: {"sha256": hex} when it is
+    known without reading the file (the catalog, or the model cache's .sha256 sidecar while it still
+    matches the file's size and mtime), else {"etag": ...}, the very ETag the file server sends
+    (Starlette's FileResponse: md5 of "<mtime>-<size>"), so a changed file is noticed."""
+    if catalog_sha256:
+        return {"sha256": catalog_sha256}
+    try:
+        record = json.loads(path.with_name(path.name + ".sha256").read_text())
+        if (isinstance(record, dict) and record.get("size") == stat.st_size
+                and record.get("mtime_ns") == stat.st_mtime_ns and re.fullmatch(r"[0-9a-f]{64}", record.get("sha256", ""))):
+            return {"sha256": record["sha256"]}
+    except (OSError, ValueError):
+        pass
+    base = f"{stat.st_mtime}-{stat.st_size}"
+    return {"etag": f'"{hashlib.md5(base.encode(), usedforsecurity=False).hexdigest()}"'}
+
+
+def gguf_model(model_id: str, path: Path, description: str = "", sha256: str | None = None) -> ServedModel:
     return ServedModel(model_id, path.name.removesuffix(".gguf"), "gguf", path, description,
-                       files={path.name: path})
+                       files={path.name: path}, sha256={path.name: sha256} if sha256 else {})
 
 
 def hf_model(model_id: str, path: Path) -> ServedModel:
@@ -100,7 +124,7 @@ class ModelRegistry:
 
     def _catalog(self, name: str) -> ServedModel | None:
         path = cached_path(name, self.cache_dir)
-        return None if path is None else gguf_model(name, path, MODELS[name].description)
+        return None if path is None else gguf_model(name, path, MODELS[name].description, MODELS[name].sha256)
 
     def models(self) -> list[ServedModel]:
         """Exactly one default when anything is listed: the first model named on the command

@@ -106,6 +106,31 @@ def test_api_models(server):
     assert gguf["files"] == {MODELS[DEFAULT_MODEL].filename: MODELS[DEFAULT_MODEL].size}
 
 
+def test_api_models_hashes(server):
+    """The browser's store checks each file against these: the catalog's sha256, else the very
+    ETag the file server sends for it."""
+    models = {m["id"]: m for m in json.loads(request(server["port"], "/api/models")[2])}
+    gguf = models[DEFAULT_MODEL]
+    assert gguf["hashes"] == {MODELS[DEFAULT_MODEL].filename: {"sha256": MODELS[DEFAULT_MODEL].sha256}}
+    hf = models["llama-f32"]
+    assert set(hf["hashes"]) == set(hf["files"])
+    for name, entry in hf["hashes"].items():
+        assert request(server["port"], f"/models/llama-f32/{name}")[1]["etag"] == entry["etag"]
+
+
+def test_sidecar_sha256_is_a_files_hash(tmp_path):
+    from app.models import file_hash
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF1234")
+    digest = hashlib.sha256(b"GGUF1234").hexdigest()
+    st = path.stat()
+    (tmp_path / "m.gguf.sha256").write_text(json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    assert file_hash(path, st) == {"sha256": digest}
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # changed since: the sidecar is stale
+    assert "etag" in file_hash(path, path.stat())
+
+
 def test_registry_defaults_and_ids(tmp_path):
     cache = tmp_path / "cache"
     fake_cached_model(cache)
