@@ -5,11 +5,12 @@
 import { WispClient, fetchModels, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
 import { fmtMs, fmtSize } from "./format.js";
-import { resetProgress, onProgress } from "./progress.js";
+import { resetProgress, onProgress, stopProgress } from "./progress.js";
 import { renderGpu } from "./gpu_panel.js";
 import { showError, hideError } from "./error_banner.js";
 import { addUserMessage, addAssistantMessage, scrollToBottom, statsLine } from "./messages.js";
 import { fillSettings, onSettingsInput, requestSampling, resetSettings, toggleSettings } from "./settings.js";
+import { initStorage, refreshStore, storedState, toggleStorage, storageOpen } from "./storage.js";
 
 const LOAD_OPTIONS = { context: 2048, f32: false };
 const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `done` (a slow GPU finishes its step first)
@@ -29,6 +30,7 @@ const state = {
   gen: null,            // the running Generation
   client: null,
   noGpu: false,
+  loadingId: null,      // the model being loaded (the Storage panel won't delete it meanwhile)
 };
 
 // ---------- view state ----------
@@ -94,7 +96,7 @@ function client() {
     renderGpu(null);
     setPhase("idle");
   });
-  c.addEventListener("error", (ev) => showError(ev.detail.kind, ev.detail.message));
+  c.addEventListener("error", (ev) => showError(ev.detail.kind, ev.detail.message, { openStorage }));
   state.client = c;
   return c;
 }
@@ -110,10 +112,10 @@ async function loadSelected() {
   state.loadedEvent = null;
   renderGpu(null);
   resetProgress(model);
+  state.loadingId = model.id;
   setPhase("loading");
   ui.progress.scrollIntoView({ block: "nearest" });
   const t0 = performance.now();
-  const tick = setInterval(() => { ui.progressElapsed.textContent = `${Math.floor((performance.now() - t0) / 1000)} s`; }, 500);
   try {
     const loaded = await c.load(model, LOAD_OPTIONS, { onProgress });
     state.loaded = model;
@@ -125,13 +127,23 @@ async function loadSelected() {
     ui.prompt.focus();
   } catch (err) {
     if (err.kind !== "crash") {
-      showError(err.kind === "no-webgpu" ? "no-webgpu" : err.kind === "internal" ? "internal" : "load", err.message);
+      const kind = ["no-webgpu", "internal", "quota"].includes(err.kind) ? err.kind : "load";
+      showError(kind, err.message, { openStorage });
       if (err.kind === "no-webgpu") showNoWebGPU("no-adapter");
       setPhase("idle");
     }
   } finally {
-    clearInterval(tick);
+    stopProgress();
+    state.loadingId = null;
+    if (state.client) refreshStore(); // the model is stored now (or partly: a failed load resumes later)
   }
+}
+
+function openStorage() {
+  toggleSettings(false);
+  ui.gpuPanel.open = false;
+  toggleStorage(true);
+  $("storage-button").focus();
 }
 
 function showReady(model, loadMs) {
@@ -247,7 +259,15 @@ async function init() {
   ui.settingsForm.addEventListener("input", onSettingsInput);
   ui.settingsForm.addEventListener("submit", (ev) => { ev.preventDefault(); toggleSettings(false); });
   ui.settingsReset.addEventListener("click", resetSettings);
-  ui.gpuPanel.addEventListener("toggle", () => { if (ui.gpuPanel.open) toggleSettings(false); });
+  ui.gpuPanel.addEventListener("toggle", () => { if (ui.gpuPanel.open) { toggleSettings(false); toggleStorage(false); } });
+  ui.settingsButton.addEventListener("click", () => { if (!ui.settings.hidden) toggleStorage(false); });
+  initStorage({
+    client, models: () => state.models, busyId: () => state.loadingId,
+    onChange: () => { fillPicker(); updateWelcome(); },
+  });
+  $("storage-button").addEventListener("click", () => {
+    if (storageOpen()) { toggleSettings(false); ui.gpuPanel.open = false; }
+  });
   document.addEventListener("keydown", (ev) => {
     if (ev.key !== "Escape") return;
     if (!ui.settings.hidden) { toggleSettings(false); ui.settingsButton.focus(); }
@@ -267,22 +287,36 @@ async function init() {
     showError("models", err.message);
     return;
   }
-  ui.select.replaceChildren(...state.models.map((m) => {
-    const o = new Option(`${m.name} · ${fmtSize(m.size)}`, m.id);
-    if (m.description) o.title = m.description;
-    o.selected = !!m.default;
-    return o;
-  }));
+  fillPicker();
   if (!state.models.some((m) => m.default) && state.models.length) ui.select.value = state.models[0].id;
   if (!state.models.length) ui.select.replaceChildren(new Option("No models on this server"));
   updateWelcome();
   render();
   document.body.dataset.models = "ready";
+  if (!state.noGpu && state.models.length) refreshStore(); // marks the stored models (and starts the worker early)
+}
+
+// The picker: every model with its size; stored ones are marked "on this device".
+function fillPicker() {
+  if (!state.models.length) return;
+  const current = ui.select.value;
+  const keep = state.models.some((m) => m.id === current);
+  ui.select.replaceChildren(...state.models.map((m) => {
+    const stored = storedState(m.id);
+    const mark = stored === "complete" ? " · on this device" : stored === "partial" ? " · partly on this device" : "";
+    const o = new Option(`${m.name} · ${fmtSize(m.size)}${mark}`, m.id);
+    o.dataset.stored = stored || "";
+    if (m.description) o.title = m.description;
+    o.selected = keep ? m.id === current : !!m.default;
+    return o;
+  }));
 }
 
 function updateWelcome() {
   const m = selectedModel();
-  ui.welcomeSize.textContent = !m ? "" : m.description ? `${m.description}.` : `${m.name}: ${fmtSize(m.size)} of weights.`;
+  const about = !m ? "" : m.description ? `${m.description}.` : `${m.name}: ${fmtSize(m.size)} of weights.`;
+  const stored = m && storedState(m.id) === "complete" ? " Stored on this device: it loads without downloading." : "";
+  ui.welcomeSize.textContent = about + stored;
 }
 
 init();

@@ -117,7 +117,7 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;   // the `booted` event, once seen
     this.loaded = null;   // the `loaded` event of the current model
-    this._pending = new Map(); // id → {kind: "load"|"generate", resolve, reject, onProgress, gen}
+    this._pending = new Map(); // id → {kind: "load"|"generate"|"store", resolve, reject, onProgress, gen}
   }
 
   get started() { return this.worker !== null; }
@@ -185,6 +185,28 @@ export class WispClient extends EventTarget {
     this._rejectAll(new WispError("terminated", reason));
   }
 
+  // ---------- the weight store (issue 5; protocol in the design: store_list / store_remove / store_persist,
+  // each answered by a `store` event {id, models:[{model, files:[{name, size, written, complete}], bytes}],
+  // usage, quota, persisted}) ----------
+
+  /** The models stored on this device; resolves with the `store` event. Starts the worker. */
+  storeList() { return this._storeRequest({ type: "store_list" }); }
+
+  /** Delete one model's files from the store (by id); resolves with the updated `store` event. */
+  storeRemove(modelId) { return this._storeRequest({ type: "store_remove", model: modelId }); }
+
+  /** Ask the worker to report persistence (the page itself calls navigator.storage.persist()). */
+  storePersist() { return this._storeRequest({ type: "store_persist" }); }
+
+  _storeRequest(msg) {
+    this.start();
+    const id = `store-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "store", resolve, reject });
+      this._post({ ...msg, id });
+    });
+  }
+
   _post(msg) { if (this.worker) this.worker.postMessage(msg); }
 
   _emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
@@ -218,6 +240,9 @@ export class WispClient extends EventTarget {
       case "loaded":
         this.loaded = msg;
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
+        break;
+      case "store":
+        if (p && p.kind === "store") { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "token": if (p && p.gen) p.gen._token(msg); break;
       case "done":

@@ -1,26 +1,93 @@
-// The loading card: the boot → fetch → upload → compile stepper, the progress bar and the line
-// that narrates what the worker is doing (its `progress` events).
+// The loading card: the stepper (boot → store → download → verify → upload → compile), the progress
+// bar and the line that narrates what the worker is doing (its `progress` events). It is never silent:
+// when no progress event arrives for STALL_MS, the line says what the load is waiting for, with a timer.
 import { ui } from "./ui.js";
-import { fmtProgressBytes } from "./format.js";
+import { fmtProgressBytes, fmtSpeed, fmtEta } from "./format.js";
 
-const PHASES = ["boot", "fetch", "upload", "compile"];
+export const PHASES = ["boot", "store", "download", "verify", "upload", "compile"];
+const ALIASES = { fetch: "download" }; // the worker's name for downloads before issue 5
+export const STALL_MS = 3000;
 
-function narrate({ phase, done = 0, total = 0 }) {
-  switch (phase) {
+// What each phase waits on, for the stall line ("Waiting for … · 5 s").
+const WAITING_FOR = {
+  boot: "Python to start (the first visit downloads it)",
+  store: "this device’s storage to answer",
+  download: "the server to send more weights",
+  verify: "the checksum of the stored weights",
+  upload: "the GPU to take the weights",
+  compile: "the GPU driver to compile the kernels",
+};
+
+const phaseOf = (p) => ALIASES[p] || p;
+
+export function narrate(p) {
+  const { done = 0, total = 0 } = p;
+  switch (phaseOf(p.phase)) {
     case "boot": return "Starting Python…";
-    case "fetch": return total ? `Downloading weights… ${fmtProgressBytes(done, total)}` : "Downloading weights…";
-    case "upload": return total ? `Uploading weights to the GPU… ${fmtProgressBytes(done, total)}` : "Uploading weights to the GPU…";
+    case "store": return "Checking this device for the model…";
+    case "download": {
+      if (!total) return "Downloading weights…";
+      const parts = [`Downloading weights… ${fmtProgressBytes(done, total)}`];
+      if (p.bytes_per_s > 0) parts.push(fmtSpeed(p.bytes_per_s));
+      if (p.eta_s != null && Number.isFinite(p.eta_s) && done < total) parts.push(fmtEta(p.eta_s));
+      return parts.join(" · ");
+    }
+    case "verify": return total ? `Verifying… ${Math.floor((100 * done) / total)} %` : "Verifying…";
+    case "upload": return total ? `Uploading to the GPU… ${fmtProgressBytes(done, total)}` : "Uploading to the GPU…";
     case "compile": return total ? `Compiling kernels… ${done} / ${total}` : "Compiling kernels…";
-    default: return `${String(phase).charAt(0).toUpperCase()}${String(phase).slice(1)}…`;
+    default: return `${String(p.phase).charAt(0).toUpperCase()}${String(p.phase).slice(1)}…`;
   }
 }
 
+export function stallText(phase, seconds) {
+  const what = WAITING_FOR[phaseOf(phase)] || "the engine";
+  return `Waiting for ${what}… no progress for ${seconds} s`;
+}
+
+const run = { t0: 0, lastAt: 0, last: { phase: "boot" }, text: "", seen: new Set(), timer: null, speed: null };
+
+/** Show the card for a new load and start its clocks (elapsed, stall watch). */
 export function resetProgress(model) {
+  stopProgress();
   ui.progressModel.textContent = model.name;
   ui.progressElapsed.textContent = "0 s";
-  for (const li of ui.progress.querySelectorAll("[data-phase]")) li.className = li.dataset.phase === "boot" ? "active" : "";
+  run.t0 = run.lastAt = performance.now();
+  run.last = { phase: "boot" };
+  run.seen = new Set(["boot"]);
+  run.speed = null;
+  setSteps("boot");
   setBar(null);
-  ui.progressLabel.textContent = narrate({ phase: "boot" });
+  setLabel(narrate(run.last), false);
+  run.timer = setInterval(tick, 250);
+}
+
+/** Stop the clocks (the load finished or failed). */
+export function stopProgress() {
+  if (run.timer) clearInterval(run.timer);
+  run.timer = null;
+}
+
+function tick() {
+  const now = performance.now();
+  ui.progressElapsed.textContent = `${Math.floor((now - run.t0) / 1000)} s`;
+  const quiet = now - run.lastAt;
+  if (quiet >= STALL_MS) setLabel(stallText(run.last.phase, Math.floor(quiet / 1000)), true);
+}
+
+function setLabel(text, stalled) {
+  if (ui.progressLabel.textContent !== text) ui.progressLabel.textContent = text;
+  ui.progress.classList.toggle("is-stalled", stalled);
+  if (stalled) ui.progressLabel.dataset.stalled = ""; else delete ui.progressLabel.dataset.stalled;
+}
+
+function setSteps(phase) {
+  const at = PHASES.indexOf(phase);
+  if (at < 0) return;
+  for (const li of ui.progress.querySelectorAll("[data-phase]")) {
+    const i = PHASES.indexOf(li.dataset.phase);
+    // a step the load passed without an event of its own (a stored model needs no download) is "skipped"
+    li.className = i < at ? (run.seen.has(li.dataset.phase) ? "done" : "skipped") : i === at ? "active" : "";
+  }
 }
 
 function setBar(fraction) {
@@ -35,12 +102,28 @@ function setBar(fraction) {
   }
 }
 
+// Speed and time left for downloads whose events do not carry them (a worker from before issue 5):
+// measured over the last few seconds of events.
+function withSpeed(p, now) {
+  if (phaseOf(p.phase) !== "download" || !p.total || p.bytes_per_s != null) return p;
+  const s = run.speed;
+  if (!s || p.done < s.done) { run.speed = { at: now, done: p.done, samples: [[now, p.done]] }; return p; }
+  s.samples.push([now, p.done]);
+  while (s.samples.length > 2 && now - s.samples[0][0] > 5000) s.samples.shift();
+  const [t0, d0] = s.samples[0];
+  const dt = (now - t0) / 1000;
+  if (dt < 0.5 || p.done <= d0) return p;
+  const bps = (p.done - d0) / dt;
+  return { ...p, bytes_per_s: bps, eta_s: (p.total - p.done) / bps };
+}
+
 export function onProgress(p) {
-  const at = PHASES.indexOf(p.phase);
-  for (const li of ui.progress.querySelectorAll("[data-phase]")) {
-    const i = PHASES.indexOf(li.dataset.phase);
-    li.className = at < 0 ? li.className : i < at ? "done" : i === at ? "active" : "";
-  }
+  const now = performance.now();
+  const phase = phaseOf(p.phase);
+  run.lastAt = now;
+  run.last = p;
+  run.seen.add(phase);
+  setSteps(phase);
   setBar(p.total > 0 ? p.done / p.total : null);
-  ui.progressLabel.textContent = narrate(p);
+  setLabel(narrate(withSpeed(p, now)), false);
 }

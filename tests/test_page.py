@@ -169,9 +169,11 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
 
     log = page.evaluate("window.__progressLog")
     assert "Starting Python…" in log
-    assert any(re.fullmatch(r"Downloading weights… \d+ / 98 MB", t) for t in log), log
-    assert "Downloading weights… 49 / 98 MB" in log
-    assert any(t.startswith("Uploading weights to the GPU…") for t in log), log
+    assert "Checking this device for the model…" in log
+    assert any(re.fullmatch(r"Downloading weights… \d+ / 98 MB · 12\.3 MB/s · \d+ s left", t) for t in log), log
+    assert "Downloading weights… 49 / 98 MB · 12.3 MB/s · 4 s left" in log
+    assert "Verifying… 50 %" in log
+    assert "Uploading to the GPU… 49 / 98 MB" in log
     assert "Compiling kernels… 6 / 12" in log
     expect(tid(page, "progress")).to_be_hidden()
     expect(tid(page, "load-button")).to_have_text("Loaded")
@@ -362,7 +364,7 @@ def test_client_module(page, base_url):
                  error };
     }""")
     assert result["size"] == 98_000_000
-    assert result["phases"] == ["boot", "fetch", "upload", "compile"]
+    assert result["phases"] == ["boot", "store", "download", "verify", "upload", "compile"]
     assert result["adapter"].startswith("SwiftShader")
     assert result["text"].startswith("Answer 0 (0 messages, temperature 0):") and result["same"]
     assert result["stop"] == "eos" and result["tokens"] == 19

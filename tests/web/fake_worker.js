@@ -4,7 +4,13 @@
 // Special prompts: containing "trigger error" → an `error` event (kind "generate");
 // "trigger crash" → an uncaught exception in the worker (the page sees worker.onerror);
 // containing "long" → a 400-word answer (to Stop it); containing "code" → a Markdown answer with a list
-// and a fenced code block. A model with id "broken-model" fails to load.
+// and a fenced code block. A model with id "broken-model" fails to load; "huge-model" fails with an error
+// of kind "quota" (the store has no room); "slow-model" stalls 4 s mid-download (no progress events).
+//
+// The weight store (issue 5) is an in-memory map, seeded with a complete "tiny-stored" model and a partly
+// downloaded qwen2.5-coder; a load stores its model. store_list / store_remove / store_persist answer
+// with a `store` event. Loads narrate boot → store → download {bytes_per_s, eta_s} → verify → upload →
+// compile; a model already stored skips download and verify.
 // Each answer starts "Answer <turn> (<n> messages, temperature <t>):" so tests can check what was sent.
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -46,6 +52,18 @@ print(greet("WebGPU"))
 That prints one line.`;
 
 let loaded = null;
+const QUOTA = 10_000_000_000;
+const stored = new Map([
+  ["tiny-stored", { model: { id: "tiny-stored", name: "Tiny Stored", kind: "gguf" },
+    files: [{ name: "tiny.gguf", size: 60_000_000, written: 60_000_000, complete: true }] }],
+  ["qwen2.5-coder-0.5b-instruct", { model: { id: "qwen2.5-coder-0.5b-instruct", name: "Qwen2.5-Coder 0.5B Instruct", kind: "gguf" },
+    files: [{ name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size: 491_400_032, written: 200_000_000, complete: false }] }],
+]);
+const storeBytes = (e) => e.files.reduce((a, f) => a + f.written, 0);
+function storeEvent(id) {
+  const models = [...stored.values()].map((e) => ({ ...e, bytes: storeBytes(e) }));
+  return { type: "store", id, models, usage: models.reduce((a, e) => a + e.bytes, 0), quota: QUOTA, persisted: false };
+}
 
 // Like the real worker: Python boots as soon as the worker starts; its progress has id null.
 async function boot() {
@@ -69,6 +87,8 @@ function dispatch(msg) {
     case "generate": generate(msg); break;
     case "cancel": { const run = running.get(msg.id); if (run) run.cancelled = true; break; }
     case "unload": loaded = null; break;
+    case "store_list": case "store_persist": post(storeEvent(msg.id)); break;
+    case "store_remove": stored.delete(msg.model); post(storeEvent(msg.id)); break;
     default: post({ type: "error", id: msg.id ?? null, kind: "internal", message: `unknown message type ${msg.type}` });
   }
 }
@@ -85,9 +105,23 @@ async function load({ id, model, options }) {
     return;
   }
   const total = Object.values(model.files).reduce((a, b) => a + b, 0);
-  for (let i = 0; i <= 8; i++) {
-    post({ type: "progress", id, phase: "fetch", done: Math.round((total * i) / 8), total });
-    await sleep(40);
+  post({ type: "progress", id, phase: "store" });
+  await sleep(40);
+  const entry = stored.get(model.id);
+  const have = entry ? storeBytes(entry) : 0;
+  if (model.id === "huge-model") {
+    post({ type: "error", id, kind: "quota", message: `Not enough storage for ${model.name}: needs 4200 MB, 812 MB available` });
+    return;
+  }
+  if (have < total) {
+    const speed = 12_300_000; // bytes/s, as the real worker measures it
+    for (let i = 0; i <= 8; i++) {
+      const done = have + Math.round(((total - have) * i) / 8);
+      post({ type: "progress", id, phase: "download", done, total, bytes_per_s: speed, eta_s: (total - done) / speed });
+      await sleep(40);
+      if (model.id === "slow-model" && i === 4) await sleep(4200); // the network stalls
+    }
+    for (let i = 0; i <= 4; i++) { post({ type: "progress", id, phase: "verify", done: (total * i) / 4, total }); await sleep(20); }
   }
   if (model.id === "broken-model") {
     post({ type: "error", id, kind: "load", message: "sha256 mismatch for broken.gguf (fake)" });
@@ -95,6 +129,8 @@ async function load({ id, model, options }) {
   }
   for (let i = 0; i <= 4; i++) { post({ type: "progress", id, phase: "upload", done: Math.round((total * i) / 4), total }); await sleep(30); }
   for (let i = 0; i <= 12; i++) { post({ type: "progress", id, phase: "compile", done: i, total: 12 }); await sleep(15); }
+  stored.set(model.id, { model: { id: model.id, name: model.name, kind: model.kind },
+    files: Object.entries(model.files).map(([name, size]) => ({ name, size, written: size, complete: true })) });
   loaded = model;
   post({ type: "loaded", id, model: model.id, adapter: ADAPTER, load_ms: performance.now() - t0 });
 }
