@@ -7,11 +7,19 @@ happens in the browser (Pyodide + WebGPU in a module worker).
 /pyodide/*             build/web/pyodide/        (Pyodide's core, tools/build_web.py)
 /wheels/*              build/web/wheels/
 /wisp-lock.json        build/web/wisp-lock.json
+/manifest.webmanifest  static/manifest.webmanifest    (application/manifest+json)
+/sw.js                 static/sw.js, the app shell's version written into it (scope "/"; no-cache)
+/version.json          {"version", "files"}: the app shell the service worker precaches (tools/build_web.py
+                       writes it into build/web; served as computed from the files now, so never stale)
 /api/models            JSON list of models (app/models.py)
 /models/<id>/<file>    the listed files of one model, with Range requests
 """
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import threading
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -23,6 +31,51 @@ from .files import file_response, not_found, safe_path
 from .models import ModelRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
+NO_CACHE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+
+def _build_web():
+    """tools/build_web.py as a module (it owns the app shell's file list: shell_manifest)."""
+    spec = importlib.util.spec_from_file_location("wisp_build_web", ROOT / "tools" / "build_web.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ShellVersion:
+    """The app shell manifest ({"version", "files"}) of these trees, recomputed only when a file
+    under them changes (a stat of each is the key)."""
+
+    def __init__(self, static: Path, worker: Path, web: Path):
+        self.dirs = (static, worker, web / "pyodide", web / "wheels")
+        self.extra = (web / "wisp-lock.json",)
+        self.args = (static, worker, web)
+        self.key = None
+        self.value = None
+        self.lock = threading.Lock()
+        self.shell_manifest = _build_web().shell_manifest
+
+    def _key(self):
+        stats = []
+        for path in [p for d in self.dirs for p in sorted(d.rglob("*"))] + list(self.extra):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            stats.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(stats)
+
+    def get(self) -> dict | None:
+        """None while the build (Pyodide, wheels, lock) is missing: no service worker can install."""
+        with self.lock:
+            key = self._key()
+            if key != self.key:
+                try:
+                    self.value = self.shell_manifest(*self.args)
+                except OSError:
+                    self.value = None
+                self.key = key
+            return self.value
 
 
 def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None) -> Starlette:
@@ -47,6 +100,24 @@ def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir
 
         return serve
 
+    shell = ShellVersion(trees["static"], trees["worker"], web_dir)
+
+    async def version_json(request: Request) -> Response:
+        manifest = shell.get()
+        if manifest is None:
+            return not_found()
+        return Response(json.dumps(manifest), media_type="application/json", headers=NO_CACHE)
+
+    async def service_worker(request: Request) -> Response:
+        path = safe_path(trees["static"], "sw.js")
+        manifest = shell.get()
+        if path is None:
+            return not_found()
+        # The version in the script: a new build is a byte-different service worker, so browsers update.
+        version = manifest["version"] if manifest else "unbuilt"
+        body = path.read_text().replace("%WISP_VERSION%", version, 1)
+        return Response(body, media_type="text/javascript", headers={**NO_CACHE, "Service-Worker-Allowed": "/"})
+
     async def api_models(request: Request) -> Response:
         return JSONResponse([m.to_json() for m in registry.models()], headers={"Cache-Control": "no-store"})
 
@@ -59,6 +130,9 @@ def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir
     routes = [
         Route("/", single(trees["static"], "index.html"), methods=["GET", "HEAD"]),
         Route("/wisp-lock.json", single(web_dir, "wisp-lock.json"), methods=["GET", "HEAD"]),
+        Route("/manifest.webmanifest", single(trees["static"], "manifest.webmanifest"), methods=["GET", "HEAD"]),
+        Route("/sw.js", service_worker, methods=["GET", "HEAD"]),
+        Route("/version.json", version_json, methods=["GET", "HEAD"]),
         Route("/api/models", api_models, methods=["GET"]),
         Route("/models/{model_id}/{path:path}", model_file, methods=["GET", "HEAD"]),
         *(tree(name) for name in trees),

@@ -10,6 +10,7 @@ import { renderGpu } from "./gpu_panel.js";
 import { showError, hideError } from "./error_banner.js";
 import { addUserMessage, addAssistantMessage, scrollToBottom, statsLine } from "./messages.js";
 import { fillSettings, onSettingsInput, requestSampling, resetSettings, toggleSettings } from "./settings.js";
+import { registerServiceWorker } from "./pwa.js";
 import { initStorage, refreshStore, storedState, toggleStorage, storageOpen } from "./storage.js";
 
 const LOAD_OPTIONS = { context: 2048, f32: false };
@@ -320,3 +321,4 @@ function updateWelcome() {
 }
 
 init();
+registerServiceWorker(); // offline: static/sw.js (static/pwa.js)

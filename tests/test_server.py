@@ -202,6 +202,8 @@ TRAVERSALS = [
     "/pyodide/../../..", "/pyodide/../../../Makefile", "/pyodide/%2e%2e/%2e%2e/%2e%2e/pyproject.toml",
     "/wheels/../wisp-lock.json", "/wheels/%2e%2e/%2e%2e/%2e%2e/Makefile", "/worker/../app/server.py",
     "/static/../.git/config", "/wisp-lock.json/../Makefile",
+    "/sw.js/../Makefile", "/manifest.webmanifest/%2e%2e/Makefile", "/version.json/../pyproject.toml",
+    "/static/sw.js/../../Makefile",
 ]
 
 
@@ -237,6 +239,59 @@ def test_mime_types(server, web_build):
     if (ROOT / "static" / "index.html").exists():
         status, headers, _ = request(port, "/")
         assert status == 200 and headers["content-type"].startswith("text/html")
+
+
+def test_pwa_routes(server, web_build):
+    """The manifest, the service worker (its version written in) and the app shell list it precaches."""
+    port = server["port"]
+    status, headers, body = request(port, "/manifest.webmanifest")
+    assert status == 200 and headers["content-type"].split(";")[0] == "application/manifest+json"
+    manifest = json.loads(body)
+    assert manifest["start_url"] == "/" and manifest["scope"] == "/" and manifest["display"] == "standalone"
+    sizes = {icon["sizes"] for icon in manifest["icons"]}
+    assert {"192x192", "512x512", "any"} <= sizes
+    for icon in manifest["icons"]:
+        status, headers, body = request(port, icon["src"])
+        assert status == 200 and headers["content-type"] == icon["type"], icon
+        if icon["type"] == "image/png":
+            width, height = int.from_bytes(body[16:20], "big"), int.from_bytes(body[20:24], "big")
+            assert body[:8] == b"\x89PNG\r\n\x1a\n" and f"{width}x{height}" == icon["sizes"]
+
+    status, headers, body = request(port, "/version.json")
+    assert status == 200 and headers["content-type"] == "application/json" and headers["cache-control"] == "no-cache"
+    shell = json.loads(body)
+    assert shell == json.loads((web_build / "version.json").read_text())  # the build wrote the same
+    files = shell["files"]
+    assert {"/", "/manifest.webmanifest", "/static/app.js", "/worker/worker.js", "/wisp-lock.json",
+            "/pyodide/pyodide.asm.wasm"} <= set(files)
+    assert any(f.startswith("/wheels/wisp-") for f in files)
+    assert not [f for f in files if f.startswith(("/models/", "/api/")) or f in ("/sw.js", "/version.json")]
+    for url in files:  # everything the service worker precaches is there (its install is all or nothing)
+        assert request(port, url, method="HEAD")[0] == 200, url
+
+    status, headers, body = request(port, "/sw.js")
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    assert headers["cache-control"] == "no-cache"
+    assert f'const VERSION = "{shell["version"]}";' in body.decode() and b"%WISP_VERSION%" not in body
+
+
+def test_shell_version_follows_the_files(tmp_path, web_build):
+    """An edit under static/ is a new version (and so a new service worker) without a rebuild."""
+    for name in ("static", "worker"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    app = create_app(ModelRegistry([], include_cache=False), root=tmp_path, web_dir=web_build)
+    with running(app) as port:
+        first = json.loads(request(port, "/version.json")[2])
+        assert first["version"] in request(port, "/sw.js")[2].decode()
+        (tmp_path / "static" / "extra.css").write_text("p { color: red }")
+        second = json.loads(request(port, "/version.json")[2])
+        assert second["version"] != first["version"] and "/static/extra.css" in second["files"]
+        assert second["version"] in request(port, "/sw.js")[2].decode()
+        assert json.loads(request(port, "/version.json")[2]) == second  # stable while nothing changes
+    bare = create_app(ModelRegistry([], include_cache=False), root=tmp_path, web_dir=tmp_path / "unbuilt")
+    with running(bare) as port:
+        assert request(port, "/version.json")[0] == 404  # no build: no shell to precache (the SW won't install)
+        assert b'"unbuilt"' in request(port, "/sw.js")[2]
 
 
 def test_lock_file(server, web_build):

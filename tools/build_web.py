@@ -8,6 +8,9 @@ build/web/wheels/        wisp (the engine, shaders inside), jinja2 (PyPI's wheel
 build/web/wisp-lock.json the stock lock's "info" plus entries for those three wheels, so
                          `loadPyodide({lockFileURL: "/wisp-lock.json"})` then `loadPackage(["wisp"])`
                          installs the engine offline, from our own origin (no CDN: these machines reach none).
+build/web/version.json   {"version", "files": [urls]}: the app shell the service worker (static/sw.js)
+                         precaches — /, /manifest.webmanifest, static/*, worker/*, pyodide/*, wheels/*,
+                         /wisp-lock.json — and a hash of all of it (and of sw.js), which names its cache.
 
 Downloads are cached in .cache/ and checked against pinned hashes. Every step is skipped when its
 output is already there and its inputs (pins, engine sources) did not change, so a rerun takes
@@ -263,6 +266,40 @@ def write_lock(out: Path, wheels: list[Path]) -> None:
         log(f"lock file -> {lock.name}")
 
 
+# ---- the app shell (service worker precache) ----
+
+def shell_manifest(static: Path, worker: Path, web: Path) -> dict:
+    """{"version", "files"}: every URL of the app shell and a hash over their bytes and sw.js.
+
+    The server (app/server.py) computes the same live, so an edit to static/ or worker/ gives a
+    new version (and a new service worker) even before the next build."""
+    files: dict[str, Path] = {"/": static / "index.html", "/manifest.webmanifest": static / "manifest.webmanifest"}
+    for prefix, base in (("/static/", static), ("/worker/", worker)):
+        for path in sorted(base.rglob("*")):
+            rel = path.relative_to(base)
+            if (not path.is_file() or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+                    or rel.as_posix() in ("sw.js", "manifest.webmanifest")):
+                continue
+            files[prefix + rel.as_posix()] = path
+    for name in PYODIDE_FILES:
+        files[f"/pyodide/{name}"] = web / "pyodide" / name
+    for path in sorted((web / "wheels").glob("*.whl")):
+        files[f"/wheels/{path.name}"] = path
+    files["/wisp-lock.json"] = web / "wisp-lock.json"
+    digest = hashlib.sha256()
+    for url, path in [*files.items(), ("/sw.js", static / "sw.js")]:
+        digest.update(url.encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"version": digest.hexdigest()[:16], "files": list(files)}
+
+
+def write_version(out: Path) -> None:
+    text = json.dumps(shell_manifest(ROOT / "static", ROOT / "worker", out), indent=1) + "\n"
+    path = out / "version.json"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+        log(f"app shell version {json.loads(text)['version']} -> {path.name}")
+
+
 def build(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stamp_path = out / ".stamp.json"
@@ -280,6 +317,7 @@ def build(out: Path) -> None:
     for stale in set(wheels.iterdir()) - set(built):
         stale.unlink()
     write_lock(out, built)
+    write_version(out)
 
 
 def main(argv=None) -> int:
