@@ -39,13 +39,15 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chrom
 
 
 class Handler(BaseHTTPRequestHandler):
+    models = MODELS  # what /api/models answers (tests/test_storage_page.py serves more)
+
     def log_message(self, *args):
         pass
 
     def do_GET(self):
         path = unquote(urlsplit(self.path).path)
         if path == "/api/models":
-            return self.reply(200, json.dumps(MODELS).encode(), "application/json")
+            return self.reply(200, json.dumps(self.models).encode(), "application/json")
         if path == "/worker/worker.js":
             return self.file(FAKE_WORKER)
         if path in ("/", "/index.html"):
