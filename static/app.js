@@ -128,7 +128,7 @@ async function loadSelected() {
     ui.prompt.focus();
   } catch (err) {
     if (err.kind !== "crash") {
-      const kind = ["no-webgpu", "internal", "quota"].includes(err.kind) ? err.kind : "load";
+      const kind = ["no-webgpu", "internal", "quota", "store"].includes(err.kind) ? err.kind : "load";
       showError(kind, err.message, { openStorage });
       if (err.kind === "no-webgpu") showNoWebGPU("no-adapter");
       setPhase("idle");

@@ -11,6 +11,7 @@ const ERROR_TITLES = {
   crash: "The engine stopped unexpectedly",
   models: "Couldn’t list the models",
   quota: "Not enough storage on this device",
+  store: "The model store on this device failed",
 };
 
 const hint = $("error-hint");
