@@ -65,7 +65,10 @@ self.addEventListener("fetch", (event) => {
 async function cacheFirst(request) {
   // ignoreSearch: "/?x" is "/", and "/worker/worker.js?test" is the worker script.
   const hit = await caches.match(request, { cacheName: SHELL, ignoreSearch: true });
-  return hit || fetch(request);
+  if (!hit) return fetch(request);
+  // A cached response keeps its own URL, which a worker script takes as its location (and would lose
+  // "?test"): a fresh Response has none, so the request's URL stands.
+  return new URL(request.url).search ? new Response(hit.body, hit) : hit;
 }
 
 async function networkFirst(request) {
