@@ -42,7 +42,9 @@ export function modelSize(model) {
 
 /** The load message's model: what /api/models gives plus the base URL of its files. */
 export function modelRef(model) {
-  return { id: model.id, name: model.name, kind: model.kind, base: `/models/${model.id}/`, files: model.files };
+  // hashes: what the worker's weight store checks downloaded files against (absent: it asks /api/models)
+  return { id: model.id, name: model.name, kind: model.kind, base: `/models/${model.id}/`, files: model.files,
+           hashes: model.hashes };
 }
 
 /** One generation: async-iterable over `token` events; `done` resolves with the `done` event. */
@@ -170,6 +172,22 @@ export class WispClient extends EventTarget {
     }
   }
 
+  /** The weight store: {type:"store", models:[{model, files:[{name,size,written,complete}], bytes}],
+   *  usage, quota, persisted, backend}. storeRemove deletes one model's stored files; storePersist
+   *  asks for persistent storage (answer in `persisted`). */
+  storeList() { return this._store({ type: "store_list" }); }
+  storeRemove(model) { return this._store({ type: "store_remove", model }); }
+  storePersist() { return this._store({ type: "store_persist" }); }
+
+  _store(msg) {
+    this.start();
+    const id = `store-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "store", resolve, reject });
+      this._post({ ...msg, id });
+    });
+  }
+
   unload() {
     this.loaded = null;
     if (this.worker) this._post({ type: "unload" });
@@ -183,28 +201,6 @@ export class WispClient extends EventTarget {
     this.booted = null;
     this.loaded = null;
     this._rejectAll(new WispError("terminated", reason));
-  }
-
-  // ---------- the weight store (issue 5; protocol in the design: store_list / store_remove / store_persist,
-  // each answered by a `store` event {id, models:[{model, files:[{name, size, written, complete}], bytes}],
-  // usage, quota, persisted}) ----------
-
-  /** The models stored on this device; resolves with the `store` event. Starts the worker. */
-  storeList() { return this._storeRequest({ type: "store_list" }); }
-
-  /** Delete one model's files from the store (by id); resolves with the updated `store` event. */
-  storeRemove(modelId) { return this._storeRequest({ type: "store_remove", model: modelId }); }
-
-  /** Ask the worker to report persistence (the page itself calls navigator.storage.persist()). */
-  storePersist() { return this._storeRequest({ type: "store_persist" }); }
-
-  _storeRequest(msg) {
-    this.start();
-    const id = `store-${nextId++}`;
-    return new Promise((resolve, reject) => {
-      this._pending.set(id, { kind: "store", resolve, reject });
-      this._post({ ...msg, id });
-    });
   }
 
   _post(msg) { if (this.worker) this.worker.postMessage(msg); }
@@ -242,7 +238,7 @@ export class WispClient extends EventTarget {
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "store":
-        if (p && p.kind === "store") { this._pending.delete(msg.id); p.resolve(msg); }
+        if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "token": if (p && p.gen) p.gen._token(msg); break;
       case "done":

@@ -2,11 +2,17 @@
 // written with queue.writeBuffer, never through Python (its wasm heap would have to hold the
 // weights). gpu.js re-exports loadWeights, so Python calls it as wisp_gpu.loadWeights.
 //
+// Files of the model being loaded (store.begin) go through the weight store: each is streamed once,
+// in order — its stored prefix read back from OPFS, the rest downloaded and stored — and every chunk
+// is written to the GPU pieces it covers on the way (one pass, no second read). Other URLs (tests
+// that load pieces of arbitrary files) are read with Range requests as before.
+//
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>
 //     plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url, start, length]]
 //     onProgress(done, total) in bytes.
 
 import { buffers, check, describe, device, get, gpuError } from "./gpu_device.js";
+import * as store from "./store.js";
 
 export const READ_BYTES = 16 << 20;  // one Range request reads at most this much
 const READ_GAP = 256 << 10;          // neighbouring pieces this close share one request
@@ -112,14 +118,49 @@ function flushWords(words) {
   }
 }
 
+// A sink for store.streamFile: the parts of `list` (one file's pieces, by start) that a chunk at
+// file offset `at` covers go to their buffers.
+function sinkFor(list, words, landed) {
+  let first = 0;
+  return (at, bytes) => {
+    const end = at + bytes.length;
+    let n = 0;
+    while (first < list.length && list[first].start + list[first].length <= at) first++;
+    for (let i = first; i < list.length && list[i].start < end; i++) {
+      const p = list[i];
+      const a = Math.max(at, p.start), z = Math.min(end, p.start + p.length);
+      if (z <= a) continue;
+      place({ id: p.id, buffer: p.buffer }, p.dst + (a - p.start), bytes, a - at, z - a, words);
+      n += z - a;
+    }
+    check();
+    if (n) landed(n);
+  };
+}
+
 export async function loadWeights(plan, onProgress) {
   check();
   const t0 = performance.now();
-  const pieces = piecesOf(plan);
-  const reads = planReads(pieces);
-  const total = pieces.reduce((s, p) => s + p.length, 0);
+  const all = piecesOf(plan);
+  const total = all.reduce((s, p) => s + p.length, 0);
   const words = new Map();  // buffer id -> Map(word offset -> 4 bytes)
   let done = 0, next = 0;
+  const stored = new Map();  // url -> pieces, for files of the store's current model
+  for (const p of all) {
+    if (!store.known(p.url)) continue;
+    if (!stored.has(p.url)) stored.set(p.url, []);
+    stored.get(p.url).push(p);
+  }
+  try {
+    for (const [url, list] of stored) {
+      list.sort((a, b) => a.start - b.start);
+      await store.streamFile(url, sinkFor(list, words, (n) => { done += n; if (onProgress) onProgress(done, total); }));
+    }
+  } catch (e) {
+    throw e.name === "GpuError" || e instanceof store.StoreError ? e : gpuError(`loadWeights: ${describe(e)}`);
+  }
+  const pieces = all.filter((p) => !stored.has(p.url));
+  const reads = planReads(pieces);
   const inflight = [];
   const start = () => {
     const r = reads[next++];
@@ -143,5 +184,5 @@ export async function loadWeights(plan, onProgress) {
   }
   flushWords(words);
   check();
-  return { bytes: total, reads: reads.length, ms: performance.now() - t0 };
+  return { bytes: total, reads: reads.length, files: stored.size, ms: performance.now() - t0 };
 }

@@ -9,12 +9,17 @@
 //                 {type:"generate", id, messages:[{role,content}] | prompt:"...", sampling:{temperature, top_k, top_p,
 //                  repetition_penalty, seed, max_new_tokens}}
 //                 {type:"cancel", id}   {type:"unload"}
+//                 {type:"store_list", id}  {type:"store_remove", id, model}  {type:"store_persist", id}
 // worker -> page: {type:"booted", pyodide_ms}
-//                 {type:"progress", id, phase:"boot"|"fetch"|"upload"|"compile", done, total}
+//                 {type:"progress", id, phase:"boot"|"store"|"download"|"verify"|"upload"|"compile", done, total}
+//                  (download also has bytes_per_s, eta_s; verify/upload count bytes read back from the store
+//                  / landed in GPU buffers)
+//                 {type:"store", id, models:[{model, files:[{name,size,written,complete}], bytes}], usage, quota,
+//                  persisted, backend}
 //                 {type:"loaded", id, model, adapter:{name, features:[...], limits:{...}}, load_ms}
 //                 {type:"token", id, text, token_id, index}
 //                 {type:"done", id, tokens:[...], prompt_tokens, ttft_ms, prefill_tok_s, decode_tok_s, host_ms_per_token, stop}
-//                 {type:"error", id, kind:"no-webgpu"|"load"|"generate"|"internal", message}
+//                 {type:"error", id, kind:"no-webgpu"|"load"|"quota"|"generate"|"store"|"internal", message}
 // Messages that arrive during boot wait for it; each is then handed to the Python entry point
 // py_engine.gpu.web_worker.handle(message) (a dict) without awaiting the previous one, so that a
 // `cancel` is seen while a `generate` awaits the GPU. Python posts its events through init(post).
@@ -25,6 +30,7 @@
 // the code itself) or {type:"test_result", id, error}. tests/test_browser_gpu.py uses it.
 
 import * as gpu from "./gpu.js";
+import * as store from "./store.js";
 
 const TEST = new URL(self.location.href).searchParams.has("test");
 
@@ -42,6 +48,7 @@ async function boot() {
   await pyodide.loadPackage(["wisp"], { messageCallback: () => {}, errorCallback: (m) => console.warn(m) });
   postMessage({ type: "progress", id: null, phase: "boot", done: 2, total: 3 });
   pyodide.registerJsModule("wisp_gpu", gpu);
+  pyodide.registerJsModule("wisp_store", store);  // the weight store (worker/store.js)
   // ---- the Python entry point (py_engine/gpu/web_worker.py) ----
   const entry = pyodide.pyimport("py_engine.gpu.web_worker");
   entry.init((event) => postMessage(event));

@@ -30,6 +30,10 @@ class NoWebGPUError(GpuError):
     """The browser has no WebGPU, or no adapter it will hand out."""
 
 
+class StorageQuotaError(GpuError):
+    """The weight store (worker/store.js) has no room for the model's files."""
+
+
 class GpuBuffer(int):
     """A buffer id of worker/gpu.js with the size and label it was created with."""
 
@@ -49,7 +53,7 @@ class GpuBuffer(int):
 def _gpu_error(e) -> GpuError:
     name = getattr(e, "name", "")
     message = getattr(e, "message", None) or str(e)
-    return (NoWebGPUError if name == "NoWebGPU" else GpuError)(message)
+    return {"NoWebGPU": NoWebGPUError, "QuotaError": StorageQuotaError}.get(name, GpuError)(message)
 
 
 def _js_module():

@@ -2,7 +2,9 @@
 
 Small files (config.json, tokenizer files) are fetched whole into the worker's in-memory file
 system, so the path-based readers work unchanged; header prefixes (GGUF metadata, safetensors
-JSON) are fetched by Range and kept in memory for parsing. Weight bytes are only *planned* here:
+JSON) are fetched by Range and kept in memory for parsing. Both go through the weight store
+(worker/store.js, the JS module `wisp_store`): stored files are read from it, so a reload works
+offline. Weight bytes are only *planned* here:
 `flush` hands the placements to JavaScript (BrowserDevice.upload_plan), which streams them from
 fetch into GPU buffers — they never enter the Python heap or wasm memory.
 """
@@ -24,6 +26,24 @@ class PrefixTooShort(Exception):
 
 
 async def fetch_bytes(url: str, start: int | None = None, length: int | None = None) -> bytes:
+    from pyodide.ffi import JsException
+
+    try:
+        import wisp_store  # registered by worker/worker.js
+    except ImportError:  # a worker without the store (none today): straight from the network
+        return await fetch_network(url, start, length)
+    try:
+        data = await wisp_store.read(url, start, length)
+    except JsException as exc:
+        from .browser_host import StorageQuotaError
+
+        if getattr(exc, "name", "") == "QuotaError":
+            raise StorageQuotaError(exc.message) from None
+        raise ModelFileError(url, getattr(exc, "message", None) or str(exc)) from None
+    return data.to_bytes()
+
+
+async def fetch_network(url: str, start: int | None = None, length: int | None = None) -> bytes:
     from js import Object, fetch
     from pyodide.ffi import to_js
 

@@ -15,6 +15,7 @@ _post = None
 _state: dict = {}  # device, source, engine, tok, stop_ids, cache, model
 _cancelled: set = set()
 _busy: list = []  # the request id being served (load or generate)
+_loading: list = []  # the id of the model the last load was for
 
 
 def init(post) -> None:
@@ -50,6 +51,9 @@ async def handle(message: dict) -> None:
         if kind == "unload":
             _state.clear()
             return
+        if kind in ("store_list", "store_remove", "store_persist"):
+            await store_message(message)
+            return
         if kind not in ("load", "generate"):
             raise WispError(f"unknown message type {kind!r}")
         if _busy:
@@ -60,9 +64,10 @@ async def handle(message: dict) -> None:
         finally:
             _busy.clear()
     except WispError as exc:
-        from .browser_host import NoWebGPUError
+        from .browser_host import NoWebGPUError, StorageQuotaError
 
-        category = "no-webgpu" if isinstance(exc, NoWebGPUError) else kind if kind in ("load", "generate") else "internal"
+        category = ("no-webgpu" if isinstance(exc, NoWebGPUError) else "quota" if isinstance(exc, StorageQuotaError)
+                    else kind if kind in ("load", "generate") else "store" if kind.startswith("store_") else "internal")
         emit({"type": "error", "id": request, "kind": category, "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
@@ -76,6 +81,7 @@ async def load(message: dict) -> None:
 
     start = time.perf_counter()
     model, options, request = message["model"], message.get("options") or {}, message.get("id")
+    _loading[:] = [model["id"]]
     allow_f16 = not options.get("f32", False)
     if _state.get("allow_f16") != allow_f16:
         _state.clear()
@@ -83,12 +89,15 @@ async def load(message: dict) -> None:
     device = _state["device"]
     for key in ("engine", "tok", "cache"):
         _state.pop(key, None)  # the previous model's buffers go with it
-    emit({"type": "progress", "id": request, "phase": "fetch", "done": 0, "total": 0})
+    emit({"type": "progress", "id": request, "phase": "store", "done": 0, "total": 0})
+    await begin_store(model, request)
     source = await RemoteModel.open(model["id"], model.get("name", model["id"]), model["kind"], model["base"],
                                     model["files"])
 
     def progress(done, total):
         emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
+        if done >= total:  # the weights are in; what remains of the load is building pipelines
+            emit({"type": "progress", "id": request, "phase": "compile", "done": 0, "total": 0})
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
     engine, tok, stop_ids = await load_model(source, device, context=int(options.get("context", 2048)),
@@ -102,6 +111,46 @@ async def load(message: dict) -> None:
                                                                           ("subgroups", caps.subgroups)) if on],
                       "limits": dict(vars(caps.limits))},
           "wasm_memory_bytes": wasm_memory_bytes()})
+
+
+async def begin_store(model: dict, request) -> None:
+    """Tell the weight store which files this load reads (and their hashes): it drops stale copies
+    and refuses, writing nothing, when the missing bytes do not fit the origin's quota."""
+    from js import Object
+    from pyodide.ffi import JsException, to_js
+
+    from .browser_host import StorageQuotaError
+
+    import wisp_store
+
+    try:
+        await wisp_store.begin(to_js(model, dict_converter=Object.fromEntries), request)
+    except JsException as exc:
+        if getattr(exc, "name", "") == "QuotaError":
+            raise StorageQuotaError(exc.message) from None
+        raise WispError(f"the weight store: {getattr(exc, 'message', exc)}") from None
+
+
+async def store_message(message: dict) -> None:
+    """store_list / store_remove / store_persist: answered with {type:"store", id, models, usage,
+    quota, persisted, backend} (the page's storage manager)."""
+    import wisp_store
+
+    kind, request = message["type"], message.get("id")
+    if kind == "store_remove":
+        model = str(message.get("model") or "")
+        if not model:
+            raise WispError("store_remove needs a model id")
+        if _busy and _loading == [model]:  # its files are open and being written
+            raise WispError(f"{model} is being loaded; remove it after the load")
+        await wisp_store.remove(model)
+    persisted = None
+    if kind == "store_persist":
+        persisted = bool(await wisp_store.persist())
+    report = (await wisp_store.report()).to_py()
+    if persisted is not None:
+        report["persisted"] = persisted
+    emit({"type": "store", "id": request, **report})
 
 
 def wasm_memory_bytes() -> int:

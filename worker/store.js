@@ -1,0 +1,228 @@
+// The weight store: model files kept in the origin's storage (OPFS, else the Cache API; see
+// store_backends.js), so a second load reads no weight byte from the network and works offline.
+// Registered for Python as the module `wisp_store` (worker/worker.js); worker/weights.js streams
+// weight files through streamFile().
+//
+//   begin(model, requestId)     a load starts: model {id, name, kind, base, files:{name:size},
+//                               hashes:{name:{sha256}|{etag}}}; drops stale files, checks the quota
+//   read(url, start?, length?)  bytes of a model file: from the store when there, else the network
+//                               (a whole or small file is stored on the way; headers come from here)
+//   streamFile(url, sink)       the whole file in order, sink(offset, bytes): the stored prefix read
+//                               back, the rest downloaded (Range from `written`) and stored; checked
+//                               against sha256 (or the digest taken at download) before `complete`
+//   list() / remove(modelId) / estimate() / persist()
+//
+// Per file, a record (meta) {url, size, sha256, etag, digest, written, complete, verified_at, model}.
+// Only a complete file whose hash checked out is trusted; a partial one is resumed; a corrupt one is
+// deleted and fetched again.
+
+import { pickBackend } from "./store_backends.js";
+import { Sha256 } from "./sha256.js";
+
+export const CHUNK = 4 << 20;       // bytes per read-back from the store
+const WRITE = 256 << 10;            // downloaded bytes are written (and hashed, and sent on) in pieces of this
+const META_EVERY = 4 << 20;         // the record's `written` moves at least this often (and on any error)
+const SMALL = 4 << 20;              // read() stores a file this small whole on first use
+const backend = pickBackend();
+const files = new Map();            // url -> {model, name, size, sha256, etag, info} of the current load
+let requestId = null;
+let load = null;                    // download accounting of the current load: {done, total, t0}
+
+export class StoreError extends Error {
+  constructor(kind, message) { super(message); this.name = kind === "quota" ? "QuotaError" : "StoreError"; this.kind = kind; }
+}
+
+const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+
+function post(phase, extra) { self.postMessage({ type: "progress", id: requestId, phase, ...extra }); }
+
+/** A record still describes the server's file? (sha256 known: it must match; else the ETag, when the
+ *  page could ask the server; offline, hashes are absent and a record is trusted.) */
+function current(meta, f) {
+  if (!meta || meta.size !== f.size) return false;
+  if (f.sha256) return meta.sha256 === f.sha256;
+  if (f.etag) return meta.etag === f.etag;
+  return true;
+}
+
+export async function begin(model, id = null) {
+  model = model?.toJs ? model.toJs({ dict_converter: Object.fromEntries }) : model;
+  requestId = id;
+  files.clear();
+  if (!model.hashes) {  // a page that did not pass them: ask the server (offline: none, records are trusted)
+    try { model.hashes = (await (await fetch("/api/models")).json()).find((m) => m.id === model.id)?.hashes; } catch { /* offline */ }
+  }
+  const info = { id: model.id, name: model.name, kind: model.kind };
+  let missing = 0;
+  for (const [name, size] of Object.entries(model.files || {})) {
+    const hash = (model.hashes || {})[name] || {};
+    const f = { model: model.id, name, size: Number(size), sha256: hash.sha256 || null, etag: hash.etag || null, info };
+    const url = new URL(model.base + name, self.location.origin).href;
+    files.set(url, f);
+    const meta = await backend.getMeta(f.model, name);
+    if (meta && !current(meta, f)) await backend.removeFile(f.model, name);  // the server's file changed
+    const have = meta && current(meta, f) ? meta.written : 0;
+    missing += f.size - have;
+  }
+  const { usage, quota } = await estimate();
+  if (missing > quota - usage) {
+    throw new StoreError("quota", `Not enough storage for ${model.name || model.id}: needs ${mb(missing)}, ${mb(Math.max(0, quota - usage))} available`);
+  }
+  load = { done: 0, total: missing, t0: performance.now() };
+  return { missing, backend: backend.kind };
+}
+
+const entry = (url) => files.get(new URL(url, self.location.origin).href);
+export function known(url) { return entry(url) !== undefined; }
+
+export async function read(url, start = null, length = null) {
+  const f = entry(url);
+  if (!f) return network(url, start, length);
+  let meta = await backend.getMeta(f.model, f.name);
+  const whole = start === null || start === undefined;
+  if (!meta?.complete && (whole || f.size <= SMALL)) {
+    await streamFile(url, null);  // small or whole: store it (checked) and serve it from the store
+    meta = await backend.getMeta(f.model, f.name);
+  }
+  const s = whole ? 0 : Number(start), n = whole ? f.size : Math.min(Number(length), f.size - s);
+  if (!(meta?.complete || (meta && s + n <= meta.written))) return network(url, s, n);
+  const file = await backend.open(f.model, f.name);
+  try { return await file.read(s, n); } finally { await file.close(); }
+}
+
+async function network(url, start, length) {
+  const whole = start === null || start === undefined;
+  const res = await fetch(url, whole ? {} : { headers: { Range: `bytes=${start}-${start + length - 1}` } });
+  if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+export async function streamFile(url, sink) {
+  const f = entry(url);
+  for (let attempt = 0; ; attempt++) {
+    const { ok, downloaded, digest } = await pass(url, f, sink);
+    if (ok) return true;
+    await backend.removeFile(f.model, f.name);  // corrupt (or changed): never served
+    if (attempt > 0 || downloaded === f.size) {
+      throw new StoreError("hash", `${url}: the downloaded file does not match its sha256 (${digest}, expected ${f.sha256})`);
+    }
+    console.warn(`store: ${url}: stored bytes failed the hash check; downloading the file again`);
+  }
+}
+
+async function pass(url, f, sink) {
+  let meta = await backend.getMeta(f.model, f.name);
+  if (!current(meta, f)) meta = null;
+  meta = meta || { url, size: f.size, sha256: f.sha256, etag: f.etag, digest: null, written: 0, complete: false,
+                   verified_at: null, model: f.info };
+  const file = await backend.open(f.model, f.name);
+  let h = new Sha256();
+  let pos = 0, downloaded = 0;
+  try {
+    if (meta.written === 0) await file.truncate(0);  // leftovers of an older file must not trail the new one
+    while (pos < meta.written) {  // the stored prefix: read back, hashed, handed on
+      const n = Math.min(CHUNK, meta.written - pos);
+      const bytes = await file.read(pos, n);
+      h.update(bytes);
+      if (sink) sink(pos, bytes);
+      pos += n;
+      post("verify", { done: pos, total: f.size, file: f.name });
+    }
+    if (pos < f.size) {
+      const headers = pos > 0 ? { Range: `bytes=${pos}-`, ...(meta.etag ? { "If-Range": meta.etag } : {}) } : {};
+      const res = await fetch(url, { headers });
+      if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
+      if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
+        meta.written = 0;
+        await backend.putMeta(f.model, f.name, meta);  // the record first: it never claims bytes that are gone
+        await file.truncate(0);
+        pos = 0;
+        h = new Sha256();
+      }
+      meta.etag = res.headers.get("ETag") || meta.etag;
+      const commit = async (bytes) => {
+        await file.write(pos, bytes);
+        h.update(bytes);
+        if (sink) sink(pos, bytes);
+        pos += bytes.length;
+        downloaded += bytes.length;
+        if (file.durable - meta.written >= META_EVERY) { meta.written = file.durable; await backend.putMeta(f.model, f.name, meta); }
+        if (load) {
+          load.done += bytes.length;
+          const s = (performance.now() - load.t0) / 1000, rate = s > 0 ? load.done / s : 0;
+          post("download", { done: load.done, total: load.total, bytes_per_s: Math.round(rate),
+                             eta_s: rate ? Math.max(0, (load.total - load.done) / rate) : null, file: f.name });
+        }
+      };
+      const reader = res.body.getReader();
+      let buf = new Uint8Array(WRITE), fill = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        for (let i = 0; i < value.length;) {
+          const take = Math.min(value.length - i, WRITE - fill);
+          buf.set(value.subarray(i, i + take), fill);
+          fill += take; i += take;
+          if (fill === WRITE) { await commit(buf); buf = new Uint8Array(WRITE); fill = 0; }
+        }
+      }
+      if (fill) await commit(buf.subarray(0, fill));
+      if (file.seal) await file.seal();  // Cache API: the last, short chunk
+      if (file.durable !== meta.written) meta.written = file.durable;
+    }
+    if (pos !== f.size) throw new StoreError("network", `${url}: got ${pos} of ${f.size} bytes (connection cut?)`);
+    const digest = h.hex();
+    const expected = f.sha256 || meta.digest;
+    if (expected && digest !== expected) return { ok: false, downloaded, digest };
+    Object.assign(meta, { written: f.size, complete: true, digest, verified_at: new Date().toISOString() });
+    await backend.putMeta(f.model, f.name, meta);
+    return { ok: true, downloaded, digest };
+  } catch (e) {
+    if (e.name === "QuotaExceededError") {
+      await file.close().catch(() => {});
+      await backend.removeFile(f.model, f.name);  // nothing half-written stays behind
+      throw new StoreError("quota", `Storage is full: ${f.name} (${mb(f.size)}) did not fit; the partial file was deleted`);
+    }
+    if (file.durable > meta.written && !meta.complete) {  // keep what did land, for a resume
+      meta.written = file.durable;
+      await backend.putMeta(f.model, f.name, meta).catch(() => {});
+    }
+    if (e instanceof StoreError) throw e;
+    throw new StoreError("network", `${url}: ${e.name}: ${e.message} (the ${mb(pos)} stored so far are kept for a resume)`);
+  } finally {
+    await file.close().catch(() => {});
+  }
+}
+
+export async function estimate() {
+  const { usage = 0, quota = 0 } = (await navigator.storage?.estimate?.()) || {};
+  return { usage, quota };
+}
+
+export async function persist() {
+  const persisted = navigator.storage?.persist ? await navigator.storage.persist() : false;
+  return persisted;
+}
+
+export async function persisted() {
+  return navigator.storage?.persisted ? await navigator.storage.persisted() : false;
+}
+
+/** [{model:{id,name,kind}, files:[{name,size,written,complete}], bytes}] */
+export async function list() {
+  return (await backend.models()).map(({ id, files: metas }) => ({
+    model: metas[0]?.model || { id, name: id, kind: null },
+    files: metas.map((m) => ({ name: m.name, size: m.size, written: m.written, complete: !!m.complete })),
+    bytes: metas.reduce((s, m) => s + (m.written || 0), 0),
+  }));
+}
+
+export async function remove(modelId) {
+  await backend.removeModel(String(modelId));
+  for (const [url, f] of files) if (f.model === modelId) files.delete(url);
+}
+
+/** The answer to the page's store_* messages: {models, usage, quota, persisted, backend}. */
+export async function report() {
+  return { models: await list(), ...(await estimate()), persisted: await persisted(), backend: backend.kind };
+}
