@@ -28,8 +28,9 @@ async function precache() {
   if (version !== VERSION) throw new Error(`version ${version} is not this worker's ${VERSION}`);
   const cache = await caches.open(SHELL);
   try {
-    // addAll is atomic: if any request fails, nothing is stored (and the install fails).
-    await cache.addAll(files.map((url) => new Request(url, { cache: "reload" })));
+    // addAll is atomic: if any request fails, nothing is stored (and the install fails). "no-cache"
+    // revalidates what the browser's HTTP cache holds (a 304 when the page just fetched it).
+    await cache.addAll(files.map((url) => new Request(url, { cache: "no-cache" })));
   } catch (err) {
     await caches.delete(SHELL);
     throw err;

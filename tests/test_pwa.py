@@ -153,7 +153,8 @@ def test_installable_offline_and_atomic_update(web_build, tmp_path):  # noqa: F8
         assert caches.get("wisp-api") == ["/api/models"]  # the page's model list, network-first
 
         # 2. Offline: no server at all, and the browser told it has no network.
-        page.evaluate("fetch('/models/llama-f32/config.json').then((r) => r.text())")  # online: served, not cached
+        range_ = "fetch('/models/llama-f32/model.safetensors', {headers: {Range: 'bytes=0-7'}}).then((r) => r.status)"
+        assert page.evaluate(range_) == 206  # online, through the controlled page: the server's, not cached
         server.stop()
         context.set_offline(True)
         started = time.monotonic()
