@@ -21,6 +21,7 @@ import { Sha256 } from "./sha256.js";
 
 export const CHUNK = 4 << 20;       // bytes per read-back from the store
 const WRITE = 256 << 10;            // downloaded bytes are written (and hashed, and sent on) in pieces of this
+const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second copy in the HTTP cache
 const META_EVERY = 4 << 20;         // the record's `written` moves at least this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
 const backend = pickBackend();
@@ -92,7 +93,7 @@ export async function read(url, start = null, length = null) {
 
 async function network(url, start, length) {
   const whole = start === null || start === undefined;
-  const res = await fetch(url, whole ? {} : { headers: { Range: `bytes=${start}-${start + length - 1}` } });
+  const res = await fetch(url, whole ? NO_STORE : { ...NO_STORE, headers: { Range: `bytes=${start}-${start + length - 1}` } });
   if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
   return new Uint8Array(await res.arrayBuffer());
 }
@@ -130,7 +131,7 @@ async function pass(url, f, sink) {
     }
     if (pos < f.size) {
       const headers = pos > 0 ? { Range: `bytes=${pos}-`, ...(meta.etag ? { "If-Range": meta.etag } : {}) } : {};
-      const res = await fetch(url, { headers });
+      const res = await fetch(url, { ...NO_STORE, headers });
       if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
       if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
         meta.written = 0;

@@ -1,0 +1,220 @@
+"""The browser's weight store (worker/store.js) in headless Chromium: OPFS and the Cache API.
+
+The app runs in-process behind a tap (an ASGI wrapper) that logs every /models/* request — its
+Range header and the body bytes sent — and can cut a response after N bytes, as a dropped
+connection would. The tiny Qwen3 fixture with the made-up tokenizer (test_chat.py) keeps each
+load a few seconds on SwiftShader; its greedy tokens (reference.json) are the desktop's."""
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from test_browser_engine import CHROMIUM, FLAGS, ROOT
+from test_chat import FIXTURE, write_tiny_tokenizer
+from test_server import running
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+MODEL = "qwen3-tiny"
+REF = json.loads((FIXTURE / "reference.json").read_text())
+N = 6  # greedy tokens compared
+
+RUN = """async ({modelId, ids, n, url, code}) => {
+  const {WispClient, fetchModels} = await import("/static/client.js");
+  const model = (await fetchModels()).find((m) => m.id === modelId);
+  const client = new WispClient(url ? {url} : {});
+  const phases = new Set();
+  try {
+    if (code) {  // test hook (worker.js?test): Python run in the worker before the load
+      client.start();
+      const answer = new Promise((r) => client.addEventListener("test_result", (e) => r(e.detail), {once: true}));
+      client._post({type: "test_exec", id: "hook", code});
+      const r = await answer;
+      if (r.error) throw new Error(r.error);
+    }
+    await client.load(model, {context: 64}, {onProgress: (p) => phases.add(p.phase)});
+    const tokens = [];
+    for await (const t of client.generate({ids, sampling: {temperature: 0, max_new_tokens: n}})) tokens.push(t.token_id);
+    const store = await client.storeList();
+    return {tokens, phases: [...phases], store};
+  } catch (e) {
+    return {error: {kind: e.kind, message: e.message}, phases: [...phases]};
+  } finally { client.terminate(); }
+}"""
+
+# The stored copy of one file, read from the page (OPFS): {size, sha256} or null.
+STORED = """async ([model, name]) => {
+  try {
+    const root = await navigator.storage.getDirectory();
+    const dir = await (await root.getDirectoryHandle("wisp-models")).getDirectoryHandle(model);
+    const file = await (await dir.getFileHandle(name)).getFile();
+    const digest = await crypto.subtle.digest("SHA-256", await file.arrayBuffer());
+    const meta = JSON.parse(await (await (await dir.getFileHandle(name + ".json")).getFile()).text());
+    return {size: file.size, meta, sha256: [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("")};
+  } catch (e) { return null; }
+}"""
+
+ENTRIES = """async (model) => {
+  try {
+    const root = await navigator.storage.getDirectory();
+    const dir = await (await root.getDirectoryHandle("wisp-models")).getDirectoryHandle(model);
+    const names = [];
+    for await (const name of dir.keys()) names.push(name);
+    return names;
+  } catch (e) { return []; }
+}"""
+
+
+class Tap:
+    """Logs /models/* responses ({path, range, bytes}); `cut = (file name, n)` ends the next such
+    response after n body bytes by dropping the connection."""
+
+    def __init__(self, app):
+        self.app, self.log, self.cut = app, [], None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not scope["path"].startswith("/models/"):
+            return await self.app(scope, receive, send)
+        entry = {"path": scope["path"], "range": dict(scope["headers"]).get(b"range", b"").decode(), "bytes": 0}
+        self.log.append(entry)
+        cut = self.cut if self.cut and scope["path"].endswith("/" + self.cut[0]) else None
+
+        async def tapped(message):
+            if message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                if cut and entry["bytes"] + len(body) > cut[1]:
+                    self.cut = None
+                    keep = cut[1] - entry["bytes"]
+                    await send({"type": "http.response.body", "body": body[:keep], "more_body": True})
+                    entry["bytes"] += keep
+                    raise ConnectionAbortedError("cut by the test")
+                entry["bytes"] += len(body)
+            await send(message)
+
+        await self.app(scope, receive, tapped)
+
+    def weight_bytes(self):
+        return sum(e["bytes"] for e in self.log)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    model = tmp_path_factory.mktemp("store") / MODEL
+    shutil.copytree(FIXTURE, model)
+    (model / "reference.json").unlink()
+    write_tiny_tokenizer(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def tap(model_dir):
+    from app import ModelRegistry, create_app
+
+    tap = Tap(create_app(ModelRegistry([model_dir], include_cache=False)))
+    with running(tap) as port:
+        tap.url = f"http://127.0.0.1:{port}"
+        yield tap
+
+
+@pytest.fixture(scope="module")
+def page(tap, tmp_path_factory):
+    with playwright_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(str(tmp_path_factory.mktemp("chromium")), headless=True,
+                                                       executable_path=CHROMIUM, args=FLAGS)
+        page = context.new_page()
+        page.goto(tap.url + "/")
+        yield page
+        context.close()
+
+
+def run(page, **kw):
+    return page.evaluate(RUN, {"modelId": MODEL, "ids": REF["prompt_ids"], "n": N, "url": None, "code": None, **kw})
+
+
+def remove(page, url=None):
+    page.evaluate("""async ([model, url]) => {
+      const {WispClient} = await import("/static/client.js");
+      const c = new WispClient(url ? {url} : {});
+      try { return await c.storeRemove(model); } finally { c.terminate(); }
+    }""", [MODEL, url])
+
+
+def test_second_load_reads_no_weight_bytes(page, tap, model_dir):
+    tap.log.clear()
+    first = run(page)
+    assert "error" not in first, first
+    assert first["tokens"] == REF["greedy"][:N]
+    sizes = {p.name: p.stat().st_size for p in model_dir.iterdir()}
+    assert tap.weight_bytes() == sum(sizes.values())  # every file exactly once
+    assert {"store", "download", "upload"} <= set(first["phases"])
+    listed = next(m for m in first["store"]["models"] if m["model"]["id"] == MODEL)
+    assert all(f["complete"] and f["written"] == sizes[f["name"]] for f in listed["files"]), [f for f in listed["files"] if not (f["complete"] and f["written"] == sizes[f["name"]])]
+    assert first["store"]["backend"] == "opfs"
+
+    page.reload()
+    tap.log.clear()
+    second = run(page)
+    assert second["tokens"] == first["tokens"]
+    assert tap.log == []  # config, tokenizer, header and weights all came from the store
+    assert "download" not in second["phases"] and "verify" in second["phases"]
+
+
+def test_interrupted_download_resumes_from_the_stored_offset(page, tap, model_dir):
+    remove(page)
+    weights = model_dir / "model.safetensors"
+    tap.log.clear()
+    tap.cut = ("model.safetensors", 300_000)
+    failed = run(page)
+    assert failed.get("error"), [e for e in tap.log if "safetensors" in e["path"]]
+    partial = page.evaluate(STORED, [MODEL, "model.safetensors"])
+    assert partial and 0 < partial["meta"]["written"] <= 300_000 and not partial["meta"]["complete"]
+
+    tap.log.clear()
+    resumed = run(page)
+    assert resumed.get("tokens") == REF["greedy"][:N], resumed
+    ranges = [e["range"] for e in tap.log if e["path"].endswith("/model.safetensors")]
+    assert ranges == [f"bytes={partial['meta']['written']}-"], tap.log  # only the rest was fetched
+    stored = page.evaluate(STORED, [MODEL, "model.safetensors"])
+    assert stored["meta"]["complete"] and stored["size"] == weights.stat().st_size
+    assert stored["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest() == stored["meta"]["digest"]
+
+
+def test_corrupt_stored_file_is_discarded_and_fetched_again(page, tap, model_dir):
+    assert run(page).get("tokens") == REF["greedy"][:N]  # complete in the store
+    page.evaluate("""async (model) => {
+      const root = await navigator.storage.getDirectory();
+      const dir = await (await root.getDirectoryHandle("wisp-models")).getDirectoryHandle(model);
+      const w = await (await dir.getFileHandle("model.safetensors")).createWritable({keepExistingData: true});
+      await w.write({type: "write", position: 200000, data: new Uint8Array(64).fill(0x55)});
+      await w.close();
+    }""", MODEL)
+    weights = model_dir / "model.safetensors"
+    tap.log.clear()
+    again = run(page)
+    assert again.get("tokens") == REF["greedy"][:N], again  # the desktop's tokens: no corrupt weight was used
+    fetched = [e for e in tap.log if e["path"].endswith("/model.safetensors")]
+    assert [(e["range"], e["bytes"]) for e in fetched] == [("", weights.stat().st_size)]
+    stored = page.evaluate(STORED, [MODEL, "model.safetensors"])
+    assert stored["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+
+
+def test_quota_error_writes_nothing(page, tap):
+    remove(page)
+    code = ("from js import eval as js_eval\n"
+            "js_eval('navigator.storage.estimate = async () => ({usage: 1000000, quota: 1100000})')\n'ok'")
+    result = run(page, url="/worker/worker.js?test", code=code)
+    assert result.get("error", {}).get("kind") == "quota", result
+    assert "needs" in result["error"]["message"] and "MB available" in result["error"]["message"]
+    assert page.evaluate(ENTRIES, MODEL) == []
+
+
+def test_cache_api_fallback(page, tap):
+    url = "/worker/worker.js?store=cache"
+    remove(page, url)
+    tap.log.clear()
+    first = run(page, url=url)
+    assert first.get("tokens") == REF["greedy"][:N], first
+    assert first["store"]["backend"] == "cache" and tap.log
+    tap.log.clear()
+    second = run(page, url=url)
+    assert second["tokens"] == first["tokens"] and tap.log == []
