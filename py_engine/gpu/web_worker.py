@@ -95,8 +95,11 @@ async def load(message: dict) -> None:
                                     model["files"])
 
     def progress(done, total):
-        emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
-        if done >= total:  # the weights are in; what remains of the load is building pipelines
+        # Weights reach the GPU in the same pass that downloads (or reads back and verifies) them, and
+        # the store narrates that pass (download / verify): "upload" is reported once all have landed,
+        # so the page's steps run in order: store, download, verify, upload, compile.
+        if done >= total:
+            emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
             emit({"type": "progress", "id": request, "phase": "compile", "done": 0, "total": 0})
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
