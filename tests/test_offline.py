@@ -1,0 +1,52 @@
+"""Installed and offline: the default model, loaded once, answers again with no server at all.
+
+The first visit installs the service worker (app shell, worker, Pyodide, wheels) and the load
+streams SmolLM2 into the weight store. Then the server is stopped and the context goes offline;
+a reload must boot everything from the service worker and the store and give the same greedy
+tokens (SwiftShader: a few minutes)."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from test_browser_engine import CHROMIUM, FLAGS, ROOT, RUN
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+SW_READY = """async () => {
+  const registration = await navigator.serviceWorker.ready;
+  return !!registration.active;
+}"""
+QUESTION = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "sampling": {"temperature": 0, "max_new_tokens": 4}}
+
+
+def test_offline_reload_gives_the_same_tokens(tmp_path):
+    from py_engine.model_cache import ensure_model
+
+    ensure_model("smollm2-135m-instruct")
+    server = subprocess.Popen([sys.executable, "-m", "app", "--port", "0"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = re.search(r"http://\S+", server.stdout.readline()).group(0)
+    try:
+        with playwright_api.sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), headless=True,
+                                                           executable_path=CHROMIUM, args=FLAGS)
+            page = context.new_page()
+            page.goto(url)
+            assert page.evaluate(SW_READY)
+            page.reload()  # now controlled by the service worker
+            args = {"modelId": "smollm2-135m-instruct", "context": 256, "request": QUESTION}
+            online = page.evaluate(RUN, args)
+
+            server.terminate()
+            server.wait(10)
+            context.set_offline(True)
+            page.reload()
+            offline = page.evaluate(RUN, args)
+            context.close()
+    finally:
+        if server.poll() is None:
+            server.terminate()
+    assert online["done"]["tokens"] == offline["done"]["tokens"] == [504, 3575, 282, 4649]
