@@ -28,6 +28,16 @@ var<workgroup> q: array<f32, 256>;
 var<workgroup> weights: array<f32, 64>;
 var<workgroup> tile_max: array<f32, 64>;
 
+// Metal compiles WGSL with fast math: there exp() of a very negative (or -inf) argument can come
+// back NaN instead of 0, and a large one overflows to inf (inf * 0 = NaN further on). So every
+// exp() in this kernel goes through safe_exp, whose argument is kept in [-80, 80]: below -80 the
+// result is exactly 0 (exp(-80) ≈ 2e-35 is nothing next to the max term's 1), above 80 it is capped
+// (exp(80) ≈ 5.5e34 stays finite).
+fn safe_exp(x: f32) -> f32 {
+    if (x < -80.0) { return 0.0; }
+    return exp(min(x, 80.0));
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
@@ -54,7 +64,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let k_off = (kv_base + key) * hd;
             var dot = 0.0;
             for (var d = 0u; d < hd; d++) { dot += q[d] * k_cache[k_off + d]; }
-            if (p.softcap > 0.0) { dot = tanh(dot / p.softcap) * p.softcap; }
+            // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal (e^2x / e^2x);
+            // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
+            if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
             score = dot;
         }
         tile_max[lid] = score;
@@ -65,11 +77,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         let new_max = max(running_max, tile_max[0]);
         var w = 0.0;
-        if (key <= last) { w = exp(score - new_max); }
+        if (key <= last) { w = safe_exp(score - new_max); }  // masked lanes weigh exactly 0
         weights[lid] = w;
         workgroupBarrier();
 
-        let correction = exp(running_max - new_max);
+        let correction = safe_exp(running_max - new_max);  // first tile: -3e38 - max → 0
         running_max = new_max;
         let count = min(TILE, last + 1u - start);
         var tile_sum = 0.0;

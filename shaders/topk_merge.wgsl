@@ -26,6 +26,16 @@ var<workgroup> stat_sum: array<f32, THREADS>;
 
 var<private> cursor: array<u32, LISTS_PER_THREAD>;
 
+// Metal compiles WGSL with fast math: there exp() of a very negative (or -inf) argument can come
+// back NaN instead of 0, and a large one overflows to inf (inf * 0 = NaN further on). So every
+// exp() in this kernel goes through safe_exp, whose argument is kept in [-80, 80]: below -80 the
+// result is exactly 0 (exp(-80) ≈ 2e-35 is nothing next to the max term's 1), above 80 it is capped
+// (exp(80) ≈ 5.5e34 stays finite).
+fn safe_exp(x: f32) -> f32 {
+    if (x < -80.0) { return 0.0; }
+    return exp(min(x, 80.0));
+}
+
 struct Offer { value: f32, id: u32, list: u32 }
 
 // The sampling order: higher logit first, ties → lower id; NO_ID (no token) comes after every token.
@@ -38,7 +48,7 @@ fn combine(a: TileStats, b: TileStats) -> TileStats {
     if (a.sum_exp == 0.0) { return b; }
     if (b.sum_exp == 0.0) { return a; }
     let m = max(a.max_scaled, b.max_scaled);
-    return TileStats(m, a.sum_exp * exp(a.max_scaled - m) + b.sum_exp * exp(b.max_scaled - m));
+    return TileStats(m, a.sum_exp * safe_exp(a.max_scaled - m) + b.sum_exp * safe_exp(b.max_scaled - m));
 }
 
 // The best head among this thread's lists; list = NO_ID once all of them are used up.
