@@ -13,6 +13,18 @@
 // too), are dispatched as "error" / "crash" events. Every worker message is also dispatched as an
 // event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
 
+import { detectPlatform } from "./platform.js";
+
+/** What every load tells the worker about the page: the WebGPU implementation (decided here from
+ *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
+ *  the submit strategy (py_engine/gpu/browser_host.py's submit_strategy). */
+export function pageLoadOptions(scope = globalThis) {
+  const options = { platform: detectPlatform(scope.navigator) };
+  const group = scope.location ? new URLSearchParams(scope.location.search).get("group") : null;
+  if (group) options.group = group;
+  return options;
+}
+
 export class WispError extends Error {
   constructor(kind, message, id = null) {
     super(message);
@@ -139,14 +151,15 @@ export class WispClient extends EventTarget {
     return this;
   }
 
-  /** Load a model ({id, name, kind, files} from /api/models); resolves with the `loaded` event. */
+  /** Load a model ({id, name, kind, files} from /api/models); resolves with the `loaded` event.
+   *  options: {context, f32}; platform and group default to pageLoadOptions(). */
   load(model, options = {}, { onProgress = null } = {}) {
     this.start();
     const id = `load-${nextId++}`;
     this.loaded = null;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { kind: "load", resolve, reject, onProgress });
-      this._post({ type: "load", id, model: modelRef(model), options });
+      this._post({ type: "load", id, model: modelRef(model), options: { ...pageLoadOptions(), ...options } });
     });
   }
 

@@ -21,6 +21,7 @@
 //                                          dispatch [0, kernel, bindGroup, x, y, z], copy [1, src, srcOff,
 //                                          dst, dstOff, size]. Values are signed 32-bit: offsets and sizes
 //                                          must stay below 2^31 (2 GiB).
+//   configureSubmit(group)                 0: one command buffer per submit; N: N dispatches each, one in flight
 //   readBuffer(id, offset, size) -> Promise<Uint8Array>
 //   destroyBuffer(id)
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>         (in weights.js)
@@ -33,11 +34,27 @@
 // it re-exports the other two's public functions and Python still sees one module.
 
 import {
-  bindGroups, buffers, check, describe, device, get, gpuError, id, kernels, layouts, pending, scoped, staging,
+  bindGroups, buffers, check, describe, device, drain, enqueue, get, gpuError, id, kernels, layouts, pending, scoped,
+  staging, submitState,
 } from "./gpu_device.js";
+import { loadWeights as loadWeightsNow } from "./weights.js";
 
 export { requestDevice } from "./gpu_device.js";
-export { loadWeights, READ_BYTES } from "./weights.js";
+export { READ_BYTES } from "./weights.js";
+
+// Weight uploads write the queue: after any pending grouped submits (none on the single-pass path).
+export async function loadWeights(plan, onProgress) {
+  await drain();
+  return loadWeightsNow(plan, onProgress);
+}
+
+// The submit strategy: 0 = single pass per submit (Dawn, wgpu-native); N = N dispatches per
+// command buffer, one in flight (WebKit; gpu_device.js's submitState says why).
+export function configureSubmit(group) {
+  check();
+  submitState.group = group > 0 ? Math.floor(group) : 0;
+  submitState.chain = null;
+}
 
 const STORAGE_KINDS = { uniform: "uniform", read: "read-only-storage", rw: "storage" };
 
@@ -72,7 +89,9 @@ export function writeBuffer(bufferId, offset, data) {
     if (offset + u8.byteLength > buffer.size) {
       throw gpuError(`writeBuffer: ${u8.byteLength} bytes at ${offset} overflow buffer ${buffer.label || bufferId} (${buffer.size} bytes)`);
     }
-    device.queue.writeBuffer(buffer, offset, u8);
+    // Behind pending groups the write waits its turn, so it needs its own copy of the bytes.
+    if (submitState.chain) { const copy = u8.slice(); enqueue(() => device.queue.writeBuffer(buffer, offset, copy)); }
+    else device.queue.writeBuffer(buffer, offset, u8);
   });
 }
 
@@ -200,7 +219,12 @@ export function writeShared(bufferId, offset, length) {
   if (offset + length > buffer.size) {
     throw gpuError(`writeBuffer: ${length} bytes at ${offset} overflow buffer ${buffer.label || bufferId} (${buffer.size} bytes)`);
   }
-  device.queue.writeBuffer(buffer, offset, sharedBytes(), 0, length);
+  if (submitState.chain) {  // the shared array is overwritten by the next call: copy it now
+    const copy = sharedBytes().slice(0, length);
+    enqueue(() => device.queue.writeBuffer(buffer, offset, copy));
+  } else {
+    device.queue.writeBuffer(buffer, offset, sharedBytes(), 0, length);
+  }
 }
 
 export function submit(ops) {
@@ -209,6 +233,7 @@ export function submit(ops) {
 }
 
 function encodeAndSubmit(a) {
+  if (submitState.group > 0) { submitGrouped(a); return; }
   const encoder = device.createCommandEncoder();
   let pass = null;
   let lastKernel = -1;
@@ -237,10 +262,54 @@ function encodeAndSubmit(a) {
   }
   if (pass !== null) pass.end();
   device.queue.submit([encoder.finish()]);
+  submitState.commandBuffers++;
+}
+
+// Grouped (WebKit): the ids are resolved now, so a bad id throws from this call as in single-pass
+// (and the op list, a view of Python's shared array, may be overwritten once we return); each
+// group is encoded only after the previous one's onSubmittedWorkDone: one command buffer in flight.
+function submitGrouped(a) {
+  const groups = [];
+  let cur = [], dispatches = 0;
+  for (let i = 0; i < a.length; i += 6) {
+    const op = a[i];
+    if (op === 0) {
+      const kernel = get(kernels, a[i + 1], "kernel");
+      if (kernel.pipeline === null) compileNow(kernel);
+      cur.push([kernel.pipeline, get(bindGroups, a[i + 2], "bind group"), a[i + 3], a[i + 4], a[i + 5]]);
+      if (++dispatches === submitState.group) { groups.push(cur); cur = []; dispatches = 0; }
+    } else if (op === 1) {
+      cur.push([null, get(buffers, a[i + 1], "buffer"), a[i + 2], get(buffers, a[i + 3], "buffer"), a[i + 4], a[i + 5]]);
+    } else {
+      throw gpuError(`submit: unknown op ${op} at ${i}`);
+    }
+  }
+  if (cur.length) groups.push(cur);
+  for (const g of groups) enqueue(() => { submitGroup(g); return device.queue.onSubmittedWorkDone(); });
+}
+
+function submitGroup(cmds) {
+  const encoder = device.createCommandEncoder();
+  let pass = null, last = null;
+  for (const c of cmds) {
+    if (c[0] !== null) {
+      if (pass === null) { pass = encoder.beginComputePass(); last = null; }
+      if (c[0] !== last) { pass.setPipeline(c[0]); last = c[0]; }
+      pass.setBindGroup(0, c[1]);
+      pass.dispatchWorkgroups(c[2], c[3], c[4]);
+    } else {
+      if (pass !== null) { pass.end(); pass = null; }
+      encoder.copyBufferToBuffer(c[1], c[2], c[3], c[4], c[5]);
+    }
+  }
+  if (pass !== null) pass.end();
+  device.queue.submit([encoder.finish()]);
+  submitState.commandBuffers++;
 }
 
 export async function readBuffer(bufferId, offset, size) {
   check();
+  if (submitState.chain) { await drain(); check(); }  // grouped: the read-back copy is its own final submit
   const buffer = get(buffers, bufferId, "buffer");
   if (size === 0) return new Uint8Array(0);
   const lo = offset - (offset % 4);
@@ -270,7 +339,10 @@ export async function readBuffer(bufferId, offset, size) {
 
 export function destroyBuffer(bufferId) {
   const buffer = buffers.get(bufferId);
-  if (buffer) { buffer.destroy(); buffers.delete(bufferId); }
+  if (!buffer) return;
+  buffers.delete(bufferId);
+  if (submitState.chain) enqueue(() => buffer.destroy());  // pending groups may still use it
+  else buffer.destroy();
 }
 
 export function destroyBindGroup(groupId) {
@@ -278,7 +350,8 @@ export function destroyBindGroup(groupId) {
 }
 
 export function stats() {
-  return { buffers: buffers.size, kernels: kernels.size, bindGroups: bindGroups.size, pending: pending.length };
+  return { buffers: buffers.size, kernels: kernels.size, bindGroups: bindGroups.size, pending: pending.length,
+           submitGroup: submitState.group, commandBuffers: submitState.commandBuffers };
 }
 
 // Test hook: make the device report an error / lose the device as a real fault would.

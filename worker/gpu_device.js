@@ -45,6 +45,29 @@ export function check() {
   }
 }
 
+// The submit strategy (py_engine/gpu/browser_host.py's submit_strategy decides it at start-up).
+// group 0: each submit is one encoder, one compute pass, one queue.submit (Dawn, wgpu-native).
+// group N: WebKit's workaround: N dispatches per command buffer, each submitted and awaited before
+// the next is encoded, so exactly one command buffer is in flight. Python's submit stays
+// synchronous: the groups wait in `chain`, and every later queue operation (writes, destroys,
+// read-backs, weight uploads) goes after them, so the queue order Python asked for is kept.
+export const submitState = { group: 0, chain: null, commandBuffers: 0 };
+
+export function recordError(message) { errors.push(message); }
+
+// Run step after every pending group (grouped mode only). A failure becomes the next call's error.
+export function enqueue(step) {
+  const p = (submitState.chain || Promise.resolve()).then(step)
+    .catch((e) => recordError(`grouped submit: ${describe(e)}`));
+  submitState.chain = p;
+  p.then(() => { if (submitState.chain === p) submitState.chain = null; });
+}
+
+// Wait for every pending group; no await at all when none is pending (the single-pass path).
+export async function drain() {
+  while (submitState.chain) await submitState.chain;
+}
+
 export function describe(err) {
   return `${err.constructor?.name || "GPUError"}: ${err.message}`;
 }
@@ -95,6 +118,7 @@ export async function requestDevice(options = {}) {
   lost = null;
   errors.length = 0;
   pending.length = 0;
+  submitState.chain = null; submitState.commandBuffers = 0;
   buffers.clear(); kernels.clear(); bindGroups.clear(); layouts.clear(); staging.length = 0;
   const current = device;
   device.lost.then((info) => { if (device === current) lost = info; });

@@ -62,7 +62,31 @@ def _js_module():
     return wisp_gpu
 
 
-async def open_browser_device(allow_f16: bool = True, limits: str = "default", gpu=None) -> "BrowserDevice":
+# WebKit's WebGPU until the crash-surviving probe (issue 6, step 3) calibrates it per device:
+# batched submits have hard-crashed the GPU process on some iPhones.
+WEBKIT_GROUP = 64
+
+
+def submit_strategy(platform: dict | None = None, group=None) -> dict:
+    """The submit strategy, chosen once at start-up from the page's detectPlatform() (static/
+    platform.js; never from the adapter's vendor) and the page URL's ?group=N / ?group=all.
+    Dawn / wgpu-native: one encoder, one pass, one submit per forward. WebKit: grouped submits."""
+    if group is not None and str(group).strip() != "":
+        g = str(group).strip().lower()
+        if g == "all":
+            return {"strategy": "single-pass", "group": None, "reason": "?group=all: one submit per forward"}
+        if not g.isdigit() or int(g) < 1:
+            raise GpuError(f"?group= must be a positive number of dispatches or 'all', not {group!r}")
+        return {"strategy": "grouped", "group": int(g), "reason": f"?group={int(g)} override"}
+    if (platform or {}).get("webkit"):
+        return {"strategy": "grouped", "group": WEBKIT_GROUP,
+                "reason": f"WebKit ({(platform or {}).get('reason', 'user agent')}): {WEBKIT_GROUP} dispatches "
+                          "per command buffer, one in flight"}
+    return {"strategy": "single-pass", "group": None, "reason": "Dawn / wgpu-native: one submit per forward"}
+
+
+async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | None = None,
+                              gpu=None) -> "BrowserDevice":
     gpu = gpu if gpu is not None else _js_module()
     options = to_js({"allowF16": bool(allow_f16), "limits": limits}, dict_converter=_object_from_entries())
     try:
@@ -86,6 +110,10 @@ async def open_browser_device(allow_f16: bool = True, limits: str = "default", g
             storage_offset_alignment=int(lim["minStorageBufferOffsetAlignment"]),
         ),
     )
+    try:
+        gpu.configureSubmit(int(submit_group or 0))  # 0: single pass
+    except JsException as e:
+        raise _gpu_error(e) from None
     return BrowserDevice(gpu, caps, info)
 
 
@@ -199,6 +227,10 @@ class BrowserDevice(Device):
             self._gpu.submitShared(n)
         except JsException as e:
             raise _gpu_error(e) from None
+
+    def command_buffers(self) -> int:
+        """Command buffers submitted since the device opened (grouped submits make more of them)."""
+        return int(self._gpu.stats().to_py()["commandBuffers"])
 
     # weights -----------------------------------------------------------------------------------
     async def upload_plan(self, pieces, progress=None) -> dict:

@@ -77,15 +77,20 @@ async def handle(message: dict) -> None:
 async def load(message: dict) -> None:
     from ..session import load_model
     from . import open_device
+    from .browser_host import submit_strategy
     from .web_files import RemoteModel
 
     start = time.perf_counter()
     model, options, request = message["model"], message.get("options") or {}, message.get("id")
     _loading[:] = [model["id"]]
     allow_f16 = not options.get("f32", False)
-    if _state.get("allow_f16") != allow_f16:
+    platform = options.get("platform") or {}  # the page's detectPlatform(): workers have no maxTouchPoints
+    submit = submit_strategy(platform, options.get("group"))
+    key = (allow_f16, submit["group"])
+    if _state.get("device_key") != key:
         _state.clear()
-        _state["device"], _state["allow_f16"] = await open_device(allow_f16=allow_f16), allow_f16
+        _state["device"] = await open_device(allow_f16=allow_f16, submit_group=submit["group"])
+        _state["device_key"] = key
     device = _state["device"]
     for key in ("engine", "tok", "cache"):
         _state.pop(key, None)  # the previous model's buffers go with it
@@ -112,7 +117,12 @@ async def load(message: dict) -> None:
     emit({"type": "loaded", "id": request, "model": model["id"], "load_ms": round(1000 * (time.perf_counter() - start)),
           "adapter": {"name": caps.adapter, "features": [f for f, on in (("shader-f16", caps.shader_f16),
                                                                           ("subgroups", caps.subgroups)) if on],
-                      "limits": dict(vars(caps.limits))},
+                      "limits": dict(vars(caps.limits)),
+                      "webkit": bool(platform.get("webkit")), "platform_reason": platform.get("reason", ""),
+                      "submit": submit,
+                      # WebKit workarounds in force: a desktop engine must show none (a hardware-
+                      # keyed gate once made one 8x slower)
+                      "workarounds": ["grouped-submits"] if submit["strategy"] == "grouped" else []},
           "wasm_memory_bytes": wasm_memory_bytes()})
 
 
@@ -163,6 +173,11 @@ def wasm_memory_bytes() -> int:
     return int(pyodide_js._module.HEAPU8.length)
 
 
+def _command_buffers() -> int:
+    device = _state.get("device")
+    return device.command_buffers() if hasattr(device, "command_buffers") else 0
+
+
 def prompt_ids(message: dict, tok) -> list[int]:
     if message.get("ids") is not None:
         return [int(i) for i in message["ids"]]
@@ -192,6 +207,7 @@ async def generate(message: dict) -> None:
     tokens, times, stop = [], [], "length"
     start = time.perf_counter()
     stop_ids = () if message.get("ignore_eos") else _state["stop_ids"]  # benchmarks decode a fixed count
+    buffers_before = _command_buffers()
     answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, stop_ids)
     try:
         async for token in answer:
@@ -216,5 +232,5 @@ async def generate(message: dict) -> None:
     emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids),
           "prefilled_tokens": cache.prefilled, "ttft_ms": round(1000 * ttft, 1),
           "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
-          "decode_tok_s": round(decode, 1), "stop": stop,
+          "decode_tok_s": round(decode, 1), "stop": stop, "command_buffers": _command_buffers() - buffers_before,
           "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3)})
