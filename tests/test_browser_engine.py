@@ -5,21 +5,14 @@ everywhere: the browser's greedy tokens must equal the desktop engine's (the tin
 reference greedy tokens, which the desktop parity tests match; SmolLM2's 8 greedy tokens for the
 README's question). SwiftShader has no shader-f16, so this is the f32 path."""
 import json
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from browser_harness import ROOT, app_server, launch
+
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
-         "--use-webgpu-adapter=swiftshader", "--no-sandbox", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 DESKTOP_PARIS = [504, 3575, 282, 4649, 314, 7042, 30, 2]  # SmolLM2, greedy, desktop (test_real_models)
 
 RUN = """async ({modelId, request, context}) => {
@@ -42,23 +35,14 @@ def server():
     from py_engine.model_cache import ensure_model
 
     ensure_model("smollm2-135m-instruct")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", "0", "--model", str(FIXTURES / "llama-f32")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"http://\S+", line)
-    if not match:
-        proc.kill()
-        pytest.fail(f"server did not start: {line!r} {proc.stderr.read()}")
-    yield match.group(0).rstrip("/")
-    proc.terminate()
-    proc.wait(10)
+    with app_server("--model", str(FIXTURES / "llama-f32")) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page(server, tmp_path_factory):
     with playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path_factory.mktemp("chromium")), headless=True,
-                                                       executable_path=CHROMIUM, args=FLAGS)
+        context = launch(p, tmp_path_factory.mktemp("chromium"))
         page = context.new_page()
         page.goto(server + "/")
         yield page

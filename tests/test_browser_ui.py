@@ -3,15 +3,11 @@
 A tiny random model with a made-up byte-level tokenizer (test_chat.py) stands in for a real one:
 its answers are noise, but they stream fast enough on SwiftShader to drive the whole flow — load,
 type, watch the answer grow, Stop mid-answer, ask again — and to save a screenshot."""
-import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from test_browser_engine import CHROMIUM, FLAGS, ROOT
+from browser_harness import ROOT, app_server, launch
 from test_chat import FIXTURE, write_tiny_tokenizer
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -23,20 +19,13 @@ def server(tmp_path_factory):
     model = tmp_path_factory.mktemp("ui") / "qwen3-tiny"
     shutil.copytree(FIXTURE, model)
     write_tiny_tokenizer(model)
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", "0", "--no-default", "--model", str(model)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    match = re.search(r"http://\S+", proc.stdout.readline())
-    assert match, proc.stderr.read()
-    yield match.group(0).rstrip("/")
-    proc.terminate()
-    proc.wait(10)
+    with app_server("--no-default", "--model", str(model)) as (url, _):
+        yield url
 
 
 def test_chat_flow_with_the_real_worker(server, tmp_path):
     with playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), headless=True,
-                                                       executable_path=CHROMIUM, args=FLAGS,
-                                                       viewport={"width": 1280, "height": 860})
+        context = launch(p, tmp_path / "profile", viewport={"width": 1280, "height": 860})
         page = context.new_page()
         page.goto(server + "/")
         expect = playwright_api.expect

@@ -4,13 +4,10 @@ The first visit installs the service worker (app shell, worker, Pyodide, wheels)
 streams SmolLM2 into the weight store. Then the server is stopped and the context goes offline;
 a reload must boot everything from the service worker and the store and give the same greedy
 tokens (SwiftShader: a few minutes)."""
-import re
-import subprocess
-import sys
-
 import pytest
 
-from test_browser_engine import CHROMIUM, FLAGS, ROOT, RUN
+from browser_harness import app_server, launch
+from test_browser_engine import RUN
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -26,27 +23,19 @@ def test_offline_reload_gives_the_same_tokens(tmp_path):
     from py_engine.model_cache import ensure_model
 
     ensure_model("smollm2-135m-instruct")
-    server = subprocess.Popen([sys.executable, "-m", "app", "--port", "0"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = re.search(r"http://\S+", server.stdout.readline()).group(0)
-    try:
-        with playwright_api.sync_playwright() as p:
-            context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), headless=True,
-                                                           executable_path=CHROMIUM, args=FLAGS)
-            page = context.new_page()
-            page.goto(url)
-            assert page.evaluate(SW_READY)
-            page.reload()  # now controlled by the service worker
-            args = {"modelId": "smollm2-135m-instruct", "context": 256, "request": QUESTION}
-            online = page.evaluate(RUN, args)
+    with app_server() as (url, server), playwright_api.sync_playwright() as p:
+        context = launch(p, tmp_path / "profile")
+        page = context.new_page()
+        page.goto(url)
+        assert page.evaluate(SW_READY)
+        page.reload()  # now controlled by the service worker
+        args = {"modelId": "smollm2-135m-instruct", "context": 256, "request": QUESTION}
+        online = page.evaluate(RUN, args)
 
-            server.terminate()
-            server.wait(10)
-            context.set_offline(True)
-            page.reload()
-            offline = page.evaluate(RUN, args)
-            context.close()
-    finally:
-        if server.poll() is None:
-            server.terminate()
+        server.terminate()
+        server.wait(10)
+        context.set_offline(True)
+        page.reload()
+        offline = page.evaluate(RUN, args)
+        context.close()
     assert online["done"]["tokens"] == offline["done"]["tokens"] == [504, 3575, 282, 4649]

@@ -5,7 +5,7 @@ navigator under Playwright's iPad descriptor and a desktop-mode iPad (a Macintos
 points, set through CDP as the issue describes)."""
 import pytest
 
-from test_browser_engine import CHROMIUM, FLAGS
+from browser_harness import launch
 from test_page import base_url  # noqa: F401  (the page tests' static server fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -37,7 +37,7 @@ DETECT = """async ([ua, touch]) => {
 @pytest.fixture(scope="module")
 def browser():
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=FLAGS)
+        browser = launch(p)
         yield p, browser
         browser.close()
 

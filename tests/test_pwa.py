@@ -26,7 +26,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 from app import ModelRegistry, create_app  # noqa: E402
 from app.__main__ import bind  # noqa: E402
-from test_browser_engine import CHROMIUM, FLAGS  # noqa: E402
+from browser_harness import CHROMIUM, FLAGS  # noqa: E402
 from test_server import FIXTURE, ROOT, web_build  # noqa: E402,F401  (web_build: a pytest fixture)
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")

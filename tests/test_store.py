@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from test_browser_engine import CHROMIUM, FLAGS, ROOT
+from browser_harness import CHROMIUM, FLAGS
 from test_chat import FIXTURE, write_tiny_tokenizer
 from test_server import running
 

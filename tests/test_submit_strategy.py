@@ -6,15 +6,13 @@ submit_strategy) and reports it in the `loaded` event. A desktop Chrome UA must 
 and no WebKit workaround; the iPad descriptor must get WebKit and grouped submits; ?group=1,
 ?group=8 and the full batch must give the tiny fixture's reference greedy tokens."""
 import json
-import re
-import subprocess
-import sys
 
 import pytest
 
+from browser_harness import app_server, launch
 from py_engine.gpu.browser_host import submit_strategy
 from py_engine.gpu.device import GpuError
-from test_browser_engine import CHROMIUM, FIXTURES, FLAGS, ROOT
+from test_browser_engine import FIXTURES
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -59,21 +57,14 @@ def test_strategy_rules():
 
 @pytest.fixture(scope="module")
 def server():
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", "0", "--model", str(FIXTURES / "llama-f32")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    match = re.search(r"http://\S+", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        pytest.fail(f"server did not start: {proc.stderr.read()}")
-    yield match.group(0).rstrip("/")
-    proc.terminate()
-    proc.wait(10)
+    with app_server("--model", str(FIXTURES / "llama-f32")) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
     with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=FLAGS)
+        chromium = launch(p)
         yield p, chromium
         chromium.close()
 
