@@ -22,6 +22,7 @@ from .gpu import Binding
 _HERE = Path(__file__).resolve().parent
 SHADER_DIR = _HERE / "shaders" if (_HERE / "shaders").is_dir() else _HERE.parent / "shaders"
 WEIGHTS_DIR = SHADER_DIR / "weights"
+SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to every kernel (Metal-safe exp)
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
@@ -85,7 +86,8 @@ class Kernel:
         raw = (SHADER_DIR / f"{name}.wgsl").read_text()
         defines = dict(defines or {})
         weights = defines.pop("WEIGHTS", None)
-        source = specialise(raw + (weight_snippets(weights) if weights else ""), defines)
+        helpers = SAFE_EXP + (weight_snippets(weights) if weights else "")
+        source = specialise(raw + helpers, defines)
         self.name = name
         self.bindings = parse_bindings(raw)
         self.params = parse_params(raw)

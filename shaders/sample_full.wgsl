@@ -27,16 +27,6 @@ var<workgroup> partial: array<f32, THREADS>;
 var<workgroup> lanes: array<array<vec4<f32>, 4>, THREADS / 2u>;
 var<workgroup> owner_plus_one: atomic<u32>;
 
-// Metal compiles WGSL with fast math: there exp() of a very negative (or -inf) argument can come
-// back NaN instead of 0, and a large one overflows to inf (inf * 0 = NaN further on). So every
-// exp() in this kernel goes through safe_exp, whose argument is kept in [-80, 80]: below -80 the
-// result is exactly 0 (exp(-80) ≈ 2e-35 is nothing next to the max term's 1), above 80 it is capped
-// (exp(80) ≈ 5.5e34 stays finite).
-fn safe_exp(x: f32) -> f32 {
-    if (x < -80.0) { return 0.0; }
-    return exp(min(x, 80.0));
-}
-
 // Monotone map of f32 onto u32, so a logit cut is an integer bisection; -0 and +0 share a key
 // since they compare equal (and so tie, ties going by id) everywhere else.
 fn order_key(v: f32) -> u32 {
