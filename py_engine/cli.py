@@ -1,4 +1,4 @@
-"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize …`. Bad input → one line on stderr, exit 2."""
+"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check …`. Bad input → one line on stderr, exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     get = sub.add_parser("fetch", help="download a catalog model into the cache; print its path")
     get.add_argument("name", nargs="?", default=DEFAULT_MODEL, help=f"catalog name (default: {DEFAULT_MODEL})")
     get.add_argument("--list", action="store_true", help="list the catalog and what is cached")
+    check = sub.add_parser("check", help="run the GPU self-tests (\"Check this device\"); exit 1 if any fails")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--f32", action="store_true", help="open the device without shader-f16")
     tok = sub.add_parser("tokenize", help="read text on stdin, print {\"ids\": [...]}")
     tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
@@ -65,6 +68,8 @@ def main(argv=None) -> int:
             return tokenize(args)
         if args.command == "fetch":
             return fetch(args)
+        if args.command == "check":
+            return asyncio.run(check_device(args))
         check_sampling_args(args)
         if args.command == "chat":
             return asyncio.run(chat(args))
@@ -92,6 +97,18 @@ def fetch(args) -> int:
     bar.finish()
     print(path)
     return 0
+
+
+async def check_device(args) -> int:
+    from .gpu import open_device
+    from .gpu.browser_host import submit_strategy
+    from .selftest.suite import device_report, format_report, run_suite
+
+    device = await open_device(allow_f16=not args.f32)
+    results = await run_suite(device)
+    report = device_report(device, results, submit=submit_strategy())  # the desktop never groups submits
+    print(json.dumps(report, indent=1) if args.json else format_report(report))
+    return 0 if report["failed"] == 0 else 1
 
 
 def load_tokenizer(path: Path):
