@@ -13,6 +13,7 @@ from .formats.hf_dir import read_json, read_tensor_index
 from .formats.mlx import mlx_tensors
 from .formats.source import open_source
 from .kernels import KernelCache
+from .memory import footprint, largest_context, too_large
 from .models import graph_generator
 from .models.builder import GraphBuilder
 from .models.config import ModelConfig, config_from_hf
@@ -39,29 +40,43 @@ class Engine:
 
     @classmethod
     async def load(cls, model, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
-                   progress=None) -> "Engine":
+                   progress=None, **options) -> "Engine":
         """model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized)
         or a ModelSource. max_binding: split weights above this many bytes (default: the
-        device's binding limit). progress: (bytes landed, bytes expected) as weights reach the GPU."""
+        device's binding limit). progress: (bytes landed, bytes expected) as weights reach the GPU.
+        options: packed_kv, gpu_budget (see from_tensors)."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source)
-        return await cls.from_tensors(cfg, tensors, source, device, max_rows, context, max_binding, progress)
+        return await cls.from_tensors(cfg, tensors, source, device, max_rows, context, max_binding, progress,
+                                      **options)
 
     @classmethod
     async def from_tensors(cls, cfg, tensors, source, device, max_rows=128, context=2048, max_binding=0,
-                           progress=None):
+                           progress=None, packed_kv: bool = False, gpu_budget: int | None = None):
+        """packed_kv: keep K and V as f16 pairs in u32 words (WebKit: half the memory, no native f16).
+        gpu_budget: refuse (ModelTooLargeError) before any upload when the model needs more bytes."""
         generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
-        builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, source.label), max_rows, context,
-                               half, v_cache_dtype(tensors, half), max_binding or device.caps.limits.max_storage_binding)
-        graph = generate_graph(builder)
-        log.info("graph: %s", graph.summary())
+        kv = ("f16_packed", "f16_packed") if packed_kv else ("f32", v_cache_dtype(tensors, half))
+
+        def plan(context):
+            builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, source.label), max_rows, context,
+                                   half, kv, max_binding or device.caps.limits.max_storage_binding)
+            graph = generate_graph(builder)
+            return graph, footprint(graph, cfg.vocab_size, context)
+
+        graph, need = plan(context)
+        log.info("graph: %s; GPU memory %s", graph.summary(), need.describe())
+        if gpu_budget is not None and need.total > gpu_budget:  # before a byte is uploaded
+            fitting = largest_context(lambda c: plan(c)[1].total <= gpu_budget, context)
+            raise too_large(need, gpu_budget, source.label, context, fitting)
         uploader = WeightUploader(device, kernels, tensors, source, progress)
         uploader.expect(t for t in graph.tensors if t.kind == "weight")
         executor = Executor(device, kernels, graph, uploader)
         engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
+        engine.footprint, engine.kv_formats = need, kv
         await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
         await uploader.finish()
         await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for every upload

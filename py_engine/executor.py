@@ -13,6 +13,7 @@ from .gpu import Dispatch
 from .graph import Graph
 from .kernels import STEP_FORMAT
 from .linear_plan import choose_linear
+from .memory import pool_activations
 
 log = logging.getLogger("wisp")
 
@@ -34,34 +35,20 @@ class Executor:
     # buffers ---------------------------------------------------------------------------------
     def _allocate(self, weights) -> int:
         """Weights from the uploader, dedicated buffers for inputs/outputs/state, a pool for activations."""
-        last_use = {}
-        for i, op in enumerate(self.graph.ops):
-            for t in op.bind.values():
-                last_use[t] = i
-        free: dict[int, list] = {}
-        pooled, total = 0, 0
-        for i, op in enumerate(self.graph.ops):
+        slot_of, sizes = pool_activations(self.graph)
+        pool = [self.device.create_buffer(size, label="activation") for size in sizes]
+        for op in self.graph.ops:
             for t in op.bind.values():
                 if t in self.buffers:
                     continue
                 if t.kind == "weight":
                     self.buffers[t] = weights.upload(t)
                 elif t.kind == "activation":
-                    bucket = free.get(t.nbytes)
-                    if bucket:
-                        self.buffers[t] = bucket.pop()
-                    else:
-                        self.buffers[t] = self.device.create_buffer(t.nbytes, label="activation")
-                        pooled += 1
-                        total += t.nbytes
+                    self.buffers[t] = pool[slot_of[t]]
                 else:
                     self.buffers[t] = self.device.create_buffer(t.nbytes, label=t.name)
-            for t in op.bind.values():
-                if t.kind == "activation" and last_use[t] == i:
-                    free.setdefault(t.nbytes, []).append(self.buffers[t])
-        activations = sum(1 for t in self.graph.tensors if t.kind == "activation")
-        log.info("%d tensors → %d buffers, %.1f MB", activations, pooled, total / 1e6)
-        return total
+        log.info("%d tensors → %d buffers, %.1f MB", len(slot_of), len(pool), sum(sizes) / 1e6)
+        return sum(sizes)
 
     def buffer(self, name: str):
         tensor = self.graph.inputs.get(name) or self.graph.outputs[name]

@@ -7,11 +7,16 @@ and `enable f16;` when a define names f16 (kernels use f16 only through such ali
 `Step` uniform struct (rows of this forward, first position, KV length) is defined for every kernel.
 The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
 kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
+The defines K_CACHE / V_CACHE="<format>" likewise choose the KV cache's storage (f32, f16, or
+f16_packed: f16 pairs in u32 words): they alias K / V to the stored word type and append
+`shaders/kv/<format>.wgsl` with $name k / v, so a kernel reads k_at(i), v_pair(i), … and writes
+k_store_pair(…) without knowing the format.
 """
 from __future__ import annotations
 
 import re
 import struct
+from string import Template
 from pathlib import Path
 
 from . import quant
@@ -27,6 +32,10 @@ SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to ever
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
 _WEIGHT_HELPERS = {"q4_k": ("k_scales",), "q5_k": ("k_scales",), "mlx4_f16": ("mlx4",), "mlx4_bf16": ("mlx4",)}
+
+KV_DIR = SHADER_DIR / "kv"
+KV_WORDS = {"f32": "f32", "f16": "f16", "f16_packed": "u32"}  # KV cache format → the word stored
+KV_BYTES = {"f32": 4, "f16": 2, "f16_packed": 2}  # bytes per cached element
 
 STEP_STRUCT = "struct Step { rows: u32, pos: u32, kv_len: u32, pad: u32 }\n"
 STEP_FORMAT = "<4I"
@@ -79,6 +88,18 @@ def weight_snippets(weight_format: str) -> str:
     return "".join("\n" + (WEIGHTS_DIR / f"{n}.wgsl").read_text() for n in names)
 
 
+def kv_snippet(cache_format: str, name: str, binding: Binding | None) -> str:
+    """The accessors of one KV cache (name "k" or "v", bound as k_cache / v_cache); the store
+    half only where the kernel binds the cache read_write."""
+    if cache_format not in KV_WORDS:
+        raise ValueError(f"unknown KV cache format {cache_format!r} (known: {', '.join(KV_WORDS)})")
+    if binding is None:
+        raise ValueError(f"{name.upper()}_CACHE given to a kernel without a {name}_cache binding")
+    read, store = (KV_DIR / f"{cache_format}.wgsl").read_text().split("\n// store\n")
+    text = read + ("\n" + store if binding.kind == "rw" else "")
+    return "\n" + Template(text).substitute(name=name, cache=binding.name)
+
+
 class Kernel:
     """A compiled kernel plus what Python needs to bind it and fill its Params."""
 
@@ -86,10 +107,16 @@ class Kernel:
         raw = (SHADER_DIR / f"{name}.wgsl").read_text()
         defines = dict(defines or {})
         weights = defines.pop("WEIGHTS", None)
+        self.bindings = parse_bindings(raw)
         helpers = SAFE_EXP + (weight_snippets(weights) if weights else "")
+        by_name = {b.name: b for b in self.bindings}
+        for cache in ("k", "v"):
+            cache_format = defines.pop(f"{cache.upper()}_CACHE", None)
+            if cache_format is not None:
+                helpers += kv_snippet(cache_format, cache, by_name.get(f"{cache}_cache"))
+                defines[cache.upper()] = KV_WORDS[cache_format]
         source = specialise(raw + helpers, defines)
         self.name = name
-        self.bindings = parse_bindings(raw)
         self.params = parse_params(raw)
         self._format = "<" + "".join(_PACK[t] for _, t in self.params)
         self.handle = device.create_kernel(name, source, self.bindings)

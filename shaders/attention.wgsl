@@ -5,8 +5,9 @@
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). Query row r sits at absolute
 // position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
-//           rotated q heads come first), 3 k_cache (read, f32 [n_kv_heads, capacity, head_dim]),
-//           4 v_cache (read, V: f32 or f16, same shape),
+//           rotated q heads come first), 3 k_cache (read, K words: [n_kv_heads, capacity,
+//           head_dim] elements), 4 v_cache (read, V words, same shape); formats from K_CACHE /
+//           V_CACHE, read through k_pair / v_at (shaders/kv/),
 //           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum).
 // Dispatch: (n_heads, step.rows, splits) workgroups of 64 threads, splits = ceil(capacity /
 //           split_len); head_dim ≤ 256. Workgroup storage is 1.5 KiB (16 KiB are granted).
@@ -19,7 +20,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(3) var<storage, read> k_cache: array<K>;
 @group(0) @binding(4) var<storage, read> v_cache: array<V>;
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
 
@@ -51,9 +52,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let key = start + lid;
         var score = -3.0e38;
         if (key <= last) {
-            let k_off = (kv_base + key) * hd;
+            let first_pair = (kv_base + key) * hd / 2u;
             var dot = 0.0;
-            for (var d = 0u; d < hd; d++) { dot += q[d] * k_cache[k_off + d]; }
+            for (var e = 0u; e < hd / 2u; e++) {
+                let k2 = k_pair(first_pair + e);
+                dot += q[2u * e] * k2.x;  // two adds, in element order: the same sum as one by one
+                dot += q[2u * e + 1u] * k2.y;
+            }
             // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal (e^2x / e^2x);
             // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
             if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
@@ -82,7 +87,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (d < hd) {
                 var v_acc = 0.0;
                 for (var j = 0u; j < count; j++) {
-                    v_acc += weights[j] * f32(v_cache[(kv_base + start + j) * hd + d]);
+                    v_acc += weights[j] * v_at((kv_base + start + j) * hd + d);
                 }
                 acc[slot] = acc[slot] * correction + v_acc;
             }

@@ -8,10 +8,14 @@
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 cos_sin (read, f32 [rows, rotary_dim/2, 2]),
 //           3 q_norm (read, f32 [head_dim]), 4 k_norm (read, f32 [head_dim]),
 //           5 qkv (read_write, f32 [rows, qkv_stride]; q heads, then k heads, then v heads),
-//           6 k_cache (read_write, f32 [n_kv_heads, capacity, head_dim]), 7 v_cache (V, same shape).
-// K stays f32 even on the f16 path: softmax amplifies rounding in q·k; V (alias V: f32 or f16)
+//           6 k_cache (read_write, K words: [n_kv_heads, capacity, head_dim] elements),
+//           7 v_cache (read_write, V words, same shape).
+// The cache formats come from K_CACHE / V_CACHE (kernels.py; shaders/kv/): written in element
+// pairs through k_store_pair / v_store_pair, so one code path serves f32, f16 and packed f16.
+// K is f32 except on WebKit (packed f16, for memory): softmax amplifies rounding in q·k; V
 // enters the output linearly, so f16 halves its memory and bandwidth at little cost.
-// Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 256.
+// Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 256
+// and even.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
     qkv_stride: u32, capacity: u32, has_qk_norm: u32, interleaved: u32,
@@ -24,7 +28,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(4) var<storage, read> k_norm: array<f32>;
 @group(0) @binding(5) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(6) var<storage, read_write> k_cache: array<K>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<V>;
 
 var<workgroup> head: array<f32, 256>;
@@ -48,8 +52,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
     if (is_v) {
         let kvh = h - p.n_heads - p.n_kv_heads;
-        for (var d = lid; d < hd; d += 128u) {
-            v_cache[(kvh * p.capacity + pos) * hd + d] = V(qkv[base + d]);
+        let first_pair = (kvh * p.capacity + pos) * hd / 2u;
+        for (var e = lid; e < hd / 2u; e += 128u) {
+            v_store_pair(first_pair + e, vec2<f32>(qkv[base + 2u * e], qkv[base + 2u * e + 1u]));
         }
         return;
     }
@@ -92,8 +97,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var d = lid; d < hd; d += 128u) { qkv[base + d] = head[d]; }
     } else {
         let kvh = h - p.n_heads;
-        for (var d = lid; d < hd; d += 128u) {
-            k_cache[(kvh * p.capacity + pos) * hd + d] = head[d];
+        let first_pair = (kvh * p.capacity + pos) * hd / 2u;
+        for (var e = lid; e < hd / 2u; e += 128u) {
+            k_store_pair(first_pair + e, vec2<f32>(head[2u * e], head[2u * e + 1u]));
         }
     }
 }

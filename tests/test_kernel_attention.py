@@ -26,18 +26,25 @@ CASES = [
 ]
 
 
+# (K cache, V cache) formats: the desktop f32 path, the shader-f16 path, WebKit's packed f16.
+# A packed f16 pair in a little-endian u32 has the bytes of two f16s, so numpy reads both as f16.
+KV_FORMATS = [("f32", "f32"), ("f32", "f16"), ("f16_packed", "f16_packed")]
+NUMPY = {"f32": np.float32, "f16": np.float16, "f16_packed": np.float16}
+
+
 @pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved", CASES)
-@pytest.mark.parametrize("kv", ["f32", "f16"])
+@pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
 def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, kv):
-    if kv == "f16" and not device(True)[0].caps.shader_f16:
+    if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     rng = np.random.default_rng(nh * hd + rows + pos)
     cap = pos + rows + 3
     stride = (nh + 2 * nkv) * hd
     qkv = rng.standard_normal((rows, stride)).astype(np.float32)
-    kv_dtype = np.float16 if kv == "f16" else np.float32
-    k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
-    v_cache = rng.standard_normal((nkv, cap, hd)).astype(kv_dtype)
+    k_dtype, v_dtype = NUMPY[kv[0]], NUMPY[kv[1]]
+    defines = {"K_CACHE": kv[0], "V_CACHE": kv[1]}
+    k_cache = rng.standard_normal((nkv, cap, hd)).astype(k_dtype)
+    v_cache = rng.standard_normal((nkv, cap, hd)).astype(v_dtype)
     qn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
     kn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
     positions = pos + np.arange(rows)
@@ -50,7 +57,7 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
               "eps": 1e-6, "norm_offset": 0.0, "pad0": 0, "pad1": 0}
     out = run_kernel("rope_kv", {"cos_sin": cos_sin, "q_norm": qn, "k_norm": kn, "qkv": qkv,
                                  "k_cache": k_cache, "v_cache": v_cache}, params,
-                     grid=(nh + 2 * nkv, rows, 1), step=(rows, pos, pos + rows), defines={"V": kv})
+                     grid=(nh + 2 * nkv, rows, 1), step=(rows, pos, pos + rows), defines=defines)
 
     heads = qkv.reshape(rows, nh + 2 * nkv, hd).astype(np.float64)
     q, k, v = heads[:, :nh], heads[:, nh:nh + nkv], heads[:, nh + nkv:]
@@ -65,21 +72,21 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     want_v[:, positions] = v.transpose(1, 0, 2)
     got_qkv = as_f32(out["qkv"], (rows, nh + 2 * nkv, hd))
     np.testing.assert_allclose(got_qkv[:, :nh], q, rtol=1e-5, atol=1e-5)
-    got_k = np.frombuffer(out["k_cache"], np.float32).reshape(nkv, cap, hd).astype(np.float64)
-    got_v = np.frombuffer(out["v_cache"], kv_dtype).reshape(nkv, cap, hd).astype(np.float64)
-    tol = 2e-3 if kv == "f16" else 1e-5
-    np.testing.assert_allclose(got_k, want_k, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got_v, want_v, rtol=tol, atol=tol)
+    got_k = np.frombuffer(out["k_cache"], k_dtype).reshape(nkv, cap, hd).astype(np.float64)
+    got_v = np.frombuffer(out["v_cache"], v_dtype).reshape(nkv, cap, hd).astype(np.float64)
+    k_tol, v_tol = (2e-3 if fmt != "f32" else 1e-5 for fmt in kv)
+    np.testing.assert_allclose(got_k, want_k, rtol=k_tol, atol=k_tol)
+    np.testing.assert_allclose(got_v, want_v, rtol=v_tol, atol=v_tol)
 
     scale = hd ** -0.5
     split_len, splits = 64, -(-cap // 64)  # several splits once pos > 64
-    attn = run_kernel("attention", {"qkv": got_qkv.reshape(rows, stride), "k_cache": np.frombuffer(out["k_cache"], np.float32),
-                                    "v_cache": np.frombuffer(out["v_cache"], kv_dtype),
+    attn = run_kernel("attention", {"qkv": got_qkv.reshape(rows, stride), "k_cache": np.frombuffer(out["k_cache"], k_dtype),
+                                    "v_cache": np.frombuffer(out["v_cache"], v_dtype),
                                     "partials": rows * nh * splits * (hd + 2) * 4},
                       {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
                        "window": window, "scale": scale, "softcap": 0.0, "split_len": split_len, "splits": splits,
                        "pad0": 0, "pad1": 0},
-                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={"V": kv})
+                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines=defines)
     attn = run_kernel("attention_combine", {"partials": np.frombuffer(attn["partials"], np.float32),
                                             "y": rows * nh * hd * 4},
                       {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},

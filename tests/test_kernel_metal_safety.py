@@ -96,7 +96,7 @@ ENGINE_DEFINES = {
     "MLX_GROUP": 64,
     "FINAL": True, "VEC4": True,
 }
-TYPE_ALIASES = {"V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
+TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
 
 
 def split_top(s: str) -> list[str]:
@@ -202,7 +202,7 @@ def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
                      {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
                       "window": window, "scale": scale, "softcap": softcap, "split_len": split_len,
                       "splits": splits, "pad0": 0, "pad1": 0},
-                     grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={"V": "f32"})
+                     grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={"K_CACHE": "f32", "V_CACHE": "f32"})
     partials = np.frombuffer(out["partials"], np.float32)
     y = run_kernel("attention_combine", {"partials": partials, "y": rows * nh * hd * 4},
                    {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},

@@ -1,7 +1,8 @@
 """Tiny random HF models vs transformers: last-position logits and 16 greedy tokens.
 
 Each fixture runs on the f16 path (where the adapter has shader-f16) and with the f32 path
-forced; max_rows 5 splits the 12-token prompt into chunks, max_rows 64 runs it in one forward.
+forced, and as WebKit runs it (the f32 path with the KV cache in packed f16: no native f16
+type in any kernel); max_rows 5 splits the 12-token prompt into chunks, max_rows 64 runs it in one forward.
 A 12-row forward still takes the GEMV; test_long_prefill_through_matmul covers the tiled matmul."""
 import asyncio
 import json
@@ -16,11 +17,11 @@ from py_engine.sampling import SamplingParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/reference.json"))
-PATHS = [("f16", 64), ("f32", 64), ("f32", 5)]
+PATHS = [("f16", 64), ("f32", 64), ("f32", 5), ("webkit", 64)]
 
 
-async def run(model_dir: Path, dev, max_rows: int, ref: dict):
-    engine = await Engine.load(model_dir, dev, max_rows=max_rows, context=64)
+async def run(model_dir: Path, dev, max_rows: int, ref: dict, packed_kv: bool = False):
+    engine = await Engine.load(model_dir, dev, max_rows=max_rows, context=64, packed_kv=packed_kv)
     logits = np.array(await engine.prompt_logits(ref["prompt_ids"]))
     engine.reset()
     tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
@@ -34,10 +35,10 @@ def test_matches_transformers(name, path, max_rows):
     if f16 and not device(True)[0].caps.shader_f16:
         pytest.skip("adapter has no shader-f16")
     ref = json.loads((FIXTURES / name / "reference.json").read_text())
-    logits, tokens = asyncio.run(run(FIXTURES / name, device(f16)[0], max_rows, ref))
+    logits, tokens = asyncio.run(run(FIXTURES / name, device(f16)[0], max_rows, ref, packed_kv=path == "webkit"))
     want = np.array(ref["logits"], dtype=np.float64)
     rel = np.abs(logits - want).max() / np.abs(want).max()
-    assert rel <= 1e-3, f"max|Δlogit|/max|ref| = {rel:.2e}"
+    assert rel <= (3e-3 if path == "webkit" else 1e-3), f"max|Δlogit|/max|ref| = {rel:.2e}"  # webkit: K in f16 too
     assert tokens == ref["greedy"]
 
 

@@ -10,10 +10,9 @@ from itertools import groupby
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..linear_plan import choose_linear, embedding_grid, linear_grid, weight_defines
 from ..errors import ModelFileError
+from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
 from .config import ModelConfig
-
-DTYPE_BYTES = {"f32": 4, "f16": 2}
 
 
 def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
@@ -24,13 +23,13 @@ def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
 
 class GraphBuilder:
     def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
-                 half: bool, v_dtype: str, max_binding: int):
+                 half: bool, kv_formats: tuple[str, str], max_binding: int):
         self.cfg = cfg
         self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
         self.g = Graph(max_rows)
         self.kv_capacity = kv_capacity
         self.half = half  # the device has shader-f16: half-precision weights stay half
-        self.v_dtype = v_dtype  # V cache; the K cache is always f32 (see rope_kv.wgsl)
+        self.k_format, self.v_format = kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = max_binding
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
@@ -133,8 +132,8 @@ class GraphBuilder:
         cfg = self.cfg
         cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
         layer = len(self.kv_caches)
-        k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * 4, "state", dtype="f32")
-        v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * DTYPE_BYTES[self.v_dtype], "state", dtype=self.v_dtype)
+        k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
+        v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
         self.kv_caches.append((k_cache, v_cache))
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
         self.g.op("rope_kv", {
@@ -144,7 +143,10 @@ class GraphBuilder:
             "rotary_dim": cfg.rotary_dim, "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity,
             "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved), "eps": cfg.rms_norm_eps,
             "norm_offset": 0.0, "pad0": 0, "pad1": 0},
-            lambda rows: (heads, rows, 1), {"V": self.v_dtype})
+            lambda rows: (heads, rows, 1), self.kv_defines())
+
+    def kv_defines(self) -> dict:
+        return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
 
     def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
         cfg = self.cfg
@@ -157,7 +159,7 @@ class GraphBuilder:
                    "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
                    "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
                    "split_len": split_len, "splits": splits, "pad0": 0, "pad1": 0},
-                  lambda rows: (heads, rows, splits), {"V": self.v_dtype})
+                  lambda rows: (heads, rows, splits), self.kv_defines())
         y = self.act("attn", heads * hd)
         self.g.op("attention_combine", {"partials": partials, "y": y},
                   {"n_heads": heads, "head_dim": hd, "splits": splits, "pad0": 0}, lambda rows: (heads, rows, 1))
