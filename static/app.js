@@ -12,6 +12,7 @@ import { addUserMessage, addAssistantMessage, scrollToBottom, statsLine } from "
 import { fillSettings, onSettingsInput, requestSampling, resetSettings, toggleSettings } from "./settings.js";
 import { registerServiceWorker } from "./pwa.js";
 import { initStorage, refreshStore, storedState, toggleStorage, storageOpen } from "./storage.js";
+import { initDiagnostics } from "./diagnostics.js";
 
 const LOAD_OPTIONS = { context: 2048, f32: false };
 const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `done` (a slow GPU finishes its step first)
@@ -262,6 +263,7 @@ async function init() {
   ui.settingsReset.addEventListener("click", resetSettings);
   ui.gpuPanel.addEventListener("toggle", () => { if (ui.gpuPanel.open) { toggleSettings(false); toggleStorage(false); } });
   ui.settingsButton.addEventListener("click", () => { if (!ui.settings.hidden) toggleStorage(false); });
+  initDiagnostics({ client }); // "Check this device" (the GPU panel's button)
   initStorage({
     client, models: () => state.models, busyId: () => state.loadingId,
     onChange: () => { fillPicker(); updateWelcome(); },

@@ -201,6 +201,20 @@ export class WispClient extends EventTarget {
     });
   }
 
+  /** "Check this device": the GPU self-tests (py_engine/selftest/suite.py) on the device and submit
+   *  strategy a load would get (platform and group default to pageLoadOptions()); no model needed,
+   *  refused while a load or generation runs. onResult(result) gets each {name, ok, detail, ms} as
+   *  it finishes; resolves with the `diagnostics` event {adapter:{name, features, limits, webkit,
+   *  platform_reason, submit, workarounds}, results}. */
+  diagnose({ onResult = null } = {}, options = {}) {
+    this.start();
+    const id = `diagnose-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "diagnose", resolve, reject, onResult });
+      this._post({ type: "diagnose", id, options: { ...pageLoadOptions(), ...options } });
+    });
+  }
+
   unload() {
     this.loaded = null;
     if (this.worker) this._post({ type: "unload" });
@@ -251,6 +265,10 @@ export class WispClient extends EventTarget {
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "store":
+        if (p) { this._pending.delete(msg.id); p.resolve(msg); }
+        break;
+      case "diagnostic": if (p && p.onResult) p.onResult(msg.result); break;
+      case "diagnostics":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "token": if (p && p.gen) p.gen._token(msg); break;

@@ -54,6 +54,9 @@ async def handle(message: dict) -> None:
         if kind in ("store_list", "store_remove", "store_persist"):
             await store_message(message)
             return
+        if kind == "diagnose":  # "Check this device": takes the _busy guard itself
+            await diagnose(message)
+            return
         if kind not in ("load", "generate"):
             raise WispError(f"unknown message type {kind!r}")
         if _busy:
@@ -67,7 +70,7 @@ async def handle(message: dict) -> None:
         from .browser_host import NoWebGPUError, StorageQuotaError
 
         category = ("no-webgpu" if isinstance(exc, NoWebGPUError) else "quota" if isinstance(exc, StorageQuotaError)
-                    else kind if kind in ("load", "generate") else "store" if kind.startswith("store_") else "internal")
+                    else kind if kind in ("load", "generate", "diagnose") else "store" if kind.startswith("store_") else "internal")
         emit({"type": "error", "id": request, "kind": category, "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
@@ -234,3 +237,54 @@ async def generate(message: dict) -> None:
           "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
           "decode_tok_s": round(decode, 1), "stop": stop, "command_buffers": _command_buffers() - buffers_before,
           "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3)})
+
+
+async def diagnose(message: dict) -> None:
+    """{type:"diagnose", id, options:{platform, group, f32}}: the "Check this device" suite
+    (py_engine/selftest/suite.py) on the device and submit strategy a load with these options
+    gets; no model needed. Emits {type:"diagnostic", id, result:{name, ok, detail, ms}} as each
+    test finishes, then {type:"diagnostics", id, adapter:{name, features, limits, webkit,
+    platform_reason, submit, workarounds}, results}."""
+    from ..selftest.suite import adapter_summary, run_suite
+    from .browser_host import submit_strategy
+    from .device import GpuError
+    from .webkit import load_policy
+
+    request, options = message.get("id"), message.get("options") or {}
+    platform = options.get("platform") or {}
+    policy = load_policy(platform, options)  # as load() decides: the device's f16, WebKit's measures
+    submit = submit_strategy(platform, options.get("group"))
+    if _busy:
+        raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
+    _busy.append(request)
+    try:
+        device, cached = await _diagnose_device((policy["allow_f16"], submit["group"]))
+        results = await run_suite(device, on_result=lambda r: emit({"type": "diagnostic", "id": request, "result": r}))
+        try:
+            await device.prepare()
+        except GpuError:  # lost during the suite: the next request opens a fresh device
+            if cached:
+                _state.clear()
+        workarounds = (["grouped-submits"] if submit["strategy"] == "grouped" else []) + policy["workarounds"]
+        emit({"type": "diagnostics", "id": request, "results": results,
+              "adapter": {**adapter_summary(device), "webkit": bool(platform.get("webkit")),
+                          "platform_reason": platform.get("reason", ""), "submit": submit,
+                          "workarounds": workarounds}})
+    finally:
+        _busy.clear()
+
+
+async def _diagnose_device(key: tuple) -> tuple:
+    """(device, cached) for key = (allow_f16, submit group), as load() keys its device: the cached
+    one when it matches, so the check runs what the engine runs; else a new one, kept for the next
+    load unless a loaded model holds the current one (a check must not unload it)."""
+    from . import open_device
+
+    if "device" in _state and _state.get("device_key") == key:
+        return _state["device"], True
+    device = await open_device(allow_f16=key[0], submit_group=key[1])
+    if "engine" in _state:
+        return device, False
+    _state.clear()
+    _state.update(device=device, device_key=key)
+    return device, True
