@@ -10,6 +10,7 @@
 //                  repetition_penalty, seed, max_new_tokens}}
 //                 {type:"cancel", id}   {type:"unload"}
 //                 {type:"store_list", id}  {type:"store_remove", id, model}  {type:"store_persist", id}
+//                 {type:"diagnose", id, options:{platform, group}}   ("Check this device"; no model needed)
 // worker -> page: {type:"booted", pyodide_ms}
 //                 {type:"progress", id, phase:"boot"|"store"|"download"|"verify"|"upload"|"compile", done, total}
 //                  (download also has bytes_per_s, eta_s; verify/upload count bytes read back from the store
@@ -19,6 +20,9 @@
 //                 {type:"loaded", id, model, adapter:{name, features:[...], limits:{...}}, load_ms}
 //                 {type:"token", id, text, token_id, index}
 //                 {type:"done", id, tokens:[...], prompt_tokens, ttft_ms, prefill_tok_s, decode_tok_s, host_ms_per_token, stop}
+//                 {type:"diagnostic", id, result:{name, ok, detail, ms}}  (one per self-test, as it finishes)
+//                 {type:"diagnostics", id, adapter:{name, features, limits, webkit, platform_reason, submit,
+//                  workarounds}, results:[{name, ok, detail, ms}]}
 //                 {type:"error", id, kind:"no-webgpu"|"load"|"quota"|"generate"|"store"|"internal", message}
 // Messages that arrive during boot wait for it; each is then handed to the Python entry point
 // py_engine.gpu.web_worker.handle(message) (a dict) without awaiting the previous one, so that a
