@@ -54,6 +54,9 @@ async def handle(message: dict) -> None:
         if kind in ("store_list", "store_remove", "store_persist"):
             await store_message(message)
             return
+        if kind == "probe":  # takes the _busy guard itself, after checking its arguments
+            await probe(message)
+            return
         if kind == "diagnose":  # "Check this device": takes the _busy guard itself
             await diagnose(message)
             return
@@ -70,7 +73,8 @@ async def handle(message: dict) -> None:
         from .browser_host import NoWebGPUError, StorageQuotaError
 
         category = ("no-webgpu" if isinstance(exc, NoWebGPUError) else "quota" if isinstance(exc, StorageQuotaError)
-                    else kind if kind in ("load", "generate", "diagnose") else "store" if kind.startswith("store_") else "internal")
+                    else kind if kind in ("load", "generate", "probe", "diagnose")
+                    else "store" if kind.startswith("store_") else "internal")
         emit({"type": "error", "id": request, "kind": category, "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
@@ -80,19 +84,24 @@ async def handle(message: dict) -> None:
 async def load(message: dict) -> None:
     from ..session import load_model
     from . import open_device
-    from .browser_host import submit_strategy
+    from .browser_host import submit_strategy, submit_workarounds
     from .web_files import RemoteModel
+    from .webkit import load_policy
 
     start = time.perf_counter()
     model, options, request = message["model"], message.get("options") or {}, message.get("id")
     _loading[:] = [model["id"]]
-    allow_f16 = not options.get("f32", False)
     platform = options.get("platform") or {}  # the page's detectPlatform(): workers have no maxTouchPoints
-    submit = submit_strategy(platform, options.get("group"))
+    policy = load_policy(platform, options)  # WebKit: context, no native f16, packed KV, GPU budget
+    allow_f16 = policy["allow_f16"]
+    submit = submit_strategy(platform, options.get("group"), options.get("probe"))  # probe: WebKit's calibration
     key = (allow_f16, submit["group"])
     if _state.get("device_key") != key:
-        _state.clear()
-        _state["device"] = await open_device(allow_f16=allow_f16, submit_group=submit["group"])
+        if "engine" not in _state and _state.get("device_key", (None,))[0] == allow_f16:
+            _state["device"].set_submit_group(submit["group"])  # the submit probe's device: only the group differs
+        else:
+            _state.clear()
+            _state["device"] = await open_device(allow_f16=allow_f16, submit_group=submit["group"])
         _state["device_key"] = key
     device = _state["device"]
     for key in ("engine", "tok", "cache"):
@@ -111,8 +120,9 @@ async def load(message: dict) -> None:
             emit({"type": "progress", "id": request, "phase": "compile", "done": 0, "total": 0})
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
-    engine, tok, stop_ids = await load_model(source, device, context=int(options.get("context", 2048)),
-                                             with_tokenizer=has_tokenizer, progress=progress)
+    engine, tok, stop_ids = await load_model(source, device, context=policy["context"], with_tokenizer=has_tokenizer,
+                                             progress=progress, packed_kv=policy["packed_kv"],
+                                             gpu_budget=policy["gpu_budget"])
     from ..prompt_cache import PromptCache
 
     _state.update(engine=engine, tok=tok, stop_ids=stop_ids, cache=PromptCache(engine), model=model["id"])
@@ -125,8 +135,44 @@ async def load(message: dict) -> None:
                       "submit": submit,
                       # WebKit workarounds in force: a desktop engine must show none (a hardware-
                       # keyed gate once made one 8x slower)
-                      "workarounds": ["grouped-submits"] if submit["strategy"] == "grouped" else []},
+                      "workarounds": submit_workarounds(submit) + policy["workarounds"]},
+          "context": engine.context, "kv_cache": "/".join(engine.kv_formats),
+          "gpu_bytes": {k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
           "wasm_memory_bytes": wasm_memory_bytes()})
+
+
+async def probe(message: dict) -> None:
+    """{type:"probe", id, group (0: all), steps}: the dependent chain batched and one by one under
+    one submit group (py_engine/gpu/submit_probe.py), on the device a following load reuses. Answers
+    {type:"probe", id, group, steps, ok, detail, ms, command_buffers, adapter:{name, vendor,
+    architecture, description}}; the page (static/submit_probe.js) keeps the record."""
+    from . import open_device
+    from .device import GpuError
+    from .submit_probe import adapter_identity, probe_arguments, run_probe
+
+    group, steps = probe_arguments(message)
+    if _busy:
+        raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
+    _busy.append(message.get("id"))
+    try:
+        if "device" not in _state:  # the chain needs no f16, and WebKit's loads open their device without
+            # it (py_engine/gpu/webkit.py): the load after the probe reuses this one, only its group changes
+            _state["device"] = await open_device(allow_f16=False)  # no WebGPU: the error goes to the page
+            _state["device_key"] = (False, None)
+        device = _state["device"]
+        try:
+            if "probe_chain" not in _state:
+                from ..selftest.chain import Chain
+
+                _state["probe_chain"] = Chain(device)
+            result = await run_probe(device, _state["probe_chain"], group, steps, _state["device_key"][1])
+        except GpuError as exc:  # this size failed; a device that errored is not reused: the next request reopens
+            _state.clear()
+            result = {"ok": False, "detail": f"GPU error: {exc}", "ms": 0, "command_buffers": 0}
+        emit({"type": "probe", "id": message.get("id"), "group": group, "steps": steps, **result,
+              "adapter": adapter_identity(device)})
+    finally:
+        _busy.clear()
 
 
 async def begin_store(model: dict, request) -> None:
