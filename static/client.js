@@ -14,6 +14,7 @@
 // event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
 
 import { detectPlatform } from "./platform.js";
+import { calibrateSubmit, probeStorage, PROBE_STEPS } from "./submit_probe.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
@@ -131,7 +132,8 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;   // the `booted` event, once seen
     this.loaded = null;   // the `loaded` event of the current model
-    this._pending = new Map(); // id → {kind: "load"|"generate"|"store", resolve, reject, onProgress, gen}
+    this._pending = new Map(); // id → {kind: "load"|"generate"|"store"|"probe", resolve, reject, onProgress, gen}
+    this._calibration = null;  // WebKit: the submit probe's answer, once per worker (its device)
   }
 
   get started() { return this.worker !== null; }
@@ -152,14 +154,52 @@ export class WispClient extends EventTarget {
   }
 
   /** Load a model ({id, name, kind, files} from /api/models); resolves with the `loaded` event.
-   *  options: {context, f32}; platform and group default to pageLoadOptions(). */
+   *  options: {context, f32}; platform and group default to pageLoadOptions(). On WebKit without a
+   *  group, the submit probe (static/submit_probe.js) calibrates the group first: options.probe. */
   load(model, options = {}, { onProgress = null } = {}) {
     this.start();
     const id = `load-${nextId++}`;
     this.loaded = null;
+    const loadOptions = { ...pageLoadOptions(), ...options };
     return new Promise((resolve, reject) => {
+      // pending from the start: boot progress (id null) goes to the pending load, probe or not
       this._pending.set(id, { kind: "load", resolve, reject, onProgress });
-      this._post({ type: "load", id, model: modelRef(model), options: { ...pageLoadOptions(), ...options } });
+      this._calibrate(loadOptions).then((probe) => {
+        if (!this._pending.has(id)) return;  // terminated meanwhile
+        const sent = probe ? { ...loadOptions, probe } : loadOptions;
+        this._post({ type: "load", id, model: modelRef(model), options: sent });
+      }, (err) => { if (this._pending.delete(id)) reject(err); });
+    });
+  }
+
+  /** WebKit only, and only without a ?group= / options.group: {group, reason, ceiling} from the
+   *  submit probe, {error} when it could not run (the engine's WebKit default then), or null when no
+   *  probe applies (desktop engines never probe; without localStorage a crash would leave no memory). */
+  _calibrate(options) {
+    const overridden = options.group != null && String(options.group).trim() !== "";
+    const storage = options.platform?.webkit && !overridden ? probeStorage() : null;
+    if (!storage) return Promise.resolve(null);
+    if (!this._calibration) {
+      const calibration = calibrateSubmit({ storage, probe: (size, steps) => this.probe(size, { steps }) })
+        .then(({ group, reason, record }) => ({ group, reason, ceiling: record.ceiling }));
+      this._calibration = calibration;
+      calibration.catch(() => { if (this._calibration === calibration) this._calibration = null; });
+    }
+    return this._calibration.catch((err) => {
+      // the load would fail the same way (no WebGPU), or the worker is gone: the load reports it
+      if (["no-webgpu", "crash", "terminated"].includes(err.kind)) throw err;
+      return { error: err.message };
+    });
+  }
+
+  /** One submit probe in the worker: size "all" | N dispatches per command buffer; resolves with
+   *  {type:"probe", group, ok, detail, ms, command_buffers, adapter:{name, vendor, architecture, description}}. */
+  probe(size, { steps = PROBE_STEPS } = {}) {
+    this.start();
+    const id = `probe-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "probe", resolve, reject });
+      this._post({ type: "probe", id, group: size === "all" ? 0 : size, steps });
     });
   }
 
@@ -227,6 +267,7 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;
     this.loaded = null;
+    this._calibration = null;  // the next worker opens its own device
     this._rejectAll(new WispError("terminated", reason));
   }
 
@@ -246,6 +287,7 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;
     this.loaded = null;
+    this._calibration = null;
     this._rejectAll(err);
     this._emit("crash", err);
   }
@@ -265,6 +307,7 @@ export class WispClient extends EventTarget {
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "store":
+      case "probe":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "diagnostic": if (p && p.onResult) p.onResult(msg.result); break;
