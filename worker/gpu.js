@@ -29,31 +29,26 @@
 //                                          start, length]]; onProgress(done, total) in bytes.
 //   stats() -> {buffers, kernels, bindGroups, pending}
 //
-// Split in three: gpu_device.js (requestDevice, the id tables, the error bookkeeping), weights.js
+// Split in four: gpu_device.js (requestDevice, the id tables, the error bookkeeping), gpu_submit.js
+// (encoding submits: the single pass and WebKit's grouped command buffers), weights.js
 // (loadWeights) and this module (the rest); worker.js registers only this module as "wisp_gpu", so
-// it re-exports the other two's public functions and Python still sees one module.
+// it re-exports the others' public functions and Python still sees one module.
 
 import {
   bindGroups, buffers, check, describe, device, drain, enqueue, get, gpuError, id, kernels, layouts, pending, scoped,
   staging, submitState,
 } from "./gpu_device.js";
+import { encodeAndSubmit } from "./gpu_submit.js";
 import { loadWeights as loadWeightsNow } from "./weights.js";
 
 export { requestDevice } from "./gpu_device.js";
+export { configureSubmit } from "./gpu_submit.js";
 export { READ_BYTES } from "./weights.js";
 
 // Weight uploads write the queue: after any pending grouped submits (none on the single-pass path).
 export async function loadWeights(plan, onProgress) {
   await drain();
   return loadWeightsNow(plan, onProgress);
-}
-
-// The submit strategy: 0 = single pass per submit (Dawn, wgpu-native); N = N dispatches per
-// command buffer, one in flight (WebKit; gpu_device.js's submitState says why).
-export function configureSubmit(group) {
-  check();
-  submitState.group = group > 0 ? Math.floor(group) : 0;
-  submitState.chain = null;
 }
 
 const STORAGE_KINDS = { uniform: "uniform", read: "read-only-storage", rw: "storage" };
@@ -145,15 +140,6 @@ export function createKernel(label, code, kinds, entry = "main") {
   return id(kernels, kernel);
 }
 
-// A kernel submitted before prepare() finished compiling it: compile it synchronously (Dawn then
-// compiles it a second time) and say so; errors then arrive as uncaptured errors (next call).
-function compileNow(kernel) {
-  console.warn(`wisp gpu: kernel '${kernel.label}' submitted before prepare() resolved; compiling it synchronously`);
-  kernel.pipeline = device.createComputePipeline({
-    label: kernel.label, layout: kernel.layout.pipelineLayout, compute: { module: kernel.module, entryPoint: kernel.entry },
-  });
-}
-
 export async function prepare() {
   check();
   while (pending.length) {
@@ -230,81 +216,6 @@ export function writeShared(bufferId, offset, length) {
 export function submit(ops) {
   check();
   withInts(ops, encodeAndSubmit);
-}
-
-function encodeAndSubmit(a) {
-  if (submitState.group > 0) { submitGrouped(a); return; }
-  const encoder = device.createCommandEncoder();
-  let pass = null;
-  let lastKernel = -1;
-  const n = a.length;
-  for (let i = 0; i < n;) {
-    const op = a[i];
-    if (op === 0) {
-      if (pass === null) { pass = encoder.beginComputePass(); lastKernel = -1; }
-      const k = a[i + 1];
-      if (k !== lastKernel) {
-        const kernel = get(kernels, k, "kernel");
-        if (kernel.pipeline === null) compileNow(kernel);
-        pass.setPipeline(kernel.pipeline);
-        lastKernel = k;
-      }
-      pass.setBindGroup(0, get(bindGroups, a[i + 2], "bind group"));
-      pass.dispatchWorkgroups(a[i + 3], a[i + 4], a[i + 5]);
-      i += 6;
-    } else if (op === 1) {
-      if (pass !== null) { pass.end(); pass = null; }
-      encoder.copyBufferToBuffer(get(buffers, a[i + 1], "buffer"), a[i + 2], get(buffers, a[i + 3], "buffer"), a[i + 4], a[i + 5]);
-      i += 6;
-    } else {
-      throw gpuError(`submit: unknown op ${op} at ${i}`);
-    }
-  }
-  if (pass !== null) pass.end();
-  device.queue.submit([encoder.finish()]);
-  submitState.commandBuffers++;
-}
-
-// Grouped (WebKit): the ids are resolved now, so a bad id throws from this call as in single-pass
-// (and the op list, a view of Python's shared array, may be overwritten once we return); each
-// group is encoded only after the previous one's onSubmittedWorkDone: one command buffer in flight.
-function submitGrouped(a) {
-  const groups = [];
-  let cur = [], dispatches = 0;
-  for (let i = 0; i < a.length; i += 6) {
-    const op = a[i];
-    if (op === 0) {
-      const kernel = get(kernels, a[i + 1], "kernel");
-      if (kernel.pipeline === null) compileNow(kernel);
-      cur.push([kernel.pipeline, get(bindGroups, a[i + 2], "bind group"), a[i + 3], a[i + 4], a[i + 5]]);
-      if (++dispatches === submitState.group) { groups.push(cur); cur = []; dispatches = 0; }
-    } else if (op === 1) {
-      cur.push([null, get(buffers, a[i + 1], "buffer"), a[i + 2], get(buffers, a[i + 3], "buffer"), a[i + 4], a[i + 5]]);
-    } else {
-      throw gpuError(`submit: unknown op ${op} at ${i}`);
-    }
-  }
-  if (cur.length) groups.push(cur);
-  for (const g of groups) enqueue(() => { submitGroup(g); return device.queue.onSubmittedWorkDone(); });
-}
-
-function submitGroup(cmds) {
-  const encoder = device.createCommandEncoder();
-  let pass = null, last = null;
-  for (const c of cmds) {
-    if (c[0] !== null) {
-      if (pass === null) { pass = encoder.beginComputePass(); last = null; }
-      if (c[0] !== last) { pass.setPipeline(c[0]); last = c[0]; }
-      pass.setBindGroup(0, c[1]);
-      pass.dispatchWorkgroups(c[2], c[3], c[4]);
-    } else {
-      if (pass !== null) { pass.end(); pass = null; }
-      encoder.copyBufferToBuffer(c[1], c[2], c[3], c[4], c[5]);
-    }
-  }
-  if (pass !== null) pass.end();
-  device.queue.submit([encoder.finish()]);
-  submitState.commandBuffers++;
 }
 
 export async function readBuffer(bufferId, offset, size) {
