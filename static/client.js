@@ -251,7 +251,11 @@ export class WispClient extends EventTarget {
     const id = `diagnose-${nextId++}`;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { kind: "diagnose", resolve, reject, onResult });
-      this._post({ type: "diagnose", id, options: { ...pageLoadOptions(), ...options } });
+      const checkOptions = { ...pageLoadOptions(), ...options };
+      this._calibrate(checkOptions).then((probe) => {  // WebKit: the group a load would get
+        if (!this._pending.has(id)) return;
+        this._post({ type: "diagnose", id, options: probe ? { ...checkOptions, probe } : checkOptions });
+      }, (err) => { if (this._pending.delete(id)) reject(err); });
     });
   }
 

@@ -97,10 +97,11 @@ def test_ipad_probes_then_crash_steps_down_then_reuses(browser, server):
         assert record["good"] == "all" and record["ceiling"] == "all" and record["breadcrumb"] is None, record
         assert record["device"]["adapter"] == first["probes"][0]["adapter"] and "iPad" in record["device"]["userAgent"]
         submit = first["loaded"]["adapter"]["submit"]
-        assert submit["probed"] is True and submit["strategy"] == "single-pass" and submit["group"] is None, submit
+        # WebKit's "all": a whole forward per command buffer, but still grouped (one in flight)
+        assert submit["probed"] is True and submit["strategy"] == "grouped" and submit["group"] == "all", submit
         assert "probed on this device" in submit["reason"], submit
         workarounds = first["loaded"]["adapter"]["workarounds"]  # with WebKit's memory measures (webkit.py)
-        assert "submit-probe" in workarounds and "grouped-submits" not in workarounds, workarounds
+        assert {"submit-probe", "grouped-submits"} <= set(workarounds), workarounds
         assert first["tokens"] == REF["greedy"]
 
         # (b) the crash path: forget the known-good size, hold the probe of "all" after its
@@ -229,7 +230,8 @@ def test_probed_strategy_rules():
     assert probed["strategy"] == "grouped" and probed["group"] == 64 and probed["probed"] is True, probed
     assert submit_workarounds(probed) == ["submit-probe", "grouped-submits"]
     whole = submit_strategy(ipad, None, {"group": "all", "reason": "probed", "ceiling": "all"})
-    assert whole["strategy"] == "single-pass" and submit_workarounds(whole) == ["submit-probe"]
+    assert whole["strategy"] == "grouped" and whole["group"] == "all"
+    assert submit_workarounds(whole) == ["submit-probe", "grouped-submits"]
     # ?group= wins over a probe; a desktop engine ignores one; a failed probe leaves WebKit's default
     assert submit_strategy(ipad, "8", {"group": "all"})["reason"] == "?group=8 override"
     desktop = submit_strategy({"webkit": False}, None, {"group": 8})
@@ -282,7 +284,7 @@ def test_run_probe_compares_and_restores_the_group():
 
     device = FakeDevice()
     good = run_in_own_loop(run_probe(device, FakeChain(), 0, 16, restore_group=64))
-    assert good["ok"] and good["detail"] == "" and device.groups == [None, 64]
+    assert good["ok"] and good["detail"] == "" and device.groups == ["all", 64]  # all: grouped, whole submits
     broken = bytearray(reference(16))
     broken[8] ^= 1
     split = run_in_own_loop(run_probe(device, FakeChain(batched=bytes(broken)), 8, 16, restore_group=None))

@@ -8,7 +8,7 @@ from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Lim
 __all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "GpuError", "Limits", "open_device"]
 
 
-async def open_device(allow_f16: bool = True, limits: str = "default", submit_group: int | None = None) -> Device:
+async def open_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None) -> Device:
     """Open the GPU of this host. allow_f16=False forces the f32 path even where shader-f16 exists.
     submit_group: the browser's grouped submits (N dispatches per command buffer; None: one submit
     per forward). The desktop is wgpu-native, never WebKit: always one submit."""

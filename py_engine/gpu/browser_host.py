@@ -66,6 +66,15 @@ def _js_module():
 # probe could crash the page on every reload): batched submits have hard-crashed the GPU process
 # on some iPhones. Otherwise the page's submit probe (static/submit_probe.js) calibrates per device.
 WEBKIT_GROUP = 64
+# A group no forward reaches: each submit is one command buffer, yet WebKit's discipline stays (it
+# is awaited before the next is encoded, the read-back copy is its own submit). This is WebKit's
+# "all": a device whose probe passes with every dispatch batched still keeps one buffer in flight.
+WHOLE_SUBMIT = 1 << 30
+
+
+def _js_group(group) -> int:
+    """gpu.configureSubmit's argument: None -> 0 (single pass), "all" -> WHOLE_SUBMIT, N -> N."""
+    return WHOLE_SUBMIT if group == "all" else int(group or 0)
 
 
 def _parse_group(group, what: str) -> int | None:
@@ -95,7 +104,7 @@ def submit_strategy(platform: dict | None = None, group=None, probed: dict | Non
     if probed and probed.get("group") is not None:
         g = _parse_group(probed["group"], "the probed group")
         reason = probed.get("reason") or "probed on this device"
-        return {"strategy": "single-pass" if g is None else "grouped", "group": g, "probed": True,
+        return {"strategy": "grouped", "group": "all" if g is None else g, "probed": True,
                 "ceiling": probed.get("ceiling"), "reason": f"{where}: {reason}"}
     unprobed = f"could not probe ({probed['error']}); " if probed and probed.get("error") else ""
     return {"strategy": "grouped", "group": WEBKIT_GROUP,
@@ -109,7 +118,7 @@ def submit_workarounds(submit: dict) -> list[str]:
         ["grouped-submits"] if submit["strategy"] == "grouped" else [])
 
 
-async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | None = None,
+async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None,
                               gpu=None) -> "BrowserDevice":
     gpu = gpu if gpu is not None else _js_module()
     options = to_js({"allowF16": bool(allow_f16), "limits": limits}, dict_converter=_object_from_entries())
@@ -135,7 +144,7 @@ async def open_browser_device(allow_f16: bool = True, limits: str = "default", s
         ),
     )
     try:
-        gpu.configureSubmit(int(submit_group or 0))  # 0: single pass
+        gpu.configureSubmit(_js_group(submit_group))
     except JsException as e:
         raise _gpu_error(e) from None
     return BrowserDevice(gpu, caps, info)
@@ -252,11 +261,12 @@ class BrowserDevice(Device):
         except JsException as e:
             raise _gpu_error(e) from None
 
-    def set_submit_group(self, group: int | None) -> None:
-        """Change the submit strategy of the open device (None: one submit per forward). Only
+    def set_submit_group(self, group: int | str | None) -> None:
+        """Change the submit strategy of the open device (None: one submit per forward; "all":
+        grouped, a whole submit per command buffer; N: N dispatches per command buffer). Only
         between submits that have completed: gpu.js drops its chain of pending groups."""
         try:
-            self._gpu.configureSubmit(int(group or 0))
+            self._gpu.configureSubmit(_js_group(group))
         except JsException as e:
             raise _gpu_error(e) from None
 

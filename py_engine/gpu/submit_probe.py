@@ -48,10 +48,10 @@ def _first_difference(got: bytes, want: bytes) -> str:
 
 
 async def run_probe(device, chain, group: int, steps: int, restore_group: int | None) -> dict:
-    """Run the chain under `group` (0: all in one command buffer), then set `restore_group` back
-    (None: single pass). Returns {ok, detail, ms, command_buffers} (the batched run's buffers)."""
+    """Run the chain under `group` (0: all in one command buffer, still one in flight), then set
+    `restore_group` back (None: single pass). Returns {ok, detail, ms, command_buffers} (the batched run's buffers)."""
     start = time.perf_counter()
-    device.set_submit_group(group or None)
+    device.set_submit_group(group or "all")  # WebKit's all: grouped discipline, one buffer per submit
     try:
         before = device.command_buffers()
         batched = await chain.run(steps)

@@ -6,6 +6,7 @@ Messages and events are plain dicts here; worker.js converts them at the boundar
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 
@@ -41,6 +42,18 @@ def plain(value):
     return value
 
 
+@contextlib.contextmanager
+def busy(request):
+    """One GPU request at a time (load, generate, probe, diagnose): another is refused, not queued."""
+    if _busy:
+        raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
+    _busy.append(request)
+    try:
+        yield
+    finally:
+        _busy.clear()
+
+
 async def handle(message: dict) -> None:
     message = plain(message)
     kind, request = message.get("type"), message.get("id")
@@ -54,21 +67,15 @@ async def handle(message: dict) -> None:
         if kind in ("store_list", "store_remove", "store_persist"):
             await store_message(message)
             return
-        if kind == "probe":  # takes the _busy guard itself, after checking its arguments
-            await probe(message)
-            return
-        if kind == "diagnose":  # "Check this device": takes the _busy guard itself
-            await diagnose(message)
+        if kind in ("probe", "diagnose"):  # web_checks.py; each takes the _busy guard itself
+            from . import web_checks
+
+            await (web_checks.probe(message) if kind == "probe" else web_checks.diagnose(message))
             return
         if kind not in ("load", "generate"):
             raise WispError(f"unknown message type {kind!r}")
-        if _busy:
-            raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
-        _busy.append(request)
-        try:
+        with busy(request):
             await (load(message) if kind == "load" else generate(message))
-        finally:
-            _busy.clear()
     except WispError as exc:
         from .browser_host import NoWebGPUError, StorageQuotaError
 
@@ -139,40 +146,6 @@ async def load(message: dict) -> None:
           "context": engine.context, "kv_cache": "/".join(engine.kv_formats),
           "gpu_bytes": {k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
           "wasm_memory_bytes": wasm_memory_bytes()})
-
-
-async def probe(message: dict) -> None:
-    """{type:"probe", id, group (0: all), steps}: the dependent chain batched and one by one under
-    one submit group (py_engine/gpu/submit_probe.py), on the device a following load reuses. Answers
-    {type:"probe", id, group, steps, ok, detail, ms, command_buffers, adapter:{name, vendor,
-    architecture, description}}; the page (static/submit_probe.js) keeps the record."""
-    from . import open_device
-    from .device import GpuError
-    from .submit_probe import adapter_identity, probe_arguments, run_probe
-
-    group, steps = probe_arguments(message)
-    if _busy:
-        raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
-    _busy.append(message.get("id"))
-    try:
-        if "device" not in _state:  # the chain needs no f16, and WebKit's loads open their device without
-            # it (py_engine/gpu/webkit.py): the load after the probe reuses this one, only its group changes
-            _state["device"] = await open_device(allow_f16=False)  # no WebGPU: the error goes to the page
-            _state["device_key"] = (False, None)
-        device = _state["device"]
-        try:
-            if "probe_chain" not in _state:
-                from ..selftest.chain import Chain
-
-                _state["probe_chain"] = Chain(device)
-            result = await run_probe(device, _state["probe_chain"], group, steps, _state["device_key"][1])
-        except GpuError as exc:  # this size failed; a device that errored is not reused: the next request reopens
-            _state.clear()
-            result = {"ok": False, "detail": f"GPU error: {exc}", "ms": 0, "command_buffers": 0}
-        emit({"type": "probe", "id": message.get("id"), "group": group, "steps": steps, **result,
-              "adapter": adapter_identity(device)})
-    finally:
-        _busy.clear()
 
 
 async def begin_store(model: dict, request) -> None:
@@ -283,54 +256,3 @@ async def generate(message: dict) -> None:
           "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
           "decode_tok_s": round(decode, 1), "stop": stop, "command_buffers": _command_buffers() - buffers_before,
           "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3)})
-
-
-async def diagnose(message: dict) -> None:
-    """{type:"diagnose", id, options:{platform, group, f32}}: the "Check this device" suite
-    (py_engine/selftest/suite.py) on the device and submit strategy a load with these options
-    gets; no model needed. Emits {type:"diagnostic", id, result:{name, ok, detail, ms}} as each
-    test finishes, then {type:"diagnostics", id, adapter:{name, features, limits, webkit,
-    platform_reason, submit, workarounds}, results}."""
-    from ..selftest.suite import adapter_summary, run_suite
-    from .browser_host import submit_strategy
-    from .device import GpuError
-    from .webkit import load_policy
-
-    request, options = message.get("id"), message.get("options") or {}
-    platform = options.get("platform") or {}
-    policy = load_policy(platform, options)  # as load() decides: the device's f16, WebKit's measures
-    submit = submit_strategy(platform, options.get("group"))
-    if _busy:
-        raise WispError(f"busy with request {_busy[0]!r}; wait for it or cancel it")
-    _busy.append(request)
-    try:
-        device, cached = await _diagnose_device((policy["allow_f16"], submit["group"]))
-        results = await run_suite(device, on_result=lambda r: emit({"type": "diagnostic", "id": request, "result": r}))
-        try:
-            await device.prepare()
-        except GpuError:  # lost during the suite: the next request opens a fresh device
-            if cached:
-                _state.clear()
-        workarounds = (["grouped-submits"] if submit["strategy"] == "grouped" else []) + policy["workarounds"]
-        emit({"type": "diagnostics", "id": request, "results": results,
-              "adapter": {**adapter_summary(device), "webkit": bool(platform.get("webkit")),
-                          "platform_reason": platform.get("reason", ""), "submit": submit,
-                          "workarounds": workarounds}})
-    finally:
-        _busy.clear()
-
-
-async def _diagnose_device(key: tuple) -> tuple:
-    """(device, cached) for key = (allow_f16, submit group), as load() keys its device: the cached
-    one when it matches, so the check runs what the engine runs; else a new one, kept for the next
-    load unless a loaded model holds the current one (a check must not unload it)."""
-    from . import open_device
-
-    if "device" in _state and _state.get("device_key") == key:
-        return _state["device"], True
-    device = await open_device(allow_f16=key[0], submit_group=key[1])
-    if "engine" in _state:
-        return device, False
-    _state.clear()
-    _state.update(device=device, device_key=key)
-    return device, True
