@@ -220,3 +220,32 @@ def test_cache_api_fallback(page, tap):
     tap.log.clear()
     second = run(page, url=url)
     assert second["tokens"] == first["tokens"] and tap.log == []
+
+
+# The Cache API backend on its own, in the page (a window has no sync access handles, so
+# pickBackend() takes the Cache API): a 80 MB file must land as entries of at most 64 MB each —
+# WebKit has failed larger Cache API writes — and read back intact.
+CACHE_PUTS = """async () => {
+  const {pickBackend} = await import("/worker/store_backends.js");
+  const backend = pickBackend();
+  const file = await backend.open("big-model", "weights.bin");
+  const piece = new Uint8Array(4 << 20);
+  for (let i = 0; i < 20; i++) { piece.fill(i + 1); await file.write(i * piece.length, piece); }
+  await file.close();
+  const cache = await caches.open("wisp-models-v1");
+  const sizes = [];
+  for (const req of await cache.keys()) {
+    if (req.url.includes("/big-model/")) sizes.push((await (await cache.match(req)).arrayBuffer()).byteLength);
+  }
+  const probes = [];
+  for (const at of [0, (4 << 20) - 1, 4 << 20, (64 << 20) + 5, (80 << 20) - 1]) probes.push((await file.read(at, 1))[0]);
+  await backend.removeModel("big-model");
+  return {kind: backend.kind, sizes, probes};
+}"""
+
+
+def test_cache_api_writes_stay_under_64_mb(page):
+    result = page.evaluate(CACHE_PUTS)
+    assert result["kind"] == "cache"
+    assert sum(result["sizes"]) == 80 << 20 and max(result["sizes"]) <= 64 << 20, result["sizes"]
+    assert result["probes"] == [1, 1, 2, 17, 20]
