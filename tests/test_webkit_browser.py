@@ -1,6 +1,7 @@
 """WebKit's memory discipline in headless Chromium (issue 6, point 4), the page posing as an iPad.
 
-The engine must report WebKit, grouped submits, no native f16 and a packed-f16 KV cache, and give
+As Playwright's iPad and as a desktop-mode iPad (a Mac UA with touch points, through CDP), the
+engine must report WebKit, grouped submits, no native f16 and a packed-f16 KV cache, and give
 the desktop engine's greedy tokens — for the tiny fixture and for SmolLM2 at WebKit's default
 context (512). A model over the GPU budget is refused before loading, with a message, and the
 stored weights and the worker survive the refusal. A desktop Chrome UA gets none of it."""
@@ -10,6 +11,7 @@ import pytest
 
 from browser_harness import app_server, launch
 from test_browser_engine import DESKTOP_PARIS, FIXTURES
+from test_platform import SAFARI_MAC
 from test_submit_strategy import CHROME_LINUX
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -65,11 +67,17 @@ def playwright():
         yield p
 
 
-def run(playwright, url, steps, tmp_path, **context_options):
+def run(playwright, url, steps, tmp_path, desktop_mode_ipad=False, **context_options):
+    """desktop_mode_ipad: iPadOS posing as a Mac (a Macintosh Safari UA, platform MacIntel, five
+    touch points), set through CDP before the page loads."""
     context_options.pop("default_browser_type", None)  # a device descriptor's; not a context option
     context = launch(playwright, tmp_path, **context_options)  # a persistent profile: the weight store
     try:
         page = context.new_page()
+        if desktop_mode_ipad:
+            cdp = context.new_cdp_session(page)
+            cdp.send("Emulation.setUserAgentOverride", {"userAgent": SAFARI_MAC, "platform": "MacIntel"})
+            cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
         page.goto(url + "/")
         return page.evaluate(STEPS, steps)
     finally:
@@ -100,6 +108,17 @@ def test_ipad_runs_the_webkit_path_and_refuses_what_does_not_fit(playwright, ser
     assert all(f["complete"] for f in stored["llama-f32"]["files"]), "the refusal lost stored weights"
 
     assert again["loaded"]["context"] == 64 and again["done"]["tokens"] == REF["greedy"]
+
+
+def test_desktop_mode_ipad_is_webkit_too(playwright, server, tmp_path):
+    (result,) = run(playwright, server, [{"modelId": "llama-f32", "options": {"context": 64},
+                                          "request": greedy_ids(len(REF["greedy"]))}],
+                    tmp_path, desktop_mode_ipad=True, has_touch=True)
+    loaded = result["loaded"]
+    assert loaded["adapter"]["webkit"] is True and "Mac" in loaded["adapter"]["platform_reason"], loaded["adapter"]
+    assert loaded["adapter"]["submit"]["strategy"] == "grouped" and loaded["kv_cache"] == "f16_packed/f16_packed"
+    assert WEBKIT_WORKAROUNDS <= set(loaded["adapter"]["workarounds"])
+    assert result["done"]["tokens"] == REF["greedy"]
 
 
 def test_desktop_chrome_keeps_f32_kv_and_no_workarounds(playwright, server, tmp_path):
