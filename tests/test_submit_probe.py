@@ -11,12 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from browser_harness import app_server, launch
 from py_engine.gpu.browser_host import submit_strategy, submit_workarounds
 from py_engine.gpu.device import GpuError
 from py_engine.gpu.submit_probe import ProbeRequestError, probe_arguments, run_probe
 from test_browser_engine import FIXTURES
-from test_submit_strategy import CHROME_LINUX
+from test_submit_strategy import CHROME_LINUX, browser, server  # noqa: F401  (its fixtures)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -52,20 +51,6 @@ ARGS = {"prompt": REF["prompt_ids"], "count": len(REF["greedy"])}
 # Hold the probe of "all" after its breadcrumb is written: the test then closes the page.
 HOLD_AT_ALL = """globalThis.__wispProbeHook = (size) =>
   size === "all" ? new Promise(() => { globalThis.__wispHeldAt = size; }) : undefined;"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    with app_server("--model", str(FIXTURES / "llama-f32")) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        chromium = launch(p)
-        yield p, chromium
-        chromium.close()
 
 
 def load_in_new_page(context, url, init_script=None):

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from browser_harness import app_server, launch
-from test_browser_engine import DESKTOP_PARIS, FIXTURES
+from browser_harness import launch
+from test_browser_engine import DESKTOP_PARIS, FIXTURES, server  # noqa: F401  (its server fixture)
 from test_platform import SAFARI_MAC
 from test_submit_strategy import CHROME_LINUX
 
@@ -50,15 +50,6 @@ STEPS = """async (steps) => {
 
 def greedy_ids(count):
     return {"ids": REF["prompt_ids"], "sampling": {"temperature": 0, "max_new_tokens": count}}
-
-
-@pytest.fixture(scope="module")
-def server():
-    from py_engine.model_cache import ensure_model
-
-    ensure_model("smollm2-135m-instruct")
-    with app_server("--model", str(FIXTURES / "llama-f32")) as (url, _):
-        yield url
 
 
 @pytest.fixture(scope="module")
