@@ -1,6 +1,7 @@
 """Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
+                                [--f32] [--packed-kv] [--breakdown]
 
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
 decode token and the effective bandwidth they imply are part of the JSON.
@@ -29,7 +30,7 @@ async def measure(args) -> dict:
     if not args.model.exists() and str(args.model) in MODELS:
         args.model = ensure_model(str(args.model))
     engine = await Engine.load(args.model, device, max_rows=args.max_rows,
-                               context=args.prompt_tokens + args.new_tokens + 8)
+                               context=args.prompt_tokens + args.new_tokens + 8, packed_kv=args.packed_kv)
     rng = random.Random(0)
     prompt = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.prompt_tokens)]
     greedy = SamplingParams()
@@ -58,6 +59,7 @@ async def measure(args) -> dict:
         "adapter": device.caps.adapter,
         "model": str(args.model),
         "shader_f16": device.caps.shader_f16,
+        "kv_cache": "/".join(engine.kv_formats),
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
@@ -126,6 +128,7 @@ def main():
     parser.add_argument("--max-rows", type=int, default=128, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")
     parser.add_argument("--f32", action="store_true")
+    parser.add_argument("--packed-kv", action="store_true", help="K and V cached as packed f16 (WebKit's layout)")
     parser.add_argument("--breakdown", action="store_true", help="also time each kernel's share of a decode token")
     parser.add_argument("--repeats", type=int, default=50)
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
