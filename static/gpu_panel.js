@@ -1,6 +1,6 @@
 // The GPU panel: which adapter runs the model, its features and limits (from the worker's `loaded`).
 import { ui, el } from "./ui.js";
-import { fmtLimit, fmtMs } from "./format.js";
+import { fmtBytes, fmtLimit, fmtMs } from "./format.js";
 
 const CHIP_ICON = '<svg class="icon" aria-hidden="true" viewBox="0 0 24 24"><path d="M9 2v2H7a3 3 0 0 0-3 3v2H2v2h2v2H2v2h2v2a3 3 0 0 0 3 3h2v2h2v-2h2v2h2v-2h2a3 3 0 0 0 3-3v-2h2v-2h-2v-2h2V9h-2V7a3 3 0 0 0-3-3h-2V2h-2v2h-2V2zM7 6h10a1 1 0 0 1 1 1v10a1 1 0 0 1-1 1H7a1 1 0 0 1-1-1V7a1 1 0 0 1 1-1m2 3v6h6V9z"/></svg>';
 
@@ -26,6 +26,15 @@ export function renderGpu(loaded, model = null, wallMs = 0, pyodideMs = null) {
   if (pyodideMs != null) row("Python started in", fmtMs(pyodideMs));
   row("Half precision", features.includes("shader-f16") ? "yes (shader-f16)" : "no (f32 kernels)");
   if (loaded.wasm_memory_bytes) row("Python memory", fmtLimit("bytes", loaded.wasm_memory_bytes));
+  if (loaded.gpu_bytes) {  // the footprint py_engine/memory.py checked before the upload
+    const parts = Object.entries(loaded.gpu_bytes);
+    const total = parts.reduce((sum, [, v]) => sum + v, 0);
+    row("GPU memory", `${fmtBytes(total)} (${parts.map(([k, v]) => `${k.replace("_", " ")} ${fmtBytes(v)}`).join(", ")})`);
+  }
+  if (loaded.context) row("Context", `${loaded.context.toLocaleString("en-US")} tokens`);
+  if (loaded.kv_cache) row("KV cache (K/V)", loaded.kv_cache);
+  if (adapter.submit) row("Submits", adapter.submit.reason || adapter.submit.strategy);
+  if (adapter.workarounds) row("WebKit measures", adapter.workarounds.length ? adapter.workarounds.join(", ") : "none");
   for (const [k, v] of extra) row(k.replace(/([A-Z])/g, " $1").replace(/^./, (c) => c.toUpperCase()), String(v));
 
   const chips = el("ul", "chips");

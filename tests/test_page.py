@@ -191,6 +191,10 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
     expect(gpu).to_contain_text("maxStorageBufferBindingSize")
     expect(gpu).to_contain_text("128 MiB")
     expect(gpu).to_contain_text("no (f32 kernels)")
+    expect(gpu).to_contain_text("2,048 tokens")
+    expect(gpu).to_contain_text("Dawn / wgpu-native: one submit per forward")
+    expect(gpu).to_contain_text("kv cache 47 MB")
+    expect(gpu.locator("dd", has_text="none")).to_have_count(1)  # WebKit measures: none
     page.keyboard.press("Escape")
     expect(gpu.locator(".gpu-body")).to_be_hidden()
 

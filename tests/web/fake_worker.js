@@ -132,7 +132,10 @@ async function load({ id, model, options }) {
   stored.set(model.id, { model: { id: model.id, name: model.name, kind: model.kind },
     files: Object.entries(model.files).map(([name, size]) => ({ name, size, written: size, complete: true })) });
   loaded = model;
-  post({ type: "loaded", id, model: model.id, adapter: ADAPTER, load_ms: performance.now() - t0 });
+  post({ type: "loaded", id, model: model.id, load_ms: performance.now() - t0, context: 2048, kv_cache: "f32/f32",
+         adapter: { ...ADAPTER, submit: { strategy: "single-pass", reason: "Dawn / wgpu-native: one submit per forward" },
+                    workarounds: [] },
+         gpu_bytes: { weights: 98e6, kv_cache: 47e6, activations: 6e6, other: 2e6 } });
 }
 
 async function generate(msg) {
