@@ -14,7 +14,7 @@
 // event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
 
 import { detectPlatform } from "./platform.js";
-import { calibrateSubmit, probeStorage, PROBE_STEPS } from "./submit_probe.js";
+import { calibrateSubmit, guardFirstForward, probeStorage, PROBE_STEPS } from "./submit_probe.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
@@ -73,6 +73,7 @@ export class Generation {
     this._waiters = [];
     this._finished = false;
     this._error = null;
+    this._release = () => {};  // WebKit's first-forward breadcrumb, if this generation holds it
     this.done = new Promise((resolve, reject) => { this._resolve = resolve; this._reject = reject; });
     this.done.catch(() => {}); // rejections reach whoever awaits; none are left unhandled
   }
@@ -84,6 +85,7 @@ export class Generation {
   }
 
   _token(msg) {
+    this._release();
     if (this._finished || this.cancelled) return; // nothing is shown after Stop
     this.text += msg.text;
     this.tokens += 1;
@@ -92,12 +94,14 @@ export class Generation {
   }
 
   _finish(msg) {
+    this._release();
     this._finished = true;
     this._resolve(msg);
     this._push({ value: undefined, done: true });
   }
 
   _fail(err) {
+    if (err.kind !== "crash") this._release();  // a crashed worker keeps the breadcrumb: a crash
     this._finished = true;
     this._error = err;
     this._reject(err);
@@ -134,6 +138,7 @@ export class WispClient extends EventTarget {
     this.loaded = null;   // the `loaded` event of the current model
     this._pending = new Map(); // id → {kind: "load"|"generate"|"store"|"probe", resolve, reject, onProgress, gen}
     this._calibration = null;  // WebKit: the submit probe's answer, once per worker (its device)
+    this._firstForward = null; // WebKit: guards the calibrated size's first generation (submit_probe.js)
   }
 
   get started() { return this.worker !== null; }
@@ -181,7 +186,10 @@ export class WispClient extends EventTarget {
     if (!storage) return Promise.resolve(null);
     if (!this._calibration) {
       const calibration = calibrateSubmit({ storage, probe: (size, steps) => this.probe(size, { steps }) })
-        .then(({ group, reason, record }) => ({ group, reason, ceiling: record.ceiling }));
+        .then(({ group, reason, record, key }) => {
+          this._firstForward = () => guardFirstForward(storage, key, group, record.device);
+          return { group, reason, ceiling: record.ceiling };
+        });
       this._calibration = calibration;
       calibration.catch(() => { if (this._calibration === calibration) this._calibration = null; });
     }
@@ -213,6 +221,10 @@ export class WispClient extends EventTarget {
     const msg = { type: "generate", id, sampling };
     if (messages) msg.messages = messages; else if (ids) msg.ids = ids; else msg.prompt = prompt ?? "";
     if (ignoreEos) msg.ignore_eos = true;  // benchmarks: always max_new_tokens
+    if (this._firstForward) {  // WebKit: the calibrated size's first real forward (submit_probe.js)
+      gen._release = this._firstForward();
+      this._firstForward = null;
+    }
     this._pending.set(id, { kind: "generate", gen });
     this._post(msg);
     return gen;

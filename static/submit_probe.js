@@ -6,7 +6,9 @@
 // group size is tried its name is written as a breadcrumb; a size is promoted to known-good only
 // after the worker's dependent chain (py_engine/gpu/submit_probe.py) gives byte-identical output
 // batched, one by one and against the CPU reference. A breadcrumb still set on the next start
-// means that size took the page down: the ceiling steps below it and the crash is recorded.
+// means that size took the page down: the ceiling steps below it and the crash is recorded. The
+// model's first real forward under the chosen size holds the breadcrumb too (guardFirstForward),
+// until its first token: closing the tab in those seconds counts as a crash (one step down).
 //
 //   calibrateSubmit({probe, storage, userAgent, hook}) -> {group, reason, record, key, tried}
 //     probe(size, steps): the worker's answer for one size ("all" | N) {ok, detail, ms, adapter}
@@ -112,6 +114,24 @@ export function ceilingNote(record) {
 function result(group, how, record, key, tried) {
   const note = ceilingNote(record);
   return { group, record, key, tried, reason: `${how}: ${label(group)}${note ? `; ${note}` : ""}` };
+}
+
+/** The model's first forward under the calibrated size. The probe's chain is small, and WebKit has
+ *  crashed at the first real prefill under a size its chain took (command buffers held in flight
+ *  grow with the model), so the size stays a breadcrumb from the first generation's start to its
+ *  first token (or end): a page that dies in between steps down on its next start, as in a probe.
+ *  Returns release(), which clears the breadcrumb once. */
+export function guardFirstForward(storage, key, size, device = {}) {
+  const record = readRecord(storage, key, device.userAgent, device.adapter);
+  record.breadcrumb = size;
+  writeRecord(storage, key, record);
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    const now = readRecord(storage, key, device.userAgent, device.adapter);
+    if (now.breadcrumb === size) { now.breadcrumb = null; writeRecord(storage, key, now); }
+  };
 }
 
 /** Calibrate the submit group (see the header). The first probe, one dispatch per command buffer,

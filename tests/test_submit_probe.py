@@ -38,11 +38,14 @@ RUN = """async ({prompt, count}) => {
   try {
     const loaded = await client.load(modelRef(model), {context: 64});
     const generation = client.generate({ids: prompt, sampling: {temperature: 0, max_new_tokens: count}});
+    // read in the same task as generate(): no token can have arrived yet
+    const duringFirst = Object.keys(localStorage).filter((k) => k.startsWith("wisp.submit-probe."))
+      .map((k) => JSON.parse(localStorage.getItem(k)).breadcrumb);
     const tokens = [];
     for await (const t of generation) if (t.token_id >= 0) tokens.push(t.token_id);
     const records = Object.keys(localStorage).filter((k) => k.startsWith("wisp.submit-probe."))
       .map((k) => JSON.parse(localStorage.getItem(k)));
-    return {loaded, tokens, sent, probes, records};
+    return {loaded, tokens, sent, probes, records, duringFirst};
   } finally {
     client.terminate();
   }
@@ -88,6 +91,8 @@ def test_ipad_probes_then_crash_steps_down_then_reuses(browser, server):
         workarounds = first["loaded"]["adapter"]["workarounds"]  # with WebKit's memory measures (webkit.py)
         assert {"submit-probe", "grouped-submits"} <= set(workarounds), workarounds
         assert first["tokens"] == REF["greedy"]
+        # the first generation ran its first forward under a breadcrumb, cleared at its first token
+        assert first["duringFirst"] == ["all"] and first["records"][0]["breadcrumb"] is None, first["duringFirst"]
 
         # (b) the crash path: forget the known-good size, hold the probe of "all" after its
         # breadcrumb is written, close the page (what a GPU-process crash does to it)
@@ -179,6 +184,14 @@ LADDER = """async () => {
     out[kind] = JSON.parse(w.getItem(P.deviceKey("UA", adapter))).breadcrumb;
   }
   out.afterWorkerCrash = await calibrate(w, []);
+  // the first real forward under a promoted size: released, nothing changes; a page that died
+  // while it held the breadcrumb steps down on the next start, as in a probe
+  const g = memory();
+  const good = await calibrate(g, []);
+  P.guardFirstForward(g, good.key, good.group, good.record.device)();
+  out.released = await calibrate(g, []);
+  P.guardFirstForward(g, good.key, good.group, good.record.device);
+  out.diedInFirstForward = await calibrate(g, []);
   out.noStorage = P.probeStorage({get localStorage() { throw new DOMException("denied", "SecurityError"); }});
   return out;
 }"""
@@ -205,6 +218,9 @@ def test_ladder_logic_with_a_fake_probe(browser, server):
     assert out["corrupt"]["group"] == "all" and out["corrupt"]["record"]["crashes"] == [], out["corrupt"]
     assert out["otherDevice"] is True and out["noStorage"] is None
     assert out["terminated"] is None and out["crash"] == "all", out
+    assert out["released"]["group"] == "all" and out["released"]["tried"] == [1], out["released"]
+    died = out["diedInFirstForward"]
+    assert died["group"] == 64 and died["tried"] == [1, 64] and died["record"]["crashes"][0]["size"] == "all", died
     after = out["afterWorkerCrash"]
     assert after["group"] == 64 and after["tried"] == [1, 64] and after["record"]["crashes"][0]["size"] == "all", after
 
