@@ -14,7 +14,7 @@
 // event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
 
 import { detectPlatform } from "./platform.js";
-import { calibrateSubmit, guardFirstForward, probeStorage, PROBE_STEPS } from "./submit_probe.js";
+import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
@@ -137,8 +137,8 @@ export class WispClient extends EventTarget {
     this.booted = null;   // the `booted` event, once seen
     this.loaded = null;   // the `loaded` event of the current model
     this._pending = new Map(); // id → {kind: "load"|"generate"|"store"|"probe", resolve, reject, onProgress, gen}
-    this._calibration = null;  // WebKit: the submit probe's answer, once per worker (its device)
-    this._firstForward = null; // WebKit: guards the calibrated size's first generation (submit_probe.js)
+    // WebKit: the submit probe's answer, once per worker (its device), and the first-forward guard
+    this._submit = new SubmitCalibration((size, steps) => this.probe(size, { steps }));
   }
 
   get started() { return this.worker !== null; }
@@ -169,34 +169,11 @@ export class WispClient extends EventTarget {
     return new Promise((resolve, reject) => {
       // pending from the start: boot progress (id null) goes to the pending load, probe or not
       this._pending.set(id, { kind: "load", resolve, reject, onProgress });
-      this._calibrate(loadOptions).then((probe) => {
+      this._submit.options(loadOptions).then((probe) => {
         if (!this._pending.has(id)) return;  // terminated meanwhile
         const sent = probe ? { ...loadOptions, probe } : loadOptions;
         this._post({ type: "load", id, model: modelRef(model), options: sent });
       }, (err) => { if (this._pending.delete(id)) reject(err); });
-    });
-  }
-
-  /** WebKit only, and only without a ?group= / options.group: {group, reason, ceiling} from the
-   *  submit probe, {error} when it could not run (the engine's WebKit default then), or null when no
-   *  probe applies (desktop engines never probe; without localStorage a crash would leave no memory). */
-  _calibrate(options) {
-    const overridden = options.group != null && String(options.group).trim() !== "";
-    const storage = options.platform?.webkit && !overridden ? probeStorage() : null;
-    if (!storage) return Promise.resolve(null);
-    if (!this._calibration) {
-      const calibration = calibrateSubmit({ storage, probe: (size, steps) => this.probe(size, { steps }) })
-        .then(({ group, reason, record, key }) => {
-          this._firstForward = () => guardFirstForward(storage, key, group, record.device);
-          return { group, reason, ceiling: record.ceiling };
-        });
-      this._calibration = calibration;
-      calibration.catch(() => { if (this._calibration === calibration) this._calibration = null; });
-    }
-    return this._calibration.catch((err) => {
-      // the load would fail the same way (no WebGPU), or the worker is gone: the load reports it
-      if (["no-webgpu", "crash", "terminated"].includes(err.kind)) throw err;
-      return { error: err.message };
     });
   }
 
@@ -221,10 +198,7 @@ export class WispClient extends EventTarget {
     const msg = { type: "generate", id, sampling };
     if (messages) msg.messages = messages; else if (ids) msg.ids = ids; else msg.prompt = prompt ?? "";
     if (ignoreEos) msg.ignore_eos = true;  // benchmarks: always max_new_tokens
-    if (this._firstForward) {  // WebKit: the calibrated size's first real forward (submit_probe.js)
-      gen._release = this._firstForward();
-      this._firstForward = null;
-    }
+    gen._release = this._submit.guardFirstForward();  // WebKit: the calibrated size's first forward
     this._pending.set(id, { kind: "generate", gen });
     this._post(msg);
     return gen;
@@ -264,7 +238,7 @@ export class WispClient extends EventTarget {
     return new Promise((resolve, reject) => {
       this._pending.set(id, { kind: "diagnose", resolve, reject, onResult });
       const checkOptions = { ...pageLoadOptions(), ...options };
-      this._calibrate(checkOptions).then((probe) => {  // WebKit: the group a load would get
+      this._submit.options(checkOptions).then((probe) => {  // WebKit: the group a load would get
         if (!this._pending.has(id)) return;
         this._post({ type: "diagnose", id, options: probe ? { ...checkOptions, probe } : checkOptions });
       }, (err) => { if (this._pending.delete(id)) reject(err); });
@@ -283,7 +257,7 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;
     this.loaded = null;
-    this._calibration = null;  // the next worker opens its own device
+    this._submit.reset();  // the next worker opens its own device
     this._rejectAll(new WispError("terminated", reason));
   }
 
@@ -303,7 +277,7 @@ export class WispClient extends EventTarget {
     this.worker = null;
     this.booted = null;
     this.loaded = null;
-    this._calibration = null;
+    this._submit.reset();
     this._rejectAll(err);
     this._emit("crash", err);
   }

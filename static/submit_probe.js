@@ -184,3 +184,40 @@ export async function calibrateSubmit({ probe, storage, userAgent = globalThis.n
   }
   return result(1, "probed on this device", record, key, tried);  // not reached: size 1 is the floor, ok
 }
+
+/** A WispClient's calibration: once per worker (its device), and only on WebKit without a
+ *  ?group= / options.group. probe(size, steps): the client's probe request. */
+export class SubmitCalibration {
+  constructor(probe) { this.probe = probe; this.reset(); }
+
+  reset() { this.answer = null; this.firstForward = null; }
+
+  /** options.probe for a load or a device check: {group, reason, ceiling}, {error} when the probe
+   *  could not run (the engine's WebKit default then), or null when no probe applies (desktop
+   *  engines never probe; without localStorage a crash would leave no memory). */
+  options(options) {
+    const overridden = options.group != null && String(options.group).trim() !== "";
+    const storage = options.platform?.webkit && !overridden ? probeStorage() : null;
+    if (!storage) return Promise.resolve(null);
+    if (!this.answer) {
+      const answer = calibrateSubmit({ storage, probe: this.probe }).then(({ group, reason, record, key }) => {
+        this.firstForward = () => guardFirstForward(storage, key, group, record.device);
+        return { group, reason, ceiling: record.ceiling };
+      });
+      this.answer = answer;
+      answer.catch(() => { if (this.answer === answer) this.answer = null; });
+    }
+    return this.answer.catch((err) => {
+      // the load would fail the same way (no WebGPU), or the worker is gone: the load reports it
+      if (["no-webgpu", "crash", "terminated"].includes(err.kind)) throw err;
+      return { error: err.message };
+    });
+  }
+
+  /** The release() of the first generation after calibrating (guardFirstForward), else a no-op. */
+  guardFirstForward() {
+    const guard = this.firstForward;
+    this.firstForward = null;
+    return guard ? guard() : () => {};
+  }
+}
