@@ -80,3 +80,24 @@ def test_check_this_device(server, tmp_path):
         expect(dialog).to_be_hidden()
         assert not errors, errors
         context.close()
+
+
+def test_check_this_device_as_an_ipad(server, tmp_path):
+    """As an iPad the check runs what a WebKit load would: the calibrated grouped submits (the
+    probe runs first) and WebKit's measures, all listed — and every test still passes."""
+    with playwright_api.sync_playwright() as p:
+        descriptor = {k: v for k, v in p.devices["iPad (gen 7)"].items() if k != "default_browser_type"}
+        context = launch(p, tmp_path / "profile", **descriptor)
+        page = context.new_page()
+        page.goto(server + "/")
+        page.wait_for_selector("body[data-models=ready]")
+        page.locator("#gpu-panel summary").click()
+        page.get_by_role("button", name="Check this device").click()
+        page.wait_for_selector("#diagnostics[data-state=done], #diagnostics[data-state=error]", timeout=300_000)
+        assert page.get_by_test_id("diagnostics-status").inner_text() == f"All {len(NAMES)} tests passed."
+        expect(page.get_by_test_id("diagnostics-submit")).to_contain_text("grouped (all dispatches per command buffer)")
+        report = page.get_by_test_id("diagnostics-report").inner_text()
+        assert "probed on this device" in report, report
+        for measure in ("submit-probe", "grouped-submits", "no-native-f16", "packed-f16-kv"):
+            assert measure in report, (measure, report)
+        context.close()
