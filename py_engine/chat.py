@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from .catalog import DEFAULT_MODEL, MODELS
+from .chat_prompt import fit_to_context
 from .errors import ModelFileError, WispError
 from .prompt_cache import PromptCache
 
@@ -127,23 +128,14 @@ class Conversation:
         self.messages = []
         self.cache.reset()
 
-    def render(self) -> list[int]:
-        system = [{"role": "system", "content": self.system}] if self.system else []
-        text = self.tok.apply_chat_template(system + self.messages, add_generation_prompt=True)
-        return self.tok.encode(text, add_special_tokens=False)
-
     async def reply(self, text: str, on_text):
         """Answer user message `text`, calling on_text(piece) as the answer streams; returns the
         answer's token ids (a final stop token included)."""
         context = self.engine.context
+        system = [{"role": "system", "content": self.system}] if self.system else []
         self.messages.append({"role": "user", "content": text})
-        ids = self.render()
-        room = min(self.max_new_tokens, context // 2)  # answer tokens kept free when trimming
-        self.dropped = 0
-        while len(ids) + room > context and len(self.messages) > 2:
-            del self.messages[:2]  # the oldest user message and its answer
-            self.dropped += 1
-            ids = self.render()
+        ids, self.dropped = fit_to_context(self.tok, system + self.messages, context, self.max_new_tokens)
+        del self.messages[:2 * self.dropped]
         if len(ids) >= context:
             self.messages.pop()
             raise WispError(f"the message is too long: {len(ids)} tokens with the template, context is {context} "

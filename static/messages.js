@@ -114,6 +114,10 @@ export function statsLine(done, local) {
   if (ttft != null) parts.push(`${fmtMs(ttft)} to first token`);
   if (done.stop === "cancel") parts.push("stopped");
   else if (done.stop === "length") parts.push("reached the token limit");
+  if (done.dropped_exchanges) {  // the context was full: the worker left out the oldest turns
+    const n = done.dropped_exchanges;
+    parts.push(`left out the oldest ${n} exchange${n === 1 ? "" : "s"} to fit the context`);
+  }
   const title = [];
   if (done.prompt_tokens != null) title.push(`Prompt: ${done.prompt_tokens} tokens${done.prefill_tok_s ? ` at ${fmtRate(done.prefill_tok_s)} tok/s` : ""}`);
   if (done.host_ms_per_token != null) title.push(`Python host time: ${done.host_ms_per_token.toFixed(1)} ms per token`);

@@ -187,3 +187,51 @@ def test_chat_default_model_one_turn():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip(), result.stderr
     assert len(tok_lines(result.stderr)) == 1, result.stderr
+
+
+def test_fit_to_context_drops_the_oldest_exchanges(chat_model):
+    """What the browser worker does with a page's messages (py_engine/chat_prompt.py): the oldest
+    user/assistant pairs go first, the system message and the newest message stay, and the prompt
+    leaves room for the answer."""
+    from py_engine.chat_prompt import fit_to_context
+    from py_engine.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_model_dir(chat_model)
+    system = {"role": "system", "content": "be brief"}
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 20}
+             for i in range(9)]
+    whole, none_dropped = fit_to_context(tok, [system] + turns, 4096, 64)
+    assert none_dropped == 0
+    ids, dropped = fit_to_context(tok, [system] + turns, len(whole) - 10 + 64, 64)
+    assert dropped >= 1 and len(ids) + 64 <= len(whole) - 10 + 64
+    kept = [system] + turns[2 * dropped:]
+    want = tok.encode(tok.apply_chat_template(kept, add_generation_prompt=True), add_special_tokens=False)
+    assert ids == want  # the system message and the newest turns, in order
+    tiny, _ = fit_to_context(tok, [system, turns[0]], 8, 64)  # nothing left to drop: too long, said later
+    assert len(tiny) > 8
+
+
+def test_worker_chat_fits_the_context(chat_model, monkeypatch):
+    """The browser worker's generate (py_engine/gpu/web_worker.py) on the desktop engine: a page's
+    conversation longer than the context (WebKit's is 512) is answered, its oldest exchanges left
+    out and counted in the done event, instead of failing."""
+    import asyncio
+
+    from gpu_harness import device
+    from py_engine.gpu import web_worker
+    from py_engine.prompt_cache import PromptCache
+    from py_engine.session import load_model
+
+    engine, tok, stop_ids = asyncio.run(load_model(chat_model, device(False)[0], context=96))
+    events = []
+    monkeypatch.setattr(web_worker, "emit", events.append)
+    monkeypatch.setattr(web_worker, "_busy", [])
+    monkeypatch.setattr(web_worker, "_state", {"engine": engine, "tok": tok, "stop_ids": stop_ids,
+                                               "cache": PromptCache(engine)})
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 12}
+             for i in range(7)]
+    asyncio.run(web_worker.handle({"type": "generate", "id": "g1", "messages": turns,
+                                   "sampling": {"temperature": 0, "max_new_tokens": 8}}))
+    done = [e for e in events if e["type"] in ("done", "error")]
+    assert [e["type"] for e in done] == ["done"], done
+    assert done[0]["dropped_exchanges"] >= 1 and done[0]["prompt_tokens"] + 8 <= 96, done[0]

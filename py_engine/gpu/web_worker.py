@@ -200,16 +200,18 @@ def _command_buffers() -> int:
     return device.command_buffers() if hasattr(device, "command_buffers") else 0
 
 
-def prompt_ids(message: dict, tok) -> list[int]:
+def prompt_ids(message: dict, tok, context: int, max_new: int) -> tuple[list[int], int]:
+    """(prompt ids, chat exchanges dropped to fit the context: the oldest go first)."""
     if message.get("ids") is not None:
-        return [int(i) for i in message["ids"]]
+        return [int(i) for i in message["ids"]], 0
     if tok is None:
         raise WispError("this model has no tokenizer: generate by token ids")
     if message.get("messages") is not None:
-        text = tok.apply_chat_template(list(message["messages"]), add_generation_prompt=True)
-        return tok.encode(text, add_special_tokens=False)
+        from ..chat_prompt import fit_to_context
+
+        return fit_to_context(tok, list(message["messages"]), context, max_new)
     if message.get("prompt") is not None:
-        return tok.encode(message["prompt"], add_special_tokens=True)
+        return tok.encode(message["prompt"], add_special_tokens=True), 0
     raise WispError("generate needs messages, prompt or ids")
 
 
@@ -222,7 +224,7 @@ async def generate(message: dict) -> None:
     request, sampling = message.get("id"), dict(message.get("sampling") or {})
     max_new = int(sampling.pop("max_new_tokens", 512))
     params = SamplingParams(**{k: v for k, v in sampling.items() if v is not None})
-    ids = prompt_ids(message, tok)
+    ids, dropped = prompt_ids(message, tok, engine.context, max_new)
     if len(ids) >= engine.context:
         raise WispError(f"the prompt is {len(ids)} tokens; the context holds {engine.context}")
     stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
@@ -251,7 +253,7 @@ async def generate(message: dict) -> None:
         emit({"type": "token", "id": request, "text": tail, "token_id": -1, "index": len(tokens)})
     ttft = times[0] - start if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-    emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids),
+    emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids), "dropped_exchanges": dropped,
           "prefilled_tokens": cache.prefilled, "ttft_ms": round(1000 * ttft, 1),
           "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
           "decode_tok_s": round(decode, 1), "stop": stop, "command_buffers": _command_buffers() - buffers_before,
