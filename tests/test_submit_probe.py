@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from py_engine.gpu.browser_host import submit_strategy, submit_workarounds
+from py_engine.gpu.webkit import submit_strategy, submit_workarounds
 from py_engine.gpu.device import GpuError
 from py_engine.gpu.submit_probe import ProbeRequestError, probe_arguments, run_probe
 from test_browser_engine import FIXTURES

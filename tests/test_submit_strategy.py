@@ -1,7 +1,7 @@
 """Submit strategies chosen at start-up (issue 6, part 2), in headless Chromium on SwiftShader.
 
 The page's detectPlatform() (static/platform.js) and its ?group= parameter travel with every load
-(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/gpu/browser_host.py's
+(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/gpu/webkit.py's
 submit_strategy) and reports it in the `loaded` event. A desktop Chrome UA must get the single pass
 and no WebKit workaround; the iPad descriptor must get WebKit and grouped submits; ?group=1,
 ?group=8 and the full batch must give the tiny fixture's reference greedy tokens."""
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from browser_harness import app_server, launch
-from py_engine.gpu.browser_host import submit_strategy
+from py_engine.gpu.webkit import submit_strategy
 from py_engine.gpu.device import GpuError
 from test_browser_engine import FIXTURES
 

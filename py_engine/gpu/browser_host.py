@@ -62,10 +62,6 @@ def _js_module():
     return wisp_gpu
 
 
-# WebKit's group when the page cannot probe (no localStorage: a crash would leave no memory, so a
-# probe could crash the page on every reload): batched submits have hard-crashed the GPU process
-# on some iPhones. Otherwise the page's submit probe (static/submit_probe.js) calibrates per device.
-WEBKIT_GROUP = 64
 # A group no forward reaches: each submit is one command buffer, yet WebKit's discipline stays (it
 # is awaited before the next is encoded, the read-back copy is its own submit). This is WebKit's
 # "all": a device whose probe passes with every dispatch batched still keeps one buffer in flight.
@@ -75,47 +71,6 @@ WHOLE_SUBMIT = 1 << 30
 def _js_group(group) -> int:
     """gpu.configureSubmit's argument: None -> 0 (single pass), "all" -> WHOLE_SUBMIT, N -> N."""
     return WHOLE_SUBMIT if group == "all" else int(group or 0)
-
-
-def _parse_group(group, what: str) -> int | None:
-    """'all' -> None (one submit per forward); a positive number of dispatches -> int."""
-    g = str(group).strip().lower()
-    if g == "all":
-        return None
-    if not g.isdigit() or int(g) < 1:
-        raise GpuError(f"{what} must be a positive number of dispatches or 'all', not {group!r}")
-    return int(g)
-
-
-def submit_strategy(platform: dict | None = None, group=None, probed: dict | None = None) -> dict:
-    """The submit strategy, chosen once at start-up from the page's detectPlatform() (static/
-    platform.js; never from the adapter's vendor), the page URL's ?group=N / ?group=all, and on
-    WebKit the page's submit probe: probed = {group: "all" | N, reason, ceiling} or {error}.
-    Dawn / wgpu-native: one encoder, one pass, one submit per forward. WebKit: what the probe
-    found safe on this device, else grouped submits of WEBKIT_GROUP."""
-    if group is not None and str(group).strip() != "":
-        g = _parse_group(group, "?group=")
-        if g is None:
-            return {"strategy": "single-pass", "group": None, "reason": "?group=all: one submit per forward"}
-        return {"strategy": "grouped", "group": g, "reason": f"?group={g} override"}
-    if not (platform or {}).get("webkit"):  # a desktop engine never gets a WebKit measure, probed or not
-        return {"strategy": "single-pass", "group": None, "reason": "Dawn / wgpu-native: one submit per forward"}
-    where = f"WebKit ({platform.get('reason', 'user agent')})"
-    if probed and probed.get("group") is not None:
-        g = _parse_group(probed["group"], "the probed group")
-        reason = probed.get("reason") or "probed on this device"
-        return {"strategy": "grouped", "group": "all" if g is None else g, "probed": True,
-                "ceiling": probed.get("ceiling"), "reason": f"{where}: {reason}"}
-    unprobed = f"could not probe ({probed['error']}); " if probed and probed.get("error") else ""
-    return {"strategy": "grouped", "group": WEBKIT_GROUP,
-            "reason": f"{where}: {unprobed}{WEBKIT_GROUP} dispatches per command buffer, one in flight"}
-
-
-def submit_workarounds(submit: dict) -> list[str]:
-    """The WebKit measures in force, for the `loaded` event: a desktop engine must show none (a
-    hardware-keyed gate once made one 8x slower)."""
-    return (["submit-probe"] if submit.get("probed") else []) + (
-        ["grouped-submits"] if submit["strategy"] == "grouped" else [])
 
 
 async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None,

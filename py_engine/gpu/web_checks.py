@@ -43,7 +43,7 @@ async def diagnose(message: dict) -> None:
     test finishes, then {type:"diagnostics", id, adapter:{name, features, limits, webkit,
     platform_reason, submit, workarounds}, results}."""
     from ..selftest.suite import adapter_summary, run_suite
-    from .browser_host import submit_strategy, submit_workarounds
+    from .webkit import submit_strategy, submit_workarounds
     from .device import GpuError
     from .webkit import load_policy
 

@@ -91,7 +91,7 @@ async def handle(message: dict) -> None:
 async def load(message: dict) -> None:
     from ..session import load_model
     from . import open_device
-    from .browser_host import submit_strategy, submit_workarounds
+    from .webkit import submit_strategy, submit_workarounds
     from .web_files import RemoteModel
     from .webkit import load_policy
 
