@@ -71,7 +71,10 @@ def footprint(graph: Graph, vocab_size: int, context: int) -> Footprint:
     used = {t for op in graph.ops for t in op.bind.values()}
     by_kind: dict[str, int] = {}
     for t in used:
-        by_kind[t.kind] = by_kind.get(t.kind, 0) + t.nbytes
+        if t.kind != "weight":
+            by_kind[t.kind] = by_kind.get(t.kind, 0) + t.nbytes
+    # a weight is uploaded once per (checkpoint tensors, rows, format): a tied LM head is the embedding
+    by_kind["weight"] = sum({(t.weight, t.rows, t.dtype): t.nbytes for t in used if t.kind == "weight"}.values())
     sampling = 4 * context + 12 * vocab_size  # penalty ids, top-k lists, argmax partials (sampling.py)
     other = by_kind.get("input", 0) + by_kind.get("output", 0) + by_kind.get("dummy", 0) + 256 * len(graph.ops)
     return Footprint(by_kind.get("weight", 0), by_kind.get("state", 0), sum(pool_activations(graph)[1]),

@@ -102,6 +102,7 @@ def test_packed_kv_halves_the_cache_and_footprint_matches_allocations():
         assert caches == engine.footprint.kv_cache == engine.executor.kv_bytes
         pooled = sum(size for label, size in dev.buffers if label == "activation")
         assert pooled == engine.footprint.activations == engine.executor.activation_bytes
+        assert engine.footprint.weights == engine.weight_bytes  # the tied LM head counted once
         assert allocated  # the footprint is the plan the executor then allocates
 
 
