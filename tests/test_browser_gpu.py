@@ -308,7 +308,7 @@ def test_submit_before_prepare_and_uncaptured_errors(worker):
     x = np.arange(-8, 8, dtype=np.float32).reshape(1, 16) / 4
     out = worker.exec(f"""
         import wisp_gpu
-        k = cache.get("silu_mul", )  # created, not prepared
+        k = cache.get("gated_mul", GELU=False)  # created, not prepared
         inter = 8
         bg, (step, p, gate_up, y) = simple_bind_group(k)
         dev.write_buffer(step, 0, struct.pack(STEP_FORMAT, 1, 0, 1, 0))
@@ -351,7 +351,7 @@ def test_ffi_cost(worker):
     machine is noisy), for a 32-dispatch submit, a 16-byte write and an empty FFI call."""
     out = worker.exec("""
         import js, wisp_gpu
-        k = cache.get("silu_mul")
+        k = cache.get("gated_mul", GELU=False)
         await dev.prepare()
         bg, bufs = simple_bind_group(k)
         a = bufs[-1]

@@ -65,7 +65,7 @@ def test_tanh_arguments_are_clamped(path):
     for arg in re.findall(r"\btanh\s*\(([^;]*)", code(path)):
         assert arg.lstrip().startswith("clamp(") or re.match(r"\s*inner\s*\)", arg), \
             f"{path.name}: tanh() of an unclamped argument"
-    if path.name == "gelu_mul.wgsl":
+    if path.name == "gated_mul.wgsl":
         assert re.search(r"let inner = clamp\(", code(path))
 
 
@@ -188,7 +188,7 @@ def test_workgroup_storage_sizes_known():
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4
     assert sizes["sample_full"] == 256 * 4 + 128 * 4 * 16 + 4
-    assert sizes["silu_mul"] == 0 and sizes["gelu_mul"] == 0
+    assert sizes["gated_mul"] == 0
 
 
 # ---- attention with masking and extreme scores --------------------------------------------------
@@ -288,12 +288,12 @@ def gelu_tanh_ref(g):
     return 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
 
 
-def run_gated(kernel, gate, up):
+def run_gated(gelu: bool, gate, up):
     rows, inter = gate.shape
     gate_up = np.concatenate([gate, up], axis=1).astype(np.float32)
-    res = run_kernel(kernel, {"gate_up": gate_up, "y": rows * inter * 4},
+    res = run_kernel("gated_mul", {"gate_up": gate_up, "y": rows * inter * 4},
                      {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                     grid=(-(-inter // 256), rows, 1), step=(rows, 0, rows))
+                     grid=(-(-inter // 256), rows, 1), step=(rows, 0, rows), defines={"GELU": gelu})
     return as_f32(res["y"], (rows, inter))
 
 
@@ -302,14 +302,14 @@ def test_gelu_mul_matches_numpy():
     rows, inter = 4, 300  # two workgroups per row, the second partly idle
     gate = (rng.standard_normal((rows, inter)) * 3).astype(np.float32)
     up = rng.standard_normal((rows, inter)).astype(np.float32)
-    got = run_gated("gelu_mul", gate, up)
+    got = run_gated(True, gate, up)
     np.testing.assert_allclose(got, gelu_tanh_ref(gate) * up, rtol=1e-5, atol=1e-6)
 
 
 def test_gelu_mul_extremes_are_finite_with_the_right_limit():
     gate = np.array([[100.0, -100.0, 1e4, -1e4, 30.0, -30.0, 1e12, -1e12]], np.float32)
     up = np.full_like(gate, 2.0)
-    got = run_gated("gelu_mul", gate, up)
+    got = run_gated(True, gate, up)
     assert np.isfinite(got).all()
     want = np.where(gate > 0, gate, 0.0) * 2.0  # gelu(x) → x for large x, → 0 for very negative x
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
@@ -319,7 +319,7 @@ def test_gelu_mul_extremes_are_finite_with_the_right_limit():
 def test_silu_mul_extremes_are_finite_with_the_right_limit():
     gate = np.array([[100.0, -100.0, 88.0, -88.0, 1e4, -1e4, 0.0, -5.0]], np.float32)
     up = np.full_like(gate, 3.0)
-    got = run_gated("silu_mul", gate, up)
+    got = run_gated(False, gate, up)
     assert np.isfinite(got).all()
     g = gate.astype(np.float64)
     want = g / (1 + np.exp(np.minimum(-g, 700))) * 3.0

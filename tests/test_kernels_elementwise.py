@@ -43,8 +43,8 @@ def test_silu_mul():
     rng = np.random.default_rng(3)
     rows, inter = 5, 176
     gate_up = (rng.standard_normal((rows, 2 * inter)) * 4).astype(np.float32)
-    res = run_kernel("silu_mul", {"gate_up": gate_up, "y": rows * inter * 4},
+    res = run_kernel("gated_mul", {"gate_up": gate_up, "y": rows * inter * 4},
                      {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                     grid=(1, rows, 1), step=(rows, 0, rows))
+                     grid=(1, rows, 1), step=(rows, 0, rows), defines={"GELU": False})
     g, u = gate_up[:, :inter].astype(np.float64), gate_up[:, inter:]
     np.testing.assert_allclose(as_f32(res["y"], (rows, inter)), g / (1 + np.exp(-g)) * u, rtol=1e-5, atol=1e-6)

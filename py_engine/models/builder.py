@@ -165,10 +165,11 @@ class GraphBuilder:
                   {"n_heads": heads, "head_dim": hd, "splits": splits, "pad0": 0}, lambda rows: (heads, rows, 1))
         return y
 
-    def silu_mul(self, gate_up: Tensor, inter: int) -> Tensor:
+    def gated_mul(self, gate_up: Tensor, inter: int, gelu: bool = False) -> Tensor:
+        """act(gate) * up of the fused gate|up projection: SiLU, or GELU-tanh (Gemma)."""
         y = self.act("mlp", inter)
-        self.g.op("silu_mul", {"gate_up": gate_up, "y": y}, {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                  lambda rows: (ceil_div(inter, 256), rows, 1))
+        self.g.op("gated_mul", {"gate_up": gate_up, "y": y}, {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
+                  lambda rows: (ceil_div(inter, 256), rows, 1), {"GELU": gelu})
         return y
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:

@@ -21,7 +21,7 @@ def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = Fa
         x = b.linear(a, [attn + "o_proj.weight"], residual=x)
         h = b.rmsnorm(x, p + "post_attention_layernorm.weight")
         gate_up = b.linear(h, [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"])
-        m = b.silu_mul(gate_up, cfg.intermediate_size)
+        m = b.gated_mul(gate_up, cfg.intermediate_size)
         x = b.linear(m, [p + "mlp.down_proj.weight"], residual=x)
     last = b.rmsnorm(x, "model.norm.weight", last_row_only=True)
     head = "model.embed_tokens.weight" if cfg.tie_word_embeddings else "lm_head.weight"
