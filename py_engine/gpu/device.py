@@ -98,3 +98,7 @@ class Device:
 
     def destroy_buffer(self, buffer) -> None:
         raise NotImplementedError
+
+    def set_submit_group(self, group) -> None:
+        """WebKit's grouped submits (the browser host): N dispatches per command buffer, "all", or
+        None for one submit per forward. Hosts that never group (wgpu-native) ignore it."""

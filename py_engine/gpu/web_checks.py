@@ -52,7 +52,7 @@ async def diagnose(message: dict) -> None:
     policy = load_policy(platform, options)  # as load() decides: the device's f16, WebKit's measures
     submit = submit_strategy(platform, options.get("group"), options.get("probe"))
     with worker.busy(request):
-        device, cached = await _diagnose_device((policy["allow_f16"], submit["group"]))
+        device, cached = await worker.device_for(policy["allow_f16"], submit["group"], keep_model=True)
         results = await run_suite(device, on_result=lambda r: worker.emit({"type": "diagnostic", "id": request,
                                                                             "result": r}))
         try:
@@ -65,19 +65,3 @@ async def diagnose(message: dict) -> None:
                      "adapter": {**adapter_summary(device), "webkit": bool(platform.get("webkit")),
                                  "platform_reason": platform.get("reason", ""), "submit": submit,
                                  "workarounds": workarounds}})
-
-
-async def _diagnose_device(key: tuple) -> tuple:
-    """(device, cached) for key = (allow_f16, submit group), as load() keys its device: the cached
-    one when it matches, so the check runs what the engine runs; else a new one, kept for the next
-    load unless a loaded model holds the current one (a check must not unload it)."""
-    from . import open_device
-
-    if "device" in worker._state and worker._state.get("device_key") == key:
-        return worker._state["device"], True
-    device = await open_device(allow_f16=key[0], submit_group=key[1])
-    if "engine" in worker._state:
-        return device, False
-    worker._state.clear()
-    worker._state.update(device=device, device_key=key)
-    return device, True

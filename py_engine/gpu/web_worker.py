@@ -88,29 +88,40 @@ async def handle(message: dict) -> None:
         emit({"type": "error", "id": request, "kind": "internal", "message": f"{type(exc).__name__}: {exc}\n{frames}"})
 
 
+async def device_for(allow_f16: bool, group, keep_model: bool = False) -> tuple:
+    """(device, kept): the device a request with these settings runs on. The open one when it
+    matches, or when only its submit group differs and no model holds it (the submit probe's
+    device, which a WebKit load then reuses); else a new one, which replaces the open one (and
+    its model) — unless keep_model, when a loaded model stays and the new device is not kept."""
+    from . import open_device
+
+    key = (allow_f16, group)
+    if "device" in _state and _state["device_key"] == key:
+        return _state["device"], True
+    if "device" in _state and _state["device_key"][0] == allow_f16 and "engine" not in _state:
+        _state["device"].set_submit_group(group)
+        _state["device_key"] = key
+        return _state["device"], True
+    device = await open_device(allow_f16=allow_f16, submit_group=group)
+    if keep_model and "engine" in _state:
+        return device, False
+    _state.clear()
+    _state.update(device=device, device_key=key)
+    return device, True
+
+
 async def load(message: dict) -> None:
     from ..session import load_model
-    from . import open_device
-    from .webkit import submit_strategy, submit_workarounds
     from .web_files import RemoteModel
-    from .webkit import load_policy
+    from .webkit import load_policy, submit_strategy, submit_workarounds
 
     start = time.perf_counter()
     model, options, request = message["model"], message.get("options") or {}, message.get("id")
     _loading[:] = [model["id"]]
     platform = options.get("platform") or {}  # the page's detectPlatform(): workers have no maxTouchPoints
     policy = load_policy(platform, options)  # WebKit: context, no native f16, packed KV, GPU budget
-    allow_f16 = policy["allow_f16"]
     submit = submit_strategy(platform, options.get("group"), options.get("probe"))  # probe: WebKit's calibration
-    key = (allow_f16, submit["group"])
-    if _state.get("device_key") != key:
-        if "engine" not in _state and _state.get("device_key", (None,))[0] == allow_f16:
-            _state["device"].set_submit_group(submit["group"])  # the submit probe's device: only the group differs
-        else:
-            _state.clear()
-            _state["device"] = await open_device(allow_f16=allow_f16, submit_group=submit["group"])
-        _state["device_key"] = key
-    device = _state["device"]
+    device, _ = await device_for(policy["allow_f16"], submit["group"])
     for key in ("engine", "tok", "cache"):
         _state.pop(key, None)  # the previous model's buffers go with it
     emit({"type": "progress", "id": request, "phase": "store", "done": 0, "total": 0})
