@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (make test installs it); never `playwright install`
 FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
@@ -38,3 +40,13 @@ def launch(p, profile: Path | None = None, **options):
         return p.chromium.launch(headless=True, executable_path=CHROMIUM, args=FLAGS, **options)
     return p.chromium.launch_persistent_context(str(profile), headless=True, executable_path=CHROMIUM,
                                                 args=FLAGS, **options)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """(playwright, a plain headless Chromium) for one test module: import it into the module."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = launch(p)
+        yield p, chromium
+        chromium.close()

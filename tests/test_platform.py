@@ -5,7 +5,7 @@ navigator under Playwright's iPad descriptor and a desktop-mode iPad (a Macintos
 points, set through CDP as the issue describes)."""
 import pytest
 
-from browser_harness import launch
+from browser_harness import browser  # noqa: F401  (its fixture)
 from test_page import base_url  # noqa: F401  (the page tests' static server fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -32,14 +32,6 @@ DETECT = """async ([ua, touch]) => {
   const {detectPlatform} = await import("/static/platform.js");
   return ua === null ? detectPlatform() : detectPlatform({userAgent: ua, maxTouchPoints: touch});
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        browser = launch(p)
-        yield p, browser
-        browser.close()
 
 
 def test_user_agent_table(browser, base_url):

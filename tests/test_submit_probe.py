@@ -11,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from browser_harness import browser  # noqa: F401  (its fixture)
 from py_engine.gpu.webkit import submit_strategy, submit_workarounds
 from py_engine.gpu.device import GpuError
 from py_engine.gpu.submit_probe import ProbeRequestError, probe_arguments, run_probe
 from test_browser_engine import FIXTURES
-from test_submit_strategy import CHROME_LINUX, browser, server  # noqa: F401  (its fixtures)
+from test_submit_strategy import CHROME_LINUX, server  # noqa: F401  (its fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

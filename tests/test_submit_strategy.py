@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from browser_harness import app_server, launch
+from browser_harness import app_server, browser  # noqa: F401  (its fixture)
 from py_engine.gpu.webkit import submit_strategy
 from py_engine.gpu.device import GpuError
 from test_browser_engine import FIXTURES
@@ -59,14 +59,6 @@ def test_strategy_rules():
 def server():
     with app_server("--model", str(FIXTURES / "llama-f32")) as (url, _):
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        chromium = launch(p)
-        yield p, chromium
-        chromium.close()
 
 
 def run(browser, url, loads=({},), init_script=None, **context_options):
