@@ -7,6 +7,13 @@ and `enable f16;` when a define names f16 (kernels use f16 only through such ali
 `Step` uniform struct (rows of this forward, first position, KV length) is defined for every kernel.
 The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
 kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
+A weight snippet's part after its `// units` line (the GEMV's unit_x / unit_dot; float_units.wgsl
+for the float formats) is appended only to kernels that call unit_dot.
+Lines between `//#if NAME`, `//#else` and `//#endif` are kept or dropped by the boolean define
+NAME, for code that must not reach a compiler at all when the define is false (subgroup builtins
+need the feature). SUBGROUPS is defined for every kernel that mentions it, from the device's
+capabilities; where the host's WGSL wants `enable subgroups;` (the browser; naga refuses it),
+that line is emitted.
 The defines K_CACHE / V_CACHE="<format>" likewise choose the KV cache's storage (f32, f16, or
 f16_packed: f16 pairs in u32 words): they alias K / V to the stored word type and append
 `shaders/kv/<format>.wgsl` with $name k / v, so a kernel reads k_at(i), v_pair(i), … and writes
@@ -31,7 +38,8 @@ SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to ever
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
-_WEIGHT_HELPERS = {"q4_k": ("k_scales",), "q5_k": ("k_scales",), "mlx4_f16": ("mlx4",), "mlx4_bf16": ("mlx4",)}
+_WEIGHT_HELPERS = {"q4_k": ("k_scales",), "q5_k": ("k_scales",), "q5_0": ("q5_bits",), "q5_1": ("q5_bits",),
+                   "mlx4_f16": ("mlx4",), "mlx4_bf16": ("mlx4",)}
 
 KV_DIR = SHADER_DIR / "kv"
 KV_WORDS = {"f32": "f32", "f16": "f16", "f16_packed": "u32"}  # KV cache format → the word stored
@@ -65,7 +73,7 @@ def parse_params(source: str) -> list[tuple[str, str]]:
     return _FIELD_RE.findall(m.group(1)) if m else []
 
 
-def specialise(source: str, defines: dict) -> str:
+def specialise(source: str, defines: dict, enables: tuple = ()) -> str:
     lines = []
     for key, value in sorted(defines.items()):
         if isinstance(value, bool):
@@ -77,15 +85,50 @@ def specialise(source: str, defines: dict) -> str:
     head = "\n".join(lines) + "\n" + STEP_STRUCT
     if any("f16" in str(v) for v in defines.values()):
         head = "enable f16;\n" + head
-    return head + source
+    return "".join(f"enable {e};\n" for e in enables) + head + source
 
 
-def weight_snippets(weight_format: str) -> str:
-    """The WGSL appended to a kernel for WEIGHTS=weight_format: helpers, then the format's own."""
+def weight_snippets(weight_format: str, units: bool = False) -> str:
+    """The WGSL appended to a kernel for WEIGHTS=weight_format: helpers, then the format's own
+    (with its GEMV units part when `units`)."""
     fmt = quant.weight_format(weight_format)  # ValueError for an unknown format
     names = () if fmt.is_float else ("bytes",)
     names += _WEIGHT_HELPERS.get(weight_format, ()) + (weight_format,)
-    return "".join("\n" + (WEIGHTS_DIR / f"{n}.wgsl").read_text() for n in names)
+    parts = [(WEIGHTS_DIR / f"{n}.wgsl").read_text().partition("\n// units\n") for n in names]
+    text = "".join("\n" + main for main, _, _ in parts)
+    if units:
+        text += "\n" + (WEIGHTS_DIR / "float_units.wgsl").read_text() if fmt.is_float else ""
+        text += "".join("\n" + unit_part for _, _, unit_part in parts)
+    return text
+
+
+_IF_RE = re.compile(r"^\s*//#(if|else|endif)\b\s*(\w*)")
+
+
+def preprocess(source: str, defines: dict) -> str:
+    """Keep the lines of `//#if NAME` blocks whose boolean define is true (their `//#else` part
+    otherwise); blocks nest. An unknown or non-boolean NAME is an error."""
+    out, keep = [], [True]
+    for line in source.split("\n"):
+        m = _IF_RE.match(line)
+        if not m:
+            if all(keep):
+                out.append(line)
+            continue
+        word, name = m.groups()
+        if word == "if":
+            if not isinstance(defines.get(name), bool):
+                raise ValueError(f"//#if {name}: needs a boolean define {name}")
+            keep.append(defines[name])
+        elif len(keep) == 1:
+            raise ValueError(f"//#{word} without //#if")
+        elif word == "else":
+            keep[-1] = not keep[-1]
+        else:
+            keep.pop()
+    if len(keep) != 1:
+        raise ValueError("//#if without //#endif")
+    return "\n".join(out)
 
 
 def kv_snippet(cache_format: str, name: str, binding: Binding | None) -> str:
@@ -107,15 +150,22 @@ class Kernel:
         raw = (SHADER_DIR / f"{name}.wgsl").read_text()
         defines = dict(defines or {})
         weights = defines.pop("WEIGHTS", None)
+        caps = device.caps
+        enables = ()
+        if "SUBGROUPS" in raw:
+            defines.setdefault("SUBGROUPS", caps.subgroups)
+            if defines["SUBGROUPS"] and caps.subgroups_enable:
+                enables = ("subgroups",)
+        raw = preprocess(raw, defines)
         self.bindings = parse_bindings(raw)
-        helpers = SAFE_EXP + (weight_snippets(weights) if weights else "")
+        helpers = SAFE_EXP + (weight_snippets(weights, units="unit_dot(" in raw) if weights else "")
         by_name = {b.name: b for b in self.bindings}
         for cache in ("k", "v"):
             cache_format = defines.pop(f"{cache.upper()}_CACHE", None)
             if cache_format is not None:
                 helpers += kv_snippet(cache_format, cache, by_name.get(f"{cache}_cache"))
                 defines[cache.upper()] = KV_WORDS[cache_format]
-        source = specialise(raw + helpers, defines)
+        source = specialise(raw + helpers, defines, enables)
         self.name = name
         self.params = parse_params(raw)
         self._format = "<" + "".join(_PACK[t] for _, t in self.params)

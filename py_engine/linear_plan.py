@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from . import quant
 
-# Mirrors of the kernels' constants (shaders/gemv.wgsl, shaders/matmul.wgsl).
-GEMV_FEATURES_PER_GROUP = 8
-GEMV_ROWS = 8
+# Mirror of shaders/matmul.wgsl's TILE.
 MATMUL_TILE = 64
 
-# A GEMV pass costs about one read of the weights; the matmul costs a full 64-row tile of
-# arithmetic however few rows it has. Measured on an H200 (Vulkan), K x N from 896 x 4864 to
-# 4096 x 14336: at 16 rows (two passes) the GEMV takes 0.55-0.75x the matmul's time, and
-# they break even near 24 rows.
-GEMV_MAX_ROWS = 2 * GEMV_ROWS
+# The GEMV reads the weights once and then re-reads them from cache for every further row; the
+# matmul costs a full 64-row tile of arithmetic however few rows it has.
+GEMV_MAX_ROWS = 16
 
 
 def choose_linear(rows: int) -> str:
@@ -43,17 +39,35 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
     elif fmt.is_float:
         defines["WBlock"] = "vec2<u32>" if vec4 else "u32"
     else:
-        defines["WBlock"] = "u32"
+        defines["WBlock"] = "vec4<u32>"  # 16-byte words (shaders/weights/bytes.wgsl)
     if fmt.is_mlx:
         defines["MLX_GROUP"] = mlx_group
     return defines
 
 
-def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
-    """Workgroups to dispatch. The kernels number workgroups x-fastest, so a count above
-    `max_per_dim` is folded into y; the few surplus workgroups of the last line exit at once."""
+def gemv_layout(K: int, N: int, weight_format: str) -> dict:
+    """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
+    SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight."""
+    return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 2}
+
+
+def gemv_features(defines: dict) -> int:
+    """Output features one GEMV workgroup computes under these defines."""
+    return defines["SLOTS"] * defines["RPT"]
+
+
+def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64) -> dict:
+    """Defines of a linear op's kernels (gemv and matmul share one bind group and these)."""
+    return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format)}
+
+
+def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535,
+                gemv_per_group: int = 8) -> tuple[int, int, int]:
+    """Workgroups to dispatch (a GEMV workgroup computes `gemv_per_group` features: gemv_features).
+    The kernels number workgroups x-fastest, so a count above `max_per_dim` is folded into y; the
+    few surplus workgroups of the last line exit at once."""
     if kernel == "gemv":
-        count = -(-N // GEMV_FEATURES_PER_GROUP)
+        count = -(-N // gemv_per_group)
     elif kernel == "matmul":
         count = -(-rows // MATMUL_TILE) * -(-N // MATMUL_TILE)
     else:

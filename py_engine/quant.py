@@ -5,20 +5,27 @@ as stored; this table says how many bytes that is and which K a format can hold.
 
 - Float formats: "f32", "f16" (native f16, needs shader-f16), "f16_packed" (the same bytes read
   as u32 words: for devices without shader-f16) and "bf16". Rows are K elements back to back.
-- ggml block formats, laid out as llama.cpp stores them: a row is K / block_elems blocks of
-  block_bytes, rows back to back from byte 0.
+- ggml block formats, uploaded as llama.cpp stores them: a row is K / block_elems blocks of
+  block_bytes, rows back to back from byte 0. Formats whose blocks are not 16-byte multiples
+  (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K) are then repacked on the GPU, in place, by
+  shaders/repack.wgsl: the binding's blocks, counted over all its rows, form chunks of
+  REPACK_CHUNK blocks, and a chunk stores each field of its blocks apart (all quants, then all
+  scales, ...), in the order of `repack`. A chunk of 8 even-sized blocks is a 16-byte multiple,
+  so the quants of every block start 16-byte aligned; the last chunk may hold fewer blocks.
+  Q4_K and Q5_K blocks (144 and 176 bytes) are already 16-byte multiples and stay as stored.
 - MLX affine 4-bit, "mlx4_f16" / "mlx4_bf16" (the dtype of its scales and biases), group G:
   one binding holds packed weights (N x K/8 u32 words, element k in bits 4*(k%8) of word k/8),
   then scales (N x K/G 16-bit), then biases (N x K/G 16-bit); w = scale * q + bias. A binding
   holding a slice of rows has its own three sections, with N = the rows it holds.
 
-A binding's byte length is padded up to a multiple of 4 (the kernels read u32 words).
+A binding's byte length is padded up to a multiple of 16 (the kernels read 16-byte words).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 MLX_GROUPS = (32, 64, 128)
+REPACK_CHUNK = 8  # blocks per repacked chunk; keep in step with shaders/repack.wgsl and the snippets
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,8 @@ class WeightFormat:
     block_bytes: int
     is_float: bool
     is_mlx: bool = False
+    # The repacked chunk's fields in order, each (byte offset in the stored block, bytes); () = as stored.
+    repack: tuple = ()
 
     def check_k(self, K: int, group: int = 64) -> None:
         """Raise ValueError unless rows of K elements can be stored in this format."""
@@ -56,14 +65,14 @@ FORMATS = {f.name: f for f in [
     WeightFormat("f16", 1, 2, True),
     WeightFormat("f16_packed", 2, 4, True),  # pairs of halves are read as one u32
     WeightFormat("bf16", 1, 2, True),
-    WeightFormat("q8_0", 32, 34, False),
-    WeightFormat("q4_0", 32, 18, False),
-    WeightFormat("q4_1", 32, 20, False),
-    WeightFormat("q5_0", 32, 22, False),
-    WeightFormat("q5_1", 32, 24, False),
+    WeightFormat("q8_0", 32, 34, False, repack=((2, 32), (0, 2))),  # quants, d
+    WeightFormat("q4_0", 32, 18, False, repack=((2, 16), (0, 2))),  # quants, d
+    WeightFormat("q4_1", 32, 20, False, repack=((4, 16), (0, 4))),  # quants, d|m
+    WeightFormat("q5_0", 32, 22, False, repack=((6, 16), (2, 4), (0, 2))),  # low nibbles, high bits, d
+    WeightFormat("q5_1", 32, 24, False, repack=((8, 16), (4, 4), (0, 4))),  # low nibbles, high bits, d|m
     WeightFormat("q4_k", 256, 144, False),
     WeightFormat("q5_k", 256, 176, False),
-    WeightFormat("q6_k", 256, 210, False),
+    WeightFormat("q6_k", 256, 210, False, repack=((0, 128), (128, 64), (192, 16), (208, 2))),  # ql, qh, scales, d
     WeightFormat("mlx4_f16", 8, 4, False, is_mlx=True),
     WeightFormat("mlx4_bf16", 8, 4, False, is_mlx=True),
 ]}

@@ -6,7 +6,9 @@ stored format (f32, f16, bf16, ggml blocks, MLX 4-bit: shaders/weights/), so the
 placed as they are. Only tensors the kernels need in another dtype — f32 norm weights and biases
 stored as 16-bit floats, the rare matrix no format reads raw — are placed raw into a temporary
 buffer and converted by `convert.wgsl` once every placement has landed. Identical shards (a tied
-LM head and the embedding) share one buffer.
+LM head and the embedding) share one buffer. Block formats with a `repack` (quant.py) are then
+rewritten in place by `repack.wgsl`, so the kernels read aligned 16-byte quants; the footprint
+does not grow.
 
 Bytes move only through the model source's placements (formats/source.py): on the desktop they
 are written at once from a memory map, in the browser JavaScript streams them at `finish`."""
@@ -16,6 +18,7 @@ from .errors import ModelFileError
 from .formats.mlx import MlxQuantized
 from .gpu import Dispatch
 from .graph import Tensor, ceil_div
+from .quant import FORMATS, REPACK_CHUNK
 
 SRC_KIND = {"F16": 0, "BF16": 1, "F32": 2}
 SRC_BYTES = {"F16": 2, "BF16": 2, "F32": 4}
@@ -26,6 +29,22 @@ RAW_SOURCE = {"f32": "F32", "f16": "F16", "f16_packed": "F16", "bf16": "BF16",
 
 def raw_source(weight_format: str) -> str:
     return RAW_SOURCE.get(weight_format, weight_format.upper())
+
+
+REPACK_TILE_WORDS = 2048  # shaders/repack.wgsl's TILE_WORDS
+
+
+def repack_params(weight_format: str, blocks: int, max_per_dim: int = 65535) -> tuple[dict, tuple]:
+    """repack.wgsl's Params and grid for a binding of `blocks` blocks of this format."""
+    fmt = FORMATS[weight_format]
+    per_group = max(1, REPACK_TILE_WORDS // (REPACK_CHUNK * fmt.block_bytes // 4))
+    groups = max(1, ceil_div(ceil_div(blocks, REPACK_CHUNK), per_group))
+    grid_x = min(groups, max_per_dim)
+    params = {"block_bytes": fmt.block_bytes, "blocks": blocks, "chunks_per_group": per_group, "grid_x": grid_x}
+    fields = list(fmt.repack) + [(0, 0)] * (4 - len(fmt.repack))
+    for i, (offset, size) in enumerate(fields):
+        params[f"off{i}"], params[f"size{i}"] = offset, size
+    return params, (grid_x, ceil_div(groups, grid_x), 1)
 
 
 class WeightUploader:
@@ -40,6 +59,7 @@ class WeightUploader:
         self.uploaded = {}
         self.bytes_uploaded = 0
         self._conversions = []  # (raw buffer, stored dtype, elements, dst buffer, dst dtype, dst element offset)
+        self._repacks = []  # (buffer, weight format, blocks)
 
     def info(self, name: str):
         try:
@@ -58,6 +78,10 @@ class WeightUploader:
             buffer = self.device.create_buffer(t.nbytes, label=t.name)
             if t.weight.role == "matrix" and all(self.info(p).dtype == raw_source(t.dtype) for p in t.weight.parts):
                 self._report(self.source.place(self.device, buffer, list(self._raw_pieces(t))))
+                fmt = FORMATS[t.dtype]
+                if fmt.repack:
+                    k = self.info(t.weight.parts[0]).shape[-1]
+                    self._repacks.append((buffer, t.dtype, t.rows[1] * k // fmt.block_elems))
             else:
                 self._place_for_conversion(buffer, t)
             self.uploaded[key] = buffer
@@ -65,19 +89,25 @@ class WeightUploader:
         return self.uploaded[key]
 
     async def finish(self) -> None:
-        """Let every placement land, then run the conversions and free their raw buffers."""
+        """Let every placement land, then run the conversions and repacks and free their temporaries."""
         await self.source.flush(self.device, self._report)
         for out in {conversion[4] for conversion in self._conversions}:
             self.kernels.get("convert", OUT=out)
+        if self._repacks:
+            self.kernels.get("repack")
         await self.device.prepare()
         temporary = []
         for raw, dtype, count, dst, out, dst_elem in self._conversions:
             temporary += [raw, self._convert(raw, dtype, count, dst, out, dst_elem)]
+        for buffer, fmt, blocks in self._repacks:
+            temporary.append(self._repack(buffer, fmt, blocks))
         if temporary:
-            await self.device.read_buffer(self._conversions[-1][3], 0, 4)  # conversions done
+            last = self._repacks[-1][0] if self._repacks else self._conversions[-1][3]
+            await self.device.read_buffer(last, 0, 4)  # conversions and repacks done
             for buffer in temporary:
                 self.device.destroy_buffer(buffer)
         self._conversions.clear()
+        self._repacks.clear()
 
     def _report(self, nbytes: int) -> None:
         self.landed += nbytes
@@ -123,6 +153,16 @@ class WeightUploader:
                 self._conversions.append((raw, info.dtype, (hi - lo) * row_elems, buffer, t.dtype,
                                           (lo - shard_start) * row_elems))
             first += rows
+
+    def _repack(self, buffer, fmt: str, blocks: int):
+        """Dispatch repack.wgsl over one weight buffer, in place; returns its params buffer."""
+        kernel = self.kernels.get("repack")
+        values, grid = repack_params(fmt, blocks, self.device.caps.limits.max_workgroups_per_dim)
+        params = self.device.create_buffer(64, "uniform")
+        self.device.write_buffer(params, 0, kernel.pack_params(values))
+        bind = self.device.create_bind_group(kernel.handle, [(params, 0, 64), (buffer, 0, buffer.size)])
+        self.device.submit([Dispatch(kernel.handle, bind, grid)])
+        return params
 
     def _convert(self, raw, dtype: str, count: int, dst, out: str, dst_elem: int):
         """Dispatch convert.wgsl from a raw buffer into place; returns its params buffer."""

@@ -2,21 +2,22 @@
 //                                        (+ bias[n] if has_bias) (+ residual[r, out_offset + n] if has_residual)
 // Bindings (identical to matmul.wgsl; one bind group serves both):
 //   0 step (uniform Step), 1 p (uniform Params),
-//   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as stored),
+//   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as uploaded),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]).
 //   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
-// Defines (py_engine/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
-//   shaders/weights/<format>.wgsl, whose weight_block(row, b, K, N) dequantizes block b of a
-//   weight row, so this file never reads w itself. WBlock is w's element type (vec4<W> / W for
-//   f32 and f16, u32 words for packed and quantized formats). VEC4 = (K % 4 == 0): then x and w
-//   are read as blocks of four consecutive k (XBlock = vec4<f32>); otherwise (float formats
-//   only) one k per block (XBlock = f32).
-// Dispatch: ceil(N / FEATURES_PER_GROUP) workgroups of 256 threads, laid out by linear_grid
-//   over x and y (x fastest) so that no dimension exceeds 65535. Each workgroup owns
-//   FEATURES_PER_GROUP output features for every row: LANES threads stride along each weight
-//   row (coalesced loads), then a shared-memory tree sums their partial dots. Up to GEMV_ROWS
-//   rows share each weight load; more rows take one more pass per GEMV_ROWS.
+// Defines (py_engine/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
+//   kernels.py appends shaders/weights/<format>.wgsl, whose units part gives UNIT (weights per
+//   unit), UNIT_QUADS, unit_x (a unit's activations into registers) and unit_dot (one weight
+//   row's unit against them), so this file never reads w itself. VEC4 = (K % 4 == 0): x is read
+//   as vec4 (XBlock), else one f32 at a time (float formats only). LANES threads split a weight
+//   row's units, SLOTS such groups make a workgroup, and each thread keeps RPT rows (<= 4)
+//   whose units share one load of the activations; STEP units per lane per loop iteration keep
+//   several loads in flight. SUBGROUPS (kernels.py, from the device): reduce with subgroup
+//   shuffles, else through workgroup memory.
+// Dispatch: ceil(N / (SLOTS * RPT)) workgroups of LANES * SLOTS threads, laid out by linear_grid
+//   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
+//   another; the workgroup's weights are cache-hot after the first.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32, pad: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -27,36 +28,25 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 
-// 32 threads walk one weight row together: each warp-sized load is one contiguous segment.
-const LANES: u32 = 32u;
-const FEATURES_PER_GROUP: u32 = 8u;  // 8 x 32 = 256 threads; keep in step with linear_plan.py
-const GEMV_ROWS: u32 = 8u;           // rows per pass over the weights; keep in step with linear_plan.py
-const THREADS: u32 = LANES * FEATURES_PER_GROUP;
+const THREADS: u32 = LANES * SLOTS;
 
-var<workgroup> partial: array<f32, GEMV_ROWS * THREADS>;  // [row][thread] partial dot products
+var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
 
-// An activation block widened to f32; weight_block (the WEIGHTS snippet) returns the same shape.
-// A one-k block (VEC4 false) is splatted, so its value is `.x`.
+// An activation block widened to f32 (a one-k block, VEC4 false, is splatted).
 fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
 
-fn block_dot(wv: vec4<f32>, xv: vec4<f32>) -> f32 {
-    if (VEC4) { return dot(wv, xv); }
-    return wv.x * xv.x;
+fn x_quads(first: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) {
+    for (var i = 0u; i < UNIT_QUADS; i++) { (*xs)[i] = act_block(first + i); }
 }
 
-// One weight block times the same block of each row in the pass (x block index `at` for the
-// first, + `blocks` per row). Eight named accumulators, not an indexed array: drivers move a
-// dynamically indexed array to slow local memory.
-fn accumulate_rows(lo: ptr<function, vec4<f32>>, hi: ptr<function, vec4<f32>>, wv: vec4<f32>,
-                   at: u32, blocks: u32, pass_rows: u32) {
-    (*lo).x += block_dot(wv, act_block(at));
-    if (pass_rows > 1u) { (*lo).y += block_dot(wv, act_block(at + blocks)); }
-    if (pass_rows > 2u) { (*lo).z += block_dot(wv, act_block(at + 2u * blocks)); }
-    if (pass_rows > 3u) { (*lo).w += block_dot(wv, act_block(at + 3u * blocks)); }
-    if (pass_rows > 4u) { (*hi).x += block_dot(wv, act_block(at + 4u * blocks)); }
-    if (pass_rows > 5u) { (*hi).y += block_dot(wv, act_block(at + 5u * blocks)); }
-    if (pass_rows > 6u) { (*hi).z += block_dot(wv, act_block(at + 6u * blocks)); }
-    if (pass_rows > 7u) { (*hi).w += block_dot(wv, act_block(at + 7u * blocks)); }
+// Unit u of rows n.x .. n.w (the first RPT of them) against the activations in xs.
+fn unit_rows(n: vec4<u32>, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> vec4<f32> {
+    var d = vec4<f32>(0.0);
+    d.x = unit_dot(n.x, u, p.K, p.N, xs);
+    if (RPT > 1u) { d.y = unit_dot(n.y, u, p.K, p.N, xs); }
+    if (RPT > 2u) { d.z = unit_dot(n.z, u, p.K, p.N, xs); }
+    if (RPT > 3u) { d.w = unit_dot(n.w, u, p.K, p.N, xs); }
+    return d;
 }
 
 fn write_output(r: u32, n: u32, dot_value: f32) {
@@ -67,58 +57,70 @@ fn write_output(r: u32, n: u32, dot_value: f32) {
     y[at] = v;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
+        @builtin(local_invocation_index) lid: u32,
+//#if SUBGROUPS
+        @builtin(subgroup_size) subgroup_size: u32,
+//#endif
+) {
     let rows = select(p.rows, step.rows, p.rows == 0u);
     let group = wid.x + wid.y * groups.x;
     let slot = lid / LANES;
     let lane = lid % LANES;
-    let n = group * FEATURES_PER_GROUP + slot;
-    let blocks = select(p.K, p.K / 4u, VEC4);  // blocks per row of x and of w
-    // Features past N (in the last workgroup) load nothing but still reach every barrier.
-    let my_blocks = select(0u, blocks, n < p.N);
+    let n0 = (group * SLOTS + slot) * RPT;
+    // Rows past N (in the last workgroup) read row N - 1 and write nothing: every thread runs
+    // the same loop, so the reductions below stay in uniform control flow.
+    let n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
+    let units = p.K / UNIT;
+    let steps = (units + STEP * LANES - 1u) / (STEP * LANES);
+    let x_row_blocks = select(p.K, p.K / 4u, VEC4);
 
-    for (var row0 = 0u; row0 < rows; row0 += GEMV_ROWS) {
-        let pass_rows = min(GEMV_ROWS, rows - row0);
-        let x_row = row0 * blocks;
-        // Initialised explicitly: naga zeroes a bare loop-local `var` only once (gfx-rs/wgpu#9489).
-        var acc_lo = vec4<f32>(0.0);  // rows row0 .. row0 + 3
-        var acc_hi = vec4<f32>(0.0);  // rows row0 + 4 .. row0 + 7
-        if (pass_rows == 1u) {
-            // Decode. Without the per-row branches the loop is one basic block, and two loads
-            // per thread are in flight: about twice the general loop's speed on an H100 / H200.
-            var b = lane;
-            for (; b + LANES < my_blocks; b += 2u * LANES) {
-                let w0 = weight_block(n, b, p.K, p.N);
-                let w1 = weight_block(n, b + LANES, p.K, p.N);
-                acc_lo.x += block_dot(w0, act_block(x_row + b)) + block_dot(w1, act_block(x_row + b + LANES));
-            }
-            if (b < my_blocks) { acc_lo.x += block_dot(weight_block(n, b, p.K, p.N), act_block(x_row + b)); }
-        } else {
-            for (var b = lane; b < my_blocks; b += LANES) {
-                accumulate_rows(&acc_lo, &acc_hi, weight_block(n, b, p.K, p.N), x_row + b, blocks, pass_rows);
+    for (var r = 0u; r < rows; r++) {
+        let x_row = r * x_row_blocks;
+        var acc = vec4<f32>(0.0);
+        for (var s = 0u; s < steps; s++) {
+            let u = lane + s * STEP * LANES;
+            if (STEP > 1u && u + LANES < units) {
+                // Two units' loads issued before either is used.
+                var xa: array<vec4<f32>, UNIT_QUADS>;
+                var xb: array<vec4<f32>, UNIT_QUADS>;
+                unit_x(u, x_row, &xa);
+                unit_x(u + LANES, x_row, &xb);
+                acc += unit_rows(n, u, &xa) + unit_rows(n, u + LANES, &xb);
+            } else if (u < units) {
+                var xa: array<vec4<f32>, UNIT_QUADS>;
+                unit_x(u, x_row, &xa);
+                acc += unit_rows(n, u, &xa);
             }
         }
-        let lo = acc_lo;
-        let hi = acc_hi;
-        for (var r = 0u; r < pass_rows; r++) {
-            partial[r * THREADS + lid] = select(hi[r % 4u], lo[r % 4u], r < 4u);
+        // Sum acc over the slot's LANES threads; lane 0 ends up with the total.
+//#if SUBGROUPS
+        // Butterfly within each subgroup (lanes l and l ^ o share a subgroup while o < its size),
+        // then workgroup memory across the subgroups of a slot when a slot spans several.
+        for (var o = LANES / 2u; o > 0u; o >>= 1u) {
+            acc += select(vec4<f32>(0.0), subgroupShuffleXor(acc, o), o < subgroup_size);
         }
+        let span = min(LANES, subgroup_size);
+        partial[lid] = acc;
         workgroupBarrier();
-        // Tree reduction over the LANES threads of each feature.
-        for (var stride = LANES / 2u; stride > 0u; stride >>= 1u) {
-            if (lane < stride) {
-                for (var r = 0u; r < pass_rows; r++) {
-                    partial[r * THREADS + lid] += partial[r * THREADS + lid + stride];
-                }
-            }
+        if (lane == 0u) {
+            for (var k = span; k < LANES; k += span) { acc += partial[lid + k]; }
+        }
+//#else
+        partial[lid] = acc;
+        workgroupBarrier();
+        for (var stride = LANES / 2u; stride > 1u; stride >>= 1u) {
+            if (lane < stride) { partial[lid] += partial[lid + stride]; }
             workgroupBarrier();
         }
-        // Lane r of each feature writes row row0 + r.
-        if (lane < pass_rows && n < p.N) {
-            write_output(row0 + lane, n, partial[lane * THREADS + slot * LANES]);
+        if (lane == 0u) { acc = partial[lid] + partial[lid + 1u]; }
+//#endif
+        if (lane == 0u) {
+            for (var j = 0u; j < RPT; j++) {
+                if (n0 + j < p.N) { write_output(r, n0 + j, acc[j]); }
+            }
         }
-        workgroupBarrier();  // `partial` is rewritten by the next pass
+        workgroupBarrier();  // `partial` is rewritten for the next row
     }
 }

@@ -12,19 +12,22 @@ from py_engine.kernels import STEP_FORMAT, KernelCache
 _devices = {}
 
 
-def device(f16: bool = True):
-    """One device per f16 setting for the whole test session."""
-    if f16 not in _devices:
-        dev = asyncio.run(open_device(allow_f16=f16))
-        _devices[f16] = (dev, KernelCache(dev))
-    return _devices[f16]
+def device(f16: bool = True, subgroups: bool = True):
+    """One device per (f16, subgroups) setting for the whole test session."""
+    key = (f16, subgroups)
+    if key not in _devices:
+        dev = asyncio.run(open_device(allow_f16=f16, allow_subgroups=subgroups))
+        _devices[key] = (dev, KernelCache(dev))
+    return _devices[key]
 
 
 def run_kernel(name, buffers: dict, params: dict | None = None, grid=(1, 1, 1), step=(1, 0, 1),
-               defines: dict | None = None, f16: bool = True, read: list[str] | None = None) -> dict:
+               defines: dict | None = None, f16: bool = True, read: list[str] | None = None,
+               subgroups: bool = True) -> dict:
     """buffers: binding name → numpy array (uploaded as raw bytes) or int (zeroed byte size).
-    Returns the read_write buffers (or those named in `read`) as raw bytes."""
-    dev, cache = device(f16)
+    Returns the read_write buffers (or those named in `read`) as raw bytes. subgroups=False
+    opens a device without them (the workgroup-memory reductions)."""
+    dev, cache = device(f16, subgroups)
     kernel = cache.get(name, **(defines or {}))
     resources, handles = [], {}
     for b in kernel.bindings:
@@ -58,3 +61,17 @@ def run_kernel(name, buffers: dict, params: dict | None = None, grid=(1, 1, 1), 
 def as_f32(raw: bytes, shape) -> np.ndarray:
     n = int(np.prod(shape))
     return np.frombuffer(raw, dtype=np.float32, count=n).reshape(shape)
+
+
+def repacked(raw: np.ndarray, fmt: str, f16: bool = True) -> np.ndarray:
+    """raw weight bytes as the kernels read them: repacked on the GPU by shaders/repack.wgsl,
+    as the uploader does (py_engine/weights.py), for formats that have a repack."""
+    from py_engine.quant import FORMATS
+    from py_engine.weights import repack_params
+
+    info = FORMATS[fmt]
+    if not info.repack:
+        return raw
+    params, grid = repack_params(fmt, raw.size // info.block_bytes)
+    out = run_kernel("repack", {"w": raw}, params, grid=grid, f16=f16)
+    return np.frombuffer(out["w"], np.uint8, count=raw.size)

@@ -75,3 +75,20 @@ class QuantMatrix:
             parts = (self._words[rows], self._scales[rows], self._biases[rows])
             return np.concatenate([np.ascontiguousarray(a).view(np.uint8).ravel() for a in parts])
         return np.ascontiguousarray(self._rows[rows]).view(np.uint8).ravel()
+
+
+def repack_reference(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """quant.py's repacked layout, in numpy: chunks of REPACK_CHUNK blocks, each field of a
+    chunk's blocks stored together, fields in `repack` order. Formats without one: unchanged."""
+    from py_engine.quant import FORMATS, REPACK_CHUNK
+
+    info = FORMATS[fmt]
+    if not info.repack:
+        return raw
+    blocks = raw.size // info.block_bytes
+    stored = raw[: blocks * info.block_bytes].reshape(blocks, info.block_bytes)
+    out = []
+    for first in range(0, blocks, REPACK_CHUNK):
+        chunk = stored[first:first + REPACK_CHUNK]
+        out += [chunk[:, offset:offset + size].ravel() for offset, size in info.repack]
+    return np.concatenate(out + [raw[blocks * info.block_bytes:]])

@@ -227,15 +227,20 @@ def test_rmsnorm_and_q4_1_gemv(worker):
     m = QuantMatrix("q4_1", 37, 352, np.random.default_rng(2))
     xg = rng.standard_normal((2, 352), dtype=np.float32)
     out = worker.exec(f"""
-        from py_engine.linear_plan import linear_grid, weight_defines
+        from py_engine.linear_plan import gemv_features, linear_defines, linear_grid
+        from py_engine.weights import repack_params
         norm = await run_kernel("rmsnorm", {{"x": "{enc(x)}", "w": "{enc(w)}", "y": {x.nbytes}}},
                                 {{"dim": {dim}, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0}},
                                 grid=({rows}, 1, 1), step=({rows}, 0, {rows}))
-        gemv = await run_kernel("gemv", {{"x": "{enc(xg)}", "w": "{enc(m.raw())}", "bias": 16, "residual": 16,
+        params, grid = repack_params("q4_1", 37 * 352 // 32)
+        packed = await run_kernel("repack", {{"w": "{enc(m.raw())}"}}, params, grid=grid)
+        defines = linear_defines(352, 37, "q4_1")
+        gemv = await run_kernel("gemv", {{"x": "{enc(xg)}", "w": packed["w"], "bias": 16, "residual": 16,
                                          "y": {2 * 37 * 4}}},
                                 {{"K": 352, "N": 37, "out_stride": 37, "out_offset": 0, "rows": 2, "has_bias": 0,
                                   "has_residual": 0, "pad": 0}},
-                                grid=linear_grid("gemv", 2, 37), step=(2, 0, 2), defines=weight_defines(352, "q4_1"))
+                                grid=linear_grid("gemv", 2, 37, gemv_per_group=gemv_features(defines)),
+                                step=(2, 0, 2), defines=defines)
         json.dumps({{"norm": norm["y"], "gemv": gemv["y"]}})
     """)
     ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5) * w

@@ -4,7 +4,7 @@ import pytest
 import gpu_harness
 from gpu_harness import as_f32, run_kernel
 from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
-from py_engine.linear_plan import choose_linear, linear_grid, weight_defines
+from py_engine.linear_plan import choose_linear, gemv_features, linear_defines, linear_grid
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 
@@ -21,8 +21,10 @@ def run_linear(kernel, x, w, bias=None, residual=None, N=None, out_stride=None, 
               "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0}
     buffers = {"x": x, "w": w, "bias": DUMMY if bias is None else bias,
                "residual": DUMMY if residual is None else residual, "y": rows * out_stride * 4}
-    out = run_kernel(kernel, buffers, params, grid=linear_grid(kernel, rows, N, max_per_dim),
-                     step=(rows, 0, rows), defines=weight_defines(K, weight_dtype),
+    defines = linear_defines(K, N, weight_dtype)
+    out = run_kernel(kernel, buffers, params,
+                     grid=linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=gemv_features(defines)),
+                     step=(rows, 0, rows), defines=defines,
                      f16=weight_dtype == "f16")
     return as_f32(out["y"], (rows, out_stride))
 

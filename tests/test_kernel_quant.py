@@ -6,9 +6,9 @@ import pytest
 
 import gpu_harness
 from gpu_harness import as_f32, run_kernel
-from py_engine.linear_plan import linear_grid, weight_defines
+from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, weight_defines
 from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
-from quant_ref import QuantMatrix
+from quant_ref import QuantMatrix, repack_reference
 
 # (format, K, MLX group). Each ggml K is an odd number of blocks whose byte size is 2 mod 4 where
 # the format allows it (Q8_0, Q4_0, Q5_0, Q6_K), so every other row starts 2 bytes into a word;
@@ -37,13 +37,15 @@ def device_f16(fmt):
     return fmt == "f16"
 
 
-def run_linear(kernel, x, m: QuantMatrix):
+def run_linear(kernel, x, m: QuantMatrix, layout: dict | None = None, subgroups: bool = True):
     rows, K = x.shape
     params = {"K": K, "N": m.N, "out_stride": m.N, "out_offset": 0, "rows": rows,
               "has_bias": 0, "has_residual": 0, "pad": 0}
-    buffers = {"x": x, "w": m.raw(), "bias": 16, "residual": 16, "y": rows * m.N * 4}
-    out = run_kernel(kernel, buffers, params, grid=linear_grid(kernel, rows, m.N), step=(rows, 0, rows),
-                     defines=weight_defines(K, m.fmt, m.group), f16=device_f16(m.fmt))
+    buffers = {"x": x, "w": gpu_harness.repacked(m.raw(), m.fmt), "bias": 16, "residual": 16, "y": rows * m.N * 4}
+    defines = {**linear_defines(K, m.N, m.fmt, m.group), **(layout or {})}
+    grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines))
+    out = run_kernel(kernel, buffers, params, grid=grid, step=(rows, 0, rows), defines=defines,
+                     f16=device_f16(m.fmt), subgroups=subgroups)
     return as_f32(out["y"], (rows, m.N))
 
 
@@ -60,6 +62,26 @@ def test_linear(kernel, row_counts, N, fmt, K, group):
         assert err < 1e-4, f"{kernel} {fmt} rows={rows} K={K} N={N}: relative error {err:.2e}"
 
 
+# GEMV thread layouts (LANES, SLOTS, RPT, STEP): slots wider and narrower than a subgroup, rows
+# per thread that do not divide N, one lane group per workgroup.
+LAYOUTS = [(64, 4, 4, 1), (16, 16, 2, 2), (256, 1, 3, 1), (8, 32, 1, 2)]
+
+
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
+@pytest.mark.parametrize("fmt,K,group", [("f32", 70, 64), ("f16_packed", 96, 64), ("q4_0", 352, 64),
+                                         ("q6_k", 768, 64), ("q4_k", 768, 64), ("mlx4_bf16", 320, 64)])
+def test_gemv_layouts(fmt, K, group, subgroups):
+    m = matrix(fmt, GEMV_N, K, group)
+    rng = np.random.default_rng(K + 1)
+    for (lanes, slots, rpt, step), rows in zip(LAYOUTS, (1, 3, 2, 1)):
+        x = rng.standard_normal((rows, K), dtype=np.float32)
+        ref = x.astype(np.float64) @ m.ref.astype(np.float64).T
+        layout = {"LANES": lanes, "SLOTS": slots, "RPT": rpt, "STEP": step}
+        got = run_linear("gemv", x, m, layout, subgroups)
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        assert err < 1e-4, f"{fmt} {layout} rows={rows}: relative error {err:.2e}"
+
+
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)
 def test_embedding(fmt, K, group):
     """Two shards of the table; a shard's dispatch leaves rows whose id lies elsewhere untouched."""
@@ -69,7 +91,7 @@ def test_embedding(fmt, K, group):
     sentinel = np.float32(-7.5)
     out = np.full((ids.size, K), sentinel, np.float32)
     for start, stop in [(split, VOCAB), (0, split)]:
-        res = run_kernel("embedding", {"ids": ids, "w": m.raw(start, stop), "y": out},
+        res = run_kernel("embedding", {"ids": ids, "w": gpu_harness.repacked(m.raw(start, stop), fmt), "y": out},
                          {"dim": K, "row_start": start, "row_count": stop - start, "scale": 2.0},
                          grid=(-(-K // 256), ids.size, 1), step=(ids.size, 0, ids.size),
                          defines=weight_defines(K, fmt, group), f16=device_f16(fmt))
@@ -78,6 +100,17 @@ def test_embedding(fmt, K, group):
             assert (out[ids < split] == sentinel).all(), "a shard wrote rows of ids outside it"
     ref = m.ref[ids] * np.float32(2.0)
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if FORMATS[f].repack])
+def test_repack(fmt):
+    """The GPU repack (in place, chunk by chunk) against numpy's, with a partial last chunk
+    spanning several workgroups' worth of chunks."""
+    info = FORMATS[fmt]
+    blocks = 8 * 61 + 5 if info.block_bytes < 100 else 8 * 5 + 3
+    rng = np.random.default_rng(blocks)
+    raw = rng.integers(0, 256, blocks * info.block_bytes, dtype=np.uint8)
+    np.testing.assert_array_equal(gpu_harness.repacked(raw, fmt), repack_reference(raw, fmt))
 
 
 def test_formats_match_gguf():
@@ -109,8 +142,8 @@ def test_weight_defines():
     assert weight_defines(70, "f32") == {"WEIGHTS": "f32", "W": "f32", "VEC4": False,
                                          "WBlock": "W", "XBlock": "f32"}
     assert weight_defines(69, "bf16") == {"WEIGHTS": "bf16", "VEC4": False, "WBlock": "u32", "XBlock": "f32"}
-    assert weight_defines(1024, "q4_k") == {"WEIGHTS": "q4_k", "VEC4": True, "WBlock": "u32", "XBlock": "vec4<f32>"}
-    assert weight_defines(1024, "mlx4_bf16", 32) == {"WEIGHTS": "mlx4_bf16", "VEC4": True, "WBlock": "u32",
+    assert weight_defines(1024, "q4_k") == {"WEIGHTS": "q4_k", "VEC4": True, "WBlock": "vec4<u32>", "XBlock": "vec4<f32>"}
+    assert weight_defines(1024, "mlx4_bf16", 32) == {"WEIGHTS": "mlx4_bf16", "VEC4": True, "WBlock": "vec4<u32>",
                                                      "XBlock": "vec4<f32>", "MLX_GROUP": 32}
     with pytest.raises(ValueError):
         weight_defines(100, "q4_0")

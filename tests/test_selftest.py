@@ -204,6 +204,6 @@ def test_worker_diagnose_on_webkit_uses_the_webkit_device(worker):
     adapter = events[-1]["adapter"]
     assert all(r["ok"] for r in events[-1]["results"]), events[-1]["results"]
     assert adapter["webkit"] and adapter["platform_reason"] == "iOS device (iPad)"
-    assert adapter["submit"]["strategy"] == "grouped" and adapter["features"] == []
+    assert adapter["submit"]["strategy"] == "grouped" and "shader-f16" not in adapter["features"]
     assert adapter["workarounds"][0] == "grouped-submits" and "no-native-f16" in adapter["workarounds"]
     assert web_worker._state["device_key"] == (False, adapter["submit"]["group"])  # what the load will reuse

@@ -8,7 +8,7 @@
 // py_engine.gpu.device.GpuError.
 //
 // Exported API (sizes and offsets in bytes):
-//   requestDevice({allowF16, limits: "default" | "adapter"}) -> Promise<info>   (in gpu_device.js)
+//   requestDevice({allowF16, allowSubgroups, limits: "default" | "adapter"}) -> Promise<info>   (in gpu_device.js)
 //   createBuffer(size, kind = "storage" | "uniform", label) -> id
 //   writeBuffer(id, offset, data)          data: a typed array / ArrayBuffer, or a Pyodide PyProxy
 //                                          of a Python buffer (read zero-copy). Offset and length

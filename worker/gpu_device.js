@@ -110,6 +110,8 @@ export async function requestDevice(options = {}) {
   const features = [];
   const f16 = allowF16 && adapter.features.has("shader-f16");
   if (f16) features.push("shader-f16");
+  const subgroups = (options.allowSubgroups ?? true) && adapter.features.has("subgroups");
+  if (subgroups) features.push("subgroups");
   // WebGPU's default limits (what every browser grants) unless asked for the adapter's maxima.
   const requiredLimits = {};
   if (limitsMode === "adapter") for (const k of REQUEST_LIMIT_KEYS) requiredLimits[k] = adapter.limits[k];
@@ -133,7 +135,7 @@ export async function requestDevice(options = {}) {
     features: [...device.features].sort(),
     adapterFeatures: [...adapter.features].sort(),
     shaderF16: f16,
-    subgroups: false,  // not requested: the kernels use the f32 / shared-memory path (as on the desktop)
+    subgroups,  // kernels reduce with subgroup shuffles (py_engine/kernels.py emits `enable subgroups;`)
     limits,
   };
 }

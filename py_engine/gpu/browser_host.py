@@ -74,9 +74,10 @@ def _js_group(group) -> int:
 
 
 async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None,
-                              gpu=None) -> "BrowserDevice":
+                              gpu=None, allow_subgroups: bool = True) -> "BrowserDevice":
     gpu = gpu if gpu is not None else _js_module()
-    options = to_js({"allowF16": bool(allow_f16), "limits": limits}, dict_converter=_object_from_entries())
+    options = to_js({"allowF16": bool(allow_f16), "limits": limits, "allowSubgroups": bool(allow_subgroups)},
+                    dict_converter=_object_from_entries())
     try:
         info = (await gpu.requestDevice(options)).to_py()
     except JsException as e:
@@ -87,7 +88,8 @@ async def open_browser_device(allow_f16: bool = True, limits: str = "default", s
     caps = Capabilities(
         adapter=f"{name} ({extra})" if extra else name,
         shader_f16=bool(info["shaderF16"]),
-        subgroups=False,
+        subgroups=bool(info.get("subgroups")),
+        subgroups_enable=True,  # Tint requires `enable subgroups;`
         limits=Limits(
             max_storage_binding=int(lim["maxStorageBufferBindingSize"]),
             max_buffer_size=int(lim["maxBufferSize"]),

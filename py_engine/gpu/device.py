@@ -36,6 +36,7 @@ class Capabilities:
     shader_f16: bool
     subgroups: bool
     limits: Limits = field(default_factory=Limits)
+    subgroups_enable: bool = False  # the host's WGSL wants `enable subgroups;` (Tint does, naga refuses it)
 
 
 @dataclass(frozen=True)

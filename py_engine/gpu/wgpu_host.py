@@ -24,7 +24,9 @@ _BUFFER_TYPES = {
 }
 
 
-async def open_wgpu_device(allow_f16: bool = True, limits: str = "default") -> "WgpuDevice":
+async def open_wgpu_device(allow_f16: bool = True, limits: str = "default", allow_subgroups: bool = True,
+                           extra_features: tuple = ()) -> "WgpuDevice":
+    """extra_features: more wgpu features to request (benchmarks: "timestamp-query")."""
     adapter = await wgpu.gpu.request_adapter_async(power_preference="high-performance")
     if adapter is None:
         raise RuntimeError("no WebGPU adapter (on a CPU machine install mesa-vulkan-drivers)")
@@ -32,8 +34,12 @@ async def open_wgpu_device(allow_f16: bool = True, limits: str = "default") -> "
     shader_f16 = allow_f16 and "shader-f16" in adapter.features
     if shader_f16:
         features.append("shader-f16")
-    # wgpu-native names it "subgroup"; naga also rejects `enable subgroups;`, so kernels that
-    # use subgroups are chosen per host. Not requested yet: the f32/shared-memory path is used.
+    # wgpu-native names the feature "subgroup", and naga refuses `enable subgroups;` (Tint wants
+    # it): Capabilities.subgroups_enable stays False here.
+    subgroups = allow_subgroups and "subgroup" in adapter.features
+    if subgroups:
+        features.append("subgroup")
+    features += [f for f in extra_features if f in adapter.features]
     if limits == "default":
         required = dict(_DEFAULT_LIMITS)
     else:
@@ -43,7 +49,7 @@ async def open_wgpu_device(allow_f16: bool = True, limits: str = "default") -> "
     caps = Capabilities(
         adapter=f"{adapter.info.get('device', '?')} ({adapter.info.get('backend_type', '?')})",
         shader_f16=shader_f16,
-        subgroups=False,
+        subgroups=subgroups,
         limits=Limits(
             max_storage_binding=lim["max-storage-buffer-binding-size"],
             max_buffer_size=lim["max-buffer-size"],

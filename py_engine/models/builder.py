@@ -8,7 +8,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import choose_linear, embedding_grid, linear_grid, weight_defines
+from ..linear_plan import choose_linear, embedding_grid, gemv_features, linear_defines, linear_grid
 from ..errors import ModelFileError
 from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
@@ -84,9 +84,9 @@ class GraphBuilder:
             spec = WeightSpec(group, "matrix")
             for r in range(0, n, per_shard):
                 count = min(per_shard, n - r)
-                nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 4) * 4
+                nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 16) * 16
                 shard = self.g.tensor(f"{group[0]}[{r}]", nbytes, "weight", weight=spec, rows=(r, count), dtype=fmt)
-                shards.append((shard, first + r, weight_defines(k, fmt, mlx_group)))
+                shards.append((shard, first + r, linear_defines(k, count, fmt, mlx_group)))
             first += n
         return shards, first, k
 
@@ -125,7 +125,9 @@ class GraphBuilder:
                 "residual": residual or self.dummy, "y": y,
             }, {"K": k, "N": count, "out_stride": n, "out_offset": start, "rows": fixed_rows,
                 "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0},
-                lambda rows, count=count: linear_grid(choose_linear(rows), rows, count), defines, fixed_rows)
+                lambda rows, count=count, per=gemv_features(defines): linear_grid(choose_linear(rows), rows, count,
+                                                                                    gemv_per_group=per),
+                defines, fixed_rows)
         return y
 
     def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:

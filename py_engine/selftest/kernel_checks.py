@@ -11,8 +11,9 @@ import math
 import struct
 from array import array
 
-from ..linear_plan import linear_grid, weight_defines
+from ..linear_plan import gemv_features, linear_defines, linear_grid, weight_defines
 from ..quant import weight_format
+from ..weights import repack_params
 from .runner import CheckFailed, first_difference, lcg_floats, lcg_words, run_kernel
 
 Q4_0 = weight_format("q4_0")  # 18 bytes per 32 weights: f16 scale d, then 16 bytes of nibbles
@@ -44,14 +45,21 @@ def q4_0_dequant(raw: bytes, N: int, K: int) -> array:
     return out
 
 
-DEQUANT_N, DEQUANT_K = 5, 96  # 3 blocks (54 bytes) per row: rows start at 2-aligned byte offsets
+DEQUANT_N, DEQUANT_K = 5, 96  # 15 blocks: one full repacked chunk of 8 and a partial one of 7
+
+
+async def repacked_q4_0(device, kernels, raw: bytes, N: int, K: int) -> bytes:
+    """The q4_0 bytes as a load leaves them: repacked in place on the GPU (weights.py)."""
+    params, grid = repack_params("q4_0", N * K // 32, device.caps.limits.max_workgroups_per_dim)
+    return (await run_kernel(device, kernels.get("repack"), {"w": raw}, params, grid=grid))["w"]
 
 
 async def check_q4_0_dequant(device, kernels) -> str:
     N, K = DEQUANT_N, DEQUANT_K
     raw = q4_0_matrix(N, K, seed=4)
+    packed = await repacked_q4_0(device, kernels, raw, N, K)
     out = await run_kernel(device, kernels.get("selftest/dequant", WEIGHTS="q4_0"),
-                           {"w": raw, "y": 4 * N * K}, {"K": K, "N": N, "pad0": 0, "pad1": 0},
+                           {"w": packed, "y": 4 * N * K}, {"K": K, "N": N, "pad0": 0, "pad1": 0},
                            grid=(-(-N * K // 4 // 64), 1, 1))
     got, want = array("f", out["y"]), q4_0_dequant(raw, N, K)
     bad = first_difference(got, want)
@@ -107,12 +115,15 @@ async def check_gemv(device, kernels) -> str:
     raw = q4_0_matrix(N, K, seed=11)
     x = lcg_floats(rows * K, seed=12, low=-1.0, high=1.0)
     bias = lcg_floats(N, seed=13, low=-0.5, high=0.5)
-    kernel = kernels.get("gemv", **weight_defines(K, "q4_0"))
-    out = await run_kernel(device, kernel, {"x": x.tobytes(), "w": raw, "bias": bias.tobytes(), "residual": 16,
+    packed = await repacked_q4_0(device, kernels, raw, N, K)
+    defines = linear_defines(K, N, "q4_0")
+    kernel = kernels.get("gemv", **defines)
+    out = await run_kernel(device, kernel, {"x": x.tobytes(), "w": packed, "bias": bias.tobytes(), "residual": 16,
                                             "y": 4 * rows * N},
                            {"K": K, "N": N, "out_stride": N, "out_offset": 0, "rows": rows, "has_bias": 1,
                             "has_residual": 0, "pad": 0},
-                           grid=linear_grid("gemv", rows, N, device.caps.limits.max_workgroups_per_dim),
+                           grid=linear_grid("gemv", rows, N, device.caps.limits.max_workgroups_per_dim,
+                                            gemv_per_group=gemv_features(defines)),
                            step=(rows, 0, rows))
     got = array("f", out["y"])
     want = gemv_reference(x, q4_0_dequant(raw, N, K), bias, rows, K, N)

@@ -1,10 +1,13 @@
 // Q4_K / Q5_K sub-block scale and min (ggml get_scale_min_k4): 8 pairs of 6-bit values packed in
-// the 12 bytes at o. For s < 4: sc = byte s & 63, m = byte s + 4 & 63. For s >= 4: the low 4
-// bits are byte s + 4's low / high nibble, the top 2 bits the top 2 of byte s - 4 / byte s.
-fn k_scale_min(o: u32, s: u32) -> vec2<f32> {
-    if (s < 4u) { return vec2<f32>(f32(w_u8(o + s) & 63u), f32(w_u8(o + s + 4u) & 63u)); }
-    let low = w_u8(o + s + 4u);
-    let sc = (low & 15u) | ((w_u8(o + s - 4u) >> 6u) << 4u);
-    let m = (low >> 4u) | ((w_u8(o + s) >> 6u) << 4u);
+// the 12 bytes `scales` (words 1..3 of the block's first 16 bytes). For s < 4: sc = byte s & 63,
+// m = byte s + 4 & 63. For s >= 4: the low 4 bits are byte s + 4's low / high nibble, the top 2
+// bits the top 2 of byte s - 4 / byte s.
+fn scale_byte(scales: vec3<u32>, i: u32) -> u32 { return (scales[i / 4u] >> (8u * (i % 4u))) & 0xffu; }
+
+fn k_scale_min(scales: vec3<u32>, s: u32) -> vec2<f32> {
+    if (s < 4u) { return vec2<f32>(f32(scale_byte(scales, s) & 63u), f32(scale_byte(scales, s + 4u) & 63u)); }
+    let low = scale_byte(scales, s + 4u);
+    let sc = (low & 15u) | ((scale_byte(scales, s - 4u) >> 6u) << 4u);
+    let m = (low >> 4u) | ((scale_byte(scales, s) >> 6u) << 4u);
     return vec2<f32>(f32(sc), f32(m));
 }

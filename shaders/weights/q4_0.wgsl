@@ -1,9 +1,28 @@
 // Q4_0 (ggml block_q4_0): 18 bytes per 32 weights: f16 d at byte 0, 16 bytes of nibbles at 2;
 // weight j < 16 is the low nibble of byte j, weight j >= 16 the high nibble of byte j - 16.
-// w = (q - 8) * d.
+// w = (q - 8) * d. Repacked (quant.py): a chunk's 16-byte quants, then its d's.
+fn q4_0_quants(g: u32, total: u32) -> u32 { return repacked(g, total, 18u, 0u, 16u); }
+fn q4_0_d(g: u32, total: u32) -> f32 { return w_f16(repacked(g, total, 18u, 16u, 2u)); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 32u) + b / 8u) * 18u;
+    let g = row * (K / 32u) + b / 8u;
     let j = 4u * (b % 8u);  // the block's first weight within the ggml block
-    let q = byte_bits(w_u32(o + 2u + j % 16u), 4u * (j / 16u), 15u);
-    return (vec4<f32>(q) - 8.0) * w_f16(o);
+    let q = byte_bits(w_word((q4_0_quants(g, N * (K / 32u)) + j % 16u) / 4u), 4u * (j / 16u), 15u);
+    return (vec4<f32>(q) - 8.0) * q4_0_d(g, N * (K / 32u));
+}
+// units
+const UNIT: u32 = 32u;  // one ggml block: one 16-byte load of quants
+const UNIT_QUADS: u32 = 8u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 32u) + u;
+    let q = w_vec4(q4_0_quants(g, N * (K / 32u)));
+    var s = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        s += dot(vec4<f32>(byte_bits(q[t], 0u, 15u)), (*xs)[t]) + dot(vec4<f32>(byte_bits(q[t], 4u, 15u)), (*xs)[4u + t]);
+    }
+    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    return q4_0_d(g, N * (K / 32u)) * (s - 8.0 * x_sum);
 }

@@ -1,10 +1,30 @@
 // Q4_1 (ggml block_q4_1): 20 bytes per 32 weights: f16 d at byte 0, f16 m at 2, 16 bytes of
 // nibbles at 4 (weight j < 16: low nibble of byte j; j >= 16: high nibble of byte j - 16).
-// w = d * q + m. 20-byte blocks keep every field word-aligned.
+// w = d * q + m. Repacked (quant.py): a chunk's 16-byte quants, then its d|m words.
+fn q4_1_quants(g: u32, total: u32) -> u32 { return repacked(g, total, 20u, 0u, 16u); }
+fn q4_1_dm(g: u32, total: u32) -> vec2<f32> { return unpack2x16float(w_word(repacked(g, total, 20u, 16u, 4u) / 4u)); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 32u) + b / 8u) * 20u;
+    let g = row * (K / 32u) + b / 8u;
     let j = 4u * (b % 8u);
-    let dm = unpack2x16float(w[o / 4u]);
-    let q = byte_bits(w[(o + 4u + j % 16u) / 4u], 4u * (j / 16u), 15u);
+    let dm = q4_1_dm(g, N * (K / 32u));
+    let q = byte_bits(w_word((q4_1_quants(g, N * (K / 32u)) + j % 16u) / 4u), 4u * (j / 16u), 15u);
     return dm.x * vec4<f32>(q) + dm.y;
+}
+// units
+const UNIT: u32 = 32u;
+const UNIT_QUADS: u32 = 8u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 32u) + u;
+    let q = w_vec4(q4_1_quants(g, N * (K / 32u)));
+    var s = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        s += dot(vec4<f32>(byte_bits(q[t], 0u, 15u)), (*xs)[t]) + dot(vec4<f32>(byte_bits(q[t], 4u, 15u)), (*xs)[4u + t]);
+    }
+    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    let dm = q4_1_dm(g, N * (K / 32u));
+    return dm.x * s + dm.y * x_sum;
 }

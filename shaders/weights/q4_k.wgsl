@@ -1,12 +1,39 @@
-// Q4_K (ggml block_q4_K): 144 bytes per 256 weights in 8 sub-blocks of 32: f16 d at byte 0,
-// f16 dmin at 2, 12 bytes of 6-bit sub-block scales and mins at 4 (k_scales.wgsl), 128 bytes of
-// nibbles at 16: weights 64g + i (i < 32) are the low nibbles of bytes 32g + i, weights
-// 64g + 32 + i their high nibbles. w = (d * sc) * q - (dmin * m), the products first as in ggml.
+// Q4_K (ggml block_q4_K): 144 bytes (9 x 16) per 256 weights in 8 sub-blocks of 32, read as
+// stored: f16 d at byte 0, f16 dmin at 2, 12 bytes of 6-bit sub-block scales and mins at 4
+// (k_scales.wgsl), 128 bytes of nibbles at 16: weights 64p + i (i < 32) are the low nibbles of
+// bytes 32p + i, weights 64p + 32 + i their high nibbles. w = (d * sc) * q - (dmin * m), the
+// products first as in ggml.
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let o = (row * (K / 256u) + b / 64u) * 144u;
     let j = 4u * (b % 64u);
-    let dm = unpack2x16float(w[o / 4u]);
-    let sm = k_scale_min(o + 4u, j / 32u);
-    let q = byte_bits(w[(o + 16u + 32u * (j / 64u) + j % 32u) / 4u], 4u * ((j / 32u) % 2u), 15u);
+    let head = w_vec4(o);
+    let dm = unpack2x16float(head.x);
+    let sm = k_scale_min(head.yzw, j / 32u);
+    let q = byte_bits(w_word((o + 16u + 32u * (j / 64u) + j % 32u) / 4u), 4u * ((j / 32u) % 2u), 15u);
     return (dm.x * sm.x) * vec4<f32>(q) - (dm.y * sm.y);
+}
+// units
+const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes
+const UNIT_QUADS: u32 = 16u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 16u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let o = (row * (K / 256u) + u / 4u) * 144u;
+    let pair = u % 4u;
+    let head = w_vec4(o);
+    let qa = w_vec4(o + 16u + 32u * pair);
+    let qb = w_vec4(o + 32u + 32u * pair);
+    var lo = 0.0;
+    var hi = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        lo += dot(vec4<f32>(byte_bits(qa[t], 0u, 15u)), (*xs)[t]) + dot(vec4<f32>(byte_bits(qb[t], 0u, 15u)), (*xs)[4u + t]);
+        hi += dot(vec4<f32>(byte_bits(qa[t], 4u, 15u)), (*xs)[8u + t]) + dot(vec4<f32>(byte_bits(qb[t], 4u, 15u)), (*xs)[12u + t]);
+    }
+    let sum_lo = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    let sum_hi = quads_sum((*xs)[8], (*xs)[9], (*xs)[10], (*xs)[11]) + quads_sum((*xs)[12], (*xs)[13], (*xs)[14], (*xs)[15]);
+    let dm = unpack2x16float(head.x);
+    let sm_lo = k_scale_min(head.yzw, 2u * pair);
+    let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
+    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * sum_lo + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * sum_hi;
 }

@@ -1,10 +1,33 @@
 // Q5_0 (ggml block_q5_0): 22 bytes per 32 weights: f16 d at byte 0, u32 qh at 2 (bit j = the
 // 5th bit of weight j), 16 bytes of low nibbles at 6 (weight j < 16: low nibble of byte j;
 // j >= 16: high nibble of byte j - 16). w = (q - 16) * d.
+// Repacked (quant.py): a chunk's 16-byte low nibbles, then its qh words, then its d's.
+fn q5_0_quants(g: u32, total: u32) -> u32 { return repacked(g, total, 22u, 0u, 16u); }
+fn q5_0_high(g: u32, total: u32) -> u32 { return w_word(repacked(g, total, 22u, 16u, 4u) / 4u); }
+fn q5_0_d(g: u32, total: u32) -> f32 { return w_f16(repacked(g, total, 22u, 20u, 2u)); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 32u) + b / 8u) * 22u;
+    let g = row * (K / 32u) + b / 8u;
+    let total = N * (K / 32u);
     let j = 4u * (b % 8u);
-    let lo = byte_bits(w_u32(o + 6u + j % 16u), 4u * (j / 16u), 15u);
-    let hi = (vec4<u32>(w_u32(o + 2u)) >> (vec4<u32>(0u, 1u, 2u, 3u) + j)) & vec4<u32>(1u);
-    return (vec4<f32>(lo | (hi << vec4<u32>(4u))) - 16.0) * w_f16(o);
+    let v = w_word((q5_0_quants(g, total) + j % 16u) / 4u);
+    return (q5_values(v, 4u * (j / 16u), q5_0_high(g, total), j) - 16.0) * q5_0_d(g, total);
+}
+// units
+const UNIT: u32 = 32u;
+const UNIT_QUADS: u32 = 8u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let q = w_vec4(q5_0_quants(g, total));
+    let qh = q5_0_high(g, total);
+    var s = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        s += dot(q5_values(q[t], 0u, qh, 4u * t), (*xs)[t]) + dot(q5_values(q[t], 4u, qh, 16u + 4u * t), (*xs)[4u + t]);
+    }
+    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    return q5_0_d(g, total) * (s - 16.0 * x_sum);
 }

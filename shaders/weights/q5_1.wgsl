@@ -1,11 +1,35 @@
 // Q5_1 (ggml block_q5_1): 24 bytes per 32 weights: f16 d at byte 0, f16 m at 2, u32 qh at 4
 // (bit j = the 5th bit of weight j), 16 bytes of low nibbles at 8 (weight j < 16: low nibble
-// of byte j; j >= 16: high nibble of byte j - 16). w = d * q + m. All fields word-aligned.
+// of byte j; j >= 16: high nibble of byte j - 16). w = d * q + m.
+// Repacked (quant.py): a chunk's 16-byte low nibbles, then its qh words, then its d|m words.
+fn q5_1_quants(g: u32, total: u32) -> u32 { return repacked(g, total, 24u, 0u, 16u); }
+fn q5_1_high(g: u32, total: u32) -> u32 { return w_word(repacked(g, total, 24u, 16u, 4u) / 4u); }
+fn q5_1_dm(g: u32, total: u32) -> vec2<f32> { return unpack2x16float(w_word(repacked(g, total, 24u, 20u, 4u) / 4u)); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 32u) + b / 8u) * 24u;
+    let g = row * (K / 32u) + b / 8u;
+    let total = N * (K / 32u);
     let j = 4u * (b % 8u);
-    let dm = unpack2x16float(w[o / 4u]);
-    let lo = byte_bits(w[(o + 8u + j % 16u) / 4u], 4u * (j / 16u), 15u);
-    let hi = (vec4<u32>(w[o / 4u + 1u]) >> (vec4<u32>(0u, 1u, 2u, 3u) + j)) & vec4<u32>(1u);
-    return dm.x * vec4<f32>(lo | (hi << vec4<u32>(4u))) + dm.y;
+    let dm = q5_1_dm(g, total);
+    let v = w_word((q5_1_quants(g, total) + j % 16u) / 4u);
+    return dm.x * q5_values(v, 4u * (j / 16u), q5_1_high(g, total), j) + dm.y;
+}
+// units
+const UNIT: u32 = 32u;
+const UNIT_QUADS: u32 = 8u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let q = w_vec4(q5_1_quants(g, total));
+    let qh = q5_1_high(g, total);
+    var s = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        s += dot(q5_values(q[t], 0u, qh, 4u * t), (*xs)[t]) + dot(q5_values(q[t], 4u, qh, 16u + 4u * t), (*xs)[4u + t]);
+    }
+    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    let dm = q5_1_dm(g, total);
+    return dm.x * s + dm.y * x_sum;
 }

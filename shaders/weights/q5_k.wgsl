@@ -1,14 +1,47 @@
-// Q5_K (ggml block_q5_K): 176 bytes per 256 weights in 8 sub-blocks of 32: f16 d at byte 0,
-// f16 dmin at 2, 12 bytes of 6-bit sub-block scales and mins at 4 (k_scales.wgsl), 32 bytes qh
-// at 16 (bit s of byte i = the 5th bit of weight 32s + i), 128 bytes of low nibbles at 48 laid
-// out as Q4_K's. w = (d * sc) * q - (dmin * m), the products first as in ggml.
+// Q5_K (ggml block_q5_K): 176 bytes (11 x 16) per 256 weights in 8 sub-blocks of 32, read as
+// stored: f16 d at byte 0, f16 dmin at 2, 12 bytes of 6-bit sub-block scales and mins at 4
+// (k_scales.wgsl), 32 bytes qh at 16 (bit s of byte i = the 5th bit of weight 32s + i), 128 bytes
+// of low nibbles at 48 laid out as Q4_K's. w = (d * sc) * q - (dmin * m), the products first as in ggml.
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let o = (row * (K / 256u) + b / 64u) * 176u;
     let j = 4u * (b % 64u);
     let s = j / 32u;  // sub-block
-    let dm = unpack2x16float(w[o / 4u]);
-    let sm = k_scale_min(o + 4u, s);
-    let lo = byte_bits(w[(o + 48u + 32u * (j / 64u) + j % 32u) / 4u], 4u * (s % 2u), 15u);
-    let hi = byte_bits(w[(o + 16u + j % 32u) / 4u], s, 1u);
+    let head = w_vec4(o);
+    let dm = unpack2x16float(head.x);
+    let sm = k_scale_min(head.yzw, s);
+    let lo = byte_bits(w_word((o + 48u + 32u * (j / 64u) + j % 32u) / 4u), 4u * (s % 2u), 15u);
+    let hi = byte_bits(w_word((o + 16u + j % 32u) / 4u), s, 1u);
     return (dm.x * sm.x) * vec4<f32>(lo | (hi << vec4<u32>(4u))) - (dm.y * sm.y);
+}
+// units
+const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes, qh bits 2p, 2p + 1
+const UNIT_QUADS: u32 = 16u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 16u * u, xs); }
+
+fn q5_k_values(v: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
+    return vec4<f32>(byte_bits(v, shift, 15u) | (byte_bits(qh, bit, 1u) << vec4<u32>(4u)));
+}
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let o = (row * (K / 256u) + u / 4u) * 176u;
+    let pair = u % 4u;
+    let head = w_vec4(o);
+    let ha = w_vec4(o + 16u);
+    let hb = w_vec4(o + 32u);
+    let qa = w_vec4(o + 48u + 32u * pair);
+    let qb = w_vec4(o + 64u + 32u * pair);
+    var lo = 0.0;
+    var hi = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        lo += dot(q5_k_values(qa[t], 0u, ha[t], 2u * pair), (*xs)[t]) + dot(q5_k_values(qb[t], 0u, hb[t], 2u * pair), (*xs)[4u + t]);
+        hi += dot(q5_k_values(qa[t], 4u, ha[t], 2u * pair + 1u), (*xs)[8u + t])
+            + dot(q5_k_values(qb[t], 4u, hb[t], 2u * pair + 1u), (*xs)[12u + t]);
+    }
+    let sum_lo = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
+    let sum_hi = quads_sum((*xs)[8], (*xs)[9], (*xs)[10], (*xs)[11]) + quads_sum((*xs)[12], (*xs)[13], (*xs)[14], (*xs)[15]);
+    let dm = unpack2x16float(head.x);
+    let sm_lo = k_scale_min(head.yzw, 2u * pair);
+    let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
+    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * sum_lo + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * sum_hi;
 }

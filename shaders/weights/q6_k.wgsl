@@ -1,15 +1,68 @@
 // Q6_K (ggml block_q6_K): 210 bytes per 256 weights: ql[128] at byte 0, qh[64] at 128, int8
 // scales[16] at 192 (one per 16 weights), f16 d at 208. Weight j = 128h + 32t + i (h < 2,
 // t < 4, i < 32): low 4 bits = nibble t / 2 of ql byte 64h + 32 (t % 2) + i, high 2 bits = bits
-// 2t of qh byte 32h + i. w = (d * scale) * (q - 32). 210-byte blocks are only 2-aligned.
+// 2t of qh byte 32h + i. w = (d * scale) * (q - 32).
+// Repacked (quant.py): a chunk's ql, then its qh, its scales, its d's (all but d 16-aligned).
+fn q6_k_field(g: u32, total: u32, before: u32, size: u32) -> u32 { return repacked(g, total, 210u, before, size); }
+
+fn q6_k_scale(scales: vec4<u32>, i: u32) -> f32 { return f32(bitcast<i32>(((scales[i / 4u] >> (8u * (i % 4u))) & 0xffu) << 24u) >> 24u); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 256u) + b / 64u) * 210u;
+    let g = row * (K / 256u) + b / 64u;
+    let total = N * (K / 256u);
     let j = 4u * (b % 64u);
     let h = j / 128u;
     let t = (j / 32u) % 4u;
     let i = j % 32u;
-    let lo = byte_bits(w_u32(o + 64u * h + 32u * (t % 2u) + i), 4u * (t / 2u), 15u);
-    let hi = byte_bits(w_u32(o + 128u + 32u * h + i), 2u * t, 3u);
-    let scale = f32(bitcast<i32>(w_u8(o + 192u + j / 16u) << 24u) >> 24u);
-    return (w_f16(o + 208u) * scale) * (vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0);
+    let lo = byte_bits(w_word((q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * (t % 2u) + i) / 4u), 4u * (t / 2u), 15u);
+    let hi = byte_bits(w_word((q6_k_field(g, total, 128u, 64u) + 32u * h + i) / 4u), 2u * t, 3u);
+    let scale = q6_k_scale(w_vec4(q6_k_field(g, total, 192u, 16u)), j / 16u);
+    return (w_f16(q6_k_field(g, total, 208u, 2u)) * scale) * (vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0);
+}
+// units
+// Unit v of a block (h = v / 2, s = v % 2): 32 ql bytes at 64h + 32s hold weights 128h + 32s + i
+// (low nibbles, t = s) and 128h + 64 + 32s + i (high nibbles, t = s + 2); their high bits are
+// bits 2s and 2s + 4 of qh bytes 32h + i. Activations: two runs of 32, 64 apart.
+const UNIT: u32 = 64u;
+const UNIT_QUADS: u32 = 16u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) {
+    let first = x_row + 64u * (u / 4u) + 32u * ((u % 4u) / 2u) + 8u * (u % 2u);  // quads: 256 / 4 per block
+    for (var i = 0u; i < 8u; i++) {
+        (*xs)[i] = act_block(first + i);
+        (*xs)[8u + i] = act_block(first + 16u + i);
+    }
+}
+
+// Four weights' q - 32 from a ql word (nibble `shift`) and a qh word (bits `bit`).
+fn q6_values(ql: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
+    return vec4<f32>(byte_bits(ql, shift, 15u) | (byte_bits(qh, bit, 3u) << vec4<u32>(4u))) - 32.0;
+}
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 256u) + u / 4u;
+    let total = N * (K / 256u);
+    let h = (u % 4u) / 2u;
+    let s = u % 2u;
+    let ql = q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * s;
+    let qh = q6_k_field(g, total, 128u, 64u) + 32u * h;
+    let la = w_vec4(ql);
+    let lb = w_vec4(ql + 16u);
+    let ha = w_vec4(qh);
+    let hb = w_vec4(qh + 16u);
+    var a0 = 0.0;  // weights i < 16 of the low-nibble run
+    var a1 = 0.0;  // i >= 16
+    var b0 = 0.0;  // the high-nibble run
+    var b1 = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        a0 += dot(q6_values(la[t], 0u, ha[t], 2u * s), (*xs)[t]);
+        a1 += dot(q6_values(lb[t], 0u, hb[t], 2u * s), (*xs)[4u + t]);
+        b0 += dot(q6_values(la[t], 4u, ha[t], 2u * s + 4u), (*xs)[8u + t]);
+        b1 += dot(q6_values(lb[t], 4u, hb[t], 2u * s + 4u), (*xs)[12u + t]);
+    }
+    let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
+    let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16
+    let sum = q6_k_scale(scales, first) * a0 + q6_k_scale(scales, first + 1u) * a1
+            + q6_k_scale(scales, first + 4u) * b0 + q6_k_scale(scales, first + 5u) * b1;
+    return w_f16(q6_k_field(g, total, 208u, 2u)) * sum;
 }

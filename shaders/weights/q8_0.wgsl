@@ -1,8 +1,28 @@
 // Q8_0 (ggml block_q8_0): 34 bytes per 32 weights: f16 d at byte 0, int8 q[32] at 2. w = q * d.
-// A 4-weight block is 4 bytes at 2 + 4i, straddling two words in every other ggml block.
+// Repacked (quant.py): a chunk's 32-byte quants, then its d's.
+fn q8_0_quants(g: u32, total: u32) -> u32 { return repacked(g, total, 34u, 0u, 32u); }
+fn q8_0_d(g: u32, total: u32) -> f32 { return w_f16(repacked(g, total, 34u, 32u, 2u)); }
+
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
-    let o = (row * (K / 32u) + b / 8u) * 34u;
-    // Sign-extend each byte: move it to the top, then shift back arithmetically.
-    let q = bitcast<vec4<i32>>(vec4<u32>(w_u32(o + 2u + 4u * (b % 8u))) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
-    return vec4<f32>(q) * w_f16(o);
+    let g = row * (K / 32u) + b / 8u;
+    let total = N * (K / 32u);
+    return signed_bytes(w_word(q8_0_quants(g, total) / 4u + b % 8u)) * q8_0_d(g, total);
+}
+// units
+const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
+const UNIT_QUADS: u32 = 8u;
+
+fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let at = q8_0_quants(g, total);
+    let lo = w_vec4(at);
+    let hi = w_vec4(at + 16u);
+    var s = 0.0;
+    for (var t = 0u; t < 4u; t++) {
+        s += dot(signed_bytes(lo[t]), (*xs)[t]) + dot(signed_bytes(hi[t]), (*xs)[4u + t]);
+    }
+    return q8_0_d(g, total) * s;
 }

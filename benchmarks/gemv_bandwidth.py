@@ -1,0 +1,193 @@
+"""The GEMV kernel alone, per weight format, as GB/s of weights read and as a fraction of a plain
+copy kernel measured in the same run. Prints one JSON object.
+
+    python benchmarks/gemv_bandwidth.py [--formats q4_0,q6_k,...] [--shapes 4096x14336,14336x4096]
+                                        [--layouts 32.8.1.2,64.4.4.1] [--limits default|adapter] [--no-subgroups]
+
+A shape is KxN (K inputs, N outputs). Each measurement rotates over enough copies of the matrix
+(> 512 MB) that no dispatch finds its weights in the GPU's cache, sharded by the storage binding
+limit as the engine does. Time is the GPU's own (timestamp queries around each compute pass of
+one matrix's dispatches): "gb_s" counts the weight bytes read; "of_copy" divides it by the copy
+kernel's bytes moved (read + written) per second. --layouts sweeps gemv.wgsl's thread layouts
+(LANES.SLOTS.RPT.STEP); the engine's own choice (linear_plan.gemv_layout) is measured by default.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import wgpu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
+from py_engine.kernels import Kernel, KernelCache  # noqa: E402
+from py_engine.linear_plan import gemv_features, gemv_layout, linear_defines, linear_grid  # noqa: E402
+from py_engine.quant import FORMATS  # noqa: E402
+
+ALL_FORMATS = ["f32", "f16", "f16_packed", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+               "q4_k", "q5_k", "q6_k", "mlx4_f16"]
+ROTATE_BYTES = 512 << 20
+COPY_SOURCE = """
+@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = gid.x + gid.y * groups.x * 256u;
+    if (i < arrayLength(&src)) { dst[i] = src[i]; }
+}
+"""
+
+
+class Timer:
+    """GPU time of compute passes, from timestamp queries written at each pass's start and end."""
+
+    def __init__(self, device, passes: int):
+        self.raw = device.device
+        self.count = 2 * passes
+        self.queries = self.raw.create_query_set(type="timestamp", count=self.count)
+        self.resolved = self.raw.create_buffer(size=8 * self.count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+
+    def run(self, passes: list[list[tuple]]) -> list[float]:
+        """passes: each a list of (pipeline, bind group, grid). Returns each pass's seconds."""
+        encoder = self.raw.create_command_encoder()
+        for i, dispatches in enumerate(passes):
+            compute = encoder.begin_compute_pass(timestamp_writes={
+                "query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1})
+            for pipeline, bind_group, grid in dispatches:
+                compute.set_pipeline(pipeline)
+                compute.set_bind_group(0, bind_group)
+                compute.dispatch_workgroups(*grid)
+            compute.end()
+        encoder.resolve_query_set(self.queries, 0, 2 * len(passes), self.resolved, 0)
+        self.raw.queue.submit([encoder.finish()])
+        ticks = np.frombuffer(self.raw.queue.read_buffer(self.resolved, 0, 16 * len(passes)), np.uint64)
+        return [float(ticks[2 * i + 1] - ticks[2 * i]) * 1e-9 for i in range(len(passes))]
+
+
+def bind(device, kernel: Kernel, buffers: dict, params: dict | None = None):
+    resources = []
+    for b in kernel.bindings:
+        if b.name == "p":
+            data = kernel.pack_params(params)
+            buf = device.create_buffer(len(data), "uniform")
+            device.write_buffer(buf, 0, data)
+        elif b.name == "step":
+            buf = device.create_buffer(16, "uniform")
+            device.write_buffer(buf, 0, np.array([1, 0, 1, 0], np.uint32).tobytes())
+        else:
+            buf = buffers[b.name]
+        resources.append((buf, 0, buf.size))
+    return device.create_bind_group(kernel.handle, resources)
+
+
+def copy_bandwidth(device, timer: Timer, repeats: int) -> float:
+    """Bytes moved (read + written) per second by a plain vec4 copy of 128 MiB buffers."""
+    size = min(128 << 20, device.caps.limits.max_storage_binding)
+    kernel = device.create_kernel("copy", COPY_SOURCE, _copy_bindings())
+    pairs = [(device.create_buffer(size), device.create_buffer(size)) for _ in range(max(2, ROTATE_BYTES // size))]
+    groups = size // 16 // 256
+    grid = (min(groups, 65535), -(-groups // 65535), 1)
+    dispatches = [[(kernel.pipeline, device.create_bind_group(kernel, [(s, 0, size), (d, 0, size)]), grid)] for s, d in pairs]
+    times = timer.run((dispatches * repeats)[: timer.count // 2])
+    return 2 * size / statistics.median(times)
+
+
+def _copy_bindings():
+    from py_engine.gpu import Binding
+
+    return [Binding(0, "src", "read"), Binding(1, "dst", "rw")]
+
+
+def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray) -> tuple[list, int]:
+    """Copies of a random K x N matrix of this format, each a list of (first row, rows, buffer)
+    shards of at most one storage binding; and the matrix's bytes."""
+    info = FORMATS[fmt]
+    row_bytes = info.matrix_bytes(1, K, 64)
+    per_shard = max(1, device.caps.limits.max_storage_binding // row_bytes)
+    matrix_bytes = info.matrix_bytes(N, K, 64)
+    copies = []
+    for c in range(max(2, -(-ROTATE_BYTES // matrix_bytes))):
+        shards = []
+        for start in range(0, N, per_shard):
+            count = min(per_shard, N - start)
+            nbytes = -(-info.matrix_bytes(count, K, 64) // 16) * 16
+            w = device.create_buffer(nbytes)
+            offset = (c * 4099 * 16) % (noise.nbytes - nbytes) // 16 * 16 if noise.nbytes > nbytes else 0
+            device.write_buffer(w, 0, noise.view(np.uint8)[offset:offset + nbytes])
+            shards.append((start, count, w))
+        copies.append(shards)
+    return copies, matrix_bytes
+
+
+def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N: int, copies: list,
+                   matrix_bytes: int, layout: dict, repeats: int) -> dict:
+    x = device.create_buffer(4 * K)
+    device.write_buffer(x, 0, np.random.default_rng(0).standard_normal(K, dtype=np.float32).tobytes())
+    y = device.create_buffer(4 * N)
+    dummy = device.create_buffer(16)
+    passes = []
+    for shards in copies:
+        dispatches = []
+        for start, count, w in shards:
+            defines = {**linear_defines(K, count, fmt, 64), **layout}
+            kernel = cache.get("gemv", **defines)
+            params = {"K": K, "N": count, "out_stride": N, "out_offset": start, "rows": 1,
+                      "has_bias": 0, "has_residual": 0, "pad": 0}
+            bg = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "y": y}, params)
+            grid = linear_grid("gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines))
+            dispatches.append((kernel.handle.pipeline, bg, grid))
+        passes.append(dispatches)
+    times = timer.run((passes * repeats)[: timer.count // 2])
+    seconds = statistics.median(times)
+    return {"us": round(seconds * 1e6, 1), "gb_s": round(matrix_bytes / seconds / 1e9, 1)}
+
+
+async def measure(args) -> dict:
+    device = await open_wgpu_device(limits=args.limits, allow_subgroups=not args.no_subgroups,
+                                    extra_features=("timestamp-query",))
+    cache = KernelCache(device)
+    timer = Timer(device, 256)
+    copy = copy_bandwidth(device, timer, args.repeats)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    layouts = [dict(zip(("LANES", "SLOTS", "RPT", "STEP"), map(int, s.split(".")))) for s in args.layouts.split(",")] if args.layouts else [None]
+    # Finite 16-bit fields whatever the format: every half is below 2 in magnitude.
+    noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3bff3bff)
+    results = []
+    for fmt in args.formats.split(","):
+        if fmt == "f16" and not device.caps.shader_f16:
+            continue
+        for K, N in shapes:
+            copies, matrix_bytes = upload_matrices(device, fmt, K, N, noise)
+            for layout in layouts:
+                chosen = layout or gemv_layout(K, N, fmt)
+                r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats)
+                r.update(format=fmt, K=K, N=N, layout=".".join(str(chosen[k]) for k in ("LANES", "SLOTS", "RPT", "STEP")),
+                         of_copy=round(r["gb_s"] * 1e9 / copy, 3))
+                results.append(r)
+                print(json.dumps(r), file=sys.stderr)
+            for shards in copies:
+                for _, _, w in shards:
+                    w.destroy()
+    return {"adapter": device.caps.adapter, "subgroups": device.caps.subgroups, "limits": args.limits,
+            "copy_gb_s": round(copy / 1e9, 1), "gemv": results}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--formats", default=",".join(ALL_FORMATS))
+    parser.add_argument("--shapes", default="4096x14336,14336x4096")
+    parser.add_argument("--layouts", default="")
+    parser.add_argument("--limits", choices=["default", "adapter"], default="default")
+    parser.add_argument("--no-subgroups", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3)
+    print(json.dumps(asyncio.run(measure(parser.parse_args()))))
+
+
+if __name__ == "__main__":
+    main()
