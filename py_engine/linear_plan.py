@@ -47,8 +47,11 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
 
 def gemv_layout(K: int, N: int, weight_format: str) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
-    SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight."""
-    return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 2}
+    SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight.
+    Measured on an H100 (benchmarks/gemv_bandwidth.py, 4096 x 14336 and 14336 x 4096, 12-17
+    layouts): a warp-wide slot per row, 8 rows per workgroup, one row per thread, was best or
+    within noise of the best for every block format; the float formats gain from 4 units in flight."""
+    return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if quant.weight_format(weight_format).is_float else 2}
 
 
 def gemv_features(defines: dict) -> int:

@@ -8,12 +8,14 @@
 //   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
 // Defines (py_engine/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
 //   kernels.py appends shaders/weights/<format>.wgsl, whose units part gives UNIT (weights per
-//   unit), UNIT_QUADS, unit_x (a unit's activations into registers) and unit_dot (one weight
-//   row's unit against them), so this file never reads w itself. VEC4 = (K % 4 == 0): x is read
+//   unit: 32 or 64 for the block formats, one 16- or 32-byte load of quants), X_PAD (x blocks
+//   between the starts of neighbouring units) and
+//   unit_dot(row, u, K, N, x_row) (one weight row's unit u against the activation row that
+//   starts at x block x_row; it reads x through act_block), so this file never reads w itself. VEC4 = (K % 4 == 0): x is read
 //   as vec4 (XBlock), else one f32 at a time (float formats only). LANES threads split a weight
 //   row's units, SLOTS such groups make a workgroup, and each thread keeps RPT rows (<= 4)
-//   whose units share one load of the activations; STEP units per lane per loop iteration keep
-//   several loads in flight. SUBGROUPS (kernels.py, from the device): reduce with subgroup
+//   whose units read the same activations (cache hits); STEP units (1, 2 or 4) per lane per loop
+//   iteration keep several loads in flight. No function-scope arrays: drivers put them in slow local memory. SUBGROUPS (kernels.py, from the device): reduce with subgroup
 //   shuffles, else through workgroup memory.
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
@@ -29,23 +31,32 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 
 const THREADS: u32 = LANES * SLOTS;
+// Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
+// reads them there, never from global memory again (from L2, once weights stream through L1,
+// they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
+// unit stride) spreads the lanes' reads, a unit apart, over the memory banks. 9 KiB, plus 4 KiB
+// of partial sums at 256 threads.
+const X_CHUNK: u32 = 2048u;
+const X_BLOCKS: u32 = select(X_CHUNK, X_CHUNK / 4u, VEC4);
 
+var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
+var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
 
-// An activation block widened to f32 (a one-k block, VEC4 false, is splatted).
-fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x[i]); }
-
-fn x_quads(first: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) {
-    for (var i = 0u; i < UNIT_QUADS; i++) { (*xs)[i] = act_block(first + i); }
+// x block i (an index into the whole x, within the staged chunk) widened to f32 (a one-k block,
+// VEC4 false, is splatted).
+fn act_block(i: u32) -> vec4<f32> {
+    let at = i - chunk_first;
+    return vec4<f32>(x_chunk[at + at / X_PAD]);
 }
 
-// Unit u of rows n.x .. n.w (the first RPT of them) against the activations in xs.
-fn unit_rows(n: vec4<u32>, u: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> vec4<f32> {
+// Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
+fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
     var d = vec4<f32>(0.0);
-    d.x = unit_dot(n.x, u, p.K, p.N, xs);
-    if (RPT > 1u) { d.y = unit_dot(n.y, u, p.K, p.N, xs); }
-    if (RPT > 2u) { d.z = unit_dot(n.z, u, p.K, p.N, xs); }
-    if (RPT > 3u) { d.w = unit_dot(n.w, u, p.K, p.N, xs); }
+    d.x = unit_dot(n.x, u, p.K, p.N, x_row);
+    if (RPT > 1u) { d.y = unit_dot(n.y, u, p.K, p.N, x_row); }
+    if (RPT > 2u) { d.z = unit_dot(n.z, u, p.K, p.N, x_row); }
+    if (RPT > 3u) { d.w = unit_dot(n.w, u, p.K, p.N, x_row); }
     return d;
 }
 
@@ -73,26 +84,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     // the same loop, so the reductions below stay in uniform control flow.
     let n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
     let units = p.K / UNIT;
-    let steps = (units + STEP * LANES - 1u) / (STEP * LANES);
     let x_row_blocks = select(p.K, p.K / 4u, VEC4);
+    let chunk_units = X_CHUNK / UNIT;  // UNIT divides X_CHUNK: 1, 4, 32 or 64
+    let steps = (chunk_units + STEP * LANES - 1u) / (STEP * LANES);
 
     for (var r = 0u; r < rows; r++) {
         let x_row = r * x_row_blocks;
         var acc = vec4<f32>(0.0);
-        for (var s = 0u; s < steps; s++) {
-            let u = lane + s * STEP * LANES;
-            if (STEP > 1u && u + LANES < units) {
-                // Two units' loads issued before either is used.
-                var xa: array<vec4<f32>, UNIT_QUADS>;
-                var xb: array<vec4<f32>, UNIT_QUADS>;
-                unit_x(u, x_row, &xa);
-                unit_x(u + LANES, x_row, &xb);
-                acc += unit_rows(n, u, &xa) + unit_rows(n, u + LANES, &xb);
-            } else if (u < units) {
-                var xa: array<vec4<f32>, UNIT_QUADS>;
-                unit_x(u, x_row, &xa);
-                acc += unit_rows(n, u, &xa);
+        for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
+            chunk_first = x_row + first_unit * (UNIT / select(1u, 4u, VEC4));
+            let blocks = min(X_BLOCKS, x_row_blocks - (chunk_first - x_row));
+            for (var i = lid; i < blocks; i += THREADS) { x_chunk[i + i / X_PAD] = x[chunk_first + i]; }
+            workgroupBarrier();
+            let last_unit = min(units, first_unit + chunk_units);
+            for (var s = 0u; s < steps; s++) {
+                let u = first_unit + lane + s * STEP * LANES;
+                // STEP units' loads in flight, then the remainder one at a time.
+                if (STEP == 4u && u + 3u * LANES < last_unit) {
+                    acc += (unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row))
+                         + (unit_rows(n, u + 2u * LANES, x_row) + unit_rows(n, u + 3u * LANES, x_row));
+                } else if (STEP == 2u && u + LANES < last_unit) {
+                    acc += unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row);
+                } else {
+                    for (var v = u; v < min(last_unit, u + STEP * LANES); v += LANES) { acc += unit_rows(n, v, x_row); }
+                }
             }
+            workgroupBarrier();  // x_chunk is restaged for the next chunk
         }
         // Sum acc over the slot's LANES threads; lane 0 ends up with the total.
 //#if SUBGROUPS

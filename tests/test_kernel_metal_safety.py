@@ -96,6 +96,7 @@ ENGINE_DEFINES = {
     "MLX_GROUP": 64,
     "FINAL": True, "VEC4": True,
     "LANES": 256, "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
+    "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
 }
 TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
 
@@ -185,7 +186,7 @@ def test_workgroup_storage_sizes_known():
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
     assert sizes["attention"] == (256 + 64 + 64) * 4
-    assert sizes["gemv"] == 256 * 16
+    assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16  # partial sums + the padded x chunk
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4

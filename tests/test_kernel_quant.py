@@ -64,12 +64,14 @@ def test_linear(kernel, row_counts, N, fmt, K, group):
 
 # GEMV thread layouts (LANES, SLOTS, RPT, STEP): slots wider and narrower than a subgroup, rows
 # per thread that do not divide N, one lane group per workgroup.
-LAYOUTS = [(64, 4, 4, 1), (16, 16, 2, 2), (256, 1, 3, 1), (8, 32, 1, 2)]
+LAYOUTS = [(64, 4, 4, 1), (16, 16, 2, 2), (256, 1, 3, 1), (8, 32, 1, 4)]
 
 
 @pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
 @pytest.mark.parametrize("fmt,K,group", [("f32", 70, 64), ("f16_packed", 96, 64), ("q4_0", 352, 64),
-                                         ("q6_k", 768, 64), ("q4_k", 768, 64), ("mlx4_bf16", 320, 64)])
+                                         ("q6_k", 768, 64), ("q4_k", 768, 64), ("mlx4_bf16", 320, 64),
+                                         # K past gemv.wgsl's X_CHUNK of 2048: several staged chunks
+                                         ("f32", 2054, 64), ("q4_0", 4160, 64), ("q6_k", 4352, 64)])
 def test_gemv_layouts(fmt, K, group, subgroups):
     m = matrix(fmt, GEMV_N, K, group)
     rng = np.random.default_rng(K + 1)

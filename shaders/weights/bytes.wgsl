@@ -28,10 +28,40 @@ fn repacked(g: u32, total: u32, block_bytes: u32, before: u32, size: u32) -> u32
     return chunk * 8u * block_bytes + min(8u, total - 8u * chunk) * before + (g % 8u) * size;
 }
 
-// The four signed bytes of v.
-fn signed_bytes(v: u32) -> vec4<f32> {
-    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+// Small unsigned integers q (< 2^23) as floats, minus `offset`, without an int-to-float
+// conversion (a quarter-rate instruction on NVIDIA GPUs, the GEMV's bottleneck): q OR 2^23's bits
+// is the float 2^23 + q, exactly.
+fn magic_f32(q: vec4<u32>, offset: f32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(q | vec4<u32>(0x4b000000u)) - (8388608.0 + offset);
 }
 
-// The sum of a unit's activations (what a format's offset or min multiplies).
-fn quads_sum(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) -> f32 { return dot(a + b + c + d, vec4<f32>(1.0)); }
+// The four signed bytes of v (each byte + 128, unsigned, minus 128).
+fn signed_bytes(v: u32) -> vec4<f32> { return magic_f32(byte_bits(v ^ 0x80808080u, 0u, 255u), 128.0); }
+
+// The 8 nibbles of word v minus `offset`, times activations: the low nibble of byte j times lo[j],
+// its high nibble times hi[j]. Masked in place, without a shift, a nibble below bit 23 is a float's
+// mantissa (as in magic_f32) at 16^i times its value, so a weight costs one AND|OR, one subtraction
+// and one FMA; the products keep those powers of 16 (sum them, then weigh by LO_SCALE / HI_SCALE).
+struct Nibbles { lo: vec4<f32>, hi: vec4<f32> }
+const LO_SCALE = vec4<f32>(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 4096.0);
+const HI_SCALE = vec4<f32>(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0);
+
+fn nibble_products(v: u32, lo: vec4<f32>, hi: vec4<f32>, offset: f32) -> Nibbles {
+    let high = v >> 12u;  // bits 20..31 (byte 2's high nibble, byte 3) down to 8..19
+    let l = bitcast<vec4<f32>>((vec4<u32>(v, v, v, high) & vec4<u32>(0xfu, 0xf00u, 0xf0000u, 0xf000u)) | vec4<u32>(0x4b000000u))
+          - (8388608.0 + offset / LO_SCALE);
+    let h = bitcast<vec4<f32>>((vec4<u32>(v, v, high, high) & vec4<u32>(0xf0u, 0xf000u, 0xf00u, 0xf0000u)) | vec4<u32>(0x4b000000u))
+          - (8388608.0 + offset / HI_SCALE);
+    return Nibbles(l * lo, h * hi);
+}
+
+// The 4 signed bytes of v times x, byte j at 256^(j % 2) (weigh the sum by BYTE_SCALE): as
+// nibble_products, a masked byte below bit 23 is a mantissa.
+const BYTE_SCALE = vec4<f32>(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0);
+
+fn byte_products(v: u32, x: vec4<f32>) -> vec4<f32> {
+    let u = v ^ 0x80808080u;  // each byte + 128: unsigned
+    let b = bitcast<vec4<f32>>((vec4<u32>(u, u, u >> 16u, u >> 16u) & vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u)) | vec4<u32>(0x4b000000u))
+          - (8388608.0 + 128.0 / BYTE_SCALE);
+    return b * x;
+}

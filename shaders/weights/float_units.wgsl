@@ -1,12 +1,10 @@
 // The GEMV's units for the float formats (f32, f16, f16_packed, bf16): one weight_block each,
 // 4 consecutive k when VEC4 (a 16-byte load of f32, 8 bytes of 16-bit values), else one k.
 const UNIT: u32 = select(1u, 4u, VEC4);
-const UNIT_QUADS: u32 = 1u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { (*xs)[0] = act_block(x_row + u); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let wv = weight_block(row, u, K, N);
-    if (VEC4) { return dot(wv, (*xs)[0]); }
-    return wv.x * (*xs)[0].x;
+    if (VEC4) { return dot(wv, act_block(x_row + u)); }
+    return wv.x * act_block(x_row + u).x;
 }

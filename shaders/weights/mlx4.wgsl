@@ -19,19 +19,23 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 }
 // units
 const UNIT: u32 = 32u;  // four packed words: one 16-byte load (rows start 16-aligned: K % 32 == 0)
-const UNIT_QUADS: u32 = 8u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(16u * (row * (K / 32u) + u));
-    var s = 0.0;
+    let x0 = x_row + 8u * u;
+    var lo = vec4<f32>(0.0);
+    var hi = vec4<f32>(0.0);
+    var x_sum = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        let lo = (vec4<u32>(q[t]) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
-        let hi = (vec4<u32>(q[t]) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u);
-        s += dot(vec4<f32>(lo), (*xs)[2u * t]) + dot(vec4<f32>(hi), (*xs)[2u * t + 1u]);
+        // Word t holds weights 8t .. 8t + 7, weight 8t + k at bits 4k: byte j's nibbles are 2j, 2j + 1.
+        let xa = act_block(x0 + 2u * t);
+        let xb = act_block(x0 + 2u * t + 1u);
+        let p = nibble_products(q[t], vec4<f32>(xa.xz, xb.xz), vec4<f32>(xa.yw, xb.yw), 0.0);
+        lo += p.lo;
+        hi += p.hi;
+        x_sum += xa + xb;
     }
-    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
     let sb = mlx_scale_bias(row, 32u * u, K, N);
-    return sb.x * s + sb.y * x_sum;
+    return sb.x * (dot(lo, LO_SCALE) + dot(hi, HI_SCALE)) + sb.y * dot(x_sum, vec4<f32>(1.0));
 }

@@ -12,17 +12,19 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 }
 // units
 const UNIT: u32 = 32u;  // one ggml block: one 16-byte load of quants
-const UNIT_QUADS: u32 = 8u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+// Unit u (block u of the row) against the activations from x block x_row + 8u.
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let q = w_vec4(q4_0_quants(g, N * (K / 32u)));
-    var s = 0.0;
+    let x0 = x_row + 8u * u;
+    var lo = vec4<f32>(0.0);
+    var hi = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        s += dot(vec4<f32>(byte_bits(q[t], 0u, 15u)), (*xs)[t]) + dot(vec4<f32>(byte_bits(q[t], 4u, 15u)), (*xs)[4u + t]);
+        let p = nibble_products(q[t], act_block(x0 + t), act_block(x0 + 4u + t), 8.0);
+        lo += p.lo;
+        hi += p.hi;
     }
-    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
-    return q4_0_d(g, N * (K / 32u)) * (s - 8.0 * x_sum);
+    return q4_0_d(g, N * (K / 32u)) * (dot(lo, LO_SCALE) + dot(hi, HI_SCALE));
 }

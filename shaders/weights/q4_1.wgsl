@@ -13,18 +13,23 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 }
 // units
 const UNIT: u32 = 32u;
-const UNIT_QUADS: u32 = 8u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let q = w_vec4(q4_1_quants(g, N * (K / 32u)));
-    var s = 0.0;
+    let x0 = x_row + 8u * u;
+    var lo = vec4<f32>(0.0);
+    var hi = vec4<f32>(0.0);
+    var x_sum = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        s += dot(vec4<f32>(byte_bits(q[t], 0u, 15u)), (*xs)[t]) + dot(vec4<f32>(byte_bits(q[t], 4u, 15u)), (*xs)[4u + t]);
+        let xa = act_block(x0 + t);
+        let xb = act_block(x0 + 4u + t);
+        let p = nibble_products(q[t], xa, xb, 0.0);
+        lo += p.lo;
+        hi += p.hi;
+        x_sum += xa + xb;
     }
-    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
     let dm = q4_1_dm(g, N * (K / 32u));
-    return dm.x * s + dm.y * x_sum;
+    return dm.x * (dot(lo, LO_SCALE) + dot(hi, HI_SCALE)) + dm.y * dot(x_sum, vec4<f32>(1.0));
 }

@@ -12,24 +12,26 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let j = 4u * (b % 8u);
     let dm = q5_1_dm(g, total);
     let v = w_word((q5_1_quants(g, total) + j % 16u) / 4u);
-    return dm.x * q5_values(v, 4u * (j / 16u), q5_1_high(g, total), j) + dm.y;
+    return dm.x * q5_values(v, 4u * (j / 16u), q5_1_high(g, total), j, 0.0) + dm.y;
 }
 // units
 const UNIT: u32 = 32u;
-const UNIT_QUADS: u32 = 8u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let total = N * (K / 32u);
     let q = w_vec4(q5_1_quants(g, total));
     let qh = q5_1_high(g, total);
+    let x0 = x_row + 8u * u;
     var s = 0.0;
+    var x_sum = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        s += dot(q5_values(q[t], 0u, qh, 4u * t), (*xs)[t]) + dot(q5_values(q[t], 4u, qh, 16u + 4u * t), (*xs)[4u + t]);
+        let xa = act_block(x0 + t);
+        let xb = act_block(x0 + 4u + t);
+        s += dot(q5_values(q[t], 0u, qh, 4u * t, 0.0), xa) + dot(q5_values(q[t], 4u, qh, 16u + 4u * t, 0.0), xb);
+        x_sum += xa + xb;
     }
-    let x_sum = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
     let dm = q5_1_dm(g, total);
-    return dm.x * s + dm.y * x_sum;
+    return dm.x * s + dm.y * dot(x_sum, vec4<f32>(1.0));
 }

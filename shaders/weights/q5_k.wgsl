@@ -15,15 +15,13 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 }
 // units
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes, qh bits 2p, 2p + 1
-const UNIT_QUADS: u32 = 16u;
-
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 16u * u, xs); }
+const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
 
 fn q5_k_values(v: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
-    return vec4<f32>(byte_bits(v, shift, 15u) | (byte_bits(qh, bit, 1u) << vec4<u32>(4u)));
+    return magic_f32(byte_bits(v, shift, 15u) | (byte_bits(qh, bit, 1u) << vec4<u32>(4u)), 0.0);
 }
 
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let o = (row * (K / 256u) + u / 4u) * 176u;
     let pair = u % 4u;
     let head = w_vec4(o);
@@ -31,17 +29,24 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>,
     let hb = w_vec4(o + 32u);
     let qa = w_vec4(o + 48u + 32u * pair);
     let qb = w_vec4(o + 64u + 32u * pair);
+    let x0 = x_row + 16u * u;
     var lo = 0.0;
     var hi = 0.0;
+    var sum_lo = vec4<f32>(0.0);
+    var sum_hi = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        lo += dot(q5_k_values(qa[t], 0u, ha[t], 2u * pair), (*xs)[t]) + dot(q5_k_values(qb[t], 0u, hb[t], 2u * pair), (*xs)[4u + t]);
-        hi += dot(q5_k_values(qa[t], 4u, ha[t], 2u * pair + 1u), (*xs)[8u + t])
-            + dot(q5_k_values(qb[t], 4u, hb[t], 2u * pair + 1u), (*xs)[12u + t]);
+        let x_lo = act_block(x0 + t);
+        let x_lo2 = act_block(x0 + 4u + t);
+        let x_hi = act_block(x0 + 8u + t);
+        let x_hi2 = act_block(x0 + 12u + t);
+        lo += dot(q5_k_values(qa[t], 0u, ha[t], 2u * pair), x_lo) + dot(q5_k_values(qb[t], 0u, hb[t], 2u * pair), x_lo2);
+        hi += dot(q5_k_values(qa[t], 4u, ha[t], 2u * pair + 1u), x_hi) + dot(q5_k_values(qb[t], 4u, hb[t], 2u * pair + 1u), x_hi2);
+        sum_lo += x_lo + x_lo2;
+        sum_hi += x_hi + x_hi2;
     }
-    let sum_lo = quads_sum((*xs)[0], (*xs)[1], (*xs)[2], (*xs)[3]) + quads_sum((*xs)[4], (*xs)[5], (*xs)[6], (*xs)[7]);
-    let sum_hi = quads_sum((*xs)[8], (*xs)[9], (*xs)[10], (*xs)[11]) + quads_sum((*xs)[12], (*xs)[13], (*xs)[14], (*xs)[15]);
     let dm = unpack2x16float(head.x);
     let sm_lo = k_scale_min(head.yzw, 2u * pair);
     let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
-    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * sum_lo + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * sum_hi;
+    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * dot(sum_lo, vec4<f32>(1.0))
+         + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * dot(sum_hi, vec4<f32>(1.0));
 }

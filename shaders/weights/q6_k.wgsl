@@ -24,22 +24,14 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // (low nibbles, t = s) and 128h + 64 + 32s + i (high nibbles, t = s + 2); their high bits are
 // bits 2s and 2s + 4 of qh bytes 32h + i. Activations: two runs of 32, 64 apart.
 const UNIT: u32 = 64u;
-const UNIT_QUADS: u32 = 16u;
-
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) {
-    let first = x_row + 64u * (u / 4u) + 32u * ((u % 4u) / 2u) + 8u * (u % 2u);  // quads: 256 / 4 per block
-    for (var i = 0u; i < 8u; i++) {
-        (*xs)[i] = act_block(first + i);
-        (*xs)[8u + i] = act_block(first + 16u + i);
-    }
-}
+const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
 
 // Four weights' q - 32 from a ql word (nibble `shift`) and a qh word (bits `bit`).
 fn q6_values(ql: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
-    return vec4<f32>(byte_bits(ql, shift, 15u) | (byte_bits(qh, bit, 3u) << vec4<u32>(4u))) - 32.0;
+    return magic_f32(byte_bits(ql, shift, 15u) | (byte_bits(qh, bit, 3u) << vec4<u32>(4u)), 32.0);
 }
 
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 256u) + u / 4u;
     let total = N * (K / 256u);
     let h = (u % 4u) / 2u;
@@ -50,15 +42,16 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>,
     let lb = w_vec4(ql + 16u);
     let ha = w_vec4(qh);
     let hb = w_vec4(qh + 16u);
+    let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // quads: 64 per block
     var a0 = 0.0;  // weights i < 16 of the low-nibble run
     var a1 = 0.0;  // i >= 16
     var b0 = 0.0;  // the high-nibble run
     var b1 = 0.0;
     for (var t = 0u; t < 4u; t++) {
-        a0 += dot(q6_values(la[t], 0u, ha[t], 2u * s), (*xs)[t]);
-        a1 += dot(q6_values(lb[t], 0u, hb[t], 2u * s), (*xs)[4u + t]);
-        b0 += dot(q6_values(la[t], 4u, ha[t], 2u * s + 4u), (*xs)[8u + t]);
-        b1 += dot(q6_values(lb[t], 4u, hb[t], 2u * s + 4u), (*xs)[12u + t]);
+        a0 += dot(q6_values(la[t], 0u, ha[t], 2u * s), act_block(x0 + t));
+        a1 += dot(q6_values(lb[t], 0u, hb[t], 2u * s), act_block(x0 + 4u + t));
+        b0 += dot(q6_values(la[t], 4u, ha[t], 2u * s + 4u), act_block(x0 + 16u + t));
+        b1 += dot(q6_values(lb[t], 4u, hb[t], 2u * s + 4u), act_block(x0 + 20u + t));
     }
     let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
     let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16

@@ -10,19 +10,18 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 }
 // units
 const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
-const UNIT_QUADS: u32 = 8u;
+const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-fn unit_x(u: u32, x_row: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) { x_quads(x_row + 8u * u, xs); }
-
-fn unit_dot(row: u32, u: u32, K: u32, N: u32, xs: ptr<function, array<vec4<f32>, UNIT_QUADS>>) -> f32 {
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let total = N * (K / 32u);
     let at = q8_0_quants(g, total);
     let lo = w_vec4(at);
     let hi = w_vec4(at + 16u);
-    var s = 0.0;
+    let x0 = x_row + 8u * u;
+    var s = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        s += dot(signed_bytes(lo[t]), (*xs)[t]) + dot(signed_bytes(hi[t]), (*xs)[4u + t]);
+        s += byte_products(lo[t], act_block(x0 + t)) + byte_products(hi[t], act_block(x0 + 4u + t));
     }
-    return q8_0_d(g, total) * s;
+    return q8_0_d(g, total) * dot(s, BYTE_SCALE);
 }
