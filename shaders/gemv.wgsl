@@ -11,7 +11,7 @@
 //   unit: 32 or 64 for the block formats, one 16- or 32-byte load of quants), X_PAD (x blocks
 //   between the starts of neighbouring units) and
 //   unit_dot(row, u, K, N, x_row) (one weight row's unit u against the activation row that
-//   starts at x block x_row; it reads x through act_block), so this file never reads w itself. VEC4 = (K % 4 == 0): x is read
+//   starts at x block x_row; it reads x through act_block, or act_slot + act_at), so this file never reads w itself. VEC4 = (K % 4 == 0): x is read
 //   as vec4 (XBlock), else one f32 at a time (float formats only). LANES threads split a weight
 //   row's units, SLOTS such groups make a workgroup, and each thread keeps RPT rows (<= 4)
 //   whose units read the same activations (cache hits); STEP units (1, 2 or 4) per lane per loop
@@ -43,12 +43,19 @@ var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
 
-// x block i (an index into the whole x, within the staged chunk) widened to f32 (a one-k block,
-// VEC4 false, is splatted).
-fn act_block(i: u32) -> vec4<f32> {
+// The x_chunk slot of x block i (an index into the whole x, within the staged chunk).
+fn act_slot(i: u32) -> u32 {
     let at = i - chunk_first;
-    return vec4<f32>(x_chunk[at + at / X_PAD]);
+    return at + at / X_PAD;
 }
+
+// x block i widened to f32 (a one-k block, VEC4 false, is splatted).
+fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x_chunk[act_slot(i)]); }
+
+// Block i + c, for a block i that starts an X_PAD group of the chunk (slot = act_slot(i)), as a
+// block format's unit does: with c a constant its index is one addition, not act_slot's four
+// integer operations (the quantized GEMV is bound by instruction issue, not by memory).
+fn act_at(slot: u32, c: u32) -> vec4<f32> { return vec4<f32>(x_chunk[slot + c + c / X_PAD]); }
 
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
 fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {

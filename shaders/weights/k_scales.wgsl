@@ -2,7 +2,10 @@
 // the 12 bytes `scales` (words 1..3 of the block's first 16 bytes). For s < 4: sc = byte s & 63,
 // m = byte s + 4 & 63. For s >= 4: the low 4 bits are byte s + 4's low / high nibble, the top 2
 // bits the top 2 of byte s - 4 / byte s.
-fn scale_byte(scales: vec3<u32>, i: u32) -> u32 { return (scales[i / 4u] >> (8u * (i % 4u))) & 0xffu; }
+fn scale_byte(scales: vec3<u32>, i: u32) -> u32 {
+    let j = i / 4u;  // not scales[j]: see word() in bytes.wgsl
+    return (select(select(scales.x, scales.y, j == 1u), scales.z, j == 2u) >> (8u * (i % 4u))) & 0xffu;
+}
 
 fn k_scale_min(scales: vec3<u32>, s: u32) -> vec2<f32> {
     if (s < 4u) { return vec2<f32>(f32(scale_byte(scales, s) & 63u), f32(scale_byte(scales, s + 4u) & 63u)); }

@@ -24,14 +24,15 @@ const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(16u * (row * (K / 32u) + u));
     let x0 = x_row + 8u * u;
+    let xs = act_slot(x0);
     var lo = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     var x_sum = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
         // Word t holds weights 8t .. 8t + 7, weight 8t + k at bits 4k: byte j's nibbles are 2j, 2j + 1.
-        let xa = act_block(x0 + 2u * t);
-        let xb = act_block(x0 + 2u * t + 1u);
-        let p = nibble_products(q[t], vec4<f32>(xa.xz, xb.xz), vec4<f32>(xa.yw, xb.yw), 0.0);
+        let xa = act_at(xs, 2u * t);
+        let xb = act_at(xs, 2u * t + 1u);
+        let p = nibble_products(word(q, t), vec4<f32>(xa.xz, xb.xz), vec4<f32>(xa.yw, xb.yw), 0.0);
         lo += p.lo;
         hi += p.hi;
         x_sum += xa + xb;

@@ -22,7 +22,7 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     var lo = vec4<f32>(0.0);
     var hi = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        let p = nibble_products(q[t], act_block(x0 + t), act_block(x0 + 4u + t), 8.0);
+        let p = nibble_products(word(q, t), act_block(x0 + t), act_block(x0 + 4u + t), 8.0);
         lo += p.lo;
         hi += p.hi;
     }

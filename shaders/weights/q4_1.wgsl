@@ -25,7 +25,7 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     for (var t = 0u; t < 4u; t++) {
         let xa = act_block(x0 + t);
         let xb = act_block(x0 + 4u + t);
-        let p = nibble_products(q[t], xa, xb, 0.0);
+        let p = nibble_products(word(q, t), xa, xb, 0.0);
         lo += p.lo;
         hi += p.hi;
         x_sum += xa + xb;

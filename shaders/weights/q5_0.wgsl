@@ -23,10 +23,11 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(q5_0_quants(g, total));
     let qh = q5_0_high(g, total);
     let x0 = x_row + 8u * u;
+    let xs = act_slot(x0);
     var s = 0.0;
     for (var t = 0u; t < 4u; t++) {
-        s += dot(q5_values(q[t], 0u, qh, 4u * t, 16.0), act_block(x0 + t))
-           + dot(q5_values(q[t], 4u, qh, 16u + 4u * t, 16.0), act_block(x0 + 4u + t));
+        s += dot(q5_values(word(q, t), 0u, qh, 4u * t, 16.0), act_at(xs, t))
+           + dot(q5_values(word(q, t), 4u, qh, 16u + 4u * t, 16.0), act_at(xs, 4u + t));
     }
     return q5_0_d(g, total) * s;
 }

@@ -24,12 +24,13 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(q5_1_quants(g, total));
     let qh = q5_1_high(g, total);
     let x0 = x_row + 8u * u;
+    let xs = act_slot(x0);
     var s = 0.0;
     var x_sum = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        let xa = act_block(x0 + t);
-        let xb = act_block(x0 + 4u + t);
-        s += dot(q5_values(q[t], 0u, qh, 4u * t, 0.0), xa) + dot(q5_values(q[t], 4u, qh, 16u + 4u * t, 0.0), xb);
+        let xa = act_at(xs, t);
+        let xb = act_at(xs, 4u + t);
+        s += dot(q5_values(word(q, t), 0u, qh, 4u * t, 0.0), xa) + dot(q5_values(word(q, t), 4u, qh, 16u + 4u * t, 0.0), xb);
         x_sum += xa + xb;
     }
     let dm = q5_1_dm(g, total);

@@ -30,17 +30,18 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qa = w_vec4(o + 48u + 32u * pair);
     let qb = w_vec4(o + 64u + 32u * pair);
     let x0 = x_row + 16u * u;
+    let xs = act_slot(x0);
     var lo = 0.0;
     var hi = 0.0;
     var sum_lo = vec4<f32>(0.0);
     var sum_hi = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        let x_lo = act_block(x0 + t);
-        let x_lo2 = act_block(x0 + 4u + t);
-        let x_hi = act_block(x0 + 8u + t);
-        let x_hi2 = act_block(x0 + 12u + t);
-        lo += dot(q5_k_values(qa[t], 0u, ha[t], 2u * pair), x_lo) + dot(q5_k_values(qb[t], 0u, hb[t], 2u * pair), x_lo2);
-        hi += dot(q5_k_values(qa[t], 4u, ha[t], 2u * pair + 1u), x_hi) + dot(q5_k_values(qb[t], 4u, hb[t], 2u * pair + 1u), x_hi2);
+        let x_lo = act_at(xs, t);
+        let x_lo2 = act_at(xs, 4u + t);
+        let x_hi = act_at(xs, 8u + t);
+        let x_hi2 = act_at(xs, 12u + t);
+        lo += dot(q5_k_values(word(qa, t), 0u, word(ha, t), 2u * pair), x_lo) + dot(q5_k_values(word(qb, t), 0u, word(hb, t), 2u * pair), x_lo2);
+        hi += dot(q5_k_values(word(qa, t), 4u, word(ha, t), 2u * pair + 1u), x_hi) + dot(q5_k_values(word(qb, t), 4u, word(hb, t), 2u * pair + 1u), x_hi2);
         sum_lo += x_lo + x_lo2;
         sum_hi += x_hi + x_hi2;
     }

@@ -5,7 +5,7 @@
 // Repacked (quant.py): a chunk's ql, then its qh, its scales, its d's (all but d 16-aligned).
 fn q6_k_field(g: u32, total: u32, before: u32, size: u32) -> u32 { return repacked(g, total, 210u, before, size); }
 
-fn q6_k_scale(scales: vec4<u32>, i: u32) -> f32 { return f32(bitcast<i32>(((scales[i / 4u] >> (8u * (i % 4u))) & 0xffu) << 24u) >> 24u); }
+fn q6_k_scale(scales: vec4<u32>, i: u32) -> f32 { return f32(bitcast<i32>(((word(scales, i / 4u) >> (8u * (i % 4u))) & 0xffu) << 24u) >> 24u); }
 
 fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let g = row * (K / 256u) + b / 64u;
@@ -24,7 +24,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // (low nibbles, t = s) and 128h + 64 + 32s + i (high nibbles, t = s + 2); their high bits are
 // bits 2s and 2s + 4 of qh bytes 32h + i. Activations: two runs of 32, 64 apart.
 const UNIT: u32 = 64u;
-const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
+const X_PAD: u32 = 8u;  // a unit's two runs of activations start 8-block aligned
 
 // Four weights' q - 32 from a ql word (nibble `shift`) and a qh word (bits `bit`).
 fn q6_values(ql: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
@@ -43,15 +43,16 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let ha = w_vec4(qh);
     let hb = w_vec4(qh + 16u);
     let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // quads: 64 per block
+    let xs = act_slot(x0);
     var a0 = 0.0;  // weights i < 16 of the low-nibble run
     var a1 = 0.0;  // i >= 16
     var b0 = 0.0;  // the high-nibble run
     var b1 = 0.0;
     for (var t = 0u; t < 4u; t++) {
-        a0 += dot(q6_values(la[t], 0u, ha[t], 2u * s), act_block(x0 + t));
-        a1 += dot(q6_values(lb[t], 0u, hb[t], 2u * s), act_block(x0 + 4u + t));
-        b0 += dot(q6_values(la[t], 4u, ha[t], 2u * s + 4u), act_block(x0 + 16u + t));
-        b1 += dot(q6_values(lb[t], 4u, hb[t], 2u * s + 4u), act_block(x0 + 20u + t));
+        a0 += dot(q6_values(word(la, t), 0u, word(ha, t), 2u * s), act_at(xs, t));
+        a1 += dot(q6_values(word(lb, t), 0u, word(hb, t), 2u * s), act_at(xs, 4u + t));
+        b0 += dot(q6_values(word(la, t), 4u, word(ha, t), 2u * s + 4u), act_at(xs, 16u + t));
+        b1 += dot(q6_values(word(lb, t), 4u, word(hb, t), 2u * s + 4u), act_at(xs, 20u + t));
     }
     let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
     let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16

@@ -19,9 +19,10 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let lo = w_vec4(at);
     let hi = w_vec4(at + 16u);
     let x0 = x_row + 8u * u;
+    let xs = act_slot(x0);
     var s = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
-        s += byte_products(lo[t], act_block(x0 + t)) + byte_products(hi[t], act_block(x0 + 4u + t));
+        s += byte_products(word(lo, t), act_at(xs, t)) + byte_products(word(hi, t), act_at(xs, 4u + t));
     }
     return q8_0_d(g, total) * dot(s, BYTE_SCALE);
 }
