@@ -57,6 +57,12 @@ fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x_chunk[act_slot(i)]); }
 // integer operations (the quantized GEMV is bound by instruction issue, not by memory).
 fn act_at(slot: u32, c: u32) -> vec4<f32> { return vec4<f32>(x_chunk[slot + c + c / X_PAD]); }
 
+// Blocks c .. c + 7 from that slot, summed (the formats with an offset m weigh it by the x sum).
+fn act_sum8(slot: u32, c: u32) -> vec4<f32> {
+    return ((act_at(slot, c) + act_at(slot, c + 1u)) + (act_at(slot, c + 2u) + act_at(slot, c + 3u)))
+         + ((act_at(slot, c + 4u) + act_at(slot, c + 5u)) + (act_at(slot, c + 6u) + act_at(slot, c + 7u)));
+}
+
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
 fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
     var d = vec4<f32>(0.0);

@@ -6,8 +6,9 @@ fn w_word(i: u32) -> u32 { return w[i / 4u][i % 4u]; }
 fn w_vec4(byte_offset: u32) -> vec4<u32> { return w[byte_offset / 16u]; }  // 16-aligned
 
 // Word t of a 16-byte load, without indexing the vector: a dynamically indexed vector can be
-// spilled to local memory (NVIDIA: quantized GEMV 17-30 % slower); these selects fold away in an
-// unrolled loop and cost three operations in a loop that is not.
+// spilled to local memory; these selects fold away for a constant t and cost three operations
+// otherwise. (The units call a per-word step four times instead: NVIDIA's compiler leaves a
+// 4-trip loop rolled, and the written-out Q4_0 unit ran 17-30 % faster than the loop.)
 fn word(q: vec4<u32>, t: u32) -> u32 { return select(select(q.x, q.y, t == 1u), select(q.z, q.w, t == 3u), t >= 2u); }
 fn w_u8(o: u32) -> u32 { return (w_word(o / 4u) >> (8u * (o % 4u))) & 0xffu; }
 fn w_u16(o: u32) -> u32 { return (w_word(o / 4u) >> (8u * (o % 4u))) & 0xffffu; }  // o even
@@ -58,6 +59,10 @@ fn nibble_products(v: u32, lo: vec4<f32>, hi: vec4<f32>, offset: f32) -> Nibbles
     let h = bitcast<vec4<f32>>((vec4<u32>(v, v, high, high) & vec4<u32>(0xf0u, 0xf000u, 0xf00u, 0xf0000u)) | vec4<u32>(0x4b000000u))
           - (8388608.0 + offset / HI_SCALE);
     return Nibbles(l * lo, h * hi);
+}
+
+fn nibbles_sum(a: Nibbles, b: Nibbles, c: Nibbles, d: Nibbles) -> Nibbles {
+    return Nibbles((a.lo + b.lo) + (c.lo + d.lo), (a.hi + b.hi) + (c.hi + d.hi));
 }
 
 // The 4 signed bytes of v times x, byte j at 256^(j % 2) (weigh the sum by BYTE_SCALE): as

@@ -21,22 +21,19 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 const UNIT: u32 = 32u;  // four packed words: one 16-byte load (rows start 16-aligned: K % 32 == 0)
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
+// Word t holds weights 8t .. 8t + 7, weight 8t + k at bits 4k: byte j's nibbles are 2j, 2j + 1.
+fn mlx4_step(v: u32, xs: u32, t: u32) -> Nibbles {
+    let xa = act_at(xs, 2u * t);
+    let xb = act_at(xs, 2u * t + 1u);
+    return nibble_products(v, vec4<f32>(xa.xz, xb.xz), vec4<f32>(xa.yw, xb.yw), 0.0);
+}
+
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(16u * (row * (K / 32u) + u));
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    var lo = vec4<f32>(0.0);
-    var hi = vec4<f32>(0.0);
-    var x_sum = vec4<f32>(0.0);
-    for (var t = 0u; t < 4u; t++) {
-        // Word t holds weights 8t .. 8t + 7, weight 8t + k at bits 4k: byte j's nibbles are 2j, 2j + 1.
-        let xa = act_at(xs, 2u * t);
-        let xb = act_at(xs, 2u * t + 1u);
-        let p = nibble_products(word(q, t), vec4<f32>(xa.xz, xb.xz), vec4<f32>(xa.yw, xb.yw), 0.0);
-        lo += p.lo;
-        hi += p.hi;
-        x_sum += xa + xb;
-    }
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    let n = nibbles_sum(mlx4_step(q.x, xs, 0u), mlx4_step(q.y, xs, 1u), mlx4_step(q.z, xs, 2u), mlx4_step(q.w, xs, 3u));
     let sb = mlx_scale_bias(row, 32u * u, K, N);
-    return sb.x * (dot(lo, LO_SCALE) + dot(hi, HI_SCALE)) + sb.y * dot(x_sum, vec4<f32>(1.0));
+    return sb.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + sb.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
 }

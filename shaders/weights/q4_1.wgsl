@@ -20,16 +20,11 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(q4_1_quants(g, N * (K / 32u)));
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    let x0a = act_at(xs, 0u); let x1a = act_at(xs, 1u); let x2a = act_at(xs, 2u); let x3a = act_at(xs, 3u);
-    let x0b = act_at(xs, 4u); let x1b = act_at(xs, 5u); let x2b = act_at(xs, 6u); let x3b = act_at(xs, 7u);
     // Written out as q4_0.wgsl's unit_dot (a loop over q's words ran slower).
-    let a = nibble_products(q.x, x0a, x0b, 0.0);
-    let b = nibble_products(q.y, x1a, x1b, 0.0);
-    let c = nibble_products(q.z, x2a, x2b, 0.0);
-    let e = nibble_products(q.w, x3a, x3b, 0.0);
-    let lo = (a.lo + b.lo) + (c.lo + e.lo);
-    let hi = (a.hi + b.hi) + (c.hi + e.hi);
-    let x_sum = ((x0a + x1a) + (x2a + x3a)) + ((x0b + x1b) + (x2b + x3b));
+    let n = nibbles_sum(nibble_products(q.x, act_at(xs, 0u), act_at(xs, 4u), 0.0),
+                        nibble_products(q.y, act_at(xs, 1u), act_at(xs, 5u), 0.0),
+                        nibble_products(q.z, act_at(xs, 2u), act_at(xs, 6u), 0.0),
+                        nibble_products(q.w, act_at(xs, 3u), act_at(xs, 7u), 0.0));
     let dm = q4_1_dm(g, N * (K / 32u));
-    return dm.x * (dot(lo, LO_SCALE) + dot(hi, HI_SCALE)) + dm.y * dot(x_sum, vec4<f32>(1.0));
+    return dm.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
 }

@@ -16,6 +16,13 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes
 const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
 
+// Word t of both quads: low nibbles against x blocks t and 4 + t, high nibbles 8 + t and 12 + t.
+fn q4_k_step(qa: u32, qb: u32, xs: u32, t: u32) -> Nibbles {
+    let a = nibble_products(qa, act_at(xs, t), act_at(xs, 8u + t), 0.0);
+    let b = nibble_products(qb, act_at(xs, 4u + t), act_at(xs, 12u + t), 0.0);
+    return Nibbles(a.lo + b.lo, a.hi + b.hi);
+}
+
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let o = (row * (K / 256u) + u / 4u) * 144u;
     let pair = u % 4u;
@@ -24,22 +31,14 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qb = w_vec4(o + 32u + 32u * pair);
     let x0 = x_row + 16u * u;
     let xs = act_slot(x0);
-    var lo = vec4<f32>(0.0);  // sub-block 2p (low nibbles), at LO_SCALE
-    var hi = vec4<f32>(0.0);  // sub-block 2p + 1, at HI_SCALE
-    var sum_lo = vec4<f32>(0.0);
-    var sum_hi = vec4<f32>(0.0);
-    for (var t = 0u; t < 4u; t++) {
-        let x_lo = act_at(xs, t);
-        let x_lo2 = act_at(xs, 4u + t);
-        let x_hi = act_at(xs, 8u + t);
-        let x_hi2 = act_at(xs, 12u + t);
-        let a = nibble_products(word(qa, t), x_lo, x_hi, 0.0);
-        let b = nibble_products(word(qb, t), x_lo2, x_hi2, 0.0);
-        lo += a.lo + b.lo;
-        hi += a.hi + b.hi;
-        sum_lo += x_lo + x_lo2;
-        sum_hi += x_hi + x_hi2;
-    }
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    // n.lo: sub-block 2p (low nibbles), at LO_SCALE; n.hi: sub-block 2p + 1, at HI_SCALE.
+    let n = nibbles_sum(q4_k_step(qa.x, qb.x, xs, 0u), q4_k_step(qa.y, qb.y, xs, 1u),
+                        q4_k_step(qa.z, qb.z, xs, 2u), q4_k_step(qa.w, qb.w, xs, 3u));
+    let lo = n.lo;
+    let hi = n.hi;
+    let sum_lo = act_sum8(xs, 0u);
+    let sum_hi = act_sum8(xs, 8u);
     let dm = unpack2x16float(head.x);
     let sm_lo = k_scale_min(head.yzw, 2u * pair);
     let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);

@@ -21,6 +21,13 @@ fn q5_k_values(v: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
     return magic_f32(byte_bits(v, shift, 15u) | (byte_bits(qh, bit, 1u) << vec4<u32>(4u)), 0.0);
 }
 
+// Word t of both quads: (sub-block 2p against x blocks t, 4 + t; sub-block 2p + 1 against 8 + t, 12 + t).
+fn q5_k_step(qa: u32, qb: u32, ha: u32, hb: u32, pair: u32, xs: u32, t: u32) -> vec2<f32> {
+    let lo = dot(q5_k_values(qa, 0u, ha, 2u * pair), act_at(xs, t)) + dot(q5_k_values(qb, 0u, hb, 2u * pair), act_at(xs, 4u + t));
+    let hi = dot(q5_k_values(qa, 4u, ha, 2u * pair + 1u), act_at(xs, 8u + t)) + dot(q5_k_values(qb, 4u, hb, 2u * pair + 1u), act_at(xs, 12u + t));
+    return vec2<f32>(lo, hi);
+}
+
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let o = (row * (K / 256u) + u / 4u) * 176u;
     let pair = u % 4u;
@@ -31,20 +38,13 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qb = w_vec4(o + 64u + 32u * pair);
     let x0 = x_row + 16u * u;
     let xs = act_slot(x0);
-    var lo = 0.0;
-    var hi = 0.0;
-    var sum_lo = vec4<f32>(0.0);
-    var sum_hi = vec4<f32>(0.0);
-    for (var t = 0u; t < 4u; t++) {
-        let x_lo = act_at(xs, t);
-        let x_lo2 = act_at(xs, 4u + t);
-        let x_hi = act_at(xs, 8u + t);
-        let x_hi2 = act_at(xs, 12u + t);
-        lo += dot(q5_k_values(word(qa, t), 0u, word(ha, t), 2u * pair), x_lo) + dot(q5_k_values(word(qb, t), 0u, word(hb, t), 2u * pair), x_lo2);
-        hi += dot(q5_k_values(word(qa, t), 4u, word(ha, t), 2u * pair + 1u), x_hi) + dot(q5_k_values(word(qb, t), 4u, word(hb, t), 2u * pair + 1u), x_hi2);
-        sum_lo += x_lo + x_lo2;
-        sum_hi += x_hi + x_hi2;
-    }
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    let sums = (q5_k_step(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
+             + (q5_k_step(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
+    let lo = sums.x;
+    let hi = sums.y;
+    let sum_lo = act_sum8(xs, 0u);
+    let sum_hi = act_sum8(xs, 8u);
     let dm = unpack2x16float(head.x);
     let sm_lo = k_scale_min(head.yzw, 2u * pair);
     let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);

@@ -31,6 +31,14 @@ fn q6_values(ql: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
     return magic_f32(byte_bits(ql, shift, 15u) | (byte_bits(qh, bit, 3u) << vec4<u32>(4u)), 32.0);
 }
 
+// Word t of the ql and qh quads against x blocks t, 4 + t (low nibbles), 16 + t, 20 + t (high).
+fn q6_k_step(la: u32, lb: u32, ha: u32, hb: u32, s: u32, xs: u32, t: u32) -> vec4<f32> {
+    return vec4<f32>(dot(q6_values(la, 0u, ha, 2u * s), act_at(xs, t)),
+                     dot(q6_values(lb, 0u, hb, 2u * s), act_at(xs, 4u + t)),
+                     dot(q6_values(la, 4u, ha, 2u * s + 4u), act_at(xs, 16u + t)),
+                     dot(q6_values(lb, 4u, hb, 2u * s + 4u), act_at(xs, 20u + t)));
+}
+
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 256u) + u / 4u;
     let total = N * (K / 256u);
@@ -44,16 +52,13 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let hb = w_vec4(qh + 16u);
     let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // quads: 64 per block
     let xs = act_slot(x0);
-    var a0 = 0.0;  // weights i < 16 of the low-nibble run
-    var a1 = 0.0;  // i >= 16
-    var b0 = 0.0;  // the high-nibble run
-    var b1 = 0.0;
-    for (var t = 0u; t < 4u; t++) {
-        a0 += dot(q6_values(word(la, t), 0u, word(ha, t), 2u * s), act_at(xs, t));
-        a1 += dot(q6_values(word(lb, t), 0u, word(hb, t), 2u * s), act_at(xs, 4u + t));
-        b0 += dot(q6_values(word(la, t), 4u, word(ha, t), 2u * s + 4u), act_at(xs, 16u + t));
-        b1 += dot(q6_values(word(lb, t), 4u, word(hb, t), 2u * s + 4u), act_at(xs, 20u + t));
-    }
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    let ab = (q6_k_step(la.x, lb.x, ha.x, hb.x, s, xs, 0u) + q6_k_step(la.y, lb.y, ha.y, hb.y, s, xs, 1u))
+           + (q6_k_step(la.z, lb.z, ha.z, hb.z, s, xs, 2u) + q6_k_step(la.w, lb.w, ha.w, hb.w, s, xs, 3u));
+    let a0 = ab.x;  // weights i < 16 of the low-nibble run
+    let a1 = ab.y;  // i >= 16
+    let b0 = ab.z;  // the high-nibble run
+    let b1 = ab.w;
     let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
     let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16
     let sum = q6_k_scale(scales, first) * a0 + q6_k_scale(scales, first + 1u) * a1

@@ -12,6 +12,11 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
+// Word t of the unit's two quads against their activations (x blocks t and 4 + t).
+fn q8_0_step(lo: u32, hi: u32, xs: u32, t: u32) -> vec4<f32> {
+    return byte_products(lo, act_at(xs, t)) + byte_products(hi, act_at(xs, 4u + t));
+}
+
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let total = N * (K / 32u);
@@ -20,9 +25,8 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let hi = w_vec4(at + 16u);
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    var s = vec4<f32>(0.0);
-    for (var t = 0u; t < 4u; t++) {
-        s += byte_products(word(lo, t), act_at(xs, t)) + byte_products(word(hi, t), act_at(xs, 4u + t));
-    }
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    let s = (q8_0_step(lo.x, hi.x, xs, 0u) + q8_0_step(lo.y, hi.y, xs, 1u))
+          + (q8_0_step(lo.z, hi.z, xs, 2u) + q8_0_step(lo.w, hi.w, xs, 3u));
     return q8_0_d(g, total) * dot(s, BYTE_SCALE);
 }
