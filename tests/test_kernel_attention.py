@@ -23,6 +23,7 @@ CASES = [
     (8, 1, 64, 32, 1, 130, 0, False, True),
     (4, 4, 32, 32, 6, 9, 8, False, False),
     (2, 2, 256, 256, 2, 3, 0, True, False),
+    (2, 1, 20, 20, 2, 65, 0, False, False),  # head_dim not a multiple of 8: attention.wgsl's remainder pairs
 ]
 
 
