@@ -20,8 +20,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.last_row_only == 1u) { src_row = step.rows - 1u; }
     let src = src_row * p.dim;
     let dst = wid.x * p.dim;
+    // Four elements' loads before their adds (same order of adds as one at a time): a rolled
+    // loop of one load and its use waits a memory latency per element, which was most of this
+    // kernel's time. The same below for the output.
     var sum = 0.0;
-    for (var i = lid; i < p.dim; i += 256u) {
+    var i = lid;
+    for (; i + 768u < p.dim; i += 1024u) {
+        let v = vec4<f32>(x[src + i], x[src + i + 256u], x[src + i + 512u], x[src + i + 768u]);
+        sum = (((sum + v.x * v.x) + v.y * v.y) + v.z * v.z) + v.w * v.w;
+    }
+    for (; i < p.dim; i += 256u) {
         let v = x[src + i];
         sum += v * v;
     }
@@ -32,7 +40,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
     let scale = inverseSqrt(partial[0] / f32(p.dim) + p.eps);
-    for (var i = lid; i < p.dim; i += 256u) {
-        y[dst + i] = x[src + i] * scale * (w[i] + p.w_offset);
+    var j = lid;
+    for (; j + 768u < p.dim; j += 1024u) {
+        let v = vec4<f32>(x[src + j], x[src + j + 256u], x[src + j + 512u], x[src + j + 768u]);
+        let g = vec4<f32>(w[j], w[j + 256u], w[j + 512u], w[j + 768u]) + p.w_offset;
+        let out = v * scale * g;
+        y[dst + j] = out.x;
+        y[dst + j + 256u] = out.y;
+        y[dst + j + 512u] = out.z;
+        y[dst + j + 768u] = out.w;
+    }
+    for (; j < p.dim; j += 256u) {
+        y[dst + j] = x[src + j] * scale * (w[j] + p.w_offset);
     }
 }
