@@ -67,11 +67,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     partial[lid] = sum;
     workgroupBarrier();
-    for (var stride = 64u; stride > 0u; stride >>= 1u) {
-        if (lid < stride) { partial[lid] += partial[lid + stride]; }
-        workgroupBarrier();
-    }
-    if (p.has_qk_norm == 1u) {
+    if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
+        for (var stride = 64u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) { partial[lid] += partial[lid + stride]; }
+            workgroupBarrier();
+        }
         let scale = inverseSqrt(partial[0] / f32(hd) + p.eps);
         for (var d = lid; d < hd; d += 128u) {
             var w = k_norm[d];
