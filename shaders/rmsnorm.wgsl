@@ -1,6 +1,7 @@
 // RMSNorm: y[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * (w + w_offset)
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, dim]),
 //           3 w (read, f32 [dim]), 4 y (read_write, f32 [rows, dim]).
+// Defines: SUBGROUPS (kernels.py, from the device): the sum of squares reduces by subgroups.
 // Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each. With p.last_row_only = 1,
 //           dispatch (1, 1, 1): it normalises row step.rows - 1 into row 0 of y (the LM head
 //           only needs the last position). w_offset is 1 for Gemma-style (1 + w) weights.
@@ -15,7 +16,11 @@ struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32 }
 var<workgroup> partial: array<f32, 256>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+//#if SUBGROUPS
+        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
+//#endif
+) {
     var src_row = wid.x;
     if (p.last_row_only == 1u) { src_row = step.rows - 1u; }
     let src = src_row * p.dim;
@@ -33,13 +38,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let v = x[src + i];
         sum += v * v;
     }
+//#if SUBGROUPS
+    // A sum per subgroup, then the subgroups' sums in order: one barrier instead of eight.
+    // Subgroups hold consecutive invocations (as gemv.wgsl assumes).
+    let subgroup_sum = subgroupAdd(sum);
+    if (subgroup_lane == 0u) { partial[lid / subgroup_size] = subgroup_sum; }
+    workgroupBarrier();
+    var total = 0.0;
+    for (var k = 0u; k < 256u / subgroup_size; k++) { total += partial[k]; }
+//#else
     partial[lid] = sum;
     workgroupBarrier();
     for (var stride = 128u; stride > 0u; stride >>= 1u) {
         if (lid < stride) { partial[lid] += partial[lid + stride]; }
         workgroupBarrier();
     }
-    let scale = inverseSqrt(partial[0] / f32(p.dim) + p.eps);
+    let total = partial[0];
+//#endif
+    let scale = inverseSqrt(total / f32(p.dim) + p.eps);
     var j = lid;
     for (; j + 768u < p.dim; j += 1024u) {
         let v = vec4<f32>(x[src + j], x[src + j + 256u], x[src + j + 512u], x[src + j + 768u]);
