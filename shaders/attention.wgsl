@@ -9,6 +9,7 @@
 //           head_dim] elements), 4 v_cache (read, V words, same shape); formats from K_CACHE /
 //           V_CACHE, read through k_pair / v_at (shaders/kv/),
 //           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum).
+// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups.
 // Dispatch: (n_heads, step.rows, splits) workgroups of 64 threads, splits = ceil(capacity /
 //           split_len); head_dim ≤ 256. Workgroup storage is 1.5 KiB (16 KiB are granted).
 struct Params {
@@ -47,7 +48,11 @@ fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+//#if SUBGROUPS
+        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
+//#endif
+) {
     let h = wid.x;
     let row = wid.y;
     let hd = p.head_dim;
@@ -93,6 +98,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
             score = dot;
         }
+//#if SUBGROUPS
+        // The tile's max by subgroups, then across their maxima: one barrier instead of seven.
+        // Subgroups hold consecutive invocations (as gemv.wgsl assumes).
+        let subgroup_max = subgroupMax(score);
+        if (subgroup_lane == 0u) { tile_max[lid / subgroup_size] = subgroup_max; }
+        workgroupBarrier();
+        var top = tile_max[0];
+        for (var k = 1u; k < (TILE + subgroup_size - 1u) / subgroup_size; k++) { top = max(top, tile_max[k]); }
+        let new_max = max(running_max, top);
+//#else
         tile_max[lid] = score;
         workgroupBarrier();
         for (var stride = 32u; stride > 0u; stride >>= 1u) {
@@ -100,6 +115,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             workgroupBarrier();
         }
         let new_max = max(running_max, tile_max[0]);
+//#endif
         var w = 0.0;
         if (key <= last) { w = safe_exp(score - new_max); }  // masked lanes weigh exactly 0
         weights[lid] = w;

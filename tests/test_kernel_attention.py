@@ -33,9 +33,10 @@ KV_FORMATS = [("f32", "f32"), ("f32", "f16"), ("f16_packed", "f16_packed")]
 NUMPY = {"f32": np.float32, "f16": np.float16, "f16_packed": np.float16}
 
 
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
 @pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved", CASES)
 @pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
-def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, kv):
+def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, kv, subgroups):
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     rng = np.random.default_rng(nh * hd + rows + pos)
@@ -87,7 +88,7 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
                       {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
                        "window": window, "scale": scale, "softcap": 0.0, "split_len": split_len, "splits": splits,
                        "pad0": 0, "pad1": 0},
-                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines=defines)
+                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines=defines, subgroups=subgroups)
     attn = run_kernel("attention_combine", {"partials": np.frombuffer(attn["partials"], np.float32),
                                             "y": rows * nh * hd * 4},
                       {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
