@@ -65,11 +65,14 @@ def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64) -> d
 
 
 def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535,
-                gemv_per_group: int = 8) -> tuple[int, int, int]:
-    """Workgroups to dispatch (a GEMV workgroup computes `gemv_per_group` features: gemv_features).
+                gemv_per_group: int | None = None) -> tuple[int, int, int]:
+    """Workgroups to dispatch (a GEMV workgroup computes `gemv_per_group` features: gemv_features
+    of its defines, required for the GEMV).
     The kernels number workgroups x-fastest, so a count above `max_per_dim` is folded into y; the
     few surplus workgroups of the last line exit at once."""
     if kernel == "gemv":
+        if gemv_per_group is None:
+            raise ValueError("gemv: gemv_per_group (linear_plan.gemv_features of its defines) is required")
         count = -(-N // gemv_per_group)
     elif kernel == "matmul":
         count = -(-rows // MATMUL_TILE) * -(-N // MATMUL_TILE)

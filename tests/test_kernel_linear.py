@@ -109,8 +109,8 @@ def test_linear_grid_covers_every_tile_within_limits(kernel, rows, N, max_per_di
     tiles = -(-N // 8) if kernel == "gemv" else -(-rows // 64) * -(-N // 64)
     if tiles > max_per_dim ** 2:
         with pytest.raises(ValueError):
-            linear_grid(kernel, rows, N, max_per_dim)
+            linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=8)
         return
-    gx, gy, gz = linear_grid(kernel, rows, N, max_per_dim)
+    gx, gy, gz = linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=8)
     assert max(gx, gy) <= max_per_dim and gz == 1
     assert tiles <= gx * gy < tiles + gx  # every tile, and surplus only in the last line

@@ -7,8 +7,7 @@ fn w_vec4(byte_offset: u32) -> vec4<u32> { return w[byte_offset / 16u]; }  // 16
 
 // Word t of a 16-byte load, without indexing the vector: a dynamically indexed vector can be
 // spilled to local memory; these selects fold away for a constant t and cost three operations
-// otherwise. (The units call a per-word step four times instead: NVIDIA's compiler leaves a
-// 4-trip loop rolled, and the written-out Q4_0 unit ran 17-30 % faster than the loop.)
+// otherwise.
 fn word(q: vec4<u32>, t: u32) -> u32 { return select(select(q.x, q.y, t == 1u), select(q.z, q.w, t == 3u), t >= 2u); }
 fn w_u8(o: u32) -> u32 { return (w_word(o / 4u) >> (8u * (o % 4u))) & 0xffu; }
 fn w_u16(o: u32) -> u32 { return (w_word(o / 4u) >> (8u * (o % 4u))) & 0xffffu; }  // o even
@@ -74,4 +73,16 @@ fn byte_products(v: u32, x: vec4<f32>) -> vec4<f32> {
     let b = bitcast<vec4<f32>>((vec4<u32>(u, u, u >> 16u, u >> 16u) & vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u)) | vec4<u32>(0x4b000000u))
           - (8388608.0 + 128.0 / BYTE_SCALE);
     return b * x;
+}
+// units
+// A unit's 16-byte quad of 32 nibbles, ggml order (word t: weights 4t .. 4t + 3 in its low nibbles,
+// 16 + 4t .. in its high ones), minus `offset`, against x blocks 0 .. 7 from slot xs (gemv.wgsl's
+// act_at). Four calls with constant t, not a loop: NVIDIA's compiler leaves a 4-trip loop rolled,
+// and the loop ran 17-30 % slower (Q4_0, H100).
+fn nibble_quad_dot(q: vec4<u32>, xs: u32, offset: f32) -> f32 {
+    let n = nibbles_sum(nibble_products(q.x, act_at(xs, 0u), act_at(xs, 4u), offset),
+                        nibble_products(q.y, act_at(xs, 1u), act_at(xs, 5u), offset),
+                        nibble_products(q.z, act_at(xs, 2u), act_at(xs, 6u), offset),
+                        nibble_products(q.w, act_at(xs, 3u), act_at(xs, 7u), offset));
+    return dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE);
 }

@@ -14,3 +14,14 @@ fn k_scale_min(scales: vec3<u32>, s: u32) -> vec2<f32> {
     let m = (low >> 4u) | ((scale_byte(scales, s) >> 6u) << 4u);
     return vec2<f32>(f32(sc), f32(m));
 }
+// units
+// A Q4_K / Q5_K unit (sub-blocks 2 pair and 2 pair + 1, x blocks 0 .. 7 and 8 .. 15 from slot xs):
+// d * scale times each sub-block's quant dot (lo, hi), less dmin * min times its x sum.
+// head: the block's first 16 bytes (d | dmin, then the 12 scale bytes).
+fn k_unit_total(head: vec4<u32>, pair: u32, lo: f32, hi: f32, xs: u32) -> f32 {
+    let dm = unpack2x16float(head.x);
+    let sm_lo = k_scale_min(head.yzw, 2u * pair);
+    let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
+    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * dot(act_sum8(xs, 0u), vec4<f32>(1.0))
+         + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * dot(act_sum8(xs, 8u), vec4<f32>(1.0));
+}

@@ -20,11 +20,6 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let q = w_vec4(q4_1_quants(g, N * (K / 32u)));
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    // Written out as q4_0.wgsl's unit_dot (a loop over q's words ran slower).
-    let n = nibbles_sum(nibble_products(q.x, act_at(xs, 0u), act_at(xs, 4u), 0.0),
-                        nibble_products(q.y, act_at(xs, 1u), act_at(xs, 5u), 0.0),
-                        nibble_products(q.z, act_at(xs, 2u), act_at(xs, 6u), 0.0),
-                        nibble_products(q.w, act_at(xs, 3u), act_at(xs, 7u), 0.0));
     let dm = q4_1_dm(g, N * (K / 32u));
-    return dm.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
+    return dm.x * nibble_quad_dot(q, xs, 0.0) + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
 }

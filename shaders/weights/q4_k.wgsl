@@ -31,17 +31,9 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qb = w_vec4(o + 32u + 32u * pair);
     let x0 = x_row + 16u * u;
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     // n.lo: sub-block 2p (low nibbles), at LO_SCALE; n.hi: sub-block 2p + 1, at HI_SCALE.
     let n = nibbles_sum(q4_k_step(qa.x, qb.x, xs, 0u), q4_k_step(qa.y, qb.y, xs, 1u),
                         q4_k_step(qa.z, qb.z, xs, 2u), q4_k_step(qa.w, qb.w, xs, 3u));
-    let lo = n.lo;
-    let hi = n.hi;
-    let sum_lo = act_sum8(xs, 0u);
-    let sum_hi = act_sum8(xs, 8u);
-    let dm = unpack2x16float(head.x);
-    let sm_lo = k_scale_min(head.yzw, 2u * pair);
-    let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
-    return (dm.x * sm_lo.x) * dot(lo, LO_SCALE) - (dm.y * sm_lo.y) * dot(sum_lo, vec4<f32>(1.0))
-         + (dm.x * sm_hi.x) * dot(hi, HI_SCALE) - (dm.y * sm_hi.y) * dot(sum_hi, vec4<f32>(1.0));
+    return k_unit_total(head, pair, dot(n.lo, LO_SCALE), dot(n.hi, HI_SCALE), xs);
 }

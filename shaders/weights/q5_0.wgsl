@@ -17,11 +17,6 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-// Word t of the quants (weights 4t.. and 16 + 4t..) against x blocks t and 4 + t.
-fn q5_0_step(v: u32, qh: u32, xs: u32, t: u32) -> f32 {
-    return dot(q5_values(v, 0u, qh, 4u * t, 16.0), act_at(xs, t)) + dot(q5_values(v, 4u, qh, 16u + 4u * t, 16.0), act_at(xs, 4u + t));
-}
-
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let total = N * (K / 32u);
@@ -29,7 +24,6 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qh = q5_0_high(g, total);
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
-    let s = (q5_0_step(q.x, qh, xs, 0u) + q5_0_step(q.y, qh, xs, 1u)) + (q5_0_step(q.z, qh, xs, 2u) + q5_0_step(q.w, qh, xs, 3u));
+    let s = q5_quad_dot(q, qh, xs, 16.0);
     return q5_0_d(g, total) * s;
 }

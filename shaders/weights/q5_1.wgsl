@@ -18,11 +18,6 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
 
-// Word t of the quants (weights 4t.. and 16 + 4t..) against x blocks t and 4 + t.
-fn q5_1_step(v: u32, qh: u32, xs: u32, t: u32) -> f32 {
-    return dot(q5_values(v, 0u, qh, 4u * t, 0.0), act_at(xs, t)) + dot(q5_values(v, 4u, qh, 16u + 4u * t, 0.0), act_at(xs, 4u + t));
-}
-
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
     let total = N * (K / 32u);
@@ -30,8 +25,7 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qh = q5_1_high(g, total);
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
-    let s = (q5_1_step(q.x, qh, xs, 0u) + q5_1_step(q.y, qh, xs, 1u)) + (q5_1_step(q.z, qh, xs, 2u) + q5_1_step(q.w, qh, xs, 3u));
+    let s = q5_quad_dot(q, qh, xs, 0.0);
     let dm = q5_1_dm(g, total);
     return dm.x * s + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
 }

@@ -38,16 +38,8 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let qb = w_vec4(o + 64u + 32u * pair);
     let x0 = x_row + 16u * u;
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     let sums = (q5_k_step(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
              + (q5_k_step(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
-    let lo = sums.x;
-    let hi = sums.y;
-    let sum_lo = act_sum8(xs, 0u);
-    let sum_hi = act_sum8(xs, 8u);
-    let dm = unpack2x16float(head.x);
-    let sm_lo = k_scale_min(head.yzw, 2u * pair);
-    let sm_hi = k_scale_min(head.yzw, 2u * pair + 1u);
-    return (dm.x * sm_lo.x) * lo - (dm.y * sm_lo.y) * dot(sum_lo, vec4<f32>(1.0))
-         + (dm.x * sm_hi.x) * hi - (dm.y * sm_hi.y) * dot(sum_hi, vec4<f32>(1.0));
+    return k_unit_total(head, pair, sums.x, sums.y, xs);
 }

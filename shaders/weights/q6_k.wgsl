@@ -52,7 +52,7 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let hb = w_vec4(qh + 16u);
     let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // quads: 64 per block
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     let ab = (q6_k_step(la.x, lb.x, ha.x, hb.x, s, xs, 0u) + q6_k_step(la.y, lb.y, ha.y, hb.y, s, xs, 1u))
            + (q6_k_step(la.z, lb.z, ha.z, hb.z, s, xs, 2u) + q6_k_step(la.w, lb.w, ha.w, hb.w, s, xs, 3u));
     let a0 = ab.x;  // weights i < 16 of the low-nibble run

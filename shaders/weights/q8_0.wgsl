@@ -25,7 +25,7 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let hi = w_vec4(at + 16u);
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
-    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (q4_0.wgsl).
+    // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     let s = (q8_0_step(lo.x, hi.x, xs, 0u) + q8_0_step(lo.y, hi.y, xs, 1u))
           + (q8_0_step(lo.z, hi.z, xs, 2u) + q8_0_step(lo.w, hi.w, xs, 3u));
     return q8_0_d(g, total) * dot(s, BYTE_SCALE);
