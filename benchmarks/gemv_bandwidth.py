@@ -10,6 +10,8 @@ limit as the engine does. Time is the GPU's own (timestamp queries around each c
 one matrix's dispatches; "wall_gb_s": the host's clock over all of them in one pass): "gb_s" counts the weight bytes read; "of_copy" divides it by the copy
 kernel's bytes moved (read + written) per second. --layouts sweeps gemv.wgsl's thread layouts
 (LANES.SLOTS.RPT.STEP); the engine's own choice (linear_plan.gemv_layout) is measured by default.
+Every measurement first keeps the GPU busy for 0.2 s (Timer.warm_up): without it, every format
+after the first read 3-4x slow, measured at the clocks the GPU had dropped to during the upload.
 """
 from __future__ import annotations
 
@@ -79,6 +81,14 @@ class Timer:
         self.raw.queue.read_buffer(self.resolved, 0, 8)
         return (time.perf_counter() - start) / len(passes)
 
+    def warm_up(self, passes: list[list[tuple]], seconds: float = 0.2) -> None:
+        """Keep the GPU busy with these passes for `seconds`: its clocks drop while the host
+        uploads the next matrices (an H100 idled to 555 MHz from 1980 MHz in about a second) and
+        take longer than one measurement to come back, which read 3-4x slow."""
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            self.wall(passes)
+
     def run(self, passes: list[list[tuple]]) -> list[float]:
         """passes: each a list of (pipeline, bind group, grid). Returns each pass's seconds."""
         encoder = self.raw.create_command_encoder()
@@ -122,7 +132,7 @@ def copy_bandwidth(device, timer: Timer, repeats: int, read_only: bool = False) 
     grid = (min(groups, 65535), -(-groups // 65535), 1)
     dispatches = [[(kernel.pipeline, device.create_bind_group(kernel, [(s, 0, size), (d, 0, size)]), grid)] for s, d in pairs]
     batch = (dispatches * repeats)[: timer.count // 2]
-    timer.wall(batch * 4)  # warm-up: clocks up
+    timer.warm_up(batch)
     return (1 if read_only else 2) * size / min(statistics.median(timer.run(batch)) for _ in range(2))
 
 
@@ -172,6 +182,7 @@ def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N
             dispatches.append((kernel.handle.pipeline, bg, grid))
         passes.append(dispatches)
     batch = (passes * repeats)[: timer.count // 2]
+    timer.warm_up(batch)
     seconds = min(statistics.median(timer.run(batch)) for _ in range(2))
     wall = min(timer.wall(batch) for _ in range(2))
     return {"us": round(seconds * 1e6, 1), "gb_s": round(matrix_bytes / seconds / 1e9, 1),

@@ -48,10 +48,21 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
 def gemv_layout(K: int, N: int, weight_format: str) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
     SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight.
-    Measured on an H100 (benchmarks/gemv_bandwidth.py, 4096 x 14336 and 14336 x 4096, 12-17
-    layouts): a warp-wide slot per row, 8 rows per workgroup, one row per thread, was best or
-    within noise of the best for every block format; the float formats gain from 4 units in flight."""
-    return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if quant.weight_format(weight_format).is_float else 2}
+    Measured on an H100 (benchmarks/gemv_bandwidth.py, 4096 x 14336 and 14336 x 4096, 8 layouts,
+    every format in one run): on long rows 16 lanes x 16 rows per workgroup, one row per thread,
+    beat the warp-wide 32 x 8 by 2-17 % for every block format (a lane walks twice as many units
+    between the x chunk's barriers); K-quants best with one unit in flight (64 weights each, with
+    scale decoding), Q4_0 with four, the other 32-weight blocks with two. Float rows need K ~ 8192
+    for it (at 4096, 32 x 8 led by 4 %). Short rows keep 32 x 8: SmolLM2's (K <= 1536) decoded
+    8 % slower with half as many workgroups, each lane holding one or two units of a row."""
+    fmt = quant.weight_format(weight_format)
+    if K < (8192 if fmt.is_float else 2048):
+        return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if fmt.is_float else 2}
+    if fmt.is_float or weight_format == "q4_0":
+        step = 4
+    else:
+        step = 1 if fmt.block_elems == 256 else 2
+    return {"LANES": 16, "SLOTS": 16, "RPT": 1, "STEP": step}
 
 
 def gemv_features(defines: dict) -> int:
