@@ -47,22 +47,25 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
 
 def gemv_layout(K: int, N: int, weight_format: str) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
-    SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight.
+    SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight;
+    X_SUMS: the format's units weigh an offset by x sums (quant.WeightFormat.has_offset).
     Measured on an H100 (benchmarks/gemv_bandwidth.py, 4096 x 14336 and 14336 x 4096, 8 layouts,
     every format in one run): on long rows 16 lanes x 16 rows per workgroup, one row per thread,
     beat the warp-wide 32 x 8 by 2-17 % for every block format (a lane walks twice as many units
     between the x chunk's barriers); K-quants best with one unit in flight (64 weights each, with
-    scale decoding), Q4_0 with four, the other 32-weight blocks with two. Float rows need K ~ 8192
-    for it (at 4096, 32 x 8 led by 4 %). Short rows keep 32 x 8: SmolLM2's (K <= 1536) decoded
-    8 % slower with half as many workgroups, each lane holding one or two units of a row."""
+    scale decoding), Q4_0 with four, the other 32-weight blocks with two. 16-bit float rows need
+    K ~ 8192 for it (at 4096, 32 x 8 led by 4 %); f32 keeps 32 x 8 (14 % ahead at 14336). Short
+    rows keep 32 x 8: SmolLM2's (K <= 1536) decoded 8 % slower with half as many workgroups, each
+    lane holding one or two units of a row."""
     fmt = quant.weight_format(weight_format)
-    if K < (8192 if fmt.is_float else 2048):
-        return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if fmt.is_float else 2}
+    sums = {"X_SUMS": fmt.has_offset}
+    if K < (8192 if fmt.is_float else 2048) or weight_format == "f32":
+        return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if fmt.is_float else 2, **sums}
     if fmt.is_float or weight_format == "q4_0":
         step = 4
     else:
         step = 1 if fmt.block_elems == 256 else 2
-    return {"LANES": 16, "SLOTS": 16, "RPT": 1, "STEP": step}
+    return {"LANES": 16, "SLOTS": 16, "RPT": 1, "STEP": step, **sums}
 
 
 def gemv_features(defines: dict) -> int:

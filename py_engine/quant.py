@@ -35,6 +35,9 @@ class WeightFormat:
     block_bytes: int
     is_float: bool
     is_mlx: bool = False
+    # w = scale * q + offset with an offset per block (a min or bias): the GEMV weighs it by the
+    # x sum of each 32 weights, which it sums once per staged chunk (gemv.wgsl X_SUMS).
+    has_offset: bool = False
     # The repacked chunk's fields in order, each (byte offset in the stored block, bytes); () = as stored.
     repack: tuple = ()
 
@@ -67,14 +70,14 @@ FORMATS = {f.name: f for f in [
     WeightFormat("bf16", 1, 2, True),
     WeightFormat("q8_0", 32, 34, False, repack=((2, 32), (0, 2))),  # quants, d
     WeightFormat("q4_0", 32, 18, False, repack=((2, 16), (0, 2))),  # quants, d
-    WeightFormat("q4_1", 32, 20, False, repack=((4, 16), (0, 4))),  # quants, d|m
+    WeightFormat("q4_1", 32, 20, False, has_offset=True, repack=((4, 16), (0, 4))),  # quants, d|m
     WeightFormat("q5_0", 32, 22, False, repack=((6, 16), (2, 4), (0, 2))),  # low nibbles, high bits, d
-    WeightFormat("q5_1", 32, 24, False, repack=((8, 16), (4, 4), (0, 4))),  # low nibbles, high bits, d|m
-    WeightFormat("q4_k", 256, 144, False),
-    WeightFormat("q5_k", 256, 176, False),
+    WeightFormat("q5_1", 32, 24, False, has_offset=True, repack=((8, 16), (4, 4), (0, 4))),  # low nibbles, high bits, d|m
+    WeightFormat("q4_k", 256, 144, False, has_offset=True),
+    WeightFormat("q5_k", 256, 176, False, has_offset=True),
     WeightFormat("q6_k", 256, 210, False, repack=((0, 128), (128, 64), (192, 16), (208, 2))),  # ql, qh, scales, d
-    WeightFormat("mlx4_f16", 8, 4, False, is_mlx=True),
-    WeightFormat("mlx4_bf16", 8, 4, False, is_mlx=True),
+    WeightFormat("mlx4_f16", 8, 4, False, is_mlx=True, has_offset=True),
+    WeightFormat("mlx4_bf16", 8, 4, False, is_mlx=True, has_offset=True),
 ]}
 
 # GGUF tensor type names (gguf-py's GGMLQuantizationType) → our format names. "F16" maps to the

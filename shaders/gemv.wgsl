@@ -16,7 +16,8 @@
 //   row's units, SLOTS such groups make a workgroup, and each thread keeps RPT rows (<= 4)
 //   whose units read the same activations (cache hits); STEP units (1, 2 or 4) per lane per loop
 //   iteration keep several loads in flight. No function-scope arrays: drivers put them in slow local memory. SUBGROUPS (kernels.py, from the device): reduce with subgroup
-//   shuffles, else through workgroup memory.
+//   shuffles, else through workgroup memory. X_SUMS (formats with a per-block offset): the staged
+//   chunk's x sums per 32 k, read by act_sum32.
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
@@ -35,12 +36,13 @@ const THREADS: u32 = LANES * SLOTS;
 // reads them there, never from global memory again (from L2, once weights stream through L1,
 // they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
 // unit stride) spreads the lanes' reads, a unit apart, over the memory banks. 9 KiB, plus 4 KiB
-// of partial sums at 256 threads.
+// of partial sums at 256 threads and 256 bytes of x sums.
 const X_CHUNK: u32 = 2048u;
 const X_BLOCKS: u32 = select(X_CHUNK, X_CHUNK / 4u, VEC4);
 
 var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
+var<workgroup> x_sums: array<f32, X_CHUNK / 32u>;     // [32 x of the chunk] their sum, when X_SUMS
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
 
 // The x_chunk slot of x block i (an index into the whole x, within the staged chunk).
@@ -57,11 +59,9 @@ fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x_chunk[act_slot(i)]); }
 // integer operations (the quantized GEMV is bound by instruction issue, not by memory).
 fn act_at(slot: u32, c: u32) -> vec4<f32> { return vec4<f32>(x_chunk[slot + c + c / X_PAD]); }
 
-// Blocks c .. c + 7 from that slot, summed (the formats with an offset m weigh it by the x sum).
-fn act_sum8(slot: u32, c: u32) -> vec4<f32> {
-    return ((act_at(slot, c) + act_at(slot, c + 1u)) + (act_at(slot, c + 2u) + act_at(slot, c + 3u)))
-         + ((act_at(slot, c + 4u) + act_at(slot, c + 5u)) + (act_at(slot, c + 6u) + act_at(slot, c + 7u)));
-}
+// The sum of the 32 x from block i (whole-x index, a multiple of 8 from the chunk's start): the
+// formats with an offset (X_SUMS) weigh it by the x sum; every row's units share these.
+fn act_sum32(i: u32) -> f32 { return x_sums[(i - chunk_first) / 8u]; }
 
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
 fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
@@ -109,6 +109,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             let blocks = min(X_BLOCKS, x_row_blocks - (chunk_first - x_row));
             for (var i = lid; i < blocks; i += THREADS) { x_chunk[i + i / X_PAD] = x[chunk_first + i]; }
             workgroupBarrier();
+            if (X_SUMS) {  // once per chunk, not once per unit of every row: 8 x reads a unit fewer
+                for (var s = lid; s < blocks / 8u; s += THREADS) {
+                    let slot = act_slot(chunk_first + 8u * s);
+                    let sum = ((act_at(slot, 0u) + act_at(slot, 1u)) + (act_at(slot, 2u) + act_at(slot, 3u)))
+                            + ((act_at(slot, 4u) + act_at(slot, 5u)) + (act_at(slot, 6u) + act_at(slot, 7u)));
+                    x_sums[s] = dot(sum, vec4<f32>(1.0));
+                }
+                workgroupBarrier();
+            }
             let last_unit = min(units, first_unit + chunk_units);
             for (var s = 0u; s < steps; s++) {
                 let u = first_unit + lane + s * STEP * LANES;

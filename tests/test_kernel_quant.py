@@ -71,7 +71,9 @@ LAYOUTS = [(64, 4, 4, 1), (16, 16, 2, 2), (256, 1, 3, 1), (8, 32, 1, 4)]
 @pytest.mark.parametrize("fmt,K,group", [("f32", 70, 64), ("f16_packed", 96, 64), ("q4_0", 352, 64),
                                          ("q6_k", 768, 64), ("q4_k", 768, 64), ("mlx4_bf16", 320, 64),
                                          # K past gemv.wgsl's X_CHUNK of 2048: several staged chunks
-                                         ("f32", 2054, 64), ("q4_0", 4160, 64), ("q6_k", 4352, 64)])
+                                         # (with their x sums: Q4_K, MLX)
+                                         ("f32", 2054, 64), ("q4_0", 4160, 64), ("q6_k", 4352, 64),
+                                         ("q4_k", 4352, 64), ("mlx4_f16", 4160, 64)])
 def test_gemv_layouts(fmt, K, group, subgroups):
     m = matrix(fmt, GEMV_N, K, group)
     rng = np.random.default_rng(K + 1)

@@ -35,5 +35,5 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     let n = nibbles_sum(mlx4_step(q.x, xs, 0u), mlx4_step(q.y, xs, 1u), mlx4_step(q.z, xs, 2u), mlx4_step(q.w, xs, 3u));
     let sb = mlx_scale_bias(row, 32u * u, K, N);
-    return sb.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + sb.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
+    return sb.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + sb.y * act_sum32(x0);
 }

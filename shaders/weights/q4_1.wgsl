@@ -21,5 +21,5 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
     let dm = q4_1_dm(g, N * (K / 32u));
-    return dm.x * nibble_quad_dot(q, xs, 0.0) + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
+    return dm.x * nibble_quad_dot(q, xs, 0.0) + dm.y * act_sum32(x0);
 }

@@ -35,5 +35,5 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     // n.lo: sub-block 2p (low nibbles), at LO_SCALE; n.hi: sub-block 2p + 1, at HI_SCALE.
     let n = nibbles_sum(q4_k_step(qa.x, qb.x, xs, 0u), q4_k_step(qa.y, qb.y, xs, 1u),
                         q4_k_step(qa.z, qb.z, xs, 2u), q4_k_step(qa.w, qb.w, xs, 3u));
-    return k_unit_total(head, pair, dot(n.lo, LO_SCALE), dot(n.hi, HI_SCALE), xs);
+    return k_unit_total(head, pair, dot(n.lo, LO_SCALE), dot(n.hi, HI_SCALE), x0);
 }

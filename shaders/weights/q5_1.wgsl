@@ -27,5 +27,5 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let xs = act_slot(x0);
     let s = q5_quad_dot(q, qh, xs, 0.0);
     let dm = q5_1_dm(g, total);
-    return dm.x * s + dm.y * dot(act_sum8(xs, 0u), vec4<f32>(1.0));
+    return dm.x * s + dm.y * act_sum32(x0);
 }

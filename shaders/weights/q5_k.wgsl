@@ -41,5 +41,5 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     let sums = (q5_k_step(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
              + (q5_k_step(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
-    return k_unit_total(head, pair, sums.x, sums.y, xs);
+    return k_unit_total(head, pair, sums.x, sums.y, x0);
 }
