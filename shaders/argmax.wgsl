@@ -4,6 +4,8 @@
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 best (read_write, Candidate [groups + 1]).
 // Dispatch: (p.groups, 1, 1) with FINAL = false, then (1, 1, 1) with FINAL = true; 256 threads each.
+// Defines: SUBGROUPS (kernels.py, from the device): the workgroup's best by subgroup shuffles (the
+//   order is total, so the answer is the workgroup-memory tree's).
 struct Params { vocab: u32, logits_base: u32, groups: u32 }
 struct Candidate { value: f32, id: u32 }
 
@@ -22,7 +24,11 @@ fn beats(a: Candidate, b: Candidate) -> bool {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+//#if SUBGROUPS
+        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
+//#endif
+) {
     var mine = Candidate(0.0, NO_ID);
     if (FINAL) {
         for (var i = lid; i < p.groups; i += THREADS) {
@@ -36,6 +42,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (beats(c, mine)) { mine = c; }
         }
     }
+//#if SUBGROUPS
+    // The best of each subgroup by a butterfly, then across the subgroups': one barrier, not nine.
+    for (var o = 1u; o < subgroup_size; o <<= 1u) {
+        let other = Candidate(subgroupShuffleXor(mine.value, o), subgroupShuffleXor(mine.id, o));
+        if (beats(other, mine)) { mine = other; }
+    }
+    if (subgroup_lane == 0u) { shared_best[lid / subgroup_size] = mine; }
+    workgroupBarrier();
+    if (lid == 0u) {
+        for (var k = 1u; k < THREADS / subgroup_size; k++) {
+            if (beats(shared_best[k], mine)) { mine = shared_best[k]; }
+        }
+        best[select(wid.x, p.groups, FINAL)] = mine;
+    }
+//#else
     shared_best[lid] = mine;
     workgroupBarrier();
     for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
@@ -45,4 +66,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
     if (lid == 0u) { best[select(wid.x, p.groups, FINAL)] = shared_best[0]; }
+//#endif
 }

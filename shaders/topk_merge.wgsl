@@ -6,6 +6,9 @@
 // Bindings: 0 lists (read, Candidate [LISTS * CANDIDATES]), 1 stats (read, TileStats [LISTS]),
 //           2 result (read_write, TopResult).
 // Dispatch: (1, 1, 1), 256 threads.
+// Defines: SUBGROUPS (kernels.py, from the device): each round's best offer by subgroup shuffles,
+//   then across the subgroups' (2 barriers a round instead of 10; the order is total, so the
+//   candidates are the workgroup-memory tree's).
 struct Candidate { value: f32, id: u32 }
 struct TileStats { max_scaled: f32, sum_exp: f32 }
 struct TopResult { top: array<Candidate, CANDIDATES>, lse: f32 }
@@ -57,7 +60,11 @@ fn best_head(lid: u32) -> Offer {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(local_invocation_index) lid: u32,
+//#if SUBGROUPS
+        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
+//#endif
+) {
     var stat = TileStats(0.0, 0.0);
     for (var list = lid; list < LISTS; list += THREADS) { stat = combine(stat, stats[list]); }
     stat_max[lid] = stat.max_scaled;
@@ -76,6 +83,27 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 
     var mine = best_head(lid);
     for (var k = 0u; k < CANDIDATES; k++) {
+//#if SUBGROUPS
+        var best = mine;
+        for (var o = 1u; o < subgroup_size; o <<= 1u) {
+            let other = Offer(subgroupShuffleXor(best.value, o), subgroupShuffleXor(best.id, o), subgroupShuffleXor(best.list, o));
+            if (beats(Candidate(other.value, other.id), Candidate(best.value, best.id))) { best = other; }
+        }
+        if (subgroup_lane == 0u) {
+            let s = lid / subgroup_size;
+            offer_value[s] = best.value;
+            offer_id[s] = best.id;
+            offer_list[s] = best.list;
+        }
+        workgroupBarrier();
+        // Every thread takes the same winner from the subgroups' offers.
+        var win = Offer(offer_value[0], offer_id[0], offer_list[0]);
+        for (var s = 1u; s < THREADS / subgroup_size; s++) {
+            if (beats(Candidate(offer_value[s], offer_id[s]), Candidate(win.value, win.id))) {
+                win = Offer(offer_value[s], offer_id[s], offer_list[s]);
+            }
+        }
+//#else
         offer_value[lid] = mine.value;
         offer_id[lid] = mine.id;
         offer_list[lid] = mine.list;
@@ -91,8 +119,10 @@ fn main(@builtin(local_invocation_index) lid: u32) {
             }
             workgroupBarrier();
         }
-        let winner_list = offer_list[0];
-        if (lid == 0u) { result.top[k] = Candidate(offer_value[0], offer_id[0]); }
+        let win = Offer(offer_value[0], offer_id[0], offer_list[0]);
+//#endif
+        let winner_list = win.list;
+        if (lid == 0u) { result.top[k] = Candidate(win.value, win.id); }
         if (winner_list != NO_ID && winner_list % THREADS == lid) {
             cursor[winner_list / THREADS] += 1u;
             mine = best_head(lid);

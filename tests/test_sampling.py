@@ -12,9 +12,10 @@ from py_engine.sampling import CANDIDATES, FullDraw, Sampler, SamplingParams
 ROW = 3  # the row under test sits after two others, at an offset that is not 256-aligned for most vocabs
 
 
-def make_sampler(logits: np.ndarray):
-    """A Sampler over row ROW of a [ROW + 1, vocab] buffer holding `logits` (other rows are noise)."""
-    dev, kernels = device()
+def make_sampler(logits: np.ndarray, subgroups: bool = True):
+    """A Sampler over row ROW of a [ROW + 1, vocab] buffer holding `logits` (other rows are noise);
+    subgroups=False: on a device without them (the kernels' workgroup-memory reductions)."""
+    dev, kernels = device(subgroups=subgroups)
     vocab = logits.size
     rows = np.random.default_rng(vocab).standard_normal((ROW + 1, vocab)).astype(np.float32) * 50
     rows[ROW] = logits
@@ -62,12 +63,16 @@ def logits_with_ties(vocab: int, seed: int) -> np.ndarray:
     return x
 
 
+SUBGROUPS = pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
+
+
+@SUBGROUPS
 @pytest.mark.parametrize("vocab", [384, 5000, 151936])
-def test_argmax_lowest_id_on_ties(vocab):
+def test_argmax_lowest_id_on_ties(vocab, subgroups):
     x = logits_with_ties(vocab, 1)
     top = np.flatnonzero(x == x.max())
     assert len(top) >= 2
-    sampler, _ = make_sampler(x)
+    sampler, _ = make_sampler(x, subgroups)
     assert asyncio.run(sampler.sample(SamplingParams(), [])) == np.argmax(x) == top[0]
 
 
@@ -86,9 +91,10 @@ def test_repetition_penalty_matches_hf_formula():
 
 
 @pytest.mark.parametrize("vocab,temperature", [(50, 1.0), (384, 1.0), (5000, 0.7), (151936, 1.3)])
-def test_candidates_and_lse(vocab, temperature):
+@SUBGROUPS
+def test_candidates_and_lse(vocab, temperature, subgroups):
     x = logits_with_ties(vocab, 3)
-    sampler, _ = make_sampler(x)
+    sampler, _ = make_sampler(x, subgroups)
     sampler.device.submit(sampler.commands(SamplingParams(temperature=temperature), []))
     values, ids, lse = asyncio.run(sampler.read_candidates())
     order = rank_order(x)[:CANDIDATES]
