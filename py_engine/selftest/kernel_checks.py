@@ -101,7 +101,9 @@ async def check_rmsnorm(device, kernels) -> str:
 
 
 # --- 10. the linear layer (GEMV) -----------------------------------------------------------------
-GEMV_ROWS, GEMV_K, GEMV_N = 2, 256, 20  # N not a multiple of the 8 features per workgroup
+# K past 2048: the long-row layout (linear_plan.gemv_layout: 16 features per workgroup, so N = 20
+# ends mid-workgroup) and two staged x chunks, the second partial.
+GEMV_ROWS, GEMV_K, GEMV_N = 2, 2304, 20
 
 
 def gemv_reference(x, weights, bias, rows: int, K: int, N: int) -> list[float]:
