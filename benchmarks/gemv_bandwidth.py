@@ -142,15 +142,17 @@ def _copy_bindings():
     return [Binding(0, "src", "read"), Binding(1, "dst", "rw")]
 
 
-def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray) -> tuple[list, int]:
-    """Copies of a random K x N matrix of this format, each a list of (first row, rows, buffer)
-    shards of at most one storage binding; and the matrix's bytes."""
+def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray,
+                    rotate_bytes: int = ROTATE_BYTES) -> tuple[list, int]:
+    """Copies (at least two, together over rotate_bytes) of a random K x N matrix of this format,
+    each a list of (first row, rows, buffer) shards of at most one storage binding; and the
+    matrix's bytes."""
     info = FORMATS[fmt]
     row_bytes = info.matrix_bytes(1, K, 64)
     per_shard = max(1, device.caps.limits.max_storage_binding // row_bytes)
     matrix_bytes = info.matrix_bytes(N, K, 64)
     copies = []
-    for c in range(max(2, -(-ROTATE_BYTES // matrix_bytes))):
+    for c in range(max(2, -(-rotate_bytes // matrix_bytes))):
         shards = []
         for start in range(0, N, per_shard):
             count = min(per_shard, N - start)
