@@ -2,7 +2,7 @@
 copy kernel measured in the same run. Prints one JSON object.
 
     python benchmarks/gemv_bandwidth.py [--formats q4_0,q6_k,...] [--shapes 4096x14336,14336x4096]
-                                        [--layouts 32.8.1.2,64.4.4.1] [--limits default|adapter] [--no-subgroups]
+                                        [--layouts 32.8.1.2,64.4.4.1] [--limits default|adapter] [--no-subgroups] [--fuse norm,gated]
 
 A shape is KxN (K inputs, N outputs). Each measurement rotates over enough copies of the matrix
 (> 512 MB) that no dispatch finds its weights in the GPU's cache, sharded by the storage binding
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import Kernel, KernelCache  # noqa: E402
-from py_engine.linear_plan import gemv_features, gemv_layout, linear_defines, linear_grid  # noqa: E402
+from py_engine.linear_plan import gemv_features, gemv_layout, linear_defines, linear_grid, linear_params  # noqa: E402
 from py_engine.quant import FORMATS  # noqa: E402
 
 ALL_FORMATS = ["f32", "f16", "f16_packed", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
@@ -166,21 +166,26 @@ def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray,
 
 
 def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N: int, copies: list,
-                   matrix_bytes: int, layout: dict, repeats: int, kernel_name: str = "gemv") -> dict:
+                   matrix_bytes: int, layout: dict, repeats: int, kernel_name: str = "gemv",
+                   fused: dict | None = None) -> dict:
+    """fused: linear_defines' norm / gated (the RMSNorm and the gated activation inside the GEMV)."""
+    fused = fused or {}
+    gated = fused.get("gated", False)
     x = device.create_buffer(4 * K)
     device.write_buffer(x, 0, np.random.default_rng(0).standard_normal(K, dtype=np.float32).tobytes())
+    norm = device.create_buffer(4 * K)
+    device.write_buffer(norm, 0, np.ones(K, np.float32).tobytes())
     y = device.create_buffer(4 * N)
     dummy = device.create_buffer(16)
     passes = []
     for shards in copies:
         dispatches = []
         for start, count, w in shards:
-            defines = {**linear_defines(K, count, fmt, 64), **layout}
+            defines = {**linear_defines(K, count, fmt, 64, **fused), **layout}
             kernel = cache.get(kernel_name, **defines)
-            params = {"K": K, "N": count, "out_stride": N, "out_offset": start, "rows": 1,
-                      "has_bias": 0, "has_residual": 0, "pad": 0}
-            bg = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "y": y}, params)
-            grid = linear_grid("gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines))
+            params = linear_params(K, count, out_stride=N // 2 if gated else N, out_offset=start, rows=1, norm_eps=1e-5)
+            bg = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": norm, "y": y}, params)
+            grid = linear_grid("gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines), gated)
             dispatches.append((kernel.handle.pipeline, bg, grid))
         passes.append(dispatches)
     batch = (passes * repeats)[: timer.count // 2]
@@ -202,6 +207,7 @@ async def measure(args) -> dict:
     layouts = [dict(zip(("LANES", "SLOTS", "RPT", "STEP"), map(int, s.split(".")))) for s in args.layouts.split(",")] if args.layouts else [None]
     # Finite 16-bit fields whatever the format: every half is below 2 in magnitude.
     noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3bff3bff)
+    fused = {"norm": "norm" in args.fuse, "gated": "gated" in args.fuse}
     results = []
     for fmt in args.formats.split(","):
         if fmt == "f16" and not device.caps.shader_f16:
@@ -209,8 +215,9 @@ async def measure(args) -> dict:
         for K, N in shapes:
             copies, matrix_bytes = upload_matrices(device, fmt, K, N, noise)
             for layout in layouts:
-                chosen = layout or gemv_layout(K, N, fmt)
-                r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats, args.kernel)
+                chosen = layout or gemv_layout(K, N, fmt, fused["gated"])
+                r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats,
+                                   args.kernel, fused)
                 r.update(format=fmt, K=K, N=N, layout=".".join(str(chosen[k]) for k in ("LANES", "SLOTS", "RPT", "STEP")),
                          of_copy=round(r["gb_s"] * 1e9 / copy, 3))
                 results.append(r)
@@ -218,7 +225,7 @@ async def measure(args) -> dict:
             for shards in copies:
                 for _, _, w in shards:
                     w.destroy()
-    return {"adapter": device.caps.adapter, "subgroups": device.caps.subgroups, "limits": args.limits,
+    return {"adapter": device.caps.adapter, "subgroups": device.caps.subgroups, "limits": args.limits, "fuse": args.fuse,
             "copy_gb_s": round(copy / 1e9, 1), "read_gb_s": round(read / 1e9, 1), "gemv": results}
 
 
@@ -231,6 +238,8 @@ def main():
     parser.add_argument("--no-subgroups", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kernel", default="gemv", help="a variant of shaders/gemv.wgsl (a path relative to shaders/)")
+    parser.add_argument("--fuse", default="", help="norm, gated or norm,gated: the GEMV with the RMSNorm and/or "
+                                                   "the gated activation inside (N rows = gate | up)")
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemv_bandwidth import Timer, bind, upload_matrices  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import KernelCache  # noqa: E402
-from py_engine.linear_plan import linear_defines, linear_grid  # noqa: E402
+from py_engine.linear_plan import linear_defines, linear_grid, linear_params  # noqa: E402
 
 LAYER_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 LAYERS = 32
@@ -43,9 +43,9 @@ def matmul_time(device, cache, timer, fmt: str, K: int, N: int, rows: int, copie
         dispatches = []
         for start, count, w in shards:
             kernel = cache.get(kernel_name, **linear_defines(K, count, fmt, 64))
-            params = {"K": K, "N": count, "out_stride": N, "out_offset": start, "rows": rows,
-                      "has_bias": 0, "has_residual": 0, "pad": 0}
-            group = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "y": y}, params)
+            params = linear_params(K, count, out_stride=N, out_offset=start, rows=rows)
+            group = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": dummy, "y": y},
+                         params)
             dispatches.append((kernel.handle.pipeline, group, linear_grid("matmul", rows, count)))
         passes.append(dispatches)
     batch = (passes * 8)[: timer.count // 2]

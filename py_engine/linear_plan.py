@@ -45,7 +45,7 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
     return defines
 
 
-def gemv_layout(K: int, N: int, weight_format: str) -> dict:
+def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
     SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight;
     X_SUMS: the format's units weigh an offset by x sums (quant.WeightFormat.has_offset).
@@ -56,40 +56,62 @@ def gemv_layout(K: int, N: int, weight_format: str) -> dict:
     scale decoding), Q4_0 with four, the other 32-weight blocks with two. 16-bit float rows need
     K ~ 8192 for it (at 4096, 32 x 8 led by 4 %); f32 keeps 32 x 8 (14 % ahead at 14336). Short
     rows keep 32 x 8: SmolLM2's (K <= 1536) decoded 8 % slower with half as many workgroups, each
-    lane holding one or two units of a row."""
+    lane holding one or two units of a row.
+    GATED (gate | up with the activation) gives a thread its gate row and its up row (RPT 2) and
+    half the STEP, so that as many loads are in flight as with one row (not yet measured)."""
     fmt = quant.weight_format(weight_format)
     sums = {"X_SUMS": fmt.has_offset}
     if K < (8192 if fmt.is_float else 2048) or weight_format == "f32":
-        return {"LANES": 32, "SLOTS": 8, "RPT": 1, "STEP": 4 if fmt.is_float else 2, **sums}
-    if fmt.is_float or weight_format == "q4_0":
-        step = 4
+        lanes, slots, step = 32, 8, 4 if fmt.is_float else 2
     else:
-        step = 1 if fmt.block_elems == 256 else 2
-    return {"LANES": 16, "SLOTS": 16, "RPT": 1, "STEP": step, **sums}
+        lanes, slots = 16, 16
+        if fmt.is_float or weight_format == "q4_0":
+            step = 4
+        else:
+            step = 1 if fmt.block_elems == 256 else 2
+    rows_per_thread = 2 if gated else 1
+    return {"LANES": lanes, "SLOTS": slots, "RPT": rows_per_thread, "STEP": max(1, step // rows_per_thread), **sums}
 
 
 def gemv_features(defines: dict) -> int:
-    """Output features one GEMV workgroup computes under these defines."""
-    return defines["SLOTS"] * defines["RPT"]
+    """Output features one GEMV workgroup computes under these defines (GATED: a thread's two
+    rows make one output)."""
+    return defines["SLOTS"] * (1 if defines.get("GATED") else defines["RPT"])
 
 
-def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64) -> dict:
-    """Defines of a linear op's kernels (gemv and matmul share one bind group and these)."""
-    return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format)}
+def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64, *, norm: bool = False,
+                   gated: bool = False, gelu: bool = False) -> dict:
+    """Defines of a linear op's kernels (gemv and matmul share one bind group and these). norm:
+    RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
+    outputs act(gate) * up, act GELU-tanh if gelu else SiLU."""
+    return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format, gated),
+            "NORM": norm, "GATED": gated, "GELU": gelu}
+
+
+def linear_params(K: int, N: int, *, out_stride: int | None = None, out_offset: int = 0, rows: int = 0,
+                  bias: bool = False, residual: bool = False, norm_eps: float = 0.0,
+                  norm_offset: float = 0.0) -> dict:
+    """The Params of gemv.wgsl / matmul.wgsl: N weight rows of K (GATED: N / 2 outputs), written
+    at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows."""
+    return {"K": K, "N": N, "out_stride": N if out_stride is None else out_stride, "out_offset": out_offset,
+            "rows": rows, "has_bias": int(bias), "has_residual": int(residual), "norm_eps": norm_eps,
+            "norm_offset": norm_offset}
 
 
 def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535,
-                gemv_per_group: int | None = None) -> tuple[int, int, int]:
-    """Workgroups to dispatch (a GEMV workgroup computes `gemv_per_group` features: gemv_features
-    of its defines, required for the GEMV).
+                gemv_per_group: int | None = None, gated: bool = False) -> tuple[int, int, int]:
+    """Workgroups to dispatch for N weight rows (a GEMV workgroup computes `gemv_per_group`
+    features: gemv_features of its defines, required for the GEMV). gated: N / 2 outputs, a
+    matmul tile's 64 rows being 32 gates and their ups.
     The kernels number workgroups x-fastest, so a count above `max_per_dim` is folded into y; the
     few surplus workgroups of the last line exit at once."""
     if kernel == "gemv":
         if gemv_per_group is None:
             raise ValueError("gemv: gemv_per_group (linear_plan.gemv_features of its defines) is required")
-        count = -(-N // gemv_per_group)
+        count = -(-(N // 2 if gated else N) // gemv_per_group)
     elif kernel == "matmul":
-        count = -(-rows // MATMUL_TILE) * -(-N // MATMUL_TILE)
+        tile = MATMUL_TILE // 2 if gated else MATMUL_TILE
+        count = -(-rows // MATMUL_TILE) * -(-(N // 2 if gated else N) // tile)
     else:
         raise ValueError(f"unknown linear kernel {kernel!r}")
     lines = -(-count // max_per_dim)

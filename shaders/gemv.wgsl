@@ -1,11 +1,15 @@
 // Linear layer for a few rows (decode): y[r, out_offset + n] = x[r, :] . w[n, :]
 //                                        (+ bias[n] if has_bias) (+ residual[r, out_offset + n] if has_residual)
+// With NORM, x[r, :] is first RMS-normalised: x * inverseSqrt(mean(x^2) + norm_eps) * (norm + norm_offset)
+// (the scale is a factor of the whole row, so it multiplies the finished dot product). With GATED,
+// w's N rows are gate | up (N / 2 each) and y[r, n] = act(gate . x + bias[n]) * (up . x + bias[N / 2 + n])
+// for n < N / 2; act is SiLU, or GELU-tanh with GELU (shaders/activations.wgsl).
 // Bindings (identical to matmul.wgsl; one bind group serves both):
 //   0 step (uniform Step), 1 p (uniform Params),
 //   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as uploaded),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
-//   6 y (read_write, f32 [rows, out_stride]).
-//   rows = p.rows, or step.rows when p.rows == 0. bias / residual are dummies when unused.
+//   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
+//   rows = p.rows, or step.rows when p.rows == 0. bias / residual / norm are dummies when unused.
 // Defines (py_engine/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
 //   kernels.py appends shaders/weights/<format>.wgsl, whose units part gives UNIT (weights per
 //   unit: 32 or 64 for the block formats, one 16- or 32-byte load of quants), X_PAD (x blocks
@@ -17,11 +21,13 @@
 //   whose units read the same activations (cache hits); STEP units (1, 2 or 4) per lane per loop
 //   iteration keep several loads in flight. No function-scope arrays: drivers put them in slow local memory. SUBGROUPS (kernels.py, from the device): reduce with subgroup
 //   shuffles, else through workgroup memory. X_SUMS (formats with a per-block offset): the staged
-//   chunk's x sums per 32 k, read by act_sum32.
-// Dispatch: ceil(N / (SLOTS * RPT)) workgroups of LANES * SLOTS threads, laid out by linear_grid
+//   chunk's x sums per 32 k, read by act_sum32. NORM, GATED, GELU: above (GATED takes RPT = 2: a
+//   thread's two rows are a gate row and its up row).
+// Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
-struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32, pad: u32 }
+struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32,
+                 norm_eps: f32, norm_offset: f32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -30,8 +36,10 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
+@group(0) @binding(7) var<storage, read> norm: array<XBlock>;
 
 const THREADS: u32 = LANES * SLOTS;
+const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
 // they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
@@ -81,6 +89,41 @@ fn write_output(r: u32, n: u32, dot_value: f32) {
     y[at] = v;
 }
 
+// GATED: output n from its gate row's and up row's dot products.
+fn write_gated(r: u32, n: u32, gate: f32, up: f32) {
+    var g = gate;
+    var u = up;
+    if (p.has_bias != 0u) { g += bias[n]; u += bias[p.N / 2u + n]; }
+    write_output_plain(r, n, gate_act(g) * u);
+}
+
+fn write_output_plain(r: u32, n: u32, v: f32) {
+    let at = r * p.out_stride + p.out_offset + n;
+    y[at] = select(v, v + residual[at], p.has_residual != 0u);
+}
+
+// The sum of every thread's v, returned to every thread (NORM's sum of squares); `partial` is
+// free again when it returns.
+fn workgroup_sum(v: f32, lid: u32, subgroup_size: u32) -> f32 {
+    var total = 0.0;
+//#if SUBGROUPS
+    let s = subgroupAdd(v);
+    if (lid % subgroup_size == 0u) { partial[lid / subgroup_size] = vec4<f32>(s); }
+    workgroupBarrier();
+    for (var k = 0u; k < THREADS / subgroup_size; k++) { total += partial[k].x; }
+//#else
+    partial[lid] = vec4<f32>(v);
+    workgroupBarrier();
+    for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { partial[lid] = partial[lid] + partial[lid + stride]; }
+        workgroupBarrier();
+    }
+    total = partial[0].x;
+//#endif
+    workgroupBarrier();
+    return total;
+}
+
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(local_invocation_index) lid: u32,
@@ -92,10 +135,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     let group = wid.x + wid.y * groups.x;
     let slot = lid / LANES;
     let lane = lid % LANES;
-    let n0 = (group * SLOTS + slot) * RPT;
+    let n0 = (group * SLOTS + slot) * select(RPT, 1u, GATED);
+    let outputs = select(p.N, p.N / 2u, GATED);
     // Rows past N (in the last workgroup) read row N - 1 and write nothing: every thread runs
     // the same loop, so the reductions below stay in uniform control flow.
-    let n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
+    var n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
+    if (GATED) {
+        let gate = min(n0, outputs - 1u);
+        n = vec4<u32>(gate, gate + outputs, gate, gate);
+    }
     let units = p.K / UNIT;
     let x_row_blocks = select(p.K, p.K / 4u, VEC4);
     let chunk_units = X_CHUNK / UNIT;  // UNIT divides X_CHUNK: 1, 4, 32 or 64
@@ -104,10 +152,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     for (var r = 0u; r < rows; r++) {
         let x_row = r * x_row_blocks;
         var acc = vec4<f32>(0.0);
+        var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
         for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
             chunk_first = x_row + first_unit * (UNIT / select(1u, 4u, VEC4));
             let blocks = min(X_BLOCKS, x_row_blocks - (chunk_first - x_row));
-            for (var i = lid; i < blocks; i += THREADS) { x_chunk[i + i / X_PAD] = x[chunk_first + i]; }
+            for (var i = lid; i < blocks; i += THREADS) {
+                var v = x[chunk_first + i];
+                if (NORM) {
+                    let q = vec4<f32>(v);
+                    squares += select(q.x * q.x, dot(q, q), VEC4);
+                    v = v * (norm[chunk_first - x_row + i] + XBlock(p.norm_offset));
+                }
+                x_chunk[i + i / X_PAD] = v;
+            }
             workgroupBarrier();
             // Once per chunk, not once per unit of every row: 8 x reads a unit fewer. From the staged
             // chunk after its barrier: summing from x itself to share that barrier ran 4-5 % slower.
@@ -135,6 +192,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             }
             workgroupBarrier();  // x_chunk is restaged for the next chunk
         }
+        if (NORM) {
+//#if SUBGROUPS
+            let sum_squares = workgroup_sum(squares, lid, subgroup_size);
+//#else
+            let sum_squares = workgroup_sum(squares, lid, 1u);  // (1: unused without subgroups)
+//#endif
+            acc *= inverseSqrt(sum_squares / f32(p.K) + p.norm_eps);
+        }
         // Sum acc over the slot's LANES threads; lane 0 ends up with the total.
 //#if SUBGROUPS
         // Butterfly within each subgroup (lanes l and l ^ o share a subgroup while o < its size),
@@ -158,8 +223,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         if (lane == 0u) { acc = partial[lid] + partial[lid + 1u]; }
 //#endif
         if (lane == 0u) {
-            for (var j = 0u; j < RPT; j++) {
-                if (n0 + j < p.N) { write_output(r, n0 + j, acc[j]); }
+            if (GATED) {
+                if (n0 < outputs) { write_gated(r, n0, acc.x, acc.y); }
+            } else {
+                for (var j = 0u; j < RPT; j++) {
+                    if (n0 + j < p.N) { write_output(r, n0 + j, acc[j]); }
+                }
             }
         }
         workgroupBarrier();  // `partial` is rewritten for the next row

@@ -227,7 +227,7 @@ def test_rmsnorm_and_q4_1_gemv(worker):
     m = QuantMatrix("q4_1", 37, 352, np.random.default_rng(2))
     xg = rng.standard_normal((2, 352), dtype=np.float32)
     out = worker.exec(f"""
-        from py_engine.linear_plan import gemv_features, linear_defines, linear_grid
+        from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params
         from py_engine.weights import repack_params
         norm = await run_kernel("rmsnorm", {{"x": "{enc(x)}", "w": "{enc(w)}", "y": {x.nbytes}}},
                                 {{"dim": {dim}, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0}},
@@ -236,9 +236,8 @@ def test_rmsnorm_and_q4_1_gemv(worker):
         packed = await run_kernel("repack", {{"w": "{enc(m.raw())}"}}, params, grid=grid)
         defines = linear_defines(352, 37, "q4_1")
         gemv = await run_kernel("gemv", {{"x": "{enc(xg)}", "w": packed["w"], "bias": 16, "residual": 16,
-                                         "y": {2 * 37 * 4}}},
-                                {{"K": 352, "N": 37, "out_stride": 37, "out_offset": 0, "rows": 2, "has_bias": 0,
-                                  "has_residual": 0, "pad": 0}},
+                                         "norm": 16, "y": {2 * 37 * 4}}},
+                                linear_params(352, 37, rows=2),
                                 grid=linear_grid("gemv", 2, 37, gemv_per_group=gemv_features(defines)),
                                 step=(2, 0, 2), defines=defines)
         json.dumps({{"norm": norm["y"], "gemv": gemv["y"]}})

@@ -4,7 +4,7 @@ import pytest
 import gpu_harness
 from gpu_harness import as_f32, run_kernel
 from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
-from py_engine.linear_plan import choose_linear, gemv_features, linear_defines, linear_grid
+from py_engine.linear_plan import choose_linear, gemv_features, linear_defines, linear_grid, linear_params
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 
@@ -16,11 +16,10 @@ def run_linear(kernel, x, w, bias=None, residual=None, N=None, out_stride=None, 
     N = w.shape[0] if N is None else N
     out_stride = N if out_stride is None else out_stride
     weight_dtype = "f16" if w.dtype == np.float16 else "f32"
-    params = {"K": K, "N": N, "out_stride": out_stride, "out_offset": out_offset,
-              "rows": 0 if rows_from_step else rows,
-              "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0}
+    params = linear_params(K, N, out_stride=out_stride, out_offset=out_offset, rows=0 if rows_from_step else rows,
+                           bias=bias is not None, residual=residual is not None)
     buffers = {"x": x, "w": w, "bias": DUMMY if bias is None else bias,
-               "residual": DUMMY if residual is None else residual, "y": rows * out_stride * 4}
+               "residual": DUMMY if residual is None else residual, "norm": DUMMY, "y": rows * out_stride * 4}
     defines = linear_defines(K, N, weight_dtype)
     out = run_kernel(kernel, buffers, params,
                      grid=linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=gemv_features(defines)),

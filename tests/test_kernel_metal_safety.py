@@ -65,7 +65,7 @@ def test_tanh_arguments_are_clamped(path):
     for arg in re.findall(r"\btanh\s*\(([^;]*)", code(path)):
         assert arg.lstrip().startswith("clamp(") or re.match(r"\s*inner\s*\)", arg), \
             f"{path.name}: tanh() of an unclamped argument"
-    if path.name == "gated_mul.wgsl":
+    if path.name == "activations.wgsl":
         assert re.search(r"let inner = clamp\(", code(path))
 
 

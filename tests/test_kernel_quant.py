@@ -6,7 +6,7 @@ import pytest
 
 import gpu_harness
 from gpu_harness import as_f32, run_kernel
-from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, weight_defines
+from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
 from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
 from quant_ref import QuantMatrix, repack_reference
 
@@ -37,16 +37,36 @@ def device_f16(fmt):
     return fmt == "f16"
 
 
-def run_linear(kernel, x, m: QuantMatrix, layout: dict | None = None, subgroups: bool = True):
+def run_linear(kernel, x, m: QuantMatrix, layout: dict | None = None, subgroups: bool = True,
+               norm: np.ndarray | None = None, norm_offset: float = 0.0, gated: bool = False, gelu: bool = False):
+    """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up)."""
     rows, K = x.shape
-    params = {"K": K, "N": m.N, "out_stride": m.N, "out_offset": 0, "rows": rows,
-              "has_bias": 0, "has_residual": 0, "pad": 0}
-    buffers = {"x": x, "w": gpu_harness.repacked(m.raw(), m.fmt), "bias": 16, "residual": 16, "y": rows * m.N * 4}
-    defines = {**linear_defines(K, m.N, m.fmt, m.group), **(layout or {})}
-    grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines))
+    outputs = m.N // 2 if gated else m.N
+    params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
+    buffers = {"x": x, "w": gpu_harness.repacked(m.raw(), m.fmt), "bias": 16, "residual": 16,
+               "norm": 16 if norm is None else norm, "y": rows * outputs * 4}
+    defines = {**linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu), **(layout or {})}
+    grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated)
     out = run_kernel(kernel, buffers, params, grid=grid, step=(rows, 0, rows), defines=defines,
                      f16=device_f16(m.fmt), subgroups=subgroups)
-    return as_f32(out["y"], (rows, m.N))
+    return as_f32(out["y"], (rows, outputs))
+
+
+NORM_EPS = 1e-5
+
+
+def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, gelu: bool) -> np.ndarray:
+    """float64: RMSNorm (when norm is given), the projection, the gated activation (when gated)."""
+    h = x.astype(np.float64)
+    if norm is not None:
+        h = h / np.sqrt((h ** 2).mean(-1, keepdims=True) + NORM_EPS) * (norm.astype(np.float64) + norm_offset)
+    y = h @ m.ref.astype(np.float64).T
+    if not gated:
+        return y
+    gate, up = y[:, :m.N // 2], y[:, m.N // 2:]
+    act = (0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate ** 3))) if gelu
+           else gate / (1 + np.exp(-gate)))
+    return act * up
 
 
 @pytest.mark.parametrize("kernel,row_counts,N", [("gemv", (1, 3, 8, 13), GEMV_N), ("matmul", (17, 70, 130), MATMUL_N)])
@@ -84,6 +104,30 @@ def test_gemv_layouts(fmt, K, group, subgroups):
         got = run_linear("gemv", x, m, layout, subgroups)
         err = np.abs(got - ref).max() / np.abs(ref).max()
         assert err < 1e-4, f"{fmt} {layout} rows={rows}: relative error {err:.2e}"
+
+
+# (kernel, subgroups, format, K, rows, norm, gated): the scalar-x path (K = 70), an x-sum format
+# (Q4_1), K-quants, K past one staged chunk; 37 outputs end mid-workgroup and mid-tile.
+FUSED = [("gemv", True, "f32", 70, 3, True, True), ("gemv", False, "q4_1", 352, 2, True, True),
+         ("gemv", True, "q6_k", 768, 1, True, False), ("gemv", True, "q4_0", 2304, 2, True, True),
+         ("gemv", True, "f16_packed", 96, 1, False, True), ("gemv", False, "q4_k", 2304, 1, True, False),
+         ("matmul", True, "f32", 70, 70, True, True), ("matmul", True, "q4_1", 352, 17, True, False),
+         ("matmul", True, "q8_0", 2304, 33, False, True)]
+
+
+@pytest.mark.parametrize("kernel,subgroups,fmt,K,rows,with_norm,gated", FUSED)
+def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
+    """RMSNorm inside the projection (NORM) and the gated activation after it (GATED)."""
+    m = matrix(fmt, 2 * 37 if gated else 37, K, 64)
+    rng = np.random.default_rng(K + rows)
+    x = rng.standard_normal((rows, K), dtype=np.float32) * 3
+    norm = rng.standard_normal(K, dtype=np.float32) if with_norm else None
+    gelu = fmt == "q8_0"  # Gemma's activation once
+    offset = 1.0 if fmt == "q4_1" else 0.0  # Gemma's (1 + w) once
+    got = run_linear(kernel, x, m, subgroups=subgroups, norm=norm, norm_offset=offset, gated=gated, gelu=gelu)
+    ref = fused_reference(x, m, norm, offset, gated, gelu)
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    assert err < 1e-4, f"{kernel} {fmt} K={K} rows={rows}: relative error {err:.2e}"
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import choose_linear, embedding_grid, gemv_features, linear_defines, linear_grid
+from ..linear_plan import choose_linear, embedding_grid, gemv_features, linear_defines, linear_grid, linear_params
 from ..errors import ModelFileError
 from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
@@ -68,10 +68,11 @@ class GraphBuilder:
             raise ModelFileError(info.path, f"tensor {name!r}: {exc}") from None
         return fmt
 
-    def matrix(self, parts) -> tuple[list[tuple[Tensor, int, dict]], int, int]:
+    def matrix(self, parts, **fused) -> tuple[list[tuple[Tensor, int, dict]], int, int]:
         """The row-concatenation of `parts` as weight shards, each (shard, its first row, the
-        defines of the kernels that read it), plus (rows N, columns K). Consecutive parts of one format share shards; a format change (a
-        Q4_K_M file's Q6_K V next to Q4_K Q and K) starts new ones. A shard fits one binding."""
+        defines of the kernels that read it: linear_defines with `fused`), plus (rows N, columns K).
+        Consecutive parts of one format share shards; a format change (a Q4_K_M file's Q6_K V next
+        to Q4_K Q and K) starts new ones. A shard fits one binding."""
         parts = tuple(parts)
         k = self.shape(parts[0])[1]
         shards, first = [], 0
@@ -86,9 +87,19 @@ class GraphBuilder:
                 count = min(per_shard, n - r)
                 nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 16) * 16
                 shard = self.g.tensor(f"{group[0]}[{r}]", nbytes, "weight", weight=spec, rows=(r, count), dtype=fmt)
-                shards.append((shard, first + r, linear_defines(k, count, fmt, mlx_group)))
+                shards.append((shard, first + r, linear_defines(k, count, fmt, mlx_group, **fused)))
             first += n
         return shards, first, k
+
+    def one_shard(self, parts) -> bool:
+        """Whether the row-concatenation of `parts` is one format and fits one storage binding."""
+        formats = {self.weight_format(p) for p in parts}
+        if len(formats) != 1:
+            return False
+        k = self.shape(parts[0])[1]
+        n = sum(self.shape(p)[0] for p in parts)
+        group = getattr(self.tensor_info(parts[0]), "group", 64)
+        return -(-FORMATS[formats.pop()].matrix_bytes(n, k, group) // 16) * 16 <= self.max_binding
 
     def vector(self, parts, rows: tuple | None = None) -> Tensor:
         """An f32 vector (norm weight, bias): the concatenation of `parts`, or its `rows` slice."""
@@ -115,19 +126,39 @@ class GraphBuilder:
         return y
 
     def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
-               out: Tensor | None = None) -> Tensor:
-        shards, n, k = self.matrix(parts)
+               out: Tensor | None = None, norm: str | None = None, norm_offset: float = 0.0) -> Tensor:
+        """x (RMS-normalised by the `norm` weight first, when given) times the row-concatenation
+        of `parts`, + bias, + residual."""
+        shards, n, k = self.matrix(parts, norm=norm is not None)
         y = out or self.act("linear", n, fixed_rows or None)
+        norm_weight = self.vector([norm]) if norm else self.dummy
         for shard, start, defines in shards:
             count = shard.rows[1]
             self.g.op("linear", {
                 "x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
-                "residual": residual or self.dummy, "y": y,
-            }, {"K": k, "N": count, "out_stride": n, "out_offset": start, "rows": fixed_rows,
-                "has_bias": int(bias is not None), "has_residual": int(residual is not None), "pad": 0},
+                "residual": residual or self.dummy, "y": y, "norm": norm_weight,
+            }, linear_params(k, count, out_stride=n, out_offset=start, rows=fixed_rows, bias=bias is not None,
+                             residual=residual is not None, norm_eps=self.cfg.rms_norm_eps if norm else 0.0,
+                             norm_offset=norm_offset),
                 lambda rows, count=count, per=gemv_features(defines): linear_grid(choose_linear(rows), rows, count,
                                                                                     gemv_per_group=per),
                 defines, fixed_rows)
+        return y
+
+    def gated_mlp(self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
+        """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`: one dispatch where gate | up
+        is one format in one binding, else the normalising gate | up projection and gated_mul."""
+        if not self.one_shard([gate, up]):
+            return self.gated_mul(self.linear(x, [gate, up], norm=norm, norm_offset=norm_offset),
+                                  self.shape(gate)[0], gelu)
+        [(shard, _, defines)], n, k = self.matrix([gate, up], norm=True, gated=True, gelu=gelu)
+        y = self.act("mlp", n // 2)
+        self.g.op("linear", {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y,
+                             "norm": self.vector([norm])},
+                  linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
+                  lambda rows, per=gemv_features(defines): linear_grid(choose_linear(rows), rows, n,
+                                                                       gemv_per_group=per, gated=True),
+                  defines)
         return y
 
     def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:

@@ -11,7 +11,7 @@ import math
 import struct
 from array import array
 
-from ..linear_plan import gemv_features, linear_defines, linear_grid, weight_defines
+from ..linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
 from ..quant import weight_format
 from ..weights import repack_params
 from .runner import CheckFailed, first_difference, lcg_floats, lcg_words, run_kernel
@@ -121,9 +121,8 @@ async def check_gemv(device, kernels) -> str:
     defines = linear_defines(K, N, "q4_0")
     kernel = kernels.get("gemv", **defines)
     out = await run_kernel(device, kernel, {"x": x.tobytes(), "w": packed, "bias": bias.tobytes(), "residual": 16,
-                                            "y": 4 * rows * N},
-                           {"K": K, "N": N, "out_stride": N, "out_offset": 0, "rows": rows, "has_bias": 1,
-                            "has_residual": 0, "pad": 0},
+                                            "norm": 16, "y": 4 * rows * N},
+                           linear_params(K, N, rows=rows, bias=True),
                            grid=linear_grid("gemv", rows, N, device.caps.limits.max_workgroups_per_dim,
                                             gemv_per_group=gemv_features(defines)),
                            step=(rows, 0, rows))
