@@ -19,23 +19,34 @@ QUESTION = {"messages": [{"role": "user", "content": "What is the capital of Fra
             "sampling": {"temperature": 0, "max_new_tokens": 4}}
 
 
+# Each load + answer takes 2-3 minutes on SwiftShader; a stall fails the test with the page's last
+# messages instead of holding CI until its limit.
+RUN_LIMIT_S = 600
+RUN_WITHIN = f"""async (args) => Promise.race([({RUN})(args), new Promise((_, reject) =>
+  setTimeout(() => reject(new Error("no answer within {RUN_LIMIT_S} s")), {RUN_LIMIT_S * 1000}))])"""
+
+
 def test_offline_reload_gives_the_same_tokens(tmp_path):
     from py_engine.model_cache import ensure_model
 
     ensure_model("smollm2-135m-instruct")
+    console = []
     with app_server() as (url, server), playwright_api.sync_playwright() as p:
         context = launch(p, tmp_path / "profile")
+        context.on("console", lambda m: console.append(f"{m.type}: {m.text[:300]}"))
         page = context.new_page()
         page.goto(url)
         assert page.evaluate(SW_READY)
         page.reload()  # now controlled by the service worker
         args = {"modelId": "smollm2-135m-instruct", "context": 256, "request": QUESTION}
-        online = page.evaluate(RUN, args)
-
-        server.terminate()
-        server.wait(10)
-        context.set_offline(True)
-        page.reload()
-        offline = page.evaluate(RUN, args)
+        try:
+            online = page.evaluate(RUN_WITHIN, args)
+            server.terminate()
+            server.wait(10)
+            context.set_offline(True)
+            page.reload()
+            offline = page.evaluate(RUN_WITHIN, args)
+        except playwright_api.Error as exc:
+            raise AssertionError(f"{exc.message}; the page's last messages:\n" + "\n".join(console[-30:])) from None
         context.close()
     assert online["done"]["tokens"] == offline["done"]["tokens"] == [504, 3575, 282, 4649]
