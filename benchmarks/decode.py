@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -66,7 +65,7 @@ async def measure(args) -> dict:
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
         "decode_tok_s": round(args.new_tokens / decode_s, 1),
         "dispatches_per_decode_token": len(commands),
-        "dispatches_per_layer": dispatches_per_layer(engine.executor.graph, engine.cfg.num_layers),
+        "dispatches_per_layer": round(engine.executor.graph.ops_per_layer(engine.cfg.num_layers), 2),
         "host_ms_per_decode_token": round(1000 * host_s / args.new_tokens, 3),
         "activation_mb": round(engine.executor.activation_bytes / 1e6, 2),
         "kv_cache_mb": round(engine.executor.kv_bytes / 1e6, 2),
@@ -87,16 +86,6 @@ def weight_bytes_per_token(graph) -> int:
             if t.kind == "weight":
                 total += t.nbytes // t.rows[1] if op.kernel == "embedding" else t.nbytes
     return total
-
-
-def dispatches_per_layer(graph, layers: int) -> float:
-    """Ops from the first that binds a weight or cache of layer 0 to the last that binds one of
-    the last layer, per layer (the embedding, final norm and LM head are outside)."""
-    marked = [(i, int(m.group(1))) for i, op in enumerate(graph.ops) for t in op.bind.values()
-              if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))]
-    first = min(i for i, layer in marked if layer == 0)
-    last = max(i for i, layer in marked if layer == layers - 1)
-    return round((last - first + 1) / layers, 2)
 
 
 def weight_formats(graph) -> dict:

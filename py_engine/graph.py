@@ -8,6 +8,7 @@ split into shards when one would exceed a storage binding.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,6 +58,16 @@ class Graph:
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0) -> None:
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows))
+
+    def ops_per_layer(self, layers: int) -> float:
+        """Ops from the first that binds a weight or cache of layer 0 to the last that binds one of
+        the last layer, per layer (the embedding, final norm and LM head are outside): a decode
+        token's dispatches per layer."""
+        marked = [(i, int(m.group(1))) for i, op in enumerate(self.ops) for t in op.bind.values()
+                  if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))]
+        first = min(i for i, layer in marked if layer == 0)
+        last = max(i for i, layer in marked if layer == layers - 1)
+        return (last - first + 1) / layers
 
     def summary(self) -> str:
         kinds = {}

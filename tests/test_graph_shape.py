@@ -1,0 +1,35 @@
+"""The decoder graph's dispatch count per layer (issue 12: at most 5 for Llama, Qwen2/3 and
+Mistral): built from each family's tiny fixture, no GPU needed."""
+from pathlib import Path
+
+import pytest
+
+from py_engine.engine import _tensor_info, read_model
+from py_engine.formats.source import open_source
+from py_engine.models import graph_generator
+from py_engine.models.builder import GraphBuilder
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def build(name: str, max_binding: int = 128 << 20):
+    source = open_source(FIXTURES / name)
+    cfg, tensors, _ = read_model(source)
+    builder = GraphBuilder(cfg, lambda n: _tensor_info(tensors, n, source.label), 16, 64, False,
+                           ("f32", "f32"), max_binding)
+    return cfg, graph_generator(cfg.architecture)(builder)
+
+
+@pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])
+def test_ops_per_layer(name):
+    """Norm + QKV, RoPE + KV append, attention, its combine, O + residual, norm + gate|up + act,
+    down + residual."""
+    cfg, graph = build(name)
+    assert graph.ops_per_layer(cfg.num_layers) == 7
+    assert not any(op.kernel in ("rmsnorm", "gated_mul") for op in graph.ops[1:-2])
+
+
+def test_gate_up_over_one_binding_keeps_its_own_activation():
+    """gate | up split over two bindings: the projection shards, then gated_mul (8 a layer)."""
+    cfg, graph = build("llama-f32", max_binding=4096)
+    assert "gated_mul" in [op.kernel for op in graph.ops]
