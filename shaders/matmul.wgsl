@@ -99,11 +99,17 @@ fn dots(a: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>
 }
 
 fn write_output(r: u32, n: u32, dot_value: f32) {
-    let at = r * p.out_stride + p.out_offset + n;
     var v = dot_value;
     if (p.has_bias != 0u) { v += bias[n]; }
-    if (p.has_residual != 0u) { v += residual[at]; }
-    y[at] = v;
+    store_output(r, n, v);
+}
+
+// y[r, out_offset + n] = v (+ the residual's; read only when there is one).
+fn store_output(r: u32, n: u32, v: f32) {
+    let at = r * p.out_stride + p.out_offset + n;
+    var out = v;
+    if (p.has_residual != 0u) { out += residual[at]; }
+    y[at] = out;
 }
 
 // Row r's outputs for features n, n + 16, n + 32, n + 48 (GATED: n and n + 16, from their gates
@@ -120,9 +126,7 @@ fn write_row(r: u32, n: u32, rows: u32, v: vec4<f32>) {
             }
         }
         for (var j = 0u; j < 2u; j++) {
-            let at = r * p.out_stride + p.out_offset + n + SPREAD * j;
-            let out = gate_act(g[j]) * u[j];
-            if (n + SPREAD * j < outputs) { y[at] = select(out, out + residual[at], p.has_residual != 0u); }
+            if (n + SPREAD * j < outputs) { store_output(r, n + SPREAD * j, gate_act(g[j]) * u[j]); }
         }
         return;
     }

@@ -134,16 +134,20 @@ class GraphBuilder:
         norm_weight = self.vector([norm]) if norm else self.dummy
         for shard, start, defines in shards:
             count = shard.rows[1]
-            self.g.op("linear", {
-                "x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
-                "residual": residual or self.dummy, "y": y, "norm": norm_weight,
-            }, linear_params(k, count, out_stride=n, out_offset=start, rows=fixed_rows, bias=bias is not None,
-                             residual=residual is not None, norm_eps=self.cfg.rms_norm_eps if norm else 0.0,
-                             norm_offset=norm_offset),
-                lambda rows, count=count, per=gemv_features(defines): linear_grid(choose_linear(rows), rows, count,
-                                                                                    gemv_per_group=per),
-                defines, fixed_rows)
+            self._linear_op({"x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
+                             "residual": residual or self.dummy, "y": y, "norm": norm_weight},
+                            linear_params(k, count, out_stride=n, out_offset=start, rows=fixed_rows,
+                                          bias=bias is not None, residual=residual is not None,
+                                          norm_eps=self.cfg.rms_norm_eps if norm else 0.0, norm_offset=norm_offset),
+                            defines, fixed_rows)
         return y
+
+    def _linear_op(self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0) -> None:
+        """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows."""
+        self.g.op("linear", bind, params,
+                  lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]:
+                      linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated),
+                  defines, fixed_rows)
 
     def gated_mlp(self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
         """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`: one dispatch where gate | up
@@ -153,12 +157,10 @@ class GraphBuilder:
                                   self.shape(gate)[0], gelu)
         [(shard, _, defines)], n, k = self.matrix([gate, up], norm=True, gated=True, gelu=gelu)
         y = self.act("mlp", n // 2)
-        self.g.op("linear", {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y,
-                             "norm": self.vector([norm])},
-                  linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
-                  lambda rows, per=gemv_features(defines): linear_grid(choose_linear(rows), rows, n,
-                                                                       gemv_per_group=per, gated=True),
-                  defines)
+        self._linear_op({"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y,
+                         "norm": self.vector([norm])},
+                        linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
+                        defines)
         return y
 
     def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:
