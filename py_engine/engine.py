@@ -5,6 +5,7 @@ import logging
 import struct
 import time
 from array import array
+from collections import deque
 
 from .executor import Executor
 from .formats.gguf import parse_gguf
@@ -37,6 +38,9 @@ class Engine:
         self.logits_buffer = executor.buffer("logits")
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
+        # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
+        # the host waited for a token the GPU had not finished (greedy on the GPU only).
+        self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
 
     @classmethod
     async def load(cls, model, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
@@ -86,13 +90,20 @@ class Engine:
         self.pos = 0
 
     def forward_commands(self, ids: list[int]) -> list:
-        if self.pos + len(ids) > self.context:
-            raise ValueError(f"context full: {self.pos} + {len(ids)} tokens > {self.context}")
+        """The next forward over `ids` (written to the GPU now), at the engine's position."""
+        return self._forward(len(ids), ids)
+
+    def _forward(self, rows: int, ids: list[int] | None = None) -> list:
+        """A forward of `rows` tokens at the engine's position; ids None: the token is already on
+        the GPU (greedy_feedback copied it there)."""
+        if self.pos + rows > self.context:
+            raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
         ex = self.executor
-        self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
-        self.device.write_buffer(ex.buffer("cos_sin"), 0, cos_sin_table(self.inv_freq, self.pos, len(ids)))
-        commands = ex.commands(len(ids), self.pos)
-        self.pos += len(ids)
+        if ids is not None:
+            self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
+        self.device.write_buffer(ex.buffer("cos_sin"), 0, cos_sin_table(self.inv_freq, self.pos, rows))
+        commands = ex.commands(rows, self.pos)
+        self.pos += rows
         return commands
 
     def prefill_commands(self, ids: list[int]) -> list:
@@ -109,12 +120,21 @@ class Engine:
 
     async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
                        stop_ids=()):
-        """Async generator of new token ids; a stop id is yielded, then generation ends."""
+        """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
+        early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
+        never been computed: the last yielded token is not in the KV cache."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
+        self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
+        tokens = self._greedy_on_gpu if sampling.temperature == 0 and sampling.repetition_penalty == 1 \
+            else self._sampled
+        async for token in tokens(prompt, max_new_tokens, sampling, stop_ids):
+            yield token
+
+    async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids):
+        """One token per round trip: the host picks it (sampling; the penalty's history)."""
         history = list(prompt)
         commands = self.prefill_commands(prompt)
-        self.decode_host_seconds, self.decode_tokens = 0.0, 0  # encoding + submitting decode tokens
         token = None
         for i in range(max_new_tokens):
             start = time.perf_counter()
@@ -129,6 +149,39 @@ class Engine:
             yield token
             if token in stop_ids or self.pos >= self.context:
                 return
+
+    async def _greedy_on_gpu(self, prompt, max_new_tokens, _sampling, stop_ids):
+        """Greedy decoding whose next input never waits for the host: each forward's argmax feeds
+        the next forward's embedding on the GPU, and where reads overlap (Device.reads_overlap) the
+        host encodes forward i + 1 while the GPU runs forward i. Forwards submitted past a stop are
+        discarded: pos is rolled back to the last token yielded."""
+        first_input = self.pos + len(prompt)  # the position the first answer token is fed at
+        ahead = 2 if self.device.reads_overlap else 1  # forwards in flight
+        feedback = self.sampler.greedy_feedback(self.executor.buffer("ids"))
+        pending = deque()
+        submitted = yielded = 0
+        try:
+            while yielded < max_new_tokens:
+                # Forward j (j >= 1) feeds answer token j - 1 at position first_input + j - 1.
+                while (len(pending) < ahead and submitted < max_new_tokens
+                       and (submitted == 0 or first_input + submitted - 1 < self.context)):
+                    start = time.perf_counter()
+                    commands = self.prefill_commands(prompt) if submitted == 0 else self._forward(1)
+                    pending.append(self.device.submit(commands + feedback)[0])
+                    if submitted:
+                        self.decode_host_seconds += time.perf_counter() - start
+                        self.decode_tokens += 1
+                    submitted += 1
+                start = time.perf_counter()
+                raw = await self.device.fetch(pending.popleft())
+                self.decode_wait_seconds += time.perf_counter() - start
+                token = struct.unpack("<I", raw)[0]
+                yielded += 1
+                yield token
+                if token in stop_ids or first_input + yielded - 1 >= self.context:
+                    return
+        finally:
+            self.pos = first_input + max(yielded - 1, 0) if submitted else first_input - len(prompt)
 
 
 def read_model(source):

@@ -27,7 +27,7 @@ import struct
 from array import array
 from dataclasses import dataclass
 
-from .gpu import Dispatch
+from .gpu import Copy, Dispatch, Read
 
 CANDIDATES = 64  # tokens the top-k passes hand to Python
 TILE = 1024  # logits per workgroup in topk_chunks.wgsl
@@ -194,6 +194,13 @@ class Sampler:
         self._write(self._topk_params, self._topk_chunks.pack_params(
             {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
         return out + self._topk
+
+    def greedy_feedback(self, ids_buffer) -> list:
+        """Greedy decoding that stays on the GPU: the argmax, then the chosen id copied to
+        ids_buffer[0] (where the next forward's embedding reads it) and set aside for the host
+        (one Read: the submit's pending read holds the id as a little-endian u32)."""
+        at = 8 * self._argmax_groups + 4  # the final best's id
+        return self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4), Read(self._argmax_best, at, 4)]
 
     async def read_candidates(self) -> tuple[list[float], list[int], float]:
         """After the sampling commands ran: the row's first CANDIDATES tokens in the sampling order

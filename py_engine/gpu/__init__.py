@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
-__all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "GpuError", "Limits", "open_device"]
+__all__ = ["Binding", "Capabilities", "Copy", "Device", "Dispatch", "GpuError", "Limits", "Read", "open_device"]
 
 
 async def open_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 
-from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, SnapshotReads
 
 try:  # only inside Pyodide
     from pyodide.ffi import JsException, create_proxy, to_js
@@ -119,6 +119,7 @@ class BrowserDevice(Device):
         self.caps = caps
         self.info = info or {}  # what requestDevice reported: name, vendor, features, limits, ...
         self._share(_SHARED_BYTES)
+        self._reads = SnapshotReads(self)  # readBuffer waits for all submitted work (and drains WebKit's chain)
 
     def _share(self, nbytes: int) -> None:
         self._shared = array("i", bytes(nbytes))  # never resized: gpu.js keeps a view of its memory
@@ -208,6 +209,7 @@ class BrowserDevice(Device):
             raise GpuError("submit: offsets and sizes must stay below 2 GiB") from None
 
     def submit(self, commands):
+        commands, pending = self._reads.take(commands)
         ops = self.encode(commands)
         n = len(ops)
         if 4 * n > len(self._shared_u8):
@@ -217,6 +219,10 @@ class BrowserDevice(Device):
             self._gpu.submitShared(n)
         except JsException as e:
             raise _gpu_error(e) from None
+        return pending
+
+    async def fetch(self, pending):
+        return await self._reads.fetch(pending)
 
     def set_submit_group(self, group: int | str | None) -> None:
         """Change the submit strategy of the open device (None: one submit per forward; "all":

@@ -4,8 +4,10 @@ The engine above this package speaks only this interface; `wgpu_host.py` impleme
 wgpu-py on the desktop and the browser host (a later issue) implements it with `navigator.gpu`
 through Pyodide's JS FFI. Every wait is `await`able: the browser cannot block.
 
-Work is handed over as a flat list of commands (`Dispatch`, `Copy`) per submit, because in the
-browser each FFI call costs tens of microseconds: one call per forward pass, not one per dispatch.
+Work is handed over as a flat list of commands (`Dispatch`, `Copy`, `Read`) per submit, because in
+the browser each FFI call costs tens of microseconds: one call per forward pass, not one per dispatch.
+A `Read` sets bytes aside at its point of the submit; `fetch` returns them once that work has run, so
+the engine can encode the next forward while the GPU still runs this one (`reads_overlap`).
 """
 from __future__ import annotations
 
@@ -64,10 +66,23 @@ class Copy:
     size: int
 
 
+@dataclass
+class Read:
+    """`size` bytes of `buffer` from `offset` (a multiple of 4), set aside when this point of the
+    submit runs."""
+
+    buffer: object
+    offset: int
+    size: int
+
+
 class Device:
     """Interface only. Buffers, kernels and bind groups are opaque handles of the host."""
 
     caps: Capabilities
+    # fetch() resolves once its own submit has run, while later submits may still be running (the
+    # desktop); False: it waits for all submitted work, so reading ahead gains nothing.
+    reads_overlap = False
 
     def create_buffer(self, size: int, kind: str = "storage", label: str = ""):
         """kind: "storage" (read/write, copy src/dst) or "uniform"."""
@@ -89,8 +104,14 @@ class Device:
         """resources: (buffer, offset, size) per binding, in binding order."""
         raise NotImplementedError
 
-    def submit(self, commands: list) -> None:
-        """Encode Dispatch/Copy commands in order (consecutive dispatches share one compute pass)."""
+    def submit(self, commands: list) -> list:
+        """Encode Dispatch/Copy/Read commands in order (consecutive dispatches share one compute
+        pass). Returns one pending read per Read, for `fetch`."""
+        raise NotImplementedError
+
+    async def fetch(self, pending) -> bytes:
+        """The bytes of a Read returned by `submit`, once the work before it has run. Each pending
+        read is fetched once."""
         raise NotImplementedError
 
     async def read_buffer(self, buffer, offset: int, size: int) -> bytes:
@@ -103,3 +124,37 @@ class Device:
     def set_submit_group(self, group) -> None:
         """WebKit's grouped submits (the browser host): N dispatches per command buffer, "all", or
         None for one submit per forward. Hosts that never group (wgpu-native) ignore it."""
+
+
+class SnapshotReads:
+    """Reads for a host whose read-back waits for all submitted work: each Read becomes a Copy into
+    a small storage buffer of its own (a snapshot, so later submits cannot overwrite what it set
+    aside), which `fetch` reads back and returns to the pool."""
+
+    def __init__(self, device: Device):
+        self._device = device
+        self._free = []  # snapshot buffers, 256 bytes each (a Read of more gets its own size)
+
+    def take(self, commands: list) -> tuple[list, list]:
+        """(the commands with each Read replaced by its Copy, the pending reads)."""
+        if not any(type(c) is Read for c in commands):
+            return commands, []
+        out, pending = [], []
+        for c in commands:
+            if type(c) is not Read:
+                out.append(c)
+                continue
+            size = (c.size + 3) // 4 * 4
+            snapshot = self._free.pop() if size <= 256 and self._free else \
+                self._device.create_buffer(max(256, size), label="read snapshot")
+            out.append(Copy(c.buffer, c.offset, snapshot, 0, size))
+            pending.append((snapshot, c.size))
+        return out, pending
+
+    async def fetch(self, pending) -> bytes:
+        snapshot, size = pending
+        try:
+            return await self._device.read_buffer(snapshot, 0, size)
+        finally:
+            if size <= 256:
+                self._free.append(snapshot)

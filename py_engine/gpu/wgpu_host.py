@@ -5,9 +5,13 @@ that grants no more; `limits="adapter"` takes the adapter's maxima (benchmarks m
 """
 from __future__ import annotations
 
-import wgpu
+import asyncio
+import time
 
-from .device import Binding, Capabilities, Copy, Device, Dispatch, Limits
+import wgpu
+from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
 _DEFAULT_LIMITS = {
     "max-storage-buffer-binding-size": 128 << 20,
@@ -69,12 +73,25 @@ class _Kernel:
         self.layout = layout
 
 
+class _Staging:
+    """A MAP_READ buffer that one Read copies into; mapped through wgpu-native directly (below)."""
+
+    def __init__(self, device, size: int):
+        self.size = size
+        self.buffer = device.create_buffer(size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+
 class WgpuDevice(Device):
+    # fetch() polls wgpu-native without blocking: it resolves when its own submission is done.
+    # wgpu-py's map_async would wake its poll thread, whose blocking poll waits for *every*
+    # submission (and holds the device's fence, so the next submit waits for it too).
+    reads_overlap = True
+
     def __init__(self, device, caps: Capabilities):
         self.device = device
         self.caps = caps
         self._layouts = {}  # binding signature → one shared layout, so bind groups fit every kernel of that shape
-        self._readback = None
+        self._staging = []  # free _Staging buffers
 
     def create_buffer(self, size, kind="storage", label=""):
         size = max(16, (size + 15) // 16 * 16)
@@ -117,46 +134,82 @@ class WgpuDevice(Device):
         return self.device.create_bind_group(layout=kernel.layout, entries=entries)
 
     def submit(self, commands):
+        # Dispatches go straight to wgpu-native (cffi), skipping a pipeline or bind group that is
+        # already set: wgpu-py's wrappers cost ~2 us more per dispatch, and a decode token has
+        # hundreds. Errors still surface at the pass's end() and the encoder's finish().
         encoder = self.device.create_command_encoder()
         compute_pass = None
+        pending = []
         for cmd in commands:
-            if isinstance(cmd, Dispatch):
+            if type(cmd) is Dispatch:
                 if compute_pass is None:
                     compute_pass = encoder.begin_compute_pass()
-                compute_pass.set_pipeline(cmd.kernel.pipeline)
-                compute_pass.set_bind_group(0, cmd.bind_group)
-                compute_pass.dispatch_workgroups(*cmd.grid)
-            elif isinstance(cmd, Copy):
-                if compute_pass is not None:
-                    compute_pass.end()
-                    compute_pass = None
+                    handle, pipeline, bind_group = compute_pass._internal, None, None
+                if cmd.kernel.pipeline is not pipeline:
+                    pipeline = cmd.kernel.pipeline
+                    lib.wgpuComputePassEncoderSetPipeline(handle, pipeline._internal)
+                if cmd.bind_group is not bind_group:
+                    bind_group = cmd.bind_group
+                    lib.wgpuComputePassEncoderSetBindGroup(handle, 0, bind_group._internal, 0, ffi.NULL)
+                grid = cmd.grid if len(cmd.grid) == 3 else (*cmd.grid, 1, 1)[:3]
+                lib.wgpuComputePassEncoderDispatchWorkgroups(handle, *grid)
+                continue
+            if compute_pass is not None:
+                compute_pass.end()
+                compute_pass = None
+            if isinstance(cmd, Copy):
                 encoder.copy_buffer_to_buffer(cmd.src, cmd.src_offset, cmd.dst, cmd.dst_offset, cmd.size)
+            elif isinstance(cmd, Read):
+                padded = (cmd.size + 3) // 4 * 4
+                staging = self._take_staging(padded)
+                encoder.copy_buffer_to_buffer(cmd.buffer, cmd.offset, staging.buffer, 0, padded)
+                pending.append((staging, cmd.size))
             else:
                 raise TypeError(f"unknown command {cmd!r}")
         if compute_pass is not None:
             compute_pass.end()
         self.device.queue.submit([encoder.finish()])
+        return pending
 
-    def _staging(self, size):
-        if self._readback is None or self._readback.size < size:
-            if self._readback is not None:
-                self._readback.destroy()
-            self._readback = self.device.create_buffer(
-                size=max(size, 1 << 16), usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
-            )
-        return self._readback
+    def _take_staging(self, size) -> _Staging:
+        for i, staging in enumerate(self._staging):
+            if staging.size >= size:
+                return self._staging.pop(i)
+        return _Staging(self.device, max(size, 256))
+
+    async def fetch(self, pending):
+        staging, size = pending
+        padded = (size + 3) // 4 * 4
+        status = []
+
+        @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+        def mapped(result, _message, _userdata1, _userdata2):
+            status.append(result)
+
+        handle = staging.buffer._internal
+        info = ffi.new("WGPUBufferMapCallbackInfo *")
+        info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+        info.callback = mapped
+        lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, padded, info[0])
+        # Poll without blocking; spin (yielding to other tasks) for the first millisecond, then nap.
+        device, start = self.device._internal, time.perf_counter()
+        while not status:
+            lib.wgpuDevicePoll(device, False, ffi.NULL)
+            if not status:
+                await asyncio.sleep(0 if time.perf_counter() - start < 1e-3 else 2e-4)
+        if status[0] != lib.WGPUMapAsyncStatus_Success:
+            raise GpuError(f"reading back {size} bytes failed (map status {status[0]})")
+        try:
+            data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, padded), padded))[:size]
+        finally:
+            lib.wgpuBufferUnmap(handle)
+        self._staging.append(staging)
+        if len(self._staging) > 8:
+            self._staging.pop(0).buffer.destroy()
+        return data
 
     async def read_buffer(self, buffer, offset, size):
-        padded = (size + 3) // 4 * 4
-        staging = self._staging(padded)
-        encoder = self.device.create_command_encoder()
-        encoder.copy_buffer_to_buffer(buffer, offset, staging, 0, padded)
-        self.device.queue.submit([encoder.finish()])
-        await staging.map_async(wgpu.MapMode.READ, 0, padded)
-        try:
-            return bytes(staging.read_mapped(0, padded))[:size]
-        finally:
-            staging.unmap()
+        return await self.fetch(self.submit([Read(buffer, offset, size)])[0])
 
     def destroy_buffer(self, buffer):
         buffer.destroy()
