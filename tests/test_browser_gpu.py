@@ -219,6 +219,25 @@ def test_buffer_round_trip(worker):
     assert out["grown"] == "grown!!!"
 
 
+def test_reads_set_aside_by_submits(worker):
+    """A submit's Read holds the bytes of its point in the queue (a later write is not in it) and
+    pending reads are fetched in any order: the GPU-fed decode loop reads one token behind."""
+    out = worker.exec("""
+        from py_engine.gpu import Read
+        buf = dev.create_buffer(64)
+        dev.write_buffer(buf, 0, bytes(range(64)))
+        first = dev.submit([Read(buf, 5, 7)])[0]
+        dev.write_buffer(buf, 0, bytes(64))
+        second = dev.submit([Read(buf, 0, 16)])[0]
+        later, earlier = await dev.fetch(second), await dev.fetch(first)
+        dev.destroy_buffer(buf)
+        json.dumps({"later": b64(later), "earlier": b64(earlier), "overlap": dev.reads_overlap})
+    """)
+    assert base64.b64decode(out["later"]) == bytes(16)
+    assert base64.b64decode(out["earlier"]) == bytes(range(5, 12))
+    assert out["overlap"] is True  # a single-pass device (WebKit's grouped one reads behind its chain)
+
+
 def test_rmsnorm_and_q4_1_gemv(worker):
     rng = np.random.default_rng(1)
     rows, dim = 3, 576
@@ -362,7 +381,7 @@ def test_ffi_cost(worker):
         cmds = [Dispatch(k.handle, bg, (0, 1, 1)) for _ in range(32)]   # empty grids: the host side only
         small, big = bytes(16), bytes(4 << 20)
         b = dev.create_buffer(len(big))
-        n_ops = len(dev.encode(cmds))
+        n_ops = len(dev.encode(cmds)[0])
         # the baseline: the op list left in the shared array by dev.submit, resubmitted by JavaScript
         js_loop = js.eval("(gpu, n, count) => { for (let i = 0; i < count; i++) gpu.submitShared(n); }")
         calls = {

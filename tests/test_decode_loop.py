@@ -10,6 +10,7 @@ import pytest
 
 from gpu_harness import device
 from py_engine.engine import Engine
+from py_engine.gpu import Read
 from py_engine.sampling import SamplingParams
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llama-f32"
@@ -44,6 +45,23 @@ def reference(engine):
     tokens = asyncio.run(collect(engine._sampled(PROMPT, 24, GREEDY, ())))
     assert engine.pos == len(PROMPT) + 23
     return tokens
+
+
+def test_a_read_holds_the_bytes_of_its_point_in_the_queue():
+    """What the GPU loop relies on: a Read sees the writes queued before its submit and none after,
+    and pending reads are fetched in any order (unaligned ranges too). The browser's twin is in
+    test_browser_gpu.py."""
+    dev = device()[0]
+
+    async def run():
+        buf = dev.create_buffer(64)
+        dev.write_buffer(buf, 0, bytes(range(64)))
+        first = dev.submit([Read(buf, 5, 7)])[0]
+        dev.write_buffer(buf, 0, bytes(64))
+        second = dev.submit([Read(buf, 0, 16)])[0]
+        return await dev.fetch(second), await dev.fetch(first), await dev.read_buffer(buf, 62, 2)
+
+    assert asyncio.run(run()) == (bytes(16), bytes(range(5, 12)), bytes(2))
 
 
 def test_reads_overlap_on_the_desktop(engine):

@@ -19,10 +19,11 @@
 //   createBindGroup(kernelId, resources) -> id   resources: flat [buf, offset, size, buf, offset, size, ...]
 //   submit(ops)                            ops: Int32Array (or a PyProxy of a Python array('i')):
 //                                          dispatch [0, kernel, bindGroup, x, y, z], copy [1, src, srcOff,
-//                                          dst, dstOff, size]. Values are signed 32-bit: offsets and sizes
+//                                          dst, dstOff, size], read [2, src, srcOff, size, readId, 0]. Values are signed 32-bit: offsets and sizes
 //                                          must stay below 2^31 (2 GiB).
 //   configureSubmit(group)                 0: one command buffer per submit; N: N dispatches each, one in flight
 //   readBuffer(id, offset, size) -> Promise<Uint8Array>
+//   fetchRead(readId) -> Promise<Uint8Array>   the bytes a submit's read op [2, ...] set aside (gpu_reads.js)
 //   destroyBuffer(id)
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>         (in weights.js)
 //                                          plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url,
@@ -36,8 +37,9 @@
 
 import {
   bindGroups, buffers, check, describe, device, drain, enqueue, get, gpuError, id, kernels, layouts, pending, scoped,
-  staging, submitState,
+  submitState,
 } from "./gpu_device.js";
+import { fetchRead as fetchPending, readNow } from "./gpu_reads.js";
 import { encodeAndSubmit } from "./gpu_submit.js";
 import { loadWeights as loadWeightsNow } from "./weights.js";
 
@@ -223,30 +225,10 @@ export async function readBuffer(bufferId, offset, size) {
   if (submitState.chain) { await drain(); check(); }  // grouped: the read-back copy is its own final submit
   const buffer = get(buffers, bufferId, "buffer");
   if (size === 0) return new Uint8Array(0);
-  const lo = offset - (offset % 4);
-  const hi = Math.min(buffer.size, Math.ceil((offset + size) / 4) * 4);
-  const span = hi - lo;
-  if (offset < 0 || offset + size > buffer.size) throw gpuError(`readBuffer: ${size} bytes at ${offset} outside buffer ${buffer.label || bufferId} (${buffer.size} bytes)`);
-  let k = staging.findIndex((s) => s.size >= span);
-  let stage;
-  if (k >= 0) stage = staging.splice(k, 1)[0];
-  else stage = device.createBuffer({ size: Math.max(span, 1 << 16), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: "readback" });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(buffer, lo, stage, 0, span);
-  device.queue.submit([encoder.finish()]);
-  try {
-    await stage.mapAsync(GPUMapMode.READ, 0, span);  // resolves after all earlier queue work
-  } catch (e) {
-    stage.destroy();
-    check();
-    throw gpuError(`readBuffer: ${describe(e)}`);
-  }
-  const out = new Uint8Array(stage.getMappedRange(0, span).slice(offset - lo, offset - lo + size));
-  stage.unmap();
-  staging.push(stage);
-  if (staging.length > 4) staging.shift().destroy();
-  return out;
+  return readNow(buffer, offset, size);
 }
+
+export function fetchRead(readId) { return fetchPending(readId); }
 
 export function destroyBuffer(bufferId) {
   const buffer = buffers.get(bufferId);

@@ -2,9 +2,11 @@
 // chosen at start-up (py_engine/gpu/browser_host.py): 0 = one encoder, one compute pass, one
 // queue.submit (Dawn, wgpu-native); N = N dispatches per command buffer, one in flight (WebKit;
 // gpu_device.js's submitState says why). The op list: dispatch [0, kernel, bindGroup, x, y, z],
-// copy [1, src, srcOff, dst, dstOff, size].
+// copy [1, src, srcOff, dst, dstOff, size], read [2, src, srcOff, size, readId, 0] (copied into a
+// staging buffer of its own; gpu.js's fetchRead returns the bytes).
 
 import { bindGroups, buffers, check, device, enqueue, get, gpuError, kernels, submitState } from "./gpu_device.js";
+import { startRead } from "./gpu_reads.js";
 
 export function configureSubmit(group) {
   check();
@@ -26,6 +28,7 @@ export function encodeAndSubmit(a) {
   const encoder = device.createCommandEncoder();
   let pass = null;
   let lastKernel = -1;
+  const reads = [];
   const n = a.length;
   for (let i = 0; i < n;) {
     const op = a[i];
@@ -45,6 +48,12 @@ export function encodeAndSubmit(a) {
       if (pass !== null) { pass.end(); pass = null; }
       encoder.copyBufferToBuffer(get(buffers, a[i + 1], "buffer"), a[i + 2], get(buffers, a[i + 3], "buffer"), a[i + 4], a[i + 5]);
       i += 6;
+    } else if (op === 2) {
+      if (pass !== null) { pass.end(); pass = null; }
+      const r = startRead(get(buffers, a[i + 1], "buffer"), a[i + 2], a[i + 3], a[i + 4]);
+      encoder.copyBufferToBuffer(r.source, r.lo, r.stage, 0, r.span);
+      reads.push(r);
+      i += 6;
     } else {
       throw gpuError(`submit: unknown op ${op} at ${i}`);
     }
@@ -52,6 +61,9 @@ export function encodeAndSubmit(a) {
   if (pass !== null) pass.end();
   device.queue.submit([encoder.finish()]);
   submitState.commandBuffers++;
+  // Mapping now, before any later submit, resolves when this submit's work is done (on an
+  // implementation that waits for all work queued at the call, a later map would wait for more).
+  for (const r of reads) r.mapping = r.stage.mapAsync(GPUMapMode.READ, 0, r.span);
 }
 
 // Grouped (WebKit): the ids are resolved now, so a bad id throws from this call as in single-pass
@@ -69,6 +81,9 @@ function submitGrouped(a) {
       if (++dispatches === submitState.group) { groups.push(cur); cur = []; dispatches = 0; }
     } else if (op === 1) {
       cur.push([null, get(buffers, a[i + 1], "buffer"), a[i + 2], get(buffers, a[i + 3], "buffer"), a[i + 4], a[i + 5]]);
+    } else if (op === 2) {  // mapped by fetchRead, after the chain has run this copy
+      const r = startRead(get(buffers, a[i + 1], "buffer"), a[i + 2], a[i + 3], a[i + 4]);
+      cur.push([null, r.source, r.lo, r.stage, 0, r.span]);
     } else {
       throw gpuError(`submit: unknown op ${op} at ${i}`);
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 
-from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, SnapshotReads
+from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
 try:  # only inside Pyodide
     from pyodide.ffi import JsException, create_proxy, to_js
@@ -100,11 +100,9 @@ async def open_browser_device(allow_f16: bool = True, limits: str = "default", s
             storage_offset_alignment=int(lim["minStorageBufferOffsetAlignment"]),
         ),
     )
-    try:
-        gpu.configureSubmit(_js_group(submit_group))
-    except JsException as e:
-        raise _gpu_error(e) from None
-    return BrowserDevice(gpu, caps, info)
+    device = BrowserDevice(gpu, caps, info)
+    device.set_submit_group(submit_group)
+    return device
 
 
 def _object_from_entries():
@@ -119,7 +117,10 @@ class BrowserDevice(Device):
         self.caps = caps
         self.info = info or {}  # what requestDevice reported: name, vendor, features, limits, ...
         self._share(_SHARED_BYTES)
-        self._reads = SnapshotReads(self)  # readBuffer waits for all submitted work (and drains WebKit's chain)
+        self._next_read = 0  # ids of the reads that submits set aside (worker/gpu_reads.js)
+        # WebKit's grouped submits keep one command buffer in flight: there a read waits for the
+        # chain, and reading ahead gains nothing.
+        self.reads_overlap = True
 
     def _share(self, nbytes: int) -> None:
         self._shared = array("i", bytes(nbytes))  # never resized: gpu.js keeps a view of its memory
@@ -185,11 +186,11 @@ class BrowserDevice(Device):
             raise _gpu_error(e) from None
 
     # work --------------------------------------------------------------------------------------
-    @staticmethod
-    def encode(commands) -> array:
-        """The flat op list gpu.js's submit reads: dispatch [0, kernel, bind group, x, y, z],
-        copy [1, src, src offset, dst, dst offset, size] (signed 32-bit values)."""
-        flat = []
+    def encode(self, commands) -> tuple[array, list[int]]:
+        """(the flat op list gpu.js's submit reads, the ids of its reads): dispatch [0, kernel,
+        bind group, x, y, z], copy [1, src, src offset, dst, dst offset, size], read [2, src,
+        offset, size, read id, 0] (signed 32-bit values)."""
+        flat, reads = [], []
         add = flat.extend
         for c in commands:
             kind = type(c)
@@ -201,16 +202,19 @@ class BrowserDevice(Device):
                     add((0, c.kernel, c.bind_group, *(tuple(g) + (1, 1))[:3]))
             elif kind is Copy:
                 add((1, c.src, c.src_offset, c.dst, c.dst_offset, c.size))
+            elif kind is Read:
+                self._next_read = self._next_read % 0x7FFFFFFF + 1
+                reads.append(self._next_read)
+                add((2, c.buffer, c.offset, c.size, self._next_read, 0))
             else:
                 raise TypeError(f"unknown command {c!r}")
         try:
-            return array("i", flat)
+            return array("i", flat), reads
         except OverflowError:
             raise GpuError("submit: offsets and sizes must stay below 2 GiB") from None
 
     def submit(self, commands):
-        commands, pending = self._reads.take(commands)
-        ops = self.encode(commands)
+        ops, reads = self.encode(commands)
         n = len(ops)
         if 4 * n > len(self._shared_u8):
             self._share(8 * n)
@@ -219,10 +223,14 @@ class BrowserDevice(Device):
             self._gpu.submitShared(n)
         except JsException as e:
             raise _gpu_error(e) from None
-        return pending
+        return reads
 
     async def fetch(self, pending):
-        return await self._reads.fetch(pending)
+        try:
+            data = await self._gpu.fetchRead(pending)
+        except JsException as e:
+            raise _gpu_error(e) from None
+        return data.to_bytes()
 
     def set_submit_group(self, group: int | str | None) -> None:
         """Change the submit strategy of the open device (None: one submit per forward; "all":
@@ -232,6 +240,7 @@ class BrowserDevice(Device):
             self._gpu.configureSubmit(_js_group(group))
         except JsException as e:
             raise _gpu_error(e) from None
+        self.reads_overlap = group is None
 
     def command_buffers(self) -> int:
         """Command buffers submitted since the device opened (grouped submits make more of them)."""

@@ -68,8 +68,7 @@ class Copy:
 
 @dataclass
 class Read:
-    """`size` bytes of `buffer` from `offset` (a multiple of 4), set aside when this point of the
-    submit runs."""
+    """`size` bytes of `buffer` from `offset`, set aside when this point of the submit runs."""
 
     buffer: object
     offset: int
@@ -125,36 +124,3 @@ class Device:
         """WebKit's grouped submits (the browser host): N dispatches per command buffer, "all", or
         None for one submit per forward. Hosts that never group (wgpu-native) ignore it."""
 
-
-class SnapshotReads:
-    """Reads for a host whose read-back waits for all submitted work: each Read becomes a Copy into
-    a small storage buffer of its own (a snapshot, so later submits cannot overwrite what it set
-    aside), which `fetch` reads back and returns to the pool."""
-
-    def __init__(self, device: Device):
-        self._device = device
-        self._free = []  # snapshot buffers, 256 bytes each (a Read of more gets its own size)
-
-    def take(self, commands: list) -> tuple[list, list]:
-        """(the commands with each Read replaced by its Copy, the pending reads)."""
-        if not any(type(c) is Read for c in commands):
-            return commands, []
-        out, pending = [], []
-        for c in commands:
-            if type(c) is not Read:
-                out.append(c)
-                continue
-            size = (c.size + 3) // 4 * 4
-            snapshot = self._free.pop() if size <= 256 and self._free else \
-                self._device.create_buffer(max(256, size), label="read snapshot")
-            out.append(Copy(c.buffer, c.offset, snapshot, 0, size))
-            pending.append((snapshot, c.size))
-        return out, pending
-
-    async def fetch(self, pending) -> bytes:
-        snapshot, size = pending
-        try:
-            return await self._device.read_buffer(snapshot, 0, size)
-        finally:
-            if size <= 256:
-                self._free.append(snapshot)

@@ -159,11 +159,12 @@ class WgpuDevice(Device):
                 compute_pass = None
             if isinstance(cmd, Copy):
                 encoder.copy_buffer_to_buffer(cmd.src, cmd.src_offset, cmd.dst, cmd.dst_offset, cmd.size)
-            elif isinstance(cmd, Read):
-                padded = (cmd.size + 3) // 4 * 4
-                staging = self._take_staging(padded)
-                encoder.copy_buffer_to_buffer(cmd.buffer, cmd.offset, staging.buffer, 0, padded)
-                pending.append((staging, cmd.size))
+            elif isinstance(cmd, Read):  # copies are 4-byte aligned: widen the range, cut on fetch
+                lo = cmd.offset - cmd.offset % 4
+                span = min(cmd.buffer.size, -(-(cmd.offset + cmd.size) // 4) * 4) - lo
+                staging = self._take_staging(span)
+                encoder.copy_buffer_to_buffer(cmd.buffer, lo, staging.buffer, 0, span)
+                pending.append((staging, cmd.offset - lo, cmd.size, span))
             else:
                 raise TypeError(f"unknown command {cmd!r}")
         if compute_pass is not None:
@@ -178,8 +179,7 @@ class WgpuDevice(Device):
         return _Staging(self.device, max(size, 256))
 
     async def fetch(self, pending):
-        staging, size = pending
-        padded = (size + 3) // 4 * 4
+        staging, skip, size, span = pending
         status = []
 
         @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
@@ -190,7 +190,7 @@ class WgpuDevice(Device):
         info = ffi.new("WGPUBufferMapCallbackInfo *")
         info.mode = lib.WGPUCallbackMode_AllowProcessEvents
         info.callback = mapped
-        lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, padded, info[0])
+        lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, span, info[0])
         # Poll without blocking; spin (yielding to other tasks) for the first millisecond, then nap.
         device, start = self.device._internal, time.perf_counter()
         while not status:
@@ -200,7 +200,7 @@ class WgpuDevice(Device):
         if status[0] != lib.WGPUMapAsyncStatus_Success:
             raise GpuError(f"reading back {size} bytes failed (map status {status[0]})")
         try:
-            data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, padded), padded))[:size]
+            data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, span), span))[skip:skip + size]
         finally:
             lib.wgpuBufferUnmap(handle)
         self._staging.append(staging)
