@@ -2,6 +2,7 @@
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
                                 [--f32] [--packed-kv] [--breakdown] [--round-trip]
+                                [--temperature T] [--top-p P]
 
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
 decode token and the effective bandwidth they imply are part of the JSON.
@@ -44,12 +45,13 @@ async def measure(args) -> dict:
 
     await prefill()  # warm-up: first use of every pipeline
     prefill_s, token = await prefill()
-    # Decode as generate() runs it (greedy stays on the GPU; the host encodes ahead where it can):
+    # Decode as generate() runs it (the token stays on the GPU; the host encodes ahead where it can):
     # the clock starts at the first answer token, which needs the prefill.
     engine.reset()
     start = None
-    tokens = engine._sampled(prompt, args.new_tokens + 1, greedy, ()) if args.round_trip else \
-        engine.generate(prompt, args.new_tokens + 1, greedy)
+    decode = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=0)
+    tokens = engine._sampled(prompt, args.new_tokens + 1, decode, ()) if args.round_trip else \
+        engine.generate(prompt, args.new_tokens + 1, decode)
     async for _ in tokens:
         start = start or time.perf_counter()
     decode_s = time.perf_counter() - start
@@ -64,7 +66,8 @@ async def measure(args) -> dict:
         "model": str(args.model),
         "shader_f16": device.caps.shader_f16,
         "kv_cache": "/".join(engine.kv_formats),
-        "decode_loop": "host round trip per token" if args.round_trip else "greedy on the GPU",
+        "decode_loop": "host round trip per token" if args.round_trip else "on the GPU",
+        "temperature": args.temperature,
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
@@ -141,6 +144,8 @@ def main():
     parser.add_argument("--packed-kv", action="store_true", help="K and V cached as packed f16 (WebKit's layout)")
     parser.add_argument("--breakdown", action="store_true", help="also time each kernel's share of a decode token")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--temperature", type=float, default=0.0, help="sample (seed 0) instead of greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--round-trip", action="store_true",
                         help="decode the old way: the host reads each token back and feeds it to the next forward")
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))

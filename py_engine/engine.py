@@ -95,7 +95,7 @@ class Engine:
 
     def _forward(self, rows: int, ids: list[int] | None = None) -> list:
         """A forward of `rows` tokens at the engine's position; ids None: the token is already on
-        the GPU (greedy_feedback copied it there)."""
+        the GPU (Sampler.gpu_feedback copied it there)."""
         if self.pos + rows > self.context:
             raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
         ex = self.executor
@@ -126,13 +126,12 @@ class Engine:
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
-        tokens = self._greedy_on_gpu if sampling.temperature == 0 and sampling.repetition_penalty == 1 \
-            else self._sampled
+        tokens = self._on_gpu if sampling.repetition_penalty == 1 else self._sampled
         async for token in tokens(prompt, max_new_tokens, sampling, stop_ids):
             yield token
 
     async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids):
-        """One token per round trip: the host picks it (sampling; the penalty's history)."""
+        """One token per round trip: the host picks it (the repetition penalty needs its history)."""
         history = list(prompt)
         commands = self.prefill_commands(prompt)
         token = None
@@ -150,14 +149,15 @@ class Engine:
             if token in stop_ids or self.pos >= self.context:
                 return
 
-    async def _greedy_on_gpu(self, prompt, max_new_tokens, _sampling, stop_ids):
-        """Greedy decoding whose next input never waits for the host: each forward's argmax feeds
-        the next forward's embedding on the GPU, and where reads overlap (Device.reads_overlap) the
-        host encodes forward i + 1 while the GPU runs forward i. Forwards submitted past a stop are
-        discarded: pos is rolled back to the last token yielded."""
+    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids):
+        """Decoding whose next input never waits for the host: each forward's chosen token (argmax,
+        or sample_pick's draw) feeds the next forward's embedding on the GPU, and where reads
+        overlap (Device.reads_overlap) the host encodes forward i + 1 while the GPU runs forward
+        i. Forwards submitted past a stop are discarded: pos is rolled back to the last token
+        yielded."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
         ahead = 2 if self.device.reads_overlap else 1  # forwards in flight
-        feedback = self.sampler.greedy_feedback(self.executor.buffer("ids"))
+        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"))
         pending = deque()
         submitted = yielded = 0
         try:
@@ -167,6 +167,7 @@ class Engine:
                        and (submitted == 0 or first_input + submitted - 1 < self.context)):
                     start = time.perf_counter()
                     commands = self.prefill_commands(prompt) if submitted == 0 else self._forward(1)
+                    self.sampler.next_draw(sampling)
                     pending.append(self.device.submit(commands + feedback)[0])
                     if submitted:
                         self.decode_host_seconds += time.perf_counter() - start

@@ -18,6 +18,14 @@ slower (one workgroup; a cut takes 8-13 passes over the row: ~1.6-6 ms on an H10
 - top_k > CANDIDATES (below vocab), any top_p: the kept set's mass is unknown without the cut;
 - top_k <= CANDIDATES whose tie at the cut runs past the last candidate.
 Probabilities are computed in f32 on the GPU; "exact" means up to that rounding.
+
+Without a repetition penalty the engine decodes through `gpu_feedback` instead: the same draw made
+on the GPU (`sample_pick` ports `choose` to f32 and hands `sample_full` its Params when the
+candidates cannot decide; `sample_full` then runs in the same submit, returning at once when not
+needed), the token copied to where the next forward reads its input, so the host never sits
+between two forwards. Each token's u comes from the same `random.Random(seed)` sequence, so a seed
+gives the same tokens both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at
+a CDF boundary.
 """
 from __future__ import annotations
 
@@ -33,7 +41,6 @@ CANDIDATES = 64  # tokens the top-k passes hand to Python
 TILE = 1024  # logits per workgroup in topk_chunks.wgsl
 THREADS = 256
 ARGMAX_MAX_GROUPS = 256  # so one workgroup finishes the argmax
-NO_TOKEN = 0xFFFFFFFF
 CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
 
 
@@ -158,11 +165,22 @@ class Sampler:
             Dispatch(topk_merge.handle, device.create_bind_group(topk_merge.handle, [lists, stats, result]), (1, 1, 1)),
         ]
 
+        # The GPU-fed draw (gpu_feedback): sample_pick decides from the candidates or hands
+        # sample_full its Params (copied into a uniform of its own: the host's draws keep theirs).
+        pick = kernels.get("sample_pick", CANDIDATES=CANDIDATES)
+        self._pick_kernel = pick
+        self._pick_params, pick_p = buffer(32, "uniform")
+        self._picked, picked = buffer(64, label="sample_pick")
+        self._pick = Dispatch(pick.handle, device.create_bind_group(pick.handle, [pick_p, result, picked]), (1, 1, 1))
+
         self._full = kernels.get("sample_full")
         self._full_chosen, chosen = buffer(4, label="sample_full")
         self._full_params, p = buffer(48, "uniform")
         self._full_draw = Dispatch(self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]),
                                    (1, 1, 1))
+        self._picked_full_params, p = buffer(48, "uniform")
+        self._picked_full_draw = Dispatch(self._full.handle,
+                                          device.create_bind_group(self._full.handle, [p, logits, picked]), (1, 1, 1))
 
     def _write(self, buffer, data: bytes) -> None:
         if self._written.get(id(buffer)) != data:
@@ -195,12 +213,32 @@ class Sampler:
             {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
         return out + self._topk
 
-    def greedy_feedback(self, ids_buffer) -> list:
-        """Greedy decoding that stays on the GPU: the argmax, then the chosen id copied to
-        ids_buffer[0] (where the next forward's embedding reads it) and set aside for the host
-        (one Read: the submit's pending read holds the id as a little-endian u32)."""
-        at = 8 * self._argmax_groups + 4  # the final best's id
-        return self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4), Read(self._argmax_best, at, 4)]
+    def gpu_feedback(self, params: SamplingParams, ids_buffer) -> list:
+        """Decoding that stays on the GPU (no repetition penalty): the token chosen on the GPU,
+        copied to ids_buffer[0] (where the next forward's embedding reads it) and set aside for
+        the host (one Read: the submit's pending read holds it as a little-endian u32). Greedy:
+        the argmax. Sampling: the top-k candidates, sample_pick's draw and, when the candidates
+        cannot decide, sample_full's exact draw (dispatched every time; it returns at once when
+        sample_pick decided). Call next_draw before each submit of these commands."""
+        _check(params)
+        if params.repetition_penalty != 1:
+            raise ValueError("the repetition penalty needs the host's history: use commands() and pick()")
+        if params.temperature == 0:
+            at = 8 * self._argmax_groups + 4  # the final best's id
+            return self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4), Read(self._argmax_best, at, 4)]
+        self._write(self._topk_params, self._topk_chunks.pack_params(
+            {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
+        return self._topk + [self._pick, Copy(self._picked, 16, self._picked_full_params, 0, 48),
+                             self._picked_full_draw, Copy(self._picked, 0, ids_buffer, 0, 4), Read(self._picked, 0, 4)]
+
+    def next_draw(self, params: SamplingParams) -> None:
+        """Before each submit of gpu_feedback's commands: the next uniform of the seed's sequence
+        (the one pick() would use for that token; greedy draws none)."""
+        if params.temperature == 0:
+            return
+        self.device.write_buffer(self._pick_params, 0, self._pick_kernel.pack_params({
+            "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
+            "top_k": params.top_k, "top_p": params.top_p, "u": self._uniform(params)}))
 
     async def read_candidates(self) -> tuple[list[float], list[int], float]:
         """After the sampling commands ran: the row's first CANDIDATES tokens in the sampling order
@@ -240,13 +278,11 @@ class Sampler:
             "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
             "lse": lse, "top_k": draw.top_k, "top_p": draw.top_p,
             "skip_candidates": int(draw.skip_candidates), "last_value": last_value, "last_id": last_id,
-            "u": draw.u,
+            "u": draw.u, "skip_draw": 0,
         }))
         self.device.submit([self._full_draw])
         raw = await self.device.read_buffer(self._full_chosen, 0, 4)
-        token = struct.unpack("<I", raw)[0]
-        # Nothing past the candidates had any mass in f32: u fell in the rounding gap above them.
-        return last_id if token == NO_TOKEN else token
+        return struct.unpack("<I", raw)[0]
 
     async def sample(self, params: SamplingParams, history: list[int]) -> int:
         self.device.submit(self.commands(params, history))

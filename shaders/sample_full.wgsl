@@ -8,12 +8,15 @@
 // at u * (mass left): per-thread chunk sums, a prefix scan, then the owning thread scans its chunk.
 // Cuts are found by 16-way bisection, one pass over the row per 4-bit digit: 8 over the logit's
 // order key (and, for top_p, ceil(log2(vocab) / 4) more over the ids of tied logits).
+// When nothing left has mass (u fell in the rounding gap above the candidates), the last candidate
+// is chosen. skip_draw = 1: no draw at all (sample_pick.wgsl decided the token; this dispatch
+// follows it on the GPU-fed decode path, its Params copied from sample_pick's output).
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
-//           2 chosen (read_write, u32 [1]; 0xffffffff when nothing left has mass).
+//           2 chosen (read_write, u32 [1]).
 // Dispatch: (1, 1, 1), 256 threads.
 struct Params {
     vocab: u32, logits_base: u32, inv_temperature: f32, lse: f32, top_k: u32, top_p: f32,
-    skip_candidates: u32, last_value: f32, last_id: u32, u: f32,
+    skip_candidates: u32, last_value: f32, last_id: u32, u: f32, skip_draw: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -170,6 +173,7 @@ fn in_draw(v: f32, i: u32, kept: vec2<u32>) -> bool {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32) {
+    if (p.skip_draw != 0u) { return; }  // uniform: every thread leaves
     // Not left to zero-initialisation: lavapipe under wgpu-native was seen to skip it.
     if (lid == 0u) { atomicStore(&owner_plus_one, 0u); }
     var kept = vec2<u32>(0u, 0u);  // precedes(kept): every token (key 0 is a NaN pattern)
@@ -209,7 +213,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     if (mine > 0.0 && before_mine <= goal) { atomicMax(&owner_plus_one, lid + 1u); }
     workgroupBarrier();
     let owner_plus_one_now = atomicLoad(&owner_plus_one);
-    if (lid == 0u && owner_plus_one_now == 0u) { chosen[0] = NO_ID; }
+    if (lid == 0u && owner_plus_one_now == 0u) { chosen[0] = p.last_id; }
     if (owner_plus_one_now == lid + 1u) {
         let local_target = goal - before_mine;
         var run = 0.0;

@@ -1,8 +1,9 @@
-"""Greedy decoding on the GPU (Engine._greedy_on_gpu): each forward's argmax feeds the next
-forward's embedding without the host, and on the desktop two forwards are in flight. Its tokens
-must be the host round trip's (Engine._sampled), and a stop, a cancel or a full context must leave
-pos and the KV cache exactly where one token at a time leaves them, though forwards past that
-point were already submitted. A tiny fixture on this machine's GPU (lavapipe in CI)."""
+"""Decoding on the GPU (Engine._on_gpu): each forward's chosen token (argmax, or sample_pick's
+draw) feeds the next forward's embedding without the host, and on the desktop two forwards are in
+flight. Its tokens must be the host round trip's (Engine._sampled, where Python picks), and a stop,
+a cancel or a full context must leave pos and the KV cache exactly where one token at a time
+leaves them, though forwards past that point were already submitted. A tiny fixture (vocab 384)
+on this machine's GPU (lavapipe in CI)."""
 import asyncio
 from pathlib import Path
 
@@ -109,3 +110,39 @@ def test_no_tokens_asked_submits_nothing(engine):
     engine.reset()
     assert asyncio.run(collect(engine.generate(PROMPT, 0, GREEDY))) == []
     assert engine.pos == 0
+
+
+# Sampling settings whose draws take each of sample_pick's ways: decided among the candidates,
+# the kept set past them (top_k > 64, a wide nucleus), and u landing past the candidates' mass.
+SAMPLED = [
+    SamplingParams(temperature=0.8, top_k=40, top_p=0.9, seed=1),
+    SamplingParams(temperature=0.7, seed=2),
+    SamplingParams(temperature=1.5, top_k=200, seed=3),
+    SamplingParams(temperature=3.0, top_p=0.95, seed=4),
+    SamplingParams(temperature=5.0, seed=5),
+]
+
+
+@pytest.mark.parametrize("params", SAMPLED, ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}")
+def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):
+    """Same seed, same tokens: sample_pick (f32 on the GPU) and choose() (Python) agree, the
+    exact whole-row draw included; 24 draws per setting."""
+    engine.reset()
+    host = asyncio.run(collect(engine._sampled(PROMPT, 24, params, ())))
+    engine.reset()
+    gpu = asyncio.run(collect(engine.generate(PROMPT, 24, params)))
+    assert gpu == host
+
+
+def test_the_turn_after_a_cancel_mid_flight_is_a_fresh_run(engine):
+    """A chat turn closed mid-answer (a stop string, a cancel) with a forward still in flight: the
+    next turn reuses the cache (PromptCache) and must give a fresh engine's tokens."""
+    from py_engine.prompt_cache import PromptCache
+
+    cache = PromptCache(engine)
+    first = asyncio.run(collect(cache.generate(PROMPT, 24, GREEDY, ()), limit=5))
+    follow = PROMPT + first + [7, 8, 9]
+    second = asyncio.run(collect(cache.generate(follow, 12, GREEDY, ())))
+    assert cache.reused == len(PROMPT) + 4  # every answer token but the last was fed back
+    engine.reset()
+    assert second == asyncio.run(collect(engine.generate(follow, 12, GREEDY)))
