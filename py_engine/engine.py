@@ -126,12 +126,12 @@ class Engine:
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
-        tokens = self._on_gpu if sampling.repetition_penalty == 1 else self._sampled
-        async for token in tokens(prompt, max_new_tokens, sampling, stop_ids):
+        async for token in self._on_gpu(prompt, max_new_tokens, sampling, stop_ids):
             yield token
 
     async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids):
-        """One token per round trip: the host picks it (the repetition penalty needs its history)."""
+        """One token per round trip, the host picking it: the reference the GPU-fed loop is tested
+        against, and decode.py --round-trip."""
         history = list(prompt)
         commands = self.prefill_commands(prompt)
         token = None
@@ -157,7 +157,7 @@ class Engine:
         yielded."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
         ahead = 2 if self.device.reads_overlap else 1  # forwards in flight
-        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"))
+        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), prompt)
         pending = deque()
         submitted = yielded = 0
         try:

@@ -19,13 +19,14 @@ slower (one workgroup; a cut takes 8-13 passes over the row: ~1.6-6 ms on an H10
 - top_k <= CANDIDATES whose tie at the cut runs past the last candidate.
 Probabilities are computed in f32 on the GPU; "exact" means up to that rounding.
 
-Without a repetition penalty the engine decodes through `gpu_feedback` instead: the same draw made
-on the GPU (`sample_pick` ports `choose` to f32 and hands `sample_full` its Params when the
-candidates cannot decide; `sample_full` then runs in the same submit, returning at once when not
-needed), the token copied to where the next forward reads its input, so the host never sits
-between two forwards. Each token's u comes from the same `random.Random(seed)` sequence, so a seed
-gives the same tokens both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at
-a CDF boundary.
+The engine decodes through `gpu_feedback` instead: the same draw made on the GPU (`sample_pick`
+ports `choose` to f32 and hands `sample_full` its Params when the candidates cannot decide;
+`sample_full` then runs in the same submit, returning at once when not needed), the penalty's
+history kept as a flag per vocabulary entry (`mark_seen` sets the chosen token's), and the token
+copied to where the next forward reads its input, so the host never sits between two forwards.
+Each token's u comes from the same `random.Random(seed)` sequence, so a seed gives the same tokens
+both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at a CDF boundary;
+`commands` + `pick` remain the reference.
 """
 from __future__ import annotations
 
@@ -135,10 +136,18 @@ class Sampler:
             buf = device.create_buffer(size, kind, label)
             return buf, (buf, 0, size)
 
-        self._penalty = kernels.get("repetition_penalty")
+        self._penalty = kernels.get("repetition_penalty", SEEN=False)
         self._penalty_ids, ids_binding = buffer(4 * max_history, label="penalty ids")
         self._penalty_params, p = buffer(16, "uniform")
         self._penalty_group = device.create_bind_group(self._penalty.handle, [p, ids_binding, logits])
+        # On the GPU-fed path the history is a flag per vocabulary entry, set by mark_seen.
+        seen_penalty = kernels.get("repetition_penalty", SEEN=True)
+        self._seen, seen = buffer(4 * vocab_size, label="seen ids")
+        self._seen_params, p = buffer(16, "uniform")
+        self._seen_penalty = Dispatch(seen_penalty.handle,
+                                      device.create_bind_group(seen_penalty.handle, [p, seen, logits]),
+                                      (-(-vocab_size // THREADS), 1, 1))
+        self._mark_kernel, self._marks = kernels.get("mark_seen"), {}  # ids buffer → its mark_seen dispatch
 
         self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
         argmax_chunks = kernels.get("argmax", FINAL=False)
@@ -213,23 +222,44 @@ class Sampler:
             {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
         return out + self._topk
 
-    def gpu_feedback(self, params: SamplingParams, ids_buffer) -> list:
-        """Decoding that stays on the GPU (no repetition penalty): the token chosen on the GPU,
-        copied to ids_buffer[0] (where the next forward's embedding reads it) and set aside for
-        the host (one Read: the submit's pending read holds it as a little-endian u32). Greedy:
-        the argmax. Sampling: the top-k candidates, sample_pick's draw and, when the candidates
-        cannot decide, sample_full's exact draw (dispatched every time; it returns at once when
-        sample_pick decided). Call next_draw before each submit of these commands."""
+    def gpu_feedback(self, params: SamplingParams, ids_buffer, history: list[int]) -> list:
+        """Decoding that stays on the GPU: the token chosen on the GPU, copied to ids_buffer[0]
+        (where the next forward's embedding reads it) and set aside for the host (one Read: the
+        submit's pending read holds it as a little-endian u32). Greedy: the argmax. Sampling: the
+        top-k candidates, sample_pick's draw and, when the candidates cannot decide, sample_full's
+        exact draw (dispatched every time; it returns at once when sample_pick decided). A
+        repetition penalty reads the history's flags (set here from `history`), and each chosen
+        token sets its own. Call next_draw before each submit of these commands."""
         _check(params)
+        before, after = [], []
         if params.repetition_penalty != 1:
-            raise ValueError("the repetition penalty needs the host's history: use commands() and pick()")
+            flags = array("I", bytes(4 * self.vocab))
+            for t in history:
+                if t < 0:
+                    raise ValueError("negative token id in history")
+                if t < self.vocab:  # HF ignores ids past the row
+                    flags[t] = 1
+            self.device.write_buffer(self._seen, 0, flags.tobytes())
+            self.device.write_buffer(self._seen_params, 0, self._penalty.pack_params(
+                {"count": self.vocab, "penalty": params.repetition_penalty, "logits_base": self._logits_base}))
+            before, after = [self._seen_penalty], [self._mark(ids_buffer)]
         if params.temperature == 0:
             at = 8 * self._argmax_groups + 4  # the final best's id
-            return self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4), Read(self._argmax_best, at, 4)]
+            return before + self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4)] + after + \
+                [Read(self._argmax_best, at, 4)]
         self._write(self._topk_params, self._topk_chunks.pack_params(
             {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
-        return self._topk + [self._pick, Copy(self._picked, 16, self._picked_full_params, 0, 48),
-                             self._picked_full_draw, Copy(self._picked, 0, ids_buffer, 0, 4), Read(self._picked, 0, 4)]
+        return before + self._topk + [self._pick, Copy(self._picked, 16, self._picked_full_params, 0, 48),
+                                      self._picked_full_draw, Copy(self._picked, 0, ids_buffer, 0, 4)] + after + \
+            [Read(self._picked, 0, 4)]
+
+    def _mark(self, ids_buffer) -> Dispatch:
+        """mark_seen over ids_buffer[0] (the chosen token, once copied there)."""
+        if id(ids_buffer) not in self._marks:
+            k = self._mark_kernel
+            group = self.device.create_bind_group(k.handle, [(ids_buffer, 0, 16), (self._seen, 0, self._seen.size)])
+            self._marks[id(ids_buffer)] = (ids_buffer, Dispatch(k.handle, group, (1, 1, 1)))
+        return self._marks[id(ids_buffer)][1]
 
     def next_draw(self, params: SamplingParams) -> None:
         """Before each submit of gpu_feedback's commands: the next uniform of the seed's sequence

@@ -113,8 +113,11 @@ def test_no_tokens_asked_submits_nothing(engine):
 
 
 # Sampling settings whose draws take each of sample_pick's ways: decided among the candidates,
-# the kept set past them (top_k > 64, a wide nucleus), and u landing past the candidates' mass.
+# the kept set past them (top_k > 64, a wide nucleus), and u landing past the candidates' mass;
+# and the repetition penalty, greedy and sampled (its history kept on the GPU).
 SAMPLED = [
+    SamplingParams(repetition_penalty=1.3),
+    SamplingParams(temperature=0.9, top_p=0.9, repetition_penalty=1.2, seed=6),
     SamplingParams(temperature=0.8, top_k=40, top_p=0.9, seed=1),
     SamplingParams(temperature=0.7, seed=2),
     SamplingParams(temperature=1.5, top_k=200, seed=3),
@@ -123,7 +126,8 @@ SAMPLED = [
 ]
 
 
-@pytest.mark.parametrize("params", SAMPLED, ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}")
+@pytest.mark.parametrize("params", SAMPLED,
+                         ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}-r{p.repetition_penalty}")
 def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):
     """Same seed, same tokens: sample_pick (f32 on the GPU) and choose() (Python) agree, the
     exact whole-row draw included; 24 draws per setting."""
