@@ -113,7 +113,8 @@ def weight_formats(graph) -> dict:
 async def kernel_breakdown(engine, device, commands, repeats: int) -> dict:
     """Milliseconds per decode token spent in each kernel: the decode token's dispatches of one
     kernel alone, submitted `repeats` times, minus an empty submit's round trip ("round_trip")."""
-    names = engine.executor.kernel_names(1) + ["sampler"] * (len(commands) - len(engine.executor.graph.ops))
+    names = engine.executor.kernel_names(1)
+    names += ["sampler"] * (len(commands) - len(names))
     groups = {}
     for name, command in zip(names, commands):
         groups.setdefault(name, []).append(command)

@@ -55,9 +55,15 @@ class Executor:
         return self.buffers[tensor]
 
     def _prepare(self, index: int, op):
-        names = ["gemv", "matmul"] if op.kernel == "linear" else [op.kernel]
-        kernels = [self.kernels.get(n, **op.defines) for n in dict.fromkeys(names)]
-        first = kernels[0]
+        """The op's Params written and one bind group; its kernels by name: gemv and matmul for a
+        linear op, else the op's kernel and, with decode_defines, its one-row variant "decode"."""
+        if op.kernel == "linear":
+            kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv", "matmul")}
+        else:
+            kernels = {op.kernel: self.kernels.get(op.kernel, **op.defines)}
+            if op.decode_defines:
+                kernels["decode"] = self.kernels.get(op.kernel, **{**op.defines, **op.decode_defines})
+        first = next(iter(kernels.values()))  # the variants share their bindings: one bind group serves all
         self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
         resources = []
         for b in first.bindings:
@@ -68,7 +74,7 @@ class Executor:
             else:
                 buf = self.buffers[op.bind[b.name]]
                 resources.append((buf, 0, buf.size))
-        return self.device.create_bind_group(first.handle, resources), {k.name: k for k in kernels}
+        return self.device.create_bind_group(first.handle, resources), kernels
 
     # forward ---------------------------------------------------------------------------------
     def commands(self, rows: int, pos: int) -> list:
@@ -79,11 +85,26 @@ class Executor:
             self._last_step = step
         if rows not in self._dispatches:
             self._dispatches[rows] = [
-                Dispatch(kernels[name].handle, bind_group, op.grid(op.fixed_rows or rows))
-                for name, op, (bind_group, kernels) in zip(self.kernel_names(rows), self.graph.ops, self._bind)
+                Dispatch(self._bind[i][1][variant].handle, self._bind[i][0], op.grid(op.fixed_rows or rows))
+                for i, op, variant in self._plan(rows)
             ]
         return list(self._dispatches[rows])
 
+    def _plan(self, rows: int) -> list:
+        """(op index, op, kernel variant) of each dispatch of a forward of `rows` tokens."""
+        plan = []
+        for i, op in enumerate(self.graph.ops):
+            one_row = (op.fixed_rows or rows) == 1
+            if op.decode_skip and one_row:
+                continue
+            if op.kernel == "linear":
+                variant = choose_linear(op.fixed_rows or rows)
+            else:
+                variant = "decode" if one_row and op.decode_defines else op.kernel
+            plan.append((i, op, variant))
+        return plan
+
     def kernel_names(self, rows: int) -> list[str]:
-        """The kernel each op runs in a forward of `rows` tokens (linear ops pick gemv or matmul)."""
-        return [choose_linear(op.fixed_rows or rows) if op.kernel == "linear" else op.kernel for op in self.graph.ops]
+        """The kernel of each dispatch of a forward of `rows` tokens (linear ops: gemv or matmul;
+        a one-row forward's attention takes RoPE + KV append in, and rope_kv is not dispatched)."""
+        return [op.kernel if variant == "decode" else variant for _, op, variant in self._plan(rows)]

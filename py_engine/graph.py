@@ -37,6 +37,10 @@ class Op:
     grid: Callable[[int], tuple]  # rows of this forward → workgroup grid
     defines: dict = field(default_factory=dict)
     fixed_rows: int = 0  # rows this op always sees (the LM head: 1); 0 = the forward's rows
+    # A one-row forward (decode): decode_defines specialise the kernel further (attention takes
+    # RoPE + KV append in), and a decode_skip op is not dispatched (its work is done by such a one).
+    decode_defines: dict | None = None
+    decode_skip: bool = False
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -56,18 +60,20 @@ class Graph:
         self.tensors.append(t)
         return t
 
-    def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0) -> None:
-        self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows))
+    def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
+        """decode: decode_defines / decode_skip (Op)."""
+        self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
+        return self.ops[-1]
 
-    def ops_per_layer(self, layers: int) -> float:
-        """Ops from the first that binds a weight or cache of layer 0 to the last that binds one of
-        the last layer, per layer (the embedding, final norm and LM head are outside): a decode
-        token's dispatches per layer."""
+    def ops_per_layer(self, layers: int, rows: int = 1) -> float:
+        """Dispatches per layer of a forward of `rows` (1: a decode token): ops from the first that
+        binds a weight or cache of layer 0 to the last that binds one of the last layer (the
+        embedding, final norm and LM head are outside)."""
         marked = [(i, int(m.group(1))) for i, op in enumerate(self.ops) for t in op.bind.values()
                   if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))]
         first = min(i for i, layer in marked if layer == 0)
         last = max(i for i, layer in marked if layer == layers - 1)
-        return (last - first + 1) / layers
+        return sum(1 for op in self.ops[first:last + 1] if not (rows == 1 and op.decode_skip)) / layers
 
     def summary(self) -> str:
         kinds = {}

@@ -4,31 +4,90 @@
 // Splitting gives a decode token heads × splits workgroups instead of just one per head.
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). Query row r sits at absolute
 // position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
+// ROPE_KV (a one-row forward: decode): rope_kv.wgsl's work is done here instead, saving its
+// dispatch: the q head is normalised (has_qk_norm) and rotated in workgroup memory, and the new
+// key and value (position q) come from qkv: the split holding q takes them from workgroup memory
+// as a last tile of one key, and the group's first q head writes them to the caches (nothing in
+// this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
-//           rotated q heads come first), 3 k_cache (read, K words: [n_kv_heads, capacity,
-//           head_dim] elements), 4 v_cache (read, V words, same shape); formats from K_CACHE /
-//           V_CACHE, read through k_pair / v_at (shaders/kv/),
-//           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum).
-// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups.
+//           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
+//           capacity, head_dim] elements), 4 v_cache (read_write, V words, same shape); formats
+//           from K_CACHE / V_CACHE, through k_pair / v_at / *_store_pair (shaders/kv/),
+//           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum),
+//           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
+//           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
+// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV.
 // Dispatch: (n_heads, step.rows, splits) workgroups of 64 threads, splits = ceil(capacity /
-//           split_len); head_dim ≤ 256. Workgroup storage is 1.5 KiB (16 KiB are granted).
+//           split_len); head_dim ≤ 256. Workgroup storage is 3.5 KiB (16 KiB are granted).
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
-    split_len: u32, splits: u32, pad0: u32, pad1: u32,
+    split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
+    interleaved: u32, eps: f32, norm_offset: f32, pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> k_cache: array<K>;
-@group(0) @binding(4) var<storage, read> v_cache: array<V>;
+@group(0) @binding(3) var<storage, read_write> k_cache: array<K>;
+@group(0) @binding(4) var<storage, read_write> v_cache: array<V>;
 @group(0) @binding(5) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(6) var<storage, read> cos_sin: array<f32>;
+@group(0) @binding(7) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(8) var<storage, read> k_norm: array<f32>;
 
 const TILE: u32 = 64u;
 var<workgroup> q: array<f32, 256>;
 var<workgroup> weights: array<f32, 64>;
 var<workgroup> tile_max: array<f32, 64>;
+var<workgroup> new_k: array<f32, 256>;  // ROPE_KV: the new key, normalised and rotated
+var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
+var<workgroup> sums: array<f32, 64>;    // ROPE_KV: a head's sum of squares
+
+// ROPE_KV: the head vector staged in `head` (q or new_k; 64 threads, after a barrier) normalised by
+// `norm` when the model has q/k norms, then rotated as rope_kv.wgsl does, for forward row `row`.
+fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
+    let hd = p.head_dim;
+    if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
+        var sum = 0.0;
+        for (var d = lid; d < hd; d += TILE) {
+            var v = new_k[d];
+            if (is_q) { v = q[d]; }
+            sum += v * v;
+        }
+        sums[lid] = sum;
+        workgroupBarrier();
+        for (var stride = 32u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) { sums[lid] += sums[lid + stride]; }
+            workgroupBarrier();
+        }
+        let scale = inverseSqrt(sums[0] / f32(hd) + p.eps);
+        for (var d = lid; d < hd; d += TILE) {
+            if (is_q) { q[d] = q[d] * scale * (q_norm[d] + p.norm_offset); }
+            else { new_k[d] = new_k[d] * scale * (k_norm[d] + p.norm_offset); }
+        }
+        workgroupBarrier();
+    }
+    let half = p.rotary_dim / 2u;
+    for (var i = lid; i < half; i += TILE) {
+        var ab = vec2<u32>(i, i + half);
+        if (p.interleaved == 1u) { ab = vec2<u32>(2u * i, 2u * i + 1u); }
+        let c = cos_sin[(row * half + i) * 2u];
+        let s = cos_sin[(row * half + i) * 2u + 1u];
+        if (is_q) {
+            let xa = q[ab.x];
+            let xb = q[ab.y];
+            q[ab.x] = xa * c - xb * s;
+            q[ab.y] = xb * c + xa * s;
+        } else {
+            let xa = new_k[ab.x];
+            let xb = new_k[ab.y];
+            new_k[ab.x] = xa * c - xb * s;
+            new_k[ab.y] = xb * c + xa * s;
+        }
+    }
+    workgroupBarrier();
+}
 
 // acc + q[i] * v.x + q[i + 1] * v.y + ..., added one by one in that order.
 fn add_q_products(acc: f32, i: u32, v: vec4<f32>) -> f32 {
@@ -60,9 +119,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let q_pos = step.pos + row;
     var first = wid.z * p.split_len;
     if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
-    let last = min(q_pos, (wid.z + 1u) * p.split_len - 1u);  // inclusive; first > last: empty split
+    let split_end = (wid.z + 1u) * p.split_len;
+    // ROPE_KV: the new key (q_pos) is not in the cache yet: the cached keys end before it, and the
+    // split holding it adds it as a last tile. end is exclusive; first >= end: no cached key here.
+    let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
+    var end = min(q_pos + 1u, split_end);
+    if (ROPE_KV) { end = min(q_pos, split_end); }
 
-    for (var d = lid; d < hd; d += TILE) { q[d] = qkv[row * p.q_stride + h * hd + d] * p.scale; }
+    for (var d = lid; d < hd; d += TILE) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
+    if (ROPE_KV && holds_new) {
+        let k_at = row * p.q_stride + (p.n_heads + kvh) * hd;
+        let v_at = k_at + p.n_kv_heads * hd;
+        for (var d = lid; d < hd; d += TILE) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
+    }
+    workgroupBarrier();
+    if (ROPE_KV) {
+        norm_and_rotate(lid, row, true);
+        if (holds_new) {  // uniform across the workgroup
+            norm_and_rotate(lid, row, false);
+            // As the caches will hold them (f16 rounding), so the score and the output equal a
+            // later forward's, which reads them from there.
+            for (var e = lid; e < hd / 2u; e += TILE) {
+                let k2 = k_stored_pair(vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
+                let v2 = v_stored_pair(vec2<f32>(new_v[2u * e], new_v[2u * e + 1u]));
+                new_k[2u * e] = k2.x;
+                new_k[2u * e + 1u] = k2.y;
+                new_v[2u * e] = v2.x;
+                new_v[2u * e + 1u] = v2.y;
+            }
+            workgroupBarrier();
+            if (h % (p.n_heads / p.n_kv_heads) == 0u) {  // the group's first q head stores them
+                let first_pair = (kvh * p.capacity + q_pos) * hd / 2u;
+                for (var e = lid; e < hd / 2u; e += TILE) {
+                    k_store_pair(first_pair + e, vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
+                    v_store_pair(first_pair + e, vec2<f32>(new_v[2u * e], new_v[2u * e + 1u]));
+                }
+            }
+        }
+    }
+    for (var d = lid; d < hd; d += TILE) { q[d] = q[d] * p.scale; }
     workgroupBarrier();
 
     // Each thread owns output dims lid, lid + 64, lid + 128, lid + 192.
@@ -70,10 +165,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var running_max = -3.0e38;
     var running_sum = 0.0;
     let kv_base = kvh * p.capacity;
-    for (var start = first; start <= last; start += TILE) {
+    for (var start = first; start < end; start += TILE) {
         let key = start + lid;
         var score = -3.0e38;
-        if (key <= last) {
+        if (key < end) {
             let first_pair = (kv_base + key) * hd / 2u;
             var dot = 0.0;
             // Eight pairs' loads issued before their adds: a loop of one load then its use waits
@@ -117,13 +212,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let new_max = max(running_max, tile_max[0]);
 //#endif
         var w = 0.0;
-        if (key <= last) { w = safe_exp(score - new_max); }  // masked lanes weigh exactly 0
+        if (key < end) { w = safe_exp(score - new_max); }  // masked lanes weigh exactly 0
         weights[lid] = w;
         workgroupBarrier();
 
         let correction = safe_exp(running_max - new_max);  // first tile: -3e38 - max → 0
         running_max = new_max;
-        let count = min(TILE, last + 1u - start);
+        let count = min(TILE, end - start);
         var tile_sum = 0.0;
         for (var j = 0u; j < count; j++) { tile_sum += weights[j]; }
         running_sum = running_sum * correction + tile_sum;
@@ -146,6 +241,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         workgroupBarrier();
+    }
+    if (holds_new) {  // the new key as a last tile of one key, from workgroup memory
+        var dot = 0.0;
+        if (lid == 0u) {
+            for (var d = 0u; d < hd; d++) { dot += q[d] * new_k[d]; }
+            if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
+            weights[0] = dot;
+        }
+        workgroupBarrier();
+        let score = weights[0];
+        let new_max = max(running_max, score);
+        let correction = safe_exp(running_max - new_max);
+        let w = safe_exp(score - new_max);
+        running_max = new_max;
+        running_sum = running_sum * correction + w;
+        for (var slot = 0u; slot < 4u; slot++) {
+            let d = lid + slot * TILE;
+            if (d < hd) { acc[slot] = acc[slot] * correction + w * new_v[d]; }
+        }
     }
     let out = ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
     for (var slot = 0u; slot < 4u; slot++) {

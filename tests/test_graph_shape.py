@@ -22,10 +22,11 @@ def build(name: str, max_binding: int = 128 << 20):
 
 @pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])
 def test_ops_per_layer(name):
-    """Norm + QKV, RoPE + KV append, attention, its combine, O + residual, norm + gate|up + act,
-    down + residual."""
+    """A decode token: norm + QKV, (QK-norm) RoPE + KV append + attention, its combine, O +
+    residual, norm + gate|up + act, down + residual. A prefill forward keeps RoPE + KV append apart."""
     cfg, graph = build(name)
-    assert graph.ops_per_layer(cfg.num_layers) == 7
+    assert graph.ops_per_layer(cfg.num_layers) == 6
+    assert graph.ops_per_layer(cfg.num_layers, rows=16) == 7
     assert not any(op.kernel in ("rmsnorm", "gated_mul") for op in graph.ops[1:-2])
 
 

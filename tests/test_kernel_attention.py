@@ -1,4 +1,5 @@
-"""Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window), vs numpy."""
+"""Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window), vs numpy; and
+a one-row forward's attention doing the first's work itself (ROPE_KV)."""
 import numpy as np
 import pytest
 
@@ -80,26 +81,65 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     np.testing.assert_allclose(got_k, want_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(got_v, want_v, rtol=v_tol, atol=v_tol)
 
-    scale = hd ** -0.5
+    attn = attend(got_qkv.reshape(rows, stride), np.frombuffer(out["k_cache"], k_dtype),
+                  np.frombuffer(out["v_cache"], v_dtype), params, rows, pos, window, defines, subgroups)
+    np.testing.assert_allclose(attn["y"], attention_reference(got_qkv[:, :nh], got_k, got_v, pos, window),
+                               rtol=1e-4, atol=1e-5)
+
+    # A one-row forward (decode) runs no rope_kv: attention takes its work in (ROPE_KV). Its last
+    # row, over the caches as rope_kv left them before that row: the same caches and output.
+    last = rows - 1
+    before_k, before_v = got_k.astype(k_dtype), got_v.astype(v_dtype)
+    before_k[:, pos + last], before_v[:, pos + last] = 7.0, -7.0  # stale: must be overwritten, never read
+    fused = attend(qkv[last:], before_k, before_v, params, 1, pos + last, window, defines, subgroups,
+                   cos_sin=cos_sin[last:], qn=qn, kn=kn)
+    np.testing.assert_allclose(fused["k_cache"], got_k, rtol=k_tol, atol=k_tol)
+    np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
+    np.testing.assert_allclose(fused["y"], attention_reference(got_qkv[last:, :nh], got_k, got_v, pos + last, window),
+                               rtol=1e-4, atol=1e-5)
+
+
+def attend(qkv, k_cache, v_cache, rope_params, rows, pos, window, defines, subgroups, cos_sin=None, qn=None, kn=None):
+    """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd] and
+    the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the row's k/v not
+    yet cached)."""
+    p = rope_params
+    nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
     split_len, splits = 64, -(-cap // 64)  # several splits once pos > 64
-    attn = run_kernel("attention", {"qkv": got_qkv.reshape(rows, stride), "k_cache": np.frombuffer(out["k_cache"], k_dtype),
-                                    "v_cache": np.frombuffer(out["v_cache"], v_dtype),
-                                    "partials": rows * nh * splits * (hd + 2) * 4},
-                      {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
-                       "window": window, "scale": scale, "softcap": 0.0, "split_len": split_len, "splits": splits,
-                       "pad0": 0, "pad1": 0},
-                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines=defines, subgroups=subgroups)
-    attn = run_kernel("attention_combine", {"partials": np.frombuffer(attn["partials"], np.float32),
-                                            "y": rows * nh * hd * 4},
-                      {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
-                      grid=(nh, rows, 1), step=(rows, pos, pos + rows))
+    k_dtype, v_dtype = k_cache.dtype, v_cache.dtype
+    dummy = np.zeros(4, np.float32)
+    fused = cos_sin is not None
+    out = run_kernel("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
+                                   "partials": rows * nh * splits * (hd + 2) * 4,
+                                   "cos_sin": cos_sin if fused else dummy, "q_norm": qn if fused else dummy,
+                                   "k_norm": kn if fused else dummy},
+                     {"n_heads": nh, "n_kv_heads": p["n_kv_heads"], "head_dim": hd, "q_stride": p["qkv_stride"],
+                      "capacity": cap, "window": window, "scale": hd ** -0.5, "softcap": 0.0,
+                      "split_len": split_len, "splits": splits, "rotary_dim": p["rotary_dim"],
+                      "has_qk_norm": p["has_qk_norm"], "interleaved": p["interleaved"], "eps": p["eps"],
+                      "norm_offset": 0.0, "pad0": 0},
+                     grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={**defines, "ROPE_KV": fused},
+                     subgroups=subgroups, read=["partials", "k_cache", "v_cache"])
+    y = run_kernel("attention_combine", {"partials": np.frombuffer(out["partials"], np.float32), "y": rows * nh * hd * 4},
+                   {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
+                   grid=(nh, rows, 1), step=(rows, pos, pos + rows))
+    shape = (p["n_kv_heads"], cap, hd)
+    return {"y": as_f32(y["y"], (rows, nh, hd)),
+            "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
+            "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64)}
+
+
+def attention_reference(q, k, v, pos, window):
+    """Causal GQA attention of rotated q [rows, heads, hd] from position pos over caches [kv heads, cap, hd]."""
+    rows, nh, hd = q.shape
+    nkv = k.shape[0]
     want = np.zeros((rows, nh, hd))
     for r in range(rows):
         qp = pos + r
         lo = max(0, qp + 1 - window) if window else 0
         for h in range(nh):
             kvh = h // (nh // nkv)
-            scores = got_k[kvh, lo:qp + 1] @ got_qkv[r, h].astype(np.float64) * scale
+            scores = k[kvh, lo:qp + 1] @ q[r, h].astype(np.float64) * hd ** -0.5
             w = np.exp(scores - scores.max())
-            want[r, h] = (w / w.sum()) @ got_v[kvh, lo:qp + 1]
-    np.testing.assert_allclose(as_f32(attn["y"], (rows, nh, hd)), want, rtol=1e-4, atol=1e-5)
+            want[r, h] = (w / w.sum()) @ v[kvh, lo:qp + 1]
+    return want

@@ -185,7 +185,7 @@ def test_workgroup_storage_sizes_known():
     """Pin a few sizes so the parser is known to see the arrays at all."""
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
-    assert sizes["attention"] == (256 + 64 + 64) * 4
+    assert sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 64) * 4  # q, weights, tile max; ROPE_KV: new k, v, sums
     assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4  # partial sums, the padded x chunk, its x sums
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
@@ -200,12 +200,16 @@ def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
     cap = k_cache.shape[1]
     splits = -(-cap // split_len)
     stride = qkv.shape[1]
+    dummy = np.zeros(4, np.float32)  # RoPE's inputs: read only by the one-row variant (ROPE_KV)
     out = run_kernel("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
-                                   "partials": rows * nh * splits * (hd + 2) * 4},
+                                   "partials": rows * nh * splits * (hd + 2) * 4,
+                                   "cos_sin": dummy, "q_norm": dummy, "k_norm": dummy},
                      {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
                       "window": window, "scale": scale, "softcap": softcap, "split_len": split_len,
-                      "splits": splits, "pad0": 0, "pad1": 0},
-                     grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={"K_CACHE": "f32", "V_CACHE": "f32"})
+                      "splits": splits, "rotary_dim": 0, "has_qk_norm": 0, "interleaved": 0, "eps": 0.0,
+                      "norm_offset": 0.0, "pad0": 0},
+                     grid=(nh, rows, splits), step=(rows, pos, pos + rows),
+                     defines={"K_CACHE": "f32", "V_CACHE": "f32", "ROPE_KV": False}, read=["partials"])
     partials = np.frombuffer(out["partials"], np.float32)
     y = run_kernel("attention_combine", {"partials": partials, "y": rows * nh * hd * 4},
                    {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},

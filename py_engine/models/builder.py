@@ -35,6 +35,7 @@ class GraphBuilder:
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.g.inputs["cos_sin"] = self.g.tensor("cos_sin", max_rows * cfg.rotary_dim * 4, "input")
         self.kv_caches = []
+        self.rope = None  # (qkv, bindings, params) of the last rope_kv(): attention() does its work in decode
         self._count = 0
 
     def act(self, label: str, width: int, rows: int | None = None) -> Tensor:
@@ -164,6 +165,8 @@ class GraphBuilder:
         return y
 
     def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:
+        """Q/K norm, RoPE and KV append for the next attention(): its own op in a forward of many
+        rows; in a one-row forward attention does the same work (ROPE_KV) and this op is skipped."""
         cfg = self.cfg
         cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
         layer = len(self.kv_caches)
@@ -171,30 +174,36 @@ class GraphBuilder:
         v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
         self.kv_caches.append((k_cache, v_cache))
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
-        self.g.op("rope_kv", {
-            "cos_sin": self.cos_sin, "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
-            "k_norm": self.vector([k_norm]) if k_norm else self.dummy, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
-        }, {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "rotary_dim": cfg.rotary_dim, "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity,
-            "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved), "eps": cfg.rms_norm_eps,
-            "norm_offset": 0.0, "pad0": 0, "pad1": 0},
-            lambda rows: (heads, rows, 1), self.kv_defines())
+        norms = {"cos_sin": self.cos_sin, "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
+                 "k_norm": self.vector([k_norm]) if k_norm else self.dummy}
+        rope = {"rotary_dim": cfg.rotary_dim, "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved),
+                "eps": cfg.rms_norm_eps, "norm_offset": 0.0}
+        self.rope = (qkv, norms, rope)
+        self.g.op("rope_kv", {**norms, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
+                  {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
+                   "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity, **rope, "pad0": 0, "pad1": 0},
+                  lambda rows: (heads, rows, 1), self.kv_defines(), decode_skip=True)
 
     def kv_defines(self) -> dict:
         return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
 
     def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+        """Attention over the last rope_kv()'s caches (which must have been for this qkv)."""
         cfg = self.cfg
         k_cache, v_cache = self.kv_caches[-1]
+        roped, norms, rope = self.rope or (None, None, None)
+        if roped is not qkv:
+            raise ValueError("attention() needs rope_kv() of the same qkv first")
         heads, hd = cfg.num_heads, cfg.head_dim
         split_len, splits = attention_splits(self.kv_capacity)
         partials = self.act("attn_partials", heads * splits * (hd + 2))
-        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": partials},
+        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": partials, **norms},
                   {"n_heads": heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": hd,
                    "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
                    "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
-                   "split_len": split_len, "splits": splits, "pad0": 0, "pad1": 0},
-                  lambda rows: (heads, rows, splits), self.kv_defines())
+                   "split_len": split_len, "splits": splits, **rope, "pad0": 0},
+                  lambda rows: (heads, rows, splits), {**self.kv_defines(), "ROPE_KV": False},
+                  decode_defines={"ROPE_KV": True})
         y = self.act("attn", heads * hd)
         self.g.op("attention_combine", {"partials": partials, "y": y},
                   {"n_heads": heads, "head_dim": hd, "splits": splits, "pad0": 0}, lambda rows: (heads, rows, 1))
