@@ -119,20 +119,23 @@ class Engine:
         return list(struct.unpack(f"<{self.cfg.vocab_size}f", raw))
 
     async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
-                       stop_ids=()):
+                       stop_ids=(), context_ids: list[int] | None = None):
         """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
-        never been computed: the last yielded token is not in the KV cache."""
+        never been computed: the last yielded token is not in the KV cache. context_ids: every
+        token before the answer, cached ones included (the repetition penalty's history, as HF
+        takes the whole input); default the prompt."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
-        async for token in self._on_gpu(prompt, max_new_tokens, sampling, stop_ids):
+        history = list(prompt if context_ids is None else context_ids)
+        async for token in self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history):
             yield token
 
-    async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids):
+    async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids, history=None):
         """One token per round trip, the host picking it: the reference the GPU-fed loop is tested
         against, and decode.py --round-trip."""
-        history = list(prompt)
+        history = list(prompt if history is None else history)
         commands = self.prefill_commands(prompt)
         token = None
         for i in range(max_new_tokens):
@@ -149,7 +152,7 @@ class Engine:
             if token in stop_ids or self.pos >= self.context:
                 return
 
-    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids):
+    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids, history):
         """Decoding whose next input never waits for the host: each forward's chosen token (argmax,
         or sample_pick's draw) feeds the next forward's embedding on the GPU, and where reads
         overlap (Device.reads_overlap) the host encodes forward i + 1 while the GPU runs forward
@@ -157,7 +160,7 @@ class Engine:
         yielded."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
         ahead = 2 if self.device.reads_overlap else 1  # forwards in flight
-        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), prompt)
+        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
         pending = deque()
         submitted = yielded = 0
         try:

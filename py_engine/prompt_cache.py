@@ -36,7 +36,7 @@ class PromptCache:
         self.cached = ids[:keep]
         answer: list[int] = []
         try:
-            async for token in self.engine.generate(ids[keep:], max_new_tokens, sampling, stop_ids):
+            async for token in self.engine.generate(ids[keep:], max_new_tokens, sampling, stop_ids, context_ids=ids):
                 answer.append(token)
                 yield token
         finally:

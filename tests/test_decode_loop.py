@@ -150,3 +150,19 @@ def test_the_turn_after_a_cancel_mid_flight_is_a_fresh_run(engine):
     assert cache.reused == len(PROMPT) + 4  # every answer token but the last was fed back
     engine.reset()
     assert second == asyncio.run(collect(engine.generate(follow, 12, GREEDY)))
+
+
+def test_the_penalty_sees_the_cached_turns_too(engine):
+    """HF penalises every token of the input: a turn whose earlier turns sit in the KV cache
+    (PromptCache prefills only the new tokens) must draw what a fresh engine draws from the whole."""
+    from py_engine.prompt_cache import PromptCache
+
+    params = SamplingParams(repetition_penalty=1.5)
+    cache = PromptCache(engine)
+    cache.reset()
+    first = asyncio.run(collect(cache.generate(PROMPT, 8, params, ())))
+    follow = PROMPT + first + [7, 8, 9]
+    second = asyncio.run(collect(cache.generate(follow, 12, params, ())))
+    assert cache.reused > len(PROMPT)
+    engine.reset()
+    assert second == asyncio.run(collect(engine.generate(follow, 12, params)))
