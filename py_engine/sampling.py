@@ -30,87 +30,20 @@ both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at a CD
 """
 from __future__ import annotations
 
-import math
 import random
 import struct
 from array import array
-from dataclasses import dataclass
 
 from .gpu import Copy, Dispatch, Read
+from .token_choice import FullDraw, SamplingParams, check_params, choose
+
+__all__ = ["CANDIDATES", "FullDraw", "Sampler", "SamplingParams", "choose"]
 
 CANDIDATES = 64  # tokens the top-k passes hand to Python
 TILE = 1024  # logits per workgroup in topk_chunks.wgsl
 THREADS = 256
 ARGMAX_MAX_GROUPS = 256  # so one workgroup finishes the argmax
 CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
-
-
-@dataclass
-class SamplingParams:
-    temperature: float = 0.0  # 0 → greedy (argmax after the penalty)
-    top_k: int = 0  # 0 → no top-k
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-    # Draws continue one random.Random(seed) until the seed changes or Sampler.reset() is called.
-    seed: int | None = None
-
-
-@dataclass
-class FullDraw:
-    """What `sample_full.wgsl` needs beyond the row: the kept set's cuts, and what to skip."""
-
-    top_k: int  # vocab → no top-k cut
-    top_p: float
-    u: float
-    skip_candidates: bool = False
-
-
-def _check(params: SamplingParams) -> None:
-    if params.temperature < 0 or params.top_k < 0 or not 0 <= params.top_p <= 1:
-        raise ValueError(f"invalid sampling parameters {params}")
-    if params.repetition_penalty <= 0:
-        raise ValueError(f"repetition_penalty must be > 0, got {params.repetition_penalty}")
-
-
-def choose(values: list[float], ids: list[int], lse: float, params: SamplingParams, vocab: int,
-           u: float) -> int | FullDraw:
-    """The token drawn at u from the sorted candidates (logits `values`, ids `ids`) of a row whose
-    log-sum-exp of logits / temperature is lse, or the GPU draw that decides it."""
-    probs = [math.exp(v / params.temperature - lse) for v in values]  # of the whole row's softmax
-    n = len(values)
-    # complete: the kept set lies within the candidates, so their probabilities decide everything.
-    if 0 < params.top_k < vocab:
-        kth = params.top_k - 1
-        if kth >= n:
-            return FullDraw(params.top_k, params.top_p, u)
-        keep = kth + 1
-        while keep < n and values[keep] == values[kth]:
-            keep += 1
-        if keep == n < vocab:  # the tie at the cut may go on past the candidates
-            return FullDraw(params.top_k, params.top_p, u)
-        probs, complete = probs[:keep], True
-    else:
-        complete = n == vocab
-    # `mass` is the kept set's mass: the candidates' sum when they hold all of it, else the row's.
-    mass = sum(probs) if complete else 1.0
-    if params.top_p < 1:
-        need, running, keep = params.top_p * mass, 0.0, 0
-        while keep < len(probs) and (keep == 0 or running < need):
-            running += probs[keep]
-            keep += 1
-        if running < need and not complete:
-            return FullDraw(vocab, params.top_p, u)
-        probs, mass, complete = probs[:keep], running, True
-    target = u * mass
-    running = 0.0
-    for token, q in zip(ids, probs):
-        running += q
-        if target < running:
-            return token
-    if complete:  # rounding at the top of the range
-        return ids[len(probs) - 1]
-    tail_u = min(max((target - running) / (mass - running), 0.0), math.nextafter(1.0, 0.0))
-    return FullDraw(vocab, 1.0, tail_u, skip_candidates=True)
 
 
 class Sampler:
@@ -199,7 +132,7 @@ class Sampler:
     def commands(self, params: SamplingParams, history: list[int]) -> list:
         """Dispatches to append to the forward pass's submit (after the LM head wrote the row).
         The penalty is applied in place on the row."""
-        _check(params)
+        check_params(params)
         out = []
         if params.repetition_penalty != 1:
             # HF ignores ids past the row (tokens the head cannot produce); order of first use keeps
@@ -230,7 +163,7 @@ class Sampler:
         exact draw (dispatched every time; it returns at once when sample_pick decided). A
         repetition penalty reads the history's flags (set here from `history`), and each chosen
         token sets its own. Call next_draw before each submit of these commands."""
-        _check(params)
+        check_params(params)
         before, after = [], []
         if params.repetition_penalty != 1:
             flags = array("I", bytes(4 * self.vocab))
