@@ -3,7 +3,7 @@
 // a MAP_READ staging buffer of its own, mapped right after its submit on the single-pass path (or
 // by fetchRead once WebKit's grouped chain has run it), and the bytes go back to Python on fetch.
 
-import { check, describe, device, drain, gpuError, staging, submitState } from "./gpu_device.js";
+import { check, describe, device, drain, enqueue, gpuError, staging, submitState } from "./gpu_device.js";
 
 const reads = new Map();  // read id (chosen by Python) -> {stage, lo, offset, size, span, mapping}
 const ABANDONED = 64;     // reads never fetched (a cancelled generation) beyond this are dropped
@@ -31,7 +31,10 @@ export function startRead(source, offset, size, readId) {
   if (reads.size > ABANDONED) {
     const [oldest, old] = reads.entries().next().value;
     reads.delete(oldest);
-    (old.mapping || Promise.resolve()).then(() => old.stage.destroy(), () => old.stage.destroy());
+    const release = () => old.stage.destroy();
+    if (old.mapping) old.mapping.then(release, release);
+    else if (submitState.chain) enqueue(release);  // grouped: its copy may still be waiting in the chain
+    else release();
   }
   return r;
 }
