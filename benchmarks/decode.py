@@ -13,21 +13,25 @@ import argparse
 import asyncio
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
-from py_engine.gpu import open_device  # noqa: E402
+from gemv_bandwidth import Timer  # noqa: E402
+from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
 
 
 async def measure(args) -> dict:
-    device = await open_device(allow_f16=not args.f32, limits=args.limits)
+    device = await open_wgpu_device(allow_f16=not args.f32, limits=args.limits,
+                                    extra_features=("timestamp-query",) if args.breakdown else ())
     if not args.model.exists() and str(args.model) in MODELS:
         args.model = ensure_model(str(args.model))
     engine = await Engine.load(args.model, device, max_rows=args.max_rows,
@@ -111,27 +115,21 @@ def weight_formats(graph) -> dict:
 
 
 async def kernel_breakdown(engine, device, commands, repeats: int) -> dict:
-    """Milliseconds per decode token spent in each kernel: the decode token's dispatches of one
-    kernel alone, submitted `repeats` times, minus an empty submit's round trip ("round_trip")."""
+    """GPU milliseconds per decode token in each kernel: every dispatch of one decode token in a
+    compute pass of its own between timestamp queries (the median of `repeats` runs, after a
+    warm-up), summed by kernel; "all" is their sum (dispatches run back to back in the engine's one
+    pass overlap a little, so the token's own time is a bit lower)."""
     names = engine.executor.kernel_names(1)
     names += ["sampler"] * (len(commands) - len(names))
-    groups = {}
-    for name, command in zip(names, commands):
-        groups.setdefault(name, []).append(command)
-
-    async def time_submit(cmds) -> float:
-        start = time.perf_counter()
-        for _ in range(repeats):
-            device.submit(cmds)
-        await device.read_buffer(engine.logits_buffer, 0, 4)
-        return 1000 * (time.perf_counter() - start) / repeats
-
-    await time_submit(commands)
-    empty = await time_submit([])
-    out = {name: round(await time_submit(cmds) - empty, 3) for name, cmds in groups.items()}
-    out["round_trip"] = round(empty, 3)
-    out["all"] = round(await time_submit(commands) - empty, 3)
-    return out
+    passes = [[(c.kernel.pipeline, c.bind_group, c.grid)] for c in commands]
+    timer = Timer(device, len(passes))
+    timer.warm_up(passes)
+    runs = [timer.run(passes) for _ in range(repeats)]
+    seconds = [statistics.median(run[i] for run in runs) for i in range(len(passes))]
+    out = {}
+    for name, t in zip(names, seconds):
+        out[name] = out.get(name, 0.0) + t
+    return {**{name: round(1000 * t, 3) for name, t in out.items()}, "all": round(1000 * sum(seconds), 3)}
 
 
 def main():
@@ -144,7 +142,7 @@ def main():
     parser.add_argument("--f32", action="store_true")
     parser.add_argument("--packed-kv", action="store_true", help="K and V cached as packed f16 (WebKit's layout)")
     parser.add_argument("--breakdown", action="store_true", help="also time each kernel's share of a decode token")
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=20, help="--breakdown's timed runs")
     parser.add_argument("--temperature", type=float, default=0.0, help="sample (seed 0) instead of greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--round-trip", action="store_true",
