@@ -39,7 +39,7 @@ class Engine:
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
         # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
-        # the host waited for a token the GPU had not finished (greedy on the GPU only).
+        # the host waited for a token the GPU had not finished (the GPU-fed loop only).
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
 
     @classmethod

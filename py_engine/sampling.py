@@ -135,11 +135,7 @@ class Sampler:
         check_params(params)
         out = []
         if params.repetition_penalty != 1:
-            # HF ignores ids past the row (tokens the head cannot produce); order of first use keeps
-            # the uploaded list stable as the history grows, so it is rarely rewritten.
-            seen = [t for t in dict.fromkeys(history) if t < self.vocab]
-            if seen and min(seen) < 0:
-                raise ValueError("negative token id in history")
+            seen = self._penalised(history)
             if len(seen) > self.max_history:
                 raise ValueError(f"{len(seen)} distinct history ids > max_history {self.max_history}")
             if seen:
@@ -155,6 +151,15 @@ class Sampler:
             {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
         return out + self._topk
 
+    def _penalised(self, history: list[int]) -> list[int]:
+        """The history's distinct ids the penalty applies to, in order of first use (which keeps
+        the uploaded list stable as the history grows); HF ignores ids past the row (tokens the
+        head cannot produce)."""
+        seen = [t for t in dict.fromkeys(history) if t < self.vocab]
+        if seen and min(seen) < 0:
+            raise ValueError("negative token id in history")
+        return seen
+
     def gpu_feedback(self, params: SamplingParams, ids_buffer, history: list[int]) -> list:
         """Decoding that stays on the GPU: the token chosen on the GPU, copied to ids_buffer[0]
         (where the next forward's embedding reads it) and set aside for the host (one Read: the
@@ -167,11 +172,8 @@ class Sampler:
         before, after = [], []
         if params.repetition_penalty != 1:
             flags = array("I", bytes(4 * self.vocab))
-            for t in history:
-                if t < 0:
-                    raise ValueError("negative token id in history")
-                if t < self.vocab:  # HF ignores ids past the row
-                    flags[t] = 1
+            for t in self._penalised(history):
+                flags[t] = 1
             self.device.write_buffer(self._seen, 0, flags.tobytes())
             self.device.write_buffer(self._seen_params, 0, self._penalty.pack_params(
                 {"count": self.vocab, "penalty": params.repetition_penalty, "logits_base": self._logits_base}))

@@ -45,7 +45,7 @@ var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
 var<workgroup> sums: array<f32, 64>;    // ROPE_KV: a head's sum of squares
 
 // ROPE_KV: the head vector staged in `head` (q or new_k; 64 threads, after a barrier) normalised by
-// `norm` when the model has q/k norms, then rotated as rope_kv.wgsl does, for forward row `row`.
+// `norm` when the model has q/k norms, then rotated (shaders/rope.wgsl), for forward row `row`.
 fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
     let hd = p.head_dim;
     if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
@@ -70,20 +70,16 @@ fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
     }
     let half = p.rotary_dim / 2u;
     for (var i = lid; i < half; i += TILE) {
-        var ab = vec2<u32>(i, i + half);
-        if (p.interleaved == 1u) { ab = vec2<u32>(2u * i, 2u * i + 1u); }
-        let c = cos_sin[(row * half + i) * 2u];
-        let s = cos_sin[(row * half + i) * 2u + 1u];
+        let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
+        let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
         if (is_q) {
-            let xa = q[ab.x];
-            let xb = q[ab.y];
-            q[ab.x] = xa * c - xb * s;
-            q[ab.y] = xb * c + xa * s;
+            let turned = rope_turn(vec2<f32>(q[ab.x], q[ab.y]), cs);
+            q[ab.x] = turned.x;
+            q[ab.y] = turned.y;
         } else {
-            let xa = new_k[ab.x];
-            let xb = new_k[ab.y];
-            new_k[ab.x] = xa * c - xb * s;
-            new_k[ab.y] = xb * c + xa * s;
+            let turned = rope_turn(vec2<f32>(new_k[ab.x], new_k[ab.y]), cs);
+            new_k[ab.x] = turned.x;
+            new_k[ab.y] = turned.y;
         }
     }
     workgroupBarrier();

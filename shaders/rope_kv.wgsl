@@ -2,7 +2,7 @@
 // fused QKV projection output. Row r of this forward is at absolute position step.pos + r.
 //   q heads: rotated in place in qkv.   k heads: normalised, rotated, written to k_cache.
 //   v heads: copied to v_cache.
-// RoPE is split-half (HF rotate_half) or interleaved pairs (llama.cpp layout); only the first
+// RoPE (shaders/rope.wgsl) is split-half or interleaved pairs; only the first
 // rotary_dim dims of a head rotate (partial rotary). cos/sin come precomputed per row, so they
 // match the reference to the last bit instead of depending on the GPU's cos() accuracy.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 cos_sin (read, f32 [rows, rotary_dim/2, 2]),
@@ -33,12 +33,6 @@ struct Params {
 
 var<workgroup> head: array<f32, 256>;
 var<workgroup> partial: array<f32, 128>;
-
-// Index pair (a, b) rotated together for rotation i.
-fn pair(i: u32) -> vec2<u32> {
-    if (p.interleaved == 1u) { return vec2<u32>(2u * i, 2u * i + 1u); }
-    return vec2<u32>(i, i + p.rotary_dim / 2u);
-}
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -83,13 +77,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
     let half = p.rotary_dim / 2u;
     for (var i = lid; i < half; i += 128u) {
-        let ab = pair(i);
-        let c = cos_sin[(row * half + i) * 2u];
-        let s = cos_sin[(row * half + i) * 2u + 1u];
-        let xa = head[ab.x];
-        let xb = head[ab.y];
-        head[ab.x] = xa * c - xb * s;
-        head[ab.y] = xb * c + xa * s;
+        let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
+        let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
+        let turned = rope_turn(vec2<f32>(head[ab.x], head[ab.y]), cs);
+        head[ab.x] = turned.x;
+        head[ab.y] = turned.y;
     }
     workgroupBarrier();
 

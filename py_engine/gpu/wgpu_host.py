@@ -6,6 +6,7 @@ that grants no more; `limits="adapter"` takes the adapter's maxima (benchmarks m
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import wgpu
@@ -73,12 +74,15 @@ class _Kernel:
         self.layout = layout
 
 
-class _Staging:
-    """A MAP_READ buffer that one Read copies into; mapped through wgpu-native directly (below)."""
+# wgpu-native's map callbacks, one for the process (a cffi callback per read would cost its
+# allocation on every decode token): userdata1 is the read's key in _MAP_STATUS.
+_MAP_STATUS: dict[int, int] = {}
+_READ_KEYS = itertools.count(1)  # process-wide: several devices may read at once
 
-    def __init__(self, device, size: int):
-        self.size = size
-        self.buffer = device.create_buffer(size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+@ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
+def _mapped(result, _message, key, _userdata2):
+    _MAP_STATUS[int(ffi.cast("uintptr_t", key))] = result
 
 
 class WgpuDevice(Device):
@@ -91,7 +95,7 @@ class WgpuDevice(Device):
         self.device = device
         self.caps = caps
         self._layouts = {}  # binding signature → one shared layout, so bind groups fit every kernel of that shape
-        self._staging = []  # free _Staging buffers
+        self._staging = []  # free MAP_READ buffers that Reads copy into (mapped through wgpu-native: fetch)
 
     def create_buffer(self, size, kind="storage", label=""):
         size = max(16, (size + 15) // 16 * 16)
@@ -163,7 +167,7 @@ class WgpuDevice(Device):
                 lo = cmd.offset - cmd.offset % 4
                 span = min(cmd.buffer.size, -(-(cmd.offset + cmd.size) // 4) * 4) - lo
                 staging = self._take_staging(span)
-                encoder.copy_buffer_to_buffer(cmd.buffer, lo, staging.buffer, 0, span)
+                encoder.copy_buffer_to_buffer(cmd.buffer, lo, staging, 0, span)
                 pending.append((staging, cmd.offset - lo, cmd.size, span))
             else:
                 raise TypeError(f"unknown command {cmd!r}")
@@ -172,40 +176,38 @@ class WgpuDevice(Device):
         self.device.queue.submit([encoder.finish()])
         return pending
 
-    def _take_staging(self, size) -> _Staging:
+    def _take_staging(self, size):
         for i, staging in enumerate(self._staging):
             if staging.size >= size:
                 return self._staging.pop(i)
-        return _Staging(self.device, max(size, 256))
+        usage = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+        return self.device.create_buffer(size=max(size, 256), usage=usage)
 
     async def fetch(self, pending):
         staging, skip, size, span = pending
-        status = []
-
-        @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
-        def mapped(result, _message, _userdata1, _userdata2):
-            status.append(result)
-
-        handle = staging.buffer._internal
+        key = next(_READ_KEYS)
+        handle = staging._internal
         info = ffi.new("WGPUBufferMapCallbackInfo *")
         info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-        info.callback = mapped
+        info.callback = _mapped
+        info.userdata1 = ffi.cast("void *", key)
         lib.wgpuBufferMapAsync(handle, lib.WGPUMapMode_Read, 0, span, info[0])
         # Poll without blocking; spin (yielding to other tasks) for the first millisecond, then nap.
         device, start = self.device._internal, time.perf_counter()
-        while not status:
+        while key not in _MAP_STATUS:
             lib.wgpuDevicePoll(device, False, ffi.NULL)
-            if not status:
+            if key not in _MAP_STATUS:
                 await asyncio.sleep(0 if time.perf_counter() - start < 1e-3 else 2e-4)
-        if status[0] != lib.WGPUMapAsyncStatus_Success:
-            raise GpuError(f"reading back {size} bytes failed (map status {status[0]})")
+        status = _MAP_STATUS.pop(key)
+        if status != lib.WGPUMapAsyncStatus_Success:
+            raise GpuError(f"reading back {size} bytes failed (map status {status})")
         try:
             data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, span), span))[skip:skip + size]
         finally:
             lib.wgpuBufferUnmap(handle)
         self._staging.append(staging)
         if len(self._staging) > 8:
-            self._staging.pop(0).buffer.destroy()
+            self._staging.pop(0).destroy()
         return data
 
     async def read_buffer(self, buffer, offset, size):
