@@ -182,18 +182,39 @@ def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N
         dispatches = []
         for start, count, w in shards:
             defines = {**linear_defines(K, count, fmt, 64, **fused), **layout}
-            kernel = cache.get(kernel_name, **defines)
+            name = defines.pop("kernel", kernel_name)
+            kernel = cache.get(name, **defines)
             params = linear_params(K, count, out_stride=N // 2 if gated else N, out_offset=start, rows=1, norm_eps=1e-5)
             bg = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": norm, "y": y}, params)
             grid = linear_grid("gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines), gated)
             dispatches.append((kernel.handle.pipeline, bg, grid))
         passes.append(dispatches)
+    return timed(timer, passes, matrix_bytes, repeats)
+
+
+def timed(timer: Timer, passes: list, nbytes: int, repeats: int) -> dict:
     batch = (passes * repeats)[: timer.count // 2]
     timer.warm_up(batch)
     seconds = min(statistics.median(timer.run(batch)) for _ in range(2))
     wall = min(timer.wall(batch) for _ in range(2))
-    return {"us": round(seconds * 1e6, 1), "gb_s": round(matrix_bytes / seconds / 1e9, 1),
-            "wall_gb_s": round(matrix_bytes / wall / 1e9, 1)}
+    return {"us": round(seconds * 1e6, 1), "gb_s": round(nbytes / seconds / 1e9, 1),
+            "wall_gb_s": round(nbytes / wall / 1e9, 1)}
+
+
+def read_matrix(device, timer: Timer, copies: list, matrix_bytes: int, repeats: int) -> dict:
+    """The read-only kernel over the matrix's own buffers: the floor one pass of this size sets
+    (launch, ramp-up, tail) at the memory's full speed."""
+    kernel = device.create_kernel("read", READ_SOURCE, _copy_bindings())
+    dummy = device.create_buffer(64)
+    passes = []
+    for shards in copies:
+        dispatches = []
+        for _, _, w in shards:
+            groups = w.size // 16 // 256 // 4
+            grid = (min(groups, 65535), -(-groups // 65535), 1)
+            dispatches.append((kernel.pipeline, device.create_bind_group(kernel, [(w, 0, groups * 256 * 64), (dummy, 0, 64)]), grid))
+        passes.append(dispatches)
+    return timed(timer, passes, matrix_bytes, repeats)
 
 
 async def measure(args) -> dict:
@@ -205,6 +226,7 @@ async def measure(args) -> dict:
     read = copy_bandwidth(device, timer, args.repeats, read_only=True)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     layouts = [dict(zip(("LANES", "SLOTS", "RPT", "STEP"), map(int, s.split(".")))) for s in args.layouts.split(",")] if args.layouts else [None]
+    variants = json.loads(args.variants) if args.variants else []
     # Finite 16-bit fields whatever the format: every half is below 2 in magnitude.
     noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3bff3bff)
     fused = {"norm": "norm" in args.fuse, "gated": "gated" in args.fuse}
@@ -214,12 +236,21 @@ async def measure(args) -> dict:
             continue
         for K, N in shapes:
             copies, matrix_bytes = upload_matrices(device, fmt, K, N, noise)
-            for layout in layouts:
+            if args.read_floor:
+                r = read_matrix(device, timer, copies, matrix_bytes, args.repeats)
+                r.update(format=fmt, K=K, N=N, layout="read", of_copy=round(r["gb_s"] * 1e9 / copy, 3))
+                results.append(r)
+                print(json.dumps(r), file=sys.stderr)
+            for layout in layouts + [v for v in variants if v.get("K", K) == K and v.get("format", fmt) == fmt]:
+                layout = {k: v for k, v in (layout or {}).items() if k not in ("K", "format")}
                 chosen = layout or gemv_layout(K, N, fmt, fused["gated"])
-                r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats,
-                                   args.kernel, fused)
-                r.update(format=fmt, K=K, N=N, layout=".".join(str(chosen[k]) for k in ("LANES", "SLOTS", "RPT", "STEP")),
-                         of_copy=round(r["gb_s"] * 1e9 / copy, 3))
+                try:
+                    r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats,
+                                       args.kernel, fused)
+                except Exception as e:  # a variant that does not compile or fit: say so, go on
+                    r = {"error": str(e).splitlines()[-1][:200]}
+                r.update(format=fmt, K=K, N=N, layout=".".join(f"{k}{v}" for k, v in chosen.items() if k not in ("X_SUMS",)),
+                         of_copy=round(r.get("gb_s", 0) * 1e9 / copy, 3))
                 results.append(r)
                 print(json.dumps(r), file=sys.stderr)
             for shards in copies:
@@ -238,6 +269,10 @@ def main():
     parser.add_argument("--no-subgroups", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kernel", default="gemv", help="a variant of shaders/gemv.wgsl (a path relative to shaders/)")
+    parser.add_argument("--variants", default="", help='JSON list of define sets measured after the layouts, e.g. '
+                        '[{"kernel": "gemv_xs", "LANES": 128, "SLOTS": 2, "RPT": 4, "ITERS": 4, "UPT": 1, "K": 4096}] '
+                        '(optional "K" / "format": only for that shape / format)')
+    parser.add_argument("--read-floor", action="store_true", help="also time the read-only kernel over each matrix")
     parser.add_argument("--fuse", default="", help="norm, gated or norm,gated: the GEMV with the RMSNorm and/or "
                                                    "the gated activation inside (N rows = gate | up)")
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))

@@ -17,8 +17,14 @@
 //           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
 //           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
 // Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV.
-// Dispatch: (n_heads, step.rows, splits) workgroups of 64 threads, splits = ceil(capacity /
-//           split_len); head_dim ≤ 256. Workgroup storage is 3.5 KiB (16 KiB are granted).
+// Dispatch: (n_heads, step.rows, splits) workgroups of 128 threads, splits = ceil(capacity /
+//           split_len); head_dim ≤ 256, even. Workgroup storage is 5.5 KiB (16 KiB are granted).
+// A tile's memory reads are spread over twice as many threads as it has keys: LANES_PER_KEY
+// threads share a key's score (half of its pairs each), then each thread sums half of the tile's
+// keys for a value dimension, so each issues half as many batches of loads, one memory latency
+// each. H100, decode, 2 runs of 256 tokens each: 64 threads (one per key) 241.5 tok/s on the
+// 8B-shaped Q4_0 and 737-741 on SmolLM2; 128 threads 246.1 and 751-761; 256 threads 244.8 and
+// 701-757.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
@@ -36,13 +42,19 @@ struct Params {
 @group(0) @binding(7) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(8) var<storage, read> k_norm: array<f32>;
 
-const TILE: u32 = 64u;
+const THREADS: u32 = 128u;
+const TILE: u32 = 64u;  // keys per tile
+const LANES_PER_KEY: u32 = THREADS / TILE;  // threads per key's score, and parts of a tile's keys per value sum
+const KEYS_PER_PART: u32 = TILE / LANES_PER_KEY;
+const SLOTS: u32 = 4u;  // output dimensions per thread of the first TILE: lid + TILE * slot < head_dim
 var<workgroup> q: array<f32, 256>;
 var<workgroup> weights: array<f32, 64>;
 var<workgroup> tile_max: array<f32, 64>;
 var<workgroup> new_k: array<f32, 256>;  // ROPE_KV: the new key, normalised and rotated
 var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
-var<workgroup> sums: array<f32, 64>;    // ROPE_KV: a head's sum of squares
+// Per tile: the score parts [key][lane], then the value sums [slot][key part][dimension];
+// ROPE_KV: a head's sum of squares per thread.
+var<workgroup> part_sums: array<f32, SLOTS * THREADS>;
 
 // ROPE_KV: the head vector staged in `head` (q or new_k; 64 threads, after a barrier) normalised by
 // `norm` when the model has q/k norms, then rotated (shaders/rope.wgsl), for forward row `row`.
@@ -50,26 +62,27 @@ fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
     let hd = p.head_dim;
     if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
         var sum = 0.0;
-        for (var d = lid; d < hd; d += TILE) {
+        for (var d = lid; d < hd; d += THREADS) {
             var v = new_k[d];
             if (is_q) { v = q[d]; }
             sum += v * v;
         }
-        sums[lid] = sum;
+        part_sums[lid] = sum;
         workgroupBarrier();
-        for (var stride = 32u; stride > 0u; stride >>= 1u) {
-            if (lid < stride) { sums[lid] += sums[lid + stride]; }
+        for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) { part_sums[lid] += part_sums[lid + stride]; }
             workgroupBarrier();
         }
-        let scale = inverseSqrt(sums[0] / f32(hd) + p.eps);
-        for (var d = lid; d < hd; d += TILE) {
+        let scale = inverseSqrt(part_sums[0] / f32(hd) + p.eps);
+        workgroupBarrier();  // part_sums[0] read by all before the tiles reuse it
+        for (var d = lid; d < hd; d += THREADS) {
             if (is_q) { q[d] = q[d] * scale * (q_norm[d] + p.norm_offset); }
             else { new_k[d] = new_k[d] * scale * (k_norm[d] + p.norm_offset); }
         }
         workgroupBarrier();
     }
     let half = p.rotary_dim / 2u;
-    for (var i = lid; i < half; i += TILE) {
+    for (var i = lid; i < half; i += THREADS) {
         let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
         let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
         if (is_q) {
@@ -102,7 +115,7 @@ fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
                      v_at(min(at + 2u, last_key) * hd + d), v_at(min(at + 3u, last_key) * hd + d));
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
 //#if SUBGROUPS
         @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
@@ -122,11 +135,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var end = min(q_pos + 1u, split_end);
     if (ROPE_KV) { end = min(q_pos, split_end); }
 
-    for (var d = lid; d < hd; d += TILE) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
+    for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
     if (ROPE_KV && holds_new) {
         let k_at = row * p.q_stride + (p.n_heads + kvh) * hd;
         let v_at = k_at + p.n_kv_heads * hd;
-        for (var d = lid; d < hd; d += TILE) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
+        for (var d = lid; d < hd; d += THREADS) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
     }
     workgroupBarrier();
     if (ROPE_KV) {
@@ -135,7 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             norm_and_rotate(lid, row, false);
             // As the caches will hold them (f16 rounding), so the score and the output equal a
             // later forward's, which reads them from there.
-            for (var e = lid; e < hd / 2u; e += TILE) {
+            for (var e = lid; e < hd / 2u; e += THREADS) {
                 let k2 = k_stored_pair(vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
                 let v2 = v_stored_pair(vec2<f32>(new_v[2u * e], new_v[2u * e + 1u]));
                 new_k[2u * e] = k2.x;
@@ -146,70 +159,85 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             workgroupBarrier();
             if (h % (p.n_heads / p.n_kv_heads) == 0u) {  // the group's first q head stores them
                 let first_pair = (kvh * p.capacity + q_pos) * hd / 2u;
-                for (var e = lid; e < hd / 2u; e += TILE) {
+                for (var e = lid; e < hd / 2u; e += THREADS) {
                     k_store_pair(first_pair + e, vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
                     v_store_pair(first_pair + e, vec2<f32>(new_v[2u * e], new_v[2u * e + 1u]));
                 }
             }
         }
     }
-    for (var d = lid; d < hd; d += TILE) { q[d] = q[d] * p.scale; }
+    for (var d = lid; d < hd; d += THREADS) { q[d] = q[d] * p.scale; }
     workgroupBarrier();
 
-    // Each thread owns output dims lid, lid + 64, lid + 128, lid + 192.
+    // Threads lid < TILE own output dims lid + TILE * slot; every thread keeps the running max and sum.
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
     var running_max = -3.0e38;
     var running_sum = 0.0;
     let kv_base = kvh * p.capacity;
+    // This thread's share of a key's score: pairs [pair_lo, pair_hi) of the key it works on.
+    let pairs = hd / 2u;
+    let lane = lid % LANES_PER_KEY;
+    let per_lane = (pairs + LANES_PER_KEY - 1u) / LANES_PER_KEY;
+    let pair_lo = min(pairs, lane * per_lane);
+    let pair_hi = min(pairs, pair_lo + per_lane);
+    let part = lid / TILE;  // the tile's keys KEYS_PER_PART * part .. that it sums values over
     for (var start = first; start < end; start += TILE) {
-        let key = start + lid;
-        var score = -3.0e38;
+        let key = start + lid / LANES_PER_KEY;
+        var dot = 0.0;
         if (key < end) {
             let first_pair = (kv_base + key) * hd / 2u;
-            var dot = 0.0;
-            // Eight pairs' loads issued before their adds: a loop of one load then its use waits
-            // a memory latency per pair (drivers do not unroll it), and that wait was the kernel
-            // (H100, 8B decode shape: 41 us a dispatch before, 19 with the batched loads here and below).
-            let pairs = hd / 2u;
-            var e = 0u;
-            for (; e + 8u <= pairs; e += 8u) {
+            // Eight pairs' loads issued before their adds: drivers do not unroll a loop of one load
+            // then its use, which waits a memory latency per pair.
+            var e = pair_lo;
+            for (; e + 8u <= pair_hi; e += 8u) {
                 let a = vec4<f32>(k_pair(first_pair + e), k_pair(first_pair + e + 1u));
                 let b = vec4<f32>(k_pair(first_pair + e + 2u), k_pair(first_pair + e + 3u));
                 let c = vec4<f32>(k_pair(first_pair + e + 4u), k_pair(first_pair + e + 5u));
                 let g = vec4<f32>(k_pair(first_pair + e + 6u), k_pair(first_pair + e + 7u));
                 dot = add_q_products(add_q_products(add_q_products(add_q_products(dot, 2u * e, a), 2u * e + 4u, b), 2u * e + 8u, c), 2u * e + 12u, g);
             }
-            for (; e < pairs; e++) {  // head_dim not a multiple of 8
+            for (; e < pair_hi; e++) {  // a share not a multiple of 8 pairs
                 let k2 = k_pair(first_pair + e);
                 dot += q[2u * e] * k2.x;
                 dot += q[2u * e + 1u] * k2.y;
             }
+        }
+        part_sums[lid] = dot;
+        workgroupBarrier();
+        var score = -3.0e38;
+        if (lid < TILE && start + lid < end) {
+            let at = LANES_PER_KEY * lid;
+            var total = part_sums[at];
+            for (var i = 1u; i < LANES_PER_KEY; i++) { total += part_sums[at + i]; }
             // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal (e^2x / e^2x);
             // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
-            if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
-            score = dot;
+            if (p.softcap > 0.0) { total = tanh(clamp(total / p.softcap, -10.0, 10.0)) * p.softcap; }
+            score = total;
         }
 //#if SUBGROUPS
         // The tile's max by subgroups, then across their maxima: one barrier instead of seven.
-        // Subgroups hold consecutive invocations (as gemv.wgsl assumes).
+        // Subgroups hold consecutive invocations (as gemv.wgsl assumes); threads past the tile
+        // carry -3e38.
         let subgroup_max = subgroupMax(score);
-        if (subgroup_lane == 0u) { tile_max[lid / subgroup_size] = subgroup_max; }
+        if (subgroup_lane == 0u && lid < TILE) { tile_max[lid / subgroup_size] = subgroup_max; }
         workgroupBarrier();
         var top = tile_max[0];
         for (var k = 1u; k < (TILE + subgroup_size - 1u) / subgroup_size; k++) { top = max(top, tile_max[k]); }
         let new_max = max(running_max, top);
 //#else
-        tile_max[lid] = score;
+        if (lid < TILE) { tile_max[lid] = score; }
         workgroupBarrier();
-        for (var stride = 32u; stride > 0u; stride >>= 1u) {
+        for (var stride = TILE / 2u; stride > 0u; stride >>= 1u) {
             if (lid < stride) { tile_max[lid] = max(tile_max[lid], tile_max[lid + stride]); }
             workgroupBarrier();
         }
         let new_max = max(running_max, tile_max[0]);
 //#endif
-        var w = 0.0;
-        if (key < end) { w = safe_exp(score - new_max); }  // masked lanes weigh exactly 0
-        weights[lid] = w;
+        if (lid < TILE) {
+            var w = 0.0;
+            if (start + lid < end) { w = safe_exp(score - new_max); }  // masked keys weigh exactly 0
+            weights[lid] = w;
+        }
         workgroupBarrier();
 
         let correction = safe_exp(running_max - new_max);  // first tile: -3e38 - max → 0
@@ -218,22 +246,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var tile_sum = 0.0;
         for (var j = 0u; j < count; j++) { tile_sum += weights[j]; }
         running_sum = running_sum * correction + tile_sum;
-        for (var slot = 0u; slot < 4u; slot++) {
-            let d = lid + slot * TILE;
+        // Values: this thread's part of the tile's keys for dims lid % TILE + TILE * slot. Keys
+        // past `count` read the last key (written, finite) and weigh exactly 0, adding +0.
+        let last_key = kv_base + start + count - 1u;
+        for (var slot = 0u; slot < SLOTS; slot++) {
+            let d = lid % TILE + slot * TILE;
             if (d < hd) {
                 var v_acc = 0.0;
-                // Sixteen keys' loads before their adds (as the scores above); keys past `count`
-                // read the last key (written, finite) and weigh exactly 0, adding +0 to the sum.
-                let last_key = kv_base + start + count - 1u;
-                for (var j = 0u; j < count; j += 16u) {
+                // Sixteen keys' loads before their adds (as the scores above).
+                for (var j = KEYS_PER_PART * part; j < KEYS_PER_PART * (part + 1u); j += 16u) {
                     let at = kv_base + start + j;
-                    let a = v_column4(at, last_key, d);
-                    let b = v_column4(at + 4u, last_key, d);
-                    let c = v_column4(at + 8u, last_key, d);
-                    let g = v_column4(at + 12u, last_key, d);
+                    let a = v_column4(min(at, last_key), last_key, d);
+                    let b = v_column4(min(at + 4u, last_key), last_key, d);
+                    let c = v_column4(min(at + 8u, last_key), last_key, d);
+                    let g = v_column4(min(at + 12u, last_key), last_key, d);
                     v_acc = add_weighted(add_weighted(add_weighted(add_weighted(v_acc, j, a), j + 4u, b), j + 8u, c), j + 12u, g);
                 }
-                acc[slot] = acc[slot] * correction + v_acc;
+                part_sums[slot * THREADS + lid] = v_acc;
+            }
+        }
+        workgroupBarrier();
+        if (lid < TILE) {
+            for (var slot = 0u; slot < SLOTS; slot++) {
+                let d = lid + slot * TILE;
+                if (d < hd) {
+                    let at = slot * THREADS + lid;
+                    var v_sum = part_sums[at];
+                    for (var i = 1u; i < LANES_PER_KEY; i++) { v_sum += part_sums[at + i * TILE]; }
+                    acc[slot] = acc[slot] * correction + v_sum;
+                }
             }
         }
         workgroupBarrier();
@@ -252,15 +293,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let w = safe_exp(score - new_max);
         running_max = new_max;
         running_sum = running_sum * correction + w;
-        for (var slot = 0u; slot < 4u; slot++) {
+        for (var slot = 0u; slot < SLOTS; slot++) {
             let d = lid + slot * TILE;
-            if (d < hd) { acc[slot] = acc[slot] * correction + w * new_v[d]; }
+            if (lid < TILE && d < hd) { acc[slot] = acc[slot] * correction + w * new_v[d]; }
         }
     }
     let out = ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
-    for (var slot = 0u; slot < 4u; slot++) {
+    for (var slot = 0u; slot < SLOTS; slot++) {
         let d = lid + slot * TILE;
-        if (d < hd) { partials[out + d] = acc[slot]; }
+        if (lid < TILE && d < hd) { partials[out + d] = acc[slot]; }
     }
     if (lid == 0u) {
         partials[out + hd] = running_max;

@@ -185,7 +185,7 @@ def test_workgroup_storage_sizes_known():
     """Pin a few sizes so the parser is known to see the arrays at all."""
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
-    assert sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 64) * 4  # q, weights, tile max; ROPE_KV: new k, v, sums
+    assert sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 4 * 128) * 4  # q, weights, tile max; ROPE_KV: new k, v; part sums
     assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4  # partial sums, the padded x chunk, its x sums
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
