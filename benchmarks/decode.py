@@ -62,9 +62,10 @@ async def measure(args) -> dict:
     host_s, wait_s = engine.decode_host_seconds, engine.decode_wait_seconds
     engine.reset()
     engine.pos = len(prompt)
+    fold = engine.executor.graph.folds(1, engine.pos + 1)  # a decode token's plan: the attention's merge in the O projection
     commands = engine.forward_commands([token]) + engine.sampler.commands(greedy, [])  # one decode token's
     read_per_token = weight_bytes_per_token(engine.executor.graph)
-    breakdown = await kernel_breakdown(engine, device, commands, args.repeats) if args.breakdown else None
+    breakdown = await kernel_breakdown(engine, device, commands, fold, args.repeats) if args.breakdown else None
     return {
         "adapter": device.caps.adapter,
         "model": str(args.model),
@@ -77,7 +78,8 @@ async def measure(args) -> dict:
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
         "decode_tok_s": round(args.new_tokens / decode_s, 1),
         "dispatches_per_decode_token": len(commands),
-        "dispatches_per_layer": round(engine.executor.graph.ops_per_layer(engine.cfg.num_layers), 2),
+        "dispatches_per_layer": round(engine.executor.graph.ops_per_layer(engine.cfg.num_layers, fold=fold), 2),
+        "merge_in_o_projection_until_kv": engine.executor.graph.fold_until,
         "ms_per_decode_token": round(1000 * decode_s / args.new_tokens, 3),
         # Host time encoding + submitting a token, and time it waited for the GPU: their sum is the
         # token's time when nothing overlaps; with the GPU fed ahead, the wait shrinks by the host time.
@@ -114,12 +116,12 @@ def weight_formats(graph) -> dict:
     return out
 
 
-async def kernel_breakdown(engine, device, commands, repeats: int) -> dict:
+async def kernel_breakdown(engine, device, commands, fold: bool, repeats: int) -> dict:
     """GPU milliseconds per decode token in each kernel: every dispatch of one decode token in a
     compute pass of its own between timestamp queries (the median of `repeats` runs, after a
     warm-up), summed by kernel; "all" is their sum (dispatches run back to back in the engine's one
     pass overlap a little, so the token's own time is a bit lower)."""
-    names = engine.executor.kernel_names(1)
+    names = engine.executor.kernel_names(1, fold)
     names += ["sampler"] * (len(commands) - len(names))
     passes = [[(c.kernel.pipeline, c.bind_group, c.grid)] for c in commands]
     timer = Timer(device, len(passes))

@@ -29,7 +29,7 @@ class Executor:
         self._last_step = None
         self._params = device.create_buffer(256 * len(graph.ops), "uniform", label="op params")
         self._bind = [self._prepare(i, op) for i, op in enumerate(graph.ops)]
-        self._dispatches = {}  # rows → the forward's dispatch list (grids depend on rows only)
+        self._dispatches = {}  # (rows, fold) → the forward's dispatch list (grids depend on rows only)
         self.kv_bytes = sum(t.nbytes for t in graph.tensors if t.kind == "state")
 
     # buffers ---------------------------------------------------------------------------------
@@ -56,9 +56,12 @@ class Executor:
 
     def _prepare(self, index: int, op):
         """The op's Params written and one bind group; its kernels by name: gemv and matmul for a
-        linear op, else the op's kernel and, with decode_defines, its one-row variant "decode"."""
+        linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
+        decode_defines, its one-row variant "decode"."""
         if op.kernel == "linear":
             kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv", "matmul")}
+            if op.fold_defines:
+                kernels["gemv_fold"] = self.kernels.get("gemv", **{**op.defines, **op.fold_defines})
         else:
             kernels = {op.kernel: self.kernels.get(op.kernel, **op.defines)}
             if op.decode_defines:
@@ -83,28 +86,34 @@ class Executor:
         if step != self._last_step:
             self.device.write_buffer(self.step, 0, step)
             self._last_step = step
-        if rows not in self._dispatches:
-            self._dispatches[rows] = [
+        key = (rows, self.graph.folds(rows, pos + rows))
+        if key not in self._dispatches:
+            self._dispatches[key] = [
                 Dispatch(self._bind[i][1][variant].handle, self._bind[i][0], op.grid(op.fixed_rows or rows))
-                for i, op, variant in self._plan(rows)
+                for i, op, variant in self._plan(*key)
             ]
-        return list(self._dispatches[rows])
+        return list(self._dispatches[key])
 
-    def _plan(self, rows: int) -> list:
-        """(op index, op, kernel variant) of each dispatch of a forward of `rows` tokens."""
+    def _plan(self, rows: int, fold: bool = False) -> list:
+        """(op index, op, kernel variant) of each dispatch of a forward of `rows` tokens (fold: the
+        folded decode plan, Graph.folds)."""
         plan = []
         for i, op in enumerate(self.graph.ops):
             one_row = (op.fixed_rows or rows) == 1
-            if op.decode_skip and one_row:
+            if not self.graph.dispatched(op, op.fixed_rows or rows, fold):
                 continue
             if op.kernel == "linear":
                 variant = choose_linear(op.fixed_rows or rows)
+                if fold and op.fold_defines:
+                    variant = "gemv_fold"
             else:
                 variant = "decode" if one_row and op.decode_defines else op.kernel
             plan.append((i, op, variant))
         return plan
 
-    def kernel_names(self, rows: int) -> list[str]:
+    def kernel_names(self, rows: int, fold: bool = False) -> list[str]:
         """The kernel of each dispatch of a forward of `rows` tokens (linear ops: gemv or matmul;
-        a one-row forward's attention takes RoPE + KV append in, and rope_kv is not dispatched)."""
-        return [op.kernel if variant == "decode" else variant for _, op, variant in self._plan(rows)]
+        a one-row forward's attention takes RoPE + KV append in, and rope_kv is not dispatched;
+        fold: the attention's merge runs inside the O projection's GEMV)."""
+        shader = {"decode": None, "gemv_fold": "gemv"}  # variants of a kernel (None: the op's own)
+        return [shader.get(variant, variant) or op.kernel for _, op, variant in self._plan(rows, fold)]

@@ -41,6 +41,10 @@ class Op:
     # RoPE + KV append in), and a decode_skip op is not dispatched (its work is done by such a one).
     decode_defines: dict | None = None
     decode_skip: bool = False
+    # A decode token whose keys fit Graph.fold_until merges the attention's splits inside the O
+    # projection's GEMV (fold_defines, e.g. COMBINE) and skips the fold_skip op (the merge).
+    fold_defines: dict | None = None
+    fold_skip: bool = False
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -54,6 +58,11 @@ class Graph:
         self.tensors: list[Tensor] = []
         self.outputs: dict[str, Tensor] = {}
         self.inputs: dict[str, Tensor] = {}
+        self.fold_until = 0  # the most keys (KV length) at which a decode token folds (Op.fold_*)
+
+    def folds(self, rows: int, kv_len: int) -> bool:
+        """Whether a forward of `rows` tokens ending at KV length kv_len takes the folded plan."""
+        return rows == 1 and kv_len <= self.fold_until
 
     def tensor(self, name: str, nbytes: int, kind: str = "activation", **extra) -> Tensor:
         t = Tensor(name, nbytes, kind, **extra)
@@ -61,19 +70,23 @@ class Graph:
         return t
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
-        """decode: decode_defines / decode_skip (Op)."""
+        """decode: decode_defines / decode_skip / fold_defines / fold_skip (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
         return self.ops[-1]
 
-    def ops_per_layer(self, layers: int, rows: int = 1) -> float:
-        """Dispatches per layer of a forward of `rows` (1: a decode token): ops from the first that
-        binds a weight or cache of layer 0 to the last that binds one of the last layer (the
-        embedding, final norm and LM head are outside)."""
+    def dispatched(self, op: Op, rows: int, fold: bool = False) -> bool:
+        """Whether `op` runs in a forward of `rows` tokens (fold: the folded decode plan)."""
+        return not (rows == 1 and op.decode_skip) and not (fold and op.fold_skip)
+
+    def ops_per_layer(self, layers: int, rows: int = 1, fold: bool = False) -> float:
+        """Dispatches per layer of a forward of `rows` (1: a decode token; fold: one whose keys fit
+        fold_until): ops from the first that binds a weight or cache of layer 0 to the last that
+        binds one of the last layer (the embedding, final norm and LM head are outside)."""
         marked = [(i, int(m.group(1))) for i, op in enumerate(self.ops) for t in op.bind.values()
                   if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))]
         first = min(i for i, layer in marked if layer == 0)
         last = max(i for i, layer in marked if layer == layers - 1)
-        return sum(1 for op in self.ops[first:last + 1] if not (rows == 1 and op.decode_skip)) / layers
+        return sum(1 for op in self.ops[first:last + 1] if self.dispatched(op, rows, fold)) / layers
 
     def summary(self) -> str:
         kinds = {}

@@ -88,17 +88,24 @@ def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64, *, n
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
     outputs act(gate) * up, act GELU-tanh if gelu else SiLU."""
     return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format, gated),
-            "NORM": norm, "GATED": gated, "GELU": gelu}
+            "NORM": norm, "GATED": gated, "GELU": gelu, "COMBINE": False}
 
 
 def linear_params(K: int, N: int, *, out_stride: int | None = None, out_offset: int = 0, rows: int = 0,
                   bias: bool = False, residual: bool = False, norm_eps: float = 0.0,
-                  norm_offset: float = 0.0) -> dict:
+                  norm_offset: float = 0.0, combine: dict | None = None) -> dict:
     """The Params of gemv.wgsl / matmul.wgsl: N weight rows of K (GATED: N / 2 outputs), written
-    at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows."""
+    at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows.
+    combine: where x's attention partials lie for gemv.wgsl's COMBINE (attention_merge_params)."""
     return {"K": K, "N": N, "out_stride": N if out_stride is None else out_stride, "out_offset": out_offset,
             "rows": rows, "has_bias": int(bias), "has_residual": int(residual), "norm_eps": norm_eps,
-            "norm_offset": norm_offset}
+            "norm_offset": norm_offset, **(combine or attention_merge_params())}
+
+
+def attention_merge_params(partials_at: int = 0, head_dim: int = 0, splits: int = 0, split_len: int = 0) -> dict:
+    """gemv.wgsl's COMBINE Params: attention.wgsl's partials at element partials_at of x's
+    binding, `splits` of split_len keys per head of head_dim (zeros: no partials)."""
+    return {"partials_at": partials_at, "head_dim": head_dim, "splits": splits, "split_len": split_len}
 
 
 def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535,

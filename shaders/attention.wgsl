@@ -13,7 +13,8 @@
 //           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
 //           capacity, head_dim] elements), 4 v_cache (read_write, V words, same shape); formats
 //           from K_CACHE / V_CACHE, through k_pair / v_at / *_store_pair (shaders/kv/),
-//           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum),
+//           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum;
+//           from element partials_at),
 //           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
 //           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
 // Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV.
@@ -29,7 +30,7 @@ struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
-    interleaved: u32, eps: f32, norm_offset: f32, pad0: u32,
+    interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -298,7 +299,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (lid < TILE && d < hd) { acc[slot] = acc[slot] * correction + w * new_v[d]; }
         }
     }
-    let out = ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
+    let out = p.partials_at + ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
     for (var slot = 0u; slot < SLOTS; slot++) {
         let d = lid + slot * TILE;
         if (lid < TILE && d < hd) { partials[out + d] = acc[slot]; }

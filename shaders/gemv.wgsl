@@ -22,12 +22,16 @@
 //   iteration keep several loads in flight. No function-scope arrays: drivers put them in slow local memory. SUBGROUPS (kernels.py, from the device): reduce with subgroup
 //   shuffles, else through workgroup memory. X_SUMS (formats with a per-block offset): the staged
 //   chunk's x sums per 32 k, read by act_sum32. NORM, GATED, GELU: above (GATED takes RPT = 2: a
-//   thread's two rows are a gate row and its up row).
+//   thread's two rows are a gate row and its up row). COMBINE (a decode token's O projection): x
+//   is attention.wgsl's output tensor, whose per-split partials (from element partials_at, head
+//   size head_dim, `splits` of split_len keys) are merged here as x is staged, instead of by
+//   attention_combine.wgsl in a dispatch of its own.
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32,
-                 norm_eps: f32, norm_offset: f32 }
+                 norm_eps: f32, norm_offset: f32,
+                 partials_at: u32, head_dim: u32, splits: u32, split_len: u32 }  // COMBINE's partials
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -57,6 +61,50 @@ var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] 
 fn act_slot(i: u32) -> u32 {
     let at = i - chunk_first;
     return at + at / X_PAD;
+}
+
+// Element j of x's binding.
+fn x_element(j: u32) -> f32 {
+//#if VEC4
+    return x[j / 4u][j % 4u];
+//#else
+    return x[j];
+//#endif
+}
+
+// x block i of activation row r (i counted from the row's start). COMBINE: merged from the
+// attention's partials with attention_combine.wgsl's operations in its order, so the two agree
+// bit for bit; splits past the forward's keys, empty (weight exactly 0 there), are skipped.
+fn x_block(r: u32, i: u32) -> XBlock {
+    let x_row_blocks = select(p.K, p.K / 4u, VEC4);
+    if (!COMBINE) { return x[r * x_row_blocks + i]; }
+    let hd = p.head_dim;
+    let k = select(i, 4u * i, VEC4);  // the block's first element within the row; hd % 4 == 0 when VEC4
+    let base = p.partials_at + (r * (p.K / hd) + k / hd) * p.splits * (hd + 2u);
+    let used = min(p.splits, (step.kv_len + p.split_len - 1u) / p.split_len);
+    var peak = -3.0e38;
+    for (var s = 0u; s < used; s++) { peak = max(peak, x_element(base + s * (hd + 2u) + hd)); }
+    var total = 0.0;
+    for (var s = 0u; s < used; s++) {
+        let part = base + s * (hd + 2u);
+        total += x_element(part + hd + 1u) * safe_exp(x_element(part + hd) - peak);
+    }
+    var value = vec4<f32>(0.0);
+    for (var s = 0u; s < used; s++) {
+        let at = base + s * (hd + 2u) + k % hd;
+        let w = safe_exp(x_element(base + s * (hd + 2u) + hd) - peak);
+        value.x += x_element(at) * w;
+        if (VEC4) {
+            value.y += x_element(at + 1u) * w;
+            value.z += x_element(at + 2u) * w;
+            value.w += x_element(at + 3u) * w;
+        }
+    }
+//#if VEC4
+    return value / total;
+//#else
+    return value.x / total;
+//#endif
 }
 
 // x block i widened to f32 (a one-k block, VEC4 false, is splatted).
@@ -158,7 +206,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             chunk_first = x_row + first_unit * (UNIT / select(1u, 4u, VEC4));
             let blocks = min(X_BLOCKS, x_row_blocks - (chunk_first - x_row));
             for (var i = lid; i < blocks; i += THREADS) {
-                var v = x[chunk_first + i];
+                var v = x_block(r, chunk_first - x_row + i);
                 if (NORM) {
                     let q = vec4<f32>(v);
                     squares += select(q.x * q.x, dot(q, q), VEC4);

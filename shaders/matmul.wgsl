@@ -23,7 +23,8 @@
 //   tiles); a thread's features tn, tn + 16 are gates, tn + 32, tn + 48 their ups. NORM: the
 //   threads that stage a row's x also sum its squares; the row's scale multiplies its outputs.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32,
-                 norm_eps: f32, norm_offset: f32 }
+                 norm_eps: f32, norm_offset: f32,
+                 partials_at: u32, head_dim: u32, splits: u32, split_len: u32 }  // gemv.wgsl's COMBINE only
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;

@@ -75,3 +75,14 @@ def repacked(raw: np.ndarray, fmt: str, f16: bool = True) -> np.ndarray:
     params, grid = repack_params(fmt, raw.size // info.block_bytes)
     out = run_kernel("repack", {"w": raw}, params, grid=grid, f16=f16)
     return np.frombuffer(out["w"], np.uint8, count=raw.size)
+
+
+def run_combine(partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: int, step=(1, 0, 1)) -> np.ndarray:
+    """attention_combine.wgsl over attention.wgsl's partials (written from element 0): the
+    attention output [rows, nh, hd]. The kernel's one tensor holds the output, then the partials."""
+    out_elems = rows * nh * hd
+    attn = np.concatenate([np.zeros(out_elems, np.float32), partials.astype(np.float32)])
+    out = run_kernel("attention_combine", {"attn": attn},
+                     {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems},
+                     grid=(nh, rows, 1), step=step)
+    return as_f32(out["attn"][:out_elems * 4], (rows, nh, hd))

@@ -22,9 +22,13 @@ def build(name: str, max_binding: int = 128 << 20):
 
 @pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])
 def test_ops_per_layer(name):
-    """A decode token: norm + QKV, (QK-norm) RoPE + KV append + attention, its combine, O +
-    residual, norm + gate|up + act, down + residual. A prefill forward keeps RoPE + KV append apart."""
+    """A decode token: norm + QKV, (QK-norm) RoPE + KV append + attention, the splits' merge + O +
+    residual, norm + gate|up + act, down + residual. With more keys than fold_until the merge is a
+    dispatch of its own; a prefill forward keeps it and RoPE + KV append apart too."""
     cfg, graph = build(name)
+    assert graph.fold_until == 64 * 12  # attention_splits: 64 keys a split; builder.MERGE_WORK, 1 x block a thread
+    assert graph.folds(1, graph.fold_until) and not graph.folds(1, graph.fold_until + 1) and not graph.folds(2, 2)
+    assert graph.ops_per_layer(cfg.num_layers, fold=True) == 5
     assert graph.ops_per_layer(cfg.num_layers) == 6
     assert graph.ops_per_layer(cfg.num_layers, rows=16) == 7
     assert not any(op.kernel in ("rmsnorm", "gated_mul") for op in graph.ops[1:-2])

@@ -3,7 +3,7 @@ a one-row forward's attention doing the first's work itself (ROPE_KV)."""
 import numpy as np
 import pytest
 
-from gpu_harness import as_f32, device, run_kernel
+from gpu_harness import as_f32, device, run_combine, run_kernel
 
 
 def rope_ref(x, cos, sin, rotary_dim, interleaved):
@@ -117,14 +117,13 @@ def attend(qkv, k_cache, v_cache, rope_params, rows, pos, window, defines, subgr
                       "capacity": cap, "window": window, "scale": hd ** -0.5, "softcap": 0.0,
                       "split_len": split_len, "splits": splits, "rotary_dim": p["rotary_dim"],
                       "has_qk_norm": p["has_qk_norm"], "interleaved": p["interleaved"], "eps": p["eps"],
-                      "norm_offset": 0.0, "pad0": 0},
+                      "norm_offset": 0.0, "partials_at": 0},
                      grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={**defines, "ROPE_KV": fused},
                      subgroups=subgroups, read=["partials", "k_cache", "v_cache"])
-    y = run_kernel("attention_combine", {"partials": np.frombuffer(out["partials"], np.float32), "y": rows * nh * hd * 4},
-                   {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
-                   grid=(nh, rows, 1), step=(rows, pos, pos + rows))
+    partials = np.frombuffer(out["partials"], np.float32)
     shape = (p["n_kv_heads"], cap, hd)
-    return {"y": as_f32(y["y"], (rows, nh, hd)),
+    return {"y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
+            "partials": partials,
             "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
             "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64)}
 
@@ -143,3 +142,43 @@ def attention_reference(q, k, v, pos, window):
             w = np.exp(scores - scores.max())
             want[r, h] = (w / w.sum()) @ v[kvh, lo:qp + 1]
     return want
+
+
+# (n_heads, n_kv, head_dim, pos, window, weight format): several splits of 64 keys in use; a
+# window that leaves the first splits empty; one split.
+MERGES = [(8, 1, 64, 130, 0, "q4_0"), (4, 2, 32, 200, 70, "f32"), (4, 4, 32, 9, 0, "q4_1")]
+
+
+@pytest.mark.parametrize("nh,nkv,hd,pos,window,fmt", MERGES)
+def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
+    """A decode token's O projection (gemv.wgsl COMBINE) reads attention.wgsl's partials and merges
+    them as attention_combine.wgsl does: its output equals the combine's then the plain GEMV's, bit
+    for bit, so folding the combine away changes no logit."""
+    from quant_ref import QuantMatrix
+
+    from gpu_harness import repacked
+    from py_engine.linear_plan import attention_merge_params, gemv_features, linear_defines, linear_grid, linear_params
+
+    rng = np.random.default_rng(pos + hd)
+    cap, stride = pos + 70, (nh + 2 * nkv) * hd  # splits past the keys: skipped by the merge
+    qkv = rng.standard_normal((1, stride)).astype(np.float32)
+    k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
+    v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
+    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "rotary_dim": hd, "qkv_stride": stride,
+              "capacity": cap, "has_qk_norm": 0, "interleaved": 0, "eps": 1e-6}
+    att = attend(qkv, k_cache, v_cache, params, 1, pos, window, {"K_CACHE": "f32", "V_CACHE": "f32"}, True)
+    K, N, splits = nh * hd, 40, -(-cap // 64)
+    m = QuantMatrix(fmt, N, K, rng, 64)
+    w = repacked(m.raw(), fmt)
+
+    def project(x, combine):
+        defines = {**linear_defines(K, N, fmt), "COMBINE": combine is not None}
+        out = run_kernel("gemv", {"x": x, "w": w, "bias": 16, "residual": 16, "norm": 16, "y": N * 4},
+                         linear_params(K, N, rows=1, combine=combine), defines=defines,
+                         grid=linear_grid("gemv", 1, N, gemv_per_group=gemv_features(defines)), step=(1, pos, pos + 1))
+        return as_f32(out["y"], (1, N))
+
+    want = project(att["y"].reshape(1, K).astype(np.float32), None)
+    stale = np.full(K, 7.0, np.float32)  # the output region, which attention_combine would have written
+    got = project(np.concatenate([stale, att["partials"]]), attention_merge_params(K, hd, splits, 64))
+    np.testing.assert_array_equal(got, want)

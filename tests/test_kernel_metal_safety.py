@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_harness import as_f32, device, run_kernel
+from gpu_harness import as_f32, device, run_combine, run_kernel
 from py_engine import sampling
 from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
 
@@ -207,14 +207,11 @@ def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
                      {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
                       "window": window, "scale": scale, "softcap": softcap, "split_len": split_len,
                       "splits": splits, "rotary_dim": 0, "has_qk_norm": 0, "interleaved": 0, "eps": 0.0,
-                      "norm_offset": 0.0, "pad0": 0},
+                      "norm_offset": 0.0, "partials_at": 0},
                      grid=(nh, rows, splits), step=(rows, pos, pos + rows),
                      defines={"K_CACHE": "f32", "V_CACHE": "f32", "ROPE_KV": False}, read=["partials"])
     partials = np.frombuffer(out["partials"], np.float32)
-    y = run_kernel("attention_combine", {"partials": partials, "y": rows * nh * hd * 4},
-                   {"n_heads": nh, "head_dim": hd, "splits": splits, "pad0": 0},
-                   grid=(nh, rows, 1), step=(rows, pos, pos + rows))
-    return partials, as_f32(y["y"], (rows, nh, hd))
+    return partials, run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows))
 
 
 def attention_ref(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap):

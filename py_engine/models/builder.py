@@ -8,11 +8,23 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import choose_linear, embedding_grid, gemv_features, linear_defines, linear_grid, linear_params
+from ..linear_plan import (attention_merge_params, choose_linear, embedding_grid, gemv_features, linear_defines,
+                           linear_grid, linear_params)
 from ..errors import ModelFileError
 from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
 from .config import ModelConfig
+
+
+# A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
+# each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
+# workgroup merges the whole x, and past that its latency costs more than the merge's own
+# dispatch saves. H100, 256 decode tokens, merge in the O projection vs attention_combine: SmolLM2
+# (1 block a thread) 752 -> 827 tok/s at 2-6 splits, 593 -> 575 at 24-26; the 8B shape (4 blocks a
+# thread) 237.6 -> 238.1 at 2-6 splits, 182 -> 153 at 24-26. Removing the combine outright gave
+# the 8B 246 -> 265: its cost is the dispatch, not the merge.
+MERGE_WORK = 12
+GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
 def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
@@ -36,6 +48,7 @@ class GraphBuilder:
         self.cos_sin = self.g.inputs["cos_sin"] = self.g.tensor("cos_sin", max_rows * cfg.rotary_dim * 4, "input")
         self.kv_caches = []
         self.rope = None  # (qkv, bindings, params) of the last rope_kv(): attention() does its work in decode
+        self._merge = None  # (output, merge params) of the last attention(): its partials for the O projection
         self._count = 0
 
     def act(self, label: str, width: int, rows: int | None = None) -> Tensor:
@@ -133,22 +146,25 @@ class GraphBuilder:
         shards, n, k = self.matrix(parts, norm=norm is not None)
         y = out or self.act("linear", n, fixed_rows or None)
         norm_weight = self.vector([norm]) if norm else self.dummy
+        merges = self._merge is not None and x is self._merge[0]  # x: attention() with its partials
         for shard, start, defines in shards:
             count = shard.rows[1]
             self._linear_op({"x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
                              "residual": residual or self.dummy, "y": y, "norm": norm_weight},
                             linear_params(k, count, out_stride=n, out_offset=start, rows=fixed_rows,
                                           bias=bias is not None, residual=residual is not None,
-                                          norm_eps=self.cfg.rms_norm_eps if norm else 0.0, norm_offset=norm_offset),
-                            defines, fixed_rows)
+                                          norm_eps=self.cfg.rms_norm_eps if norm else 0.0, norm_offset=norm_offset,
+                                          combine=self._merge[1] if merges else None),
+                            defines, fixed_rows, fold_defines={"COMBINE": True} if merges else None)
         return y
 
-    def _linear_op(self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0) -> None:
+    def _linear_op(self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0,
+                   fold_defines: dict | None = None) -> None:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows."""
         self.g.op("linear", bind, params,
                   lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]:
                       linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated),
-                  defines, fixed_rows)
+                  defines, fixed_rows, fold_defines=fold_defines)
 
     def gated_mlp(self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
         """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`: one dispatch where gate | up
@@ -196,17 +212,25 @@ class GraphBuilder:
             raise ValueError("attention() needs rope_kv() of the same qkv first")
         heads, hd = cfg.num_heads, cfg.head_dim
         split_len, splits = attention_splits(self.kv_capacity)
-        partials = self.act("attn_partials", heads * splits * (hd + 2))
-        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": partials, **norms},
+        # One tensor: the output [rows, heads * head_dim], then the per-split partials that
+        # attention_combine merges into it, or (a decode token with few splits in use) the O
+        # projection's GEMV as it reads them (COMBINE): one dispatch fewer.
+        y = self.act("attn", heads * hd + heads * splits * (hd + 2))
+        partials_at = self.g.max_rows * heads * hd
+        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **norms},
                   {"n_heads": heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": hd,
                    "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
                    "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
-                   "split_len": split_len, "splits": splits, **rope, "pad0": 0},
+                   "split_len": split_len, "splits": splits, **rope, "partials_at": partials_at},
                   lambda rows: (heads, rows, splits), {**self.kv_defines(), "ROPE_KV": False},
                   decode_defines={"ROPE_KV": True})
-        y = self.act("attn", heads * hd)
-        self.g.op("attention_combine", {"partials": partials, "y": y},
-                  {"n_heads": heads, "head_dim": hd, "splits": splits, "pad0": 0}, lambda rows: (heads, rows, 1))
+        self.g.op("attention_combine", {"attn": y},
+                  {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
+                  lambda rows: (heads, rows, 1), fold_skip=True)
+        blocks_per_thread = ceil_div(heads * hd // 4, GEMV_THREADS)
+        if hd % 4 == 0 and MERGE_WORK // blocks_per_thread:  # COMBINE merges 4 dims of one head at a time
+            self.g.fold_until = split_len * (MERGE_WORK // blocks_per_thread)
+            self._merge = (y, attention_merge_params(partials_at, hd, splits, split_len))
         return y
 
     def gated_mul(self, gate_up: Tensor, inter: int, gelu: bool = False) -> Tensor:
