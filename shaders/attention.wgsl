@@ -6,9 +6,9 @@
 // position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
 // ROPE_KV (a one-row forward: decode): rope_kv.wgsl's work is done here instead, saving its
 // dispatch: the q head is normalised (has_qk_norm) and rotated in workgroup memory, and the new
-// key and value (position q) come from qkv: the split holding q takes them from workgroup memory
-// as a last tile of one key, and the group's first q head writes them to the caches (nothing in
-// this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
+// key and value (position q) come from qkv: the split holding q reads them from workgroup memory
+// in place of the cache's row q, and the group's first q head writes them to the caches (nothing
+// in this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
 //           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
 //           capacity, head_dim] elements), 4 v_cache (read_write, V words, same shape); formats
@@ -57,8 +57,9 @@ var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
 // ROPE_KV: a head's sum of squares per thread.
 var<workgroup> part_sums: array<f32, SLOTS * THREADS>;
 
-// ROPE_KV: the head vector staged in `head` (q or new_k; 64 threads, after a barrier) normalised by
-// `norm` when the model has q/k norms, then rotated (shaders/rope.wgsl), for forward row `row`.
+// ROPE_KV: the head vector staged (q or new_k, after a barrier) normalised by its norm weight when
+// the model has q/k norms, then rotated (shaders/rope.wgsl), for forward row `row`: rope_kv.wgsl's
+// operations in its order (128 threads there too), so a decode token's q and k equal a prefill's.
 fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
     let hd = p.head_dim;
     if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
@@ -109,11 +110,26 @@ fn add_weighted(acc: f32, j: u32, v: vec4<f32>) -> f32 {
     return (((acc + weights[j] * v.x) + weights[j + 1u] * v.y) + weights[j + 2u] * v.z) + weights[j + 3u] * v.w;
 }
 
+// ROPE_KV: the cache row (kv_head * capacity + position) of the new key, which is read from
+// new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
+var<private> new_row: u32;
+
+// Pair e of cache row `row`'s key.
+fn key_pair(row: u32, e: u32) -> vec2<f32> {
+    if (ROPE_KV && row == new_row) { return vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]); }
+    return k_pair(row * p.head_dim / 2u + e);
+}
+
+// Element d of cache row `row`'s value.
+fn value_at(row: u32, d: u32) -> f32 {
+    if (ROPE_KV && row == new_row) { return new_v[d]; }
+    return v_at(row * p.head_dim + d);
+}
+
 // Element d of keys at .. at + 3 (cache rows), each at most last_key.
 fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
-    let hd = p.head_dim;
-    return vec4<f32>(v_at(at * hd + d), v_at(min(at + 1u, last_key) * hd + d),
-                     v_at(min(at + 2u, last_key) * hd + d), v_at(min(at + 3u, last_key) * hd + d));
+    return vec4<f32>(value_at(at, d), value_at(min(at + 1u, last_key), d),
+                     value_at(min(at + 2u, last_key), d), value_at(min(at + 3u, last_key), d));
 }
 
 @compute @workgroup_size(THREADS)
@@ -130,11 +146,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var first = wid.z * p.split_len;
     if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
     let split_end = (wid.z + 1u) * p.split_len;
-    // ROPE_KV: the new key (q_pos) is not in the cache yet: the cached keys end before it, and the
-    // split holding it adds it as a last tile. end is exclusive; first >= end: no cached key here.
+    // ROPE_KV: the new key (q_pos) is not in the cache yet: the split holding it reads it from
+    // workgroup memory where the cache would hold it (key_pair, value_at), with the same
+    // arithmetic as the other keys, so a decode token's attention equals that of a forward of
+    // many rows, where rope_kv cached it first. end is exclusive; first >= end: no key here.
     let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
-    var end = min(q_pos + 1u, split_end);
-    if (ROPE_KV) { end = min(q_pos, split_end); }
+    let end = min(q_pos + 1u, split_end);
+    new_row = kvh * p.capacity + q_pos;
 
     for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
     if (ROPE_KV && holds_new) {
@@ -186,19 +204,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let key = start + lid / LANES_PER_KEY;
         var dot = 0.0;
         if (key < end) {
-            let first_pair = (kv_base + key) * hd / 2u;
+            let row = kv_base + key;
             // Eight pairs' loads issued before their adds: drivers do not unroll a loop of one load
             // then its use, which waits a memory latency per pair.
             var e = pair_lo;
             for (; e + 8u <= pair_hi; e += 8u) {
-                let a = vec4<f32>(k_pair(first_pair + e), k_pair(first_pair + e + 1u));
-                let b = vec4<f32>(k_pair(first_pair + e + 2u), k_pair(first_pair + e + 3u));
-                let c = vec4<f32>(k_pair(first_pair + e + 4u), k_pair(first_pair + e + 5u));
-                let g = vec4<f32>(k_pair(first_pair + e + 6u), k_pair(first_pair + e + 7u));
+                let a = vec4<f32>(key_pair(row, e), key_pair(row, e + 1u));
+                let b = vec4<f32>(key_pair(row, e + 2u), key_pair(row, e + 3u));
+                let c = vec4<f32>(key_pair(row, e + 4u), key_pair(row, e + 5u));
+                let g = vec4<f32>(key_pair(row, e + 6u), key_pair(row, e + 7u));
                 dot = add_q_products(add_q_products(add_q_products(add_q_products(dot, 2u * e, a), 2u * e + 4u, b), 2u * e + 8u, c), 2u * e + 12u, g);
             }
             for (; e < pair_hi; e++) {  // a share not a multiple of 8 pairs
-                let k2 = k_pair(first_pair + e);
+                let k2 = key_pair(row, e);
                 dot += q[2u * e] * k2.x;
                 dot += q[2u * e + 1u] * k2.y;
             }
@@ -279,25 +297,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         workgroupBarrier();
-    }
-    if (holds_new) {  // the new key as a last tile of one key, from workgroup memory
-        var dot = 0.0;
-        if (lid == 0u) {
-            for (var d = 0u; d < hd; d++) { dot += q[d] * new_k[d]; }
-            if (p.softcap > 0.0) { dot = tanh(clamp(dot / p.softcap, -10.0, 10.0)) * p.softcap; }
-            weights[0] = dot;
-        }
-        workgroupBarrier();
-        let score = weights[0];
-        let new_max = max(running_max, score);
-        let correction = safe_exp(running_max - new_max);
-        let w = safe_exp(score - new_max);
-        running_max = new_max;
-        running_sum = running_sum * correction + w;
-        for (var slot = 0u; slot < SLOTS; slot++) {
-            let d = lid + slot * TILE;
-            if (lid < TILE && d < hd) { acc[slot] = acc[slot] * correction + w * new_v[d]; }
-        }
     }
     let out = p.partials_at + ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
     for (var slot = 0u; slot < SLOTS; slot++) {

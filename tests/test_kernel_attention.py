@@ -97,6 +97,9 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
     np.testing.assert_allclose(fused["y"], attention_reference(got_qkv[last:, :nh], got_k, got_v, pos + last, window),
                                rtol=1e-4, atol=1e-5)
+    # Bit for bit the many-row forward's row: rope_kv.wgsl and ROPE_KV reduce the QK norm in the
+    # same order, rotate alike, and the new key is read as the cache would hold it.
+    np.testing.assert_array_equal(fused["y"][0], attn["y"][last])
 
 
 def attend(qkv, k_cache, v_cache, rope_params, rows, pos, window, defines, subgroups, cos_sin=None, qn=None, kn=None):
