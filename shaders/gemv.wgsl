@@ -56,6 +56,8 @@ var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
 var<workgroup> x_sums: array<f32, X_CHUNK / 32u>;     // [32 x of the chunk] their sum, when X_SUMS
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
+const MERGE_HEADS: u32 = 64u;  // COMBINE: the most attention heads (models/builder.py)
+var<workgroup> head_merge: array<vec2<f32>, MERGE_HEADS>;  // COMBINE: each head's (peak, total)
 
 // The x_chunk slot of x block i (an index into the whole x, within the staged chunk).
 fn act_slot(i: u32) -> u32 {
@@ -72,27 +74,43 @@ fn x_element(j: u32) -> f32 {
 //#endif
 }
 
+// The splits of the forward's keys (COMBINE): those past them are empty, weigh exactly 0 in
+// attention_combine.wgsl, and are skipped here.
+fn merge_splits() -> u32 { return min(p.splits, (step.kv_len + p.split_len - 1u) / p.split_len); }
+
+// COMBINE: each head's largest split max and its splits' weighted sum for activation row r, as
+// attention_combine.wgsl computes them, into head_merge (then a barrier).
+fn merge_heads(r: u32, lid: u32) {
+    let hd = p.head_dim;
+    let heads = p.K / hd;
+    for (var h = lid; h < heads; h += THREADS) {
+        let base = p.partials_at + (r * heads + h) * p.splits * (hd + 2u);
+        var peak = -3.0e38;
+        for (var s = 0u; s < merge_splits(); s++) { peak = max(peak, x_element(base + s * (hd + 2u) + hd)); }
+        var total = 0.0;
+        for (var s = 0u; s < merge_splits(); s++) {
+            let part = base + s * (hd + 2u);
+            total += x_element(part + hd + 1u) * safe_exp(x_element(part + hd) - peak);
+        }
+        head_merge[h] = vec2<f32>(peak, total);
+    }
+    workgroupBarrier();
+}
+
 // x block i of activation row r (i counted from the row's start). COMBINE: merged from the
 // attention's partials with attention_combine.wgsl's operations in its order, so the two agree
-// bit for bit; splits past the forward's keys, empty (weight exactly 0 there), are skipped.
+// bit for bit (head_merge holds each head's peak and total).
 fn x_block(r: u32, i: u32) -> XBlock {
     let x_row_blocks = select(p.K, p.K / 4u, VEC4);
     if (!COMBINE) { return x[r * x_row_blocks + i]; }
     let hd = p.head_dim;
     let k = select(i, 4u * i, VEC4);  // the block's first element within the row; hd % 4 == 0 when VEC4
     let base = p.partials_at + (r * (p.K / hd) + k / hd) * p.splits * (hd + 2u);
-    let used = min(p.splits, (step.kv_len + p.split_len - 1u) / p.split_len);
-    var peak = -3.0e38;
-    for (var s = 0u; s < used; s++) { peak = max(peak, x_element(base + s * (hd + 2u) + hd)); }
-    var total = 0.0;
-    for (var s = 0u; s < used; s++) {
-        let part = base + s * (hd + 2u);
-        total += x_element(part + hd + 1u) * safe_exp(x_element(part + hd) - peak);
-    }
+    let merged = head_merge[k / hd];
     var value = vec4<f32>(0.0);
-    for (var s = 0u; s < used; s++) {
+    for (var s = 0u; s < merge_splits(); s++) {
         let at = base + s * (hd + 2u) + k % hd;
-        let w = safe_exp(x_element(base + s * (hd + 2u) + hd) - peak);
+        let w = safe_exp(x_element(base + s * (hd + 2u) + hd) - merged.x);
         value.x += x_element(at) * w;
         if (VEC4) {
             value.y += x_element(at + 1u) * w;
@@ -101,9 +119,9 @@ fn x_block(r: u32, i: u32) -> XBlock {
         }
     }
 //#if VEC4
-    return value / total;
+    return value / merged.y;
 //#else
-    return value.x / total;
+    return value.x / merged.y;
 //#endif
 }
 
@@ -200,6 +218,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 
     for (var r = 0u; r < rows; r++) {
         let x_row = r * x_row_blocks;
+        if (COMBINE) { merge_heads(r, lid); }
         var acc = vec4<f32>(0.0);
         var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
         for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {

@@ -26,7 +26,7 @@ def test_ops_per_layer(name):
     residual, norm + gate|up + act, down + residual. With more keys than fold_until the merge is a
     dispatch of its own; a prefill forward keeps it and RoPE + KV append apart too."""
     cfg, graph = build(name)
-    assert graph.fold_until == 64 * 12  # attention_splits: 64 keys a split; builder.MERGE_WORK, 1 x block a thread
+    assert graph.fold_until == 64 * 48  # attention_splits: 64 keys a split; builder.MERGE_WORK, 1 x block a thread
     assert graph.folds(1, graph.fold_until) and not graph.folds(1, graph.fold_until + 1) and not graph.folds(2, 2)
     assert graph.ops_per_layer(cfg.num_layers, fold=True) == 5
     assert graph.ops_per_layer(cfg.num_layers) == 6

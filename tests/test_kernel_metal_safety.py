@@ -186,7 +186,7 @@ def test_workgroup_storage_sizes_known():
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
     assert sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 4 * 128) * 4  # q, weights, tile max; ROPE_KV: new k, v; part sums
-    assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4  # partial sums, the padded x chunk, its x sums
+    assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 64 * 8  # partial sums, the padded x chunk, its x sums, heads' merge
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4

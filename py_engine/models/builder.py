@@ -18,12 +18,12 @@ from .config import ModelConfig
 
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
 # each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
-# workgroup merges the whole x, and past that its latency costs more than the merge's own
-# dispatch saves. H100, 256 decode tokens, merge in the O projection vs attention_combine: SmolLM2
-# (1 block a thread) 752 -> 827 tok/s at 2-6 splits, 593 -> 575 at 24-26; the 8B shape (4 blocks a
-# thread) 237.6 -> 238.1 at 2-6 splits, 182 -> 153 at 24-26. Removing the combine outright gave
-# the 8B 246 -> 265: its cost is the dispatch, not the merge.
-MERGE_WORK = 12
+# workgroup merges the whole x, and past some point its latency costs more than the merge's own
+# dispatch saves. H100, decode, merge in the O projection vs attention_combine, one run each:
+# SmolLM2 (1 block a thread) 587 -> 627 tok/s at 2-6 splits, 548 -> 574 at 11-13; the 8B shape
+# (4 blocks a thread) 202 -> 206.5 and 181 -> 184.4 (a slower H100 than the README's). A merge
+# that recomputed each head's max and sum per block lost at 24-26 splits (8B 182 -> 153).
+MERGE_WORK = 48
 GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
@@ -228,7 +228,8 @@ class GraphBuilder:
                   {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
                   lambda rows: (heads, rows, 1), fold_skip=True)
         blocks_per_thread = ceil_div(heads * hd // 4, GEMV_THREADS)
-        if hd % 4 == 0 and MERGE_WORK // blocks_per_thread:  # COMBINE merges 4 dims of one head at a time
+        # COMBINE merges 4 dims of one head at a time, and keeps up to 64 heads' sums (gemv.wgsl MERGE_HEADS)
+        if hd % 4 == 0 and heads <= 64 and MERGE_WORK // blocks_per_thread:
             self.g.fold_until = split_len * (MERGE_WORK // blocks_per_thread)
             self._merge = (y, attention_merge_params(partials_at, hd, splits, split_len))
         return y
