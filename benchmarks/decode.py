@@ -1,7 +1,7 @@
 """Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
-                                [--f32] [--packed-kv] [--breakdown] [--round-trip]
+                                [--f32] [--packed-kv] [--breakdown] [--round-trip] [--tokens-per-submit N]
                                 [--temperature T] [--top-p P]
 
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
@@ -36,6 +36,7 @@ async def measure(args) -> dict:
         args.model = ensure_model(str(args.model))
     engine = await Engine.load(args.model, device, max_rows=args.max_rows,
                                context=args.prompt_tokens + args.new_tokens + 8, packed_kv=args.packed_kv)
+    engine.tokens_per_submit = args.tokens_per_submit
     rng = random.Random(0)
     prompt = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.prompt_tokens)]
     greedy = SamplingParams()
@@ -72,6 +73,7 @@ async def measure(args) -> dict:
         "shader_f16": device.caps.shader_f16,
         "kv_cache": "/".join(engine.kv_formats),
         "decode_loop": "host round trip per token" if args.round_trip else "on the GPU",
+        "tokens_per_submit": args.tokens_per_submit or "sized",
         "temperature": args.temperature,
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
@@ -147,6 +149,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=20, help="--breakdown's timed runs")
     parser.add_argument("--temperature", type=float, default=0.0, help="sample (seed 0) instead of greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--tokens-per-submit", type=int, default=None,
+                        help="decode forwards per submit (default: the engine sizes each group)")
     parser.add_argument("--round-trip", action="store_true",
                         help="decode the old way: the host reads each token back and feeds it to the next forward")
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))

@@ -7,8 +7,9 @@ import time
 from array import array
 from collections import deque
 
-from .executor import Executor
+from .executor import Executor, step_bytes
 from .formats.gguf import parse_gguf
+from .gpu import Copy
 from .formats.gguf_model import config_from_gguf, hf_tensors
 from .formats.hf_dir import read_json, read_tensor_index
 from .formats.mlx import mlx_tensors
@@ -24,6 +25,11 @@ from .weights import WeightUploader
 from .errors import ModelFileError
 
 log = logging.getLogger("wisp")
+
+# Decode forwards one submit carries at most, and how often a group's tokens must reach the page:
+# each group is sized from the last one's time per token so that it lasts about LIVE_SECONDS.
+TOKENS_PER_SUBMIT = 8
+LIVE_SECONDS = 0.1
 
 
 class Engine:
@@ -41,6 +47,11 @@ class Engine:
         # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
         # the host waited for a token the GPU had not finished (the GPU-fed loop only).
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
+        self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (LIVE_SECONDS)
+        # A decode forward's staged inputs, one slot each: its Step, its cos/sin row, its draw.
+        self._rope_bytes = len(cos_sin_table(self.inv_freq, 0, 1))
+        self._slot = 16 + -(-self._rope_bytes // 16) * 16 + 64
+        self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
 
     @classmethod
     async def load(cls, model, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
@@ -154,31 +165,45 @@ class Engine:
 
     async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids, history):
         """Decoding whose next input never waits for the host: each forward's chosen token (argmax,
-        or sample_pick's draw) feeds the next forward's embedding on the GPU, and where reads
-        overlap (Device.reads_overlap) the host encodes forward i + 1 while the GPU runs forward
-        i. Forwards submitted past a stop are discarded: pos is rolled back to the last token
-        yielded."""
+        or sample_pick's draw) feeds the next forward's embedding on the GPU; a submit carries a
+        group of forwards (tokens_per_submit, or sized by the last group's time per token to
+        LIVE_SECONDS), and where reads overlap (Device.reads_overlap) the host encodes group i + 1
+        while the GPU runs group i. Forwards submitted past a stop are discarded: pos is rolled
+        back to the last token yielded."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
-        ahead = 2 if self.device.reads_overlap else 1  # forwards in flight
+        ahead = 2 if self.device.reads_overlap else 1  # submits in flight
         feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
-        pending = deque()
+        groups = deque()  # each submit in flight: its pending reads, one per forward
+        group_size = self.tokens_per_submit or 1
         submitted = yielded = 0
+        last_done = None
         try:
             while yielded < max_new_tokens:
                 # Forward j (j >= 1) feeds answer token j - 1 at position first_input + j - 1.
-                while (len(pending) < ahead and submitted < max_new_tokens
-                       and (submitted == 0 or first_input + submitted - 1 < self.context)):
+                room = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
+                while len(groups) < ahead and (submitted == 0 or room > 0):
                     start = time.perf_counter()
-                    commands = self.prefill_commands(prompt) if submitted == 0 else self._forward(1)
-                    self.sampler.next_draw(sampling)
-                    pending.append(self.device.submit(commands + feedback)[0])
+                    if submitted == 0:
+                        self.sampler.next_draw(sampling)
+                        count, commands = 1, self.prefill_commands(prompt) + feedback
+                    else:
+                        count = min(group_size, room)
+                        commands = self._decode_group(count, sampling, feedback)
+                    groups.append((count, deque(self.device.submit(commands))))
                     if submitted:
                         self.decode_host_seconds += time.perf_counter() - start
-                        self.decode_tokens += 1
-                    submitted += 1
+                        self.decode_tokens += count
+                    submitted += count
+                    room = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
                 start = time.perf_counter()
-                raw = await self.device.fetch(pending.popleft())
+                raw = await self.device.fetch(groups[0][1].popleft())
                 self.decode_wait_seconds += time.perf_counter() - start
+                if not groups[0][1]:  # a submit done: size the next groups by its time per token
+                    done, count = time.perf_counter(), groups.popleft()[0]
+                    if last_done is not None and self.tokens_per_submit is None:
+                        per_token = (done - last_done) / count
+                        group_size = max(1, min(TOKENS_PER_SUBMIT, int(LIVE_SECONDS / max(per_token, 1e-6))))
+                    last_done = done
                 token = struct.unpack("<I", raw)[0]
                 yielded += 1
                 yield token
@@ -186,6 +211,28 @@ class Engine:
                     return
         finally:
             self.pos = first_input + max(yielded - 1, 0) if submitted else first_input - len(prompt)
+
+    def _decode_group(self, count: int, sampling: SamplingParams, feedback: list) -> list:
+        """`count` one-token forwards for one submit, each after copies of its staged inputs
+        (Step, cos/sin row, draw) and followed by the feedback that feeds the next."""
+        staged, commands = bytearray(count * self._slot), []
+        for i in range(count):
+            if self.pos + 1 > self.context:
+                raise ValueError(f"context full: {self.pos} + 1 tokens > {self.context}")
+            at = i * self._slot
+            staged[at:at + 16] = step_bytes(1, self.pos)
+            staged[at + 16:at + 16 + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
+            commands.append(Copy(self._staging, at + 16, self.executor.buffer("cos_sin"), 0, self._rope_bytes))
+            commands += self.executor.staged_commands(1, self.pos, self._staging, at)
+            draw = self.sampler.draw_params(sampling)
+            if draw is not None:
+                draw_at = self._slot * (i + 1) - 64
+                staged[draw_at:draw_at + len(draw)] = draw
+                commands.append(self.sampler.draw_copy(self._staging, draw_at, len(draw)))
+            commands += feedback
+            self.pos += 1
+        self.device.write_buffer(self._staging, 0, bytes(staged))
+        return commands
 
 
 def read_model(source):

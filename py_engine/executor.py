@@ -9,13 +9,18 @@ from __future__ import annotations
 import logging
 import struct
 
-from .gpu import Dispatch
+from .gpu import Copy, Dispatch
 from .graph import Graph
 from .kernels import STEP_FORMAT
 from .linear_plan import choose_linear
 from .memory import pool_activations
 
 log = logging.getLogger("wisp")
+
+
+def step_bytes(rows: int, pos: int) -> bytes:
+    """The Step uniform of a forward of `rows` tokens at position `pos`."""
+    return struct.pack(STEP_FORMAT, rows, pos, pos + rows, 0)
 
 
 class Executor:
@@ -82,10 +87,20 @@ class Executor:
     # forward ---------------------------------------------------------------------------------
     def commands(self, rows: int, pos: int) -> list:
         """Write the Step uniform for a forward of `rows` tokens at position `pos`; return its dispatches."""
-        step = struct.pack(STEP_FORMAT, rows, pos, pos + rows, 0)
+        step = step_bytes(rows, pos)
         if step != self._last_step:
             self.device.write_buffer(self.step, 0, step)
             self._last_step = step
+        return self._dispatch_list(rows, pos)
+
+    def staged_commands(self, rows: int, pos: int, staging, offset: int) -> list:
+        """The forward's dispatches after a copy of its Step from `staging` at `offset`, where the
+        caller writes step_bytes(rows, pos): several forwards can then share one submit (a write
+        lands before the submit that follows it, so each would see the last one written)."""
+        self._last_step = None  # the copy changes the Step behind write_buffer's back
+        return [Copy(staging, offset, self.step, 0, len(step_bytes(rows, pos)))] + self._dispatch_list(rows, pos)
+
+    def _dispatch_list(self, rows: int, pos: int) -> list:
         key = (rows, self.graph.folds(rows, pos + rows))
         if key not in self._dispatches:
             self._dispatches[key] = [

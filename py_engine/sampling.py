@@ -199,11 +199,21 @@ class Sampler:
     def next_draw(self, params: SamplingParams) -> None:
         """Before each submit of gpu_feedback's commands: the next uniform of the seed's sequence
         (the one pick() would use for that token; greedy draws none)."""
+        draw = self.draw_params(params)
+        if draw is not None:
+            self.device.write_buffer(self._pick_params, 0, draw)
+
+    def draw_params(self, params: SamplingParams) -> bytes | None:
+        """next_draw's bytes for a forward of a submit that carries several (the caller stages them
+        and puts draw_copy before that forward's gpu_feedback commands); None when greedy."""
         if params.temperature == 0:
-            return
-        self.device.write_buffer(self._pick_params, 0, self._pick_kernel.pack_params({
+            return None
+        return self._pick_kernel.pack_params({
             "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
-            "top_k": params.top_k, "top_p": params.top_p, "u": self._uniform(params)}))
+            "top_k": params.top_k, "top_p": params.top_p, "u": self._uniform(params)})
+
+    def draw_copy(self, staging, offset: int, size: int) -> Copy:
+        return Copy(staging, offset, self._pick_params, 0, size)
 
     async def read_candidates(self) -> tuple[list[float], list[int], float]:
         """After the sampling commands ran: the row's first CANDIDATES tokens in the sampling order

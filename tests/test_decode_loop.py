@@ -1,6 +1,6 @@
 """Decoding on the GPU (Engine._on_gpu): each forward's chosen token (argmax, or sample_pick's
-draw) feeds the next forward's embedding without the host, and on the desktop two forwards are in
-flight. Its tokens must be the host round trip's (Engine._sampled, where Python picks), and a stop,
+draw) feeds the next forward's embedding without the host, a submit carries several forwards, and
+on the desktop two submits are in flight. Its tokens must be the host round trip's (Engine._sampled, where Python picks), and a stop,
 a cancel or a full context must leave pos and the KV cache exactly where one token at a time
 leaves them, though forwards past that point were already submitted. A tiny fixture (vocab 384)
 on this machine's GPU (lavapipe in CI)."""
@@ -34,9 +34,13 @@ async def collect(tokens, limit: int | None = None) -> list[int]:
     return out
 
 
-@pytest.fixture(scope="module")
-def engine():
-    return load()
+# Decode forwards per submit: sized by the engine (None), and 5, so that stops, cancels and the
+# context's end fall inside a submit's group.
+@pytest.fixture(scope="module", params=[None, 5], ids=["sized", "five-a-submit"])
+def engine(request):
+    e = load()
+    e.tokens_per_submit = request.param
+    return e
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +100,10 @@ def test_cancel_mid_answer_rolls_back(engine, reference):
     assert rest == reference[4:12]
 
 
-def test_a_full_context_ends_where_one_token_at_a_time_ends():
+@pytest.mark.parametrize("per_submit", [None, 4])
+def test_a_full_context_ends_where_one_token_at_a_time_ends(per_submit):
     small = load(context=len(PROMPT) + 6)
+    small.tokens_per_submit = per_submit
     host_fed = asyncio.run(collect(small._sampled(PROMPT, 30, GREEDY, ())))
     host_pos = small.pos
     small.reset()
@@ -166,3 +172,17 @@ def test_the_penalty_sees_the_cached_turns_too(engine):
     assert cache.reused > len(PROMPT)
     engine.reset()
     assert second == asyncio.run(collect(engine.generate(follow, 12, params)))
+
+
+def test_a_submit_carries_several_forwards(engine, reference):
+    """24 tokens: the prefill's submit, then groups (five each, or sized to LIVE_SECONDS: the tiny
+    fixture's tokens take milliseconds, so groups grow to TOKENS_PER_SUBMIT)."""
+    submits = []
+    real = engine.device.submit
+    engine.device.submit = lambda commands: submits.append(len(commands)) or real(commands)
+    try:
+        engine.reset()
+        assert asyncio.run(collect(engine.generate(PROMPT, 24, GREEDY))) == reference
+    finally:
+        del engine.device.submit
+    assert len(submits) <= (1 + 5 if engine.tokens_per_submit == 5 else 12)
