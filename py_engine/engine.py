@@ -17,7 +17,7 @@ from .formats.source import open_source
 from .kernels import KernelCache
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
-from .models.builder import GraphBuilder
+from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
 from .models.config import ModelConfig, config_from_hf
 from .models.rope import cos_sin_table, inv_frequencies
 from .sampling import Sampler, SamplingParams
@@ -104,18 +104,29 @@ class Engine:
         """The next forward over `ids` (written to the GPU now), at the engine's position."""
         return self._forward(len(ids), ids)
 
-    def _forward(self, rows: int, ids: list[int] | None = None) -> list:
-        """A forward of `rows` tokens at the engine's position; ids None: the token is already on
-        the GPU (Sampler.gpu_feedback copied it there)."""
+    def _forward(self, rows: int, ids: list[int] | None = None, logit_rows: int = 1) -> list:
+        """A forward of `rows` tokens at the engine's position, its LM head scoring the last
+        `logit_rows`; ids None: the token is already on the GPU (Sampler.gpu_feedback copied it there)."""
         if self.pos + rows > self.context:
             raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
         ex = self.executor
         if ids is not None:
             self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
         self.device.write_buffer(ex.buffer("cos_sin"), 0, cos_sin_table(self.inv_freq, self.pos, rows))
-        commands = ex.commands(rows, self.pos)
+        commands = ex.commands(rows, self.pos, logit_rows)
         self.pos += rows
         return commands
+
+    async def greedy_after(self, ids: list[int]) -> list[int]:
+        """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position: the greedy
+        token after each prefix ids[:i + 1], bit for bit what i + 1 one-token decodes would pick
+        (the GEMV, attention and LM head compute each row as a decode token's) — how drafted
+        tokens are verified. pos advances by len(ids)."""
+        rows = len(ids)
+        if not 1 <= rows <= LOGIT_ROWS_MAX:
+            raise ValueError(f"greedy_after takes 1 to {LOGIT_ROWS_MAX} ids, not {rows}")
+        commands = self._forward(rows, ids, logit_rows=rows) + self.sampler.rows_argmax(rows)
+        return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))
 
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""

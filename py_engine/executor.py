@@ -18,9 +18,10 @@ from .memory import pool_activations
 log = logging.getLogger("wisp")
 
 
-def step_bytes(rows: int, pos: int) -> bytes:
-    """The Step uniform of a forward of `rows` tokens at position `pos`."""
-    return struct.pack(STEP_FORMAT, rows, pos, pos + rows, 0)
+def step_bytes(rows: int, pos: int, logit_rows: int = 1) -> bytes:
+    """The Step uniform of a forward of `rows` tokens at position `pos` whose LM head scores its
+    last `logit_rows` rows."""
+    return struct.pack(STEP_FORMAT, rows, pos, pos + rows, logit_rows)
 
 
 class Executor:
@@ -85,9 +86,10 @@ class Executor:
         return self.device.create_bind_group(first.handle, resources), kernels
 
     # forward ---------------------------------------------------------------------------------
-    def commands(self, rows: int, pos: int) -> list:
-        """Write the Step uniform for a forward of `rows` tokens at position `pos`; return its dispatches."""
-        step = step_bytes(rows, pos)
+    def commands(self, rows: int, pos: int, logit_rows: int = 1) -> list:
+        """Write the Step uniform for a forward of `rows` tokens at position `pos` (its LM head
+        scoring the last `logit_rows`); return its dispatches."""
+        step = step_bytes(rows, pos, logit_rows)
         if step != self._last_step:
             self.device.write_buffer(self.step, 0, step)
             self._last_step = step

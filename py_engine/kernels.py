@@ -4,7 +4,8 @@ A kernel file declares its own bindings and, if it has any, a `struct Params` of
 Both are parsed here, so Python binds buffers and packs parameters *by name* and can never drift
 out of step with the shader. Specialisation prepends `alias`/`const` lines (e.g. `alias W = f16;`)
 and `enable f16;` when a define names f16 (kernels use f16 only through such aliases); the shared
-`Step` uniform struct (rows of this forward, first position, KV length) is defined for every kernel.
+`Step` uniform struct (rows of this forward, first position, KV length, and how many of its last
+rows the LM head scores) is defined for every kernel.
 The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
 kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
 Kernels that call gate_act get shaders/activations.wgsl (SiLU, GELU-tanh); those that call
@@ -49,7 +50,7 @@ KV_DIR = SHADER_DIR / "kv"
 KV_WORDS = {"f32": "f32", "f16": "f16", "f16_packed": "u32"}  # KV cache format → the word stored
 KV_BYTES = {"f32": 4, "f16": 2, "f16_packed": 2}  # bytes per cached element
 
-STEP_STRUCT = "struct Step { rows: u32, pos: u32, kv_len: u32, pad: u32 }\n"
+STEP_STRUCT = "struct Step { rows: u32, pos: u32, kv_len: u32, logit_rows: u32 }\n"
 STEP_FORMAT = "<4I"
 
 _BINDING_RE = re.compile(

@@ -91,11 +91,15 @@ def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64, *, n
             "NORM": norm, "GATED": gated, "GELU": gelu, "COMBINE": False}
 
 
+LOGIT_ROWS = 0xFFFFFFFF  # linear_params rows: the forward's scored rows (Step.logit_rows; the GEMV only)
+
+
 def linear_params(K: int, N: int, *, out_stride: int | None = None, out_offset: int = 0, rows: int = 0,
                   bias: bool = False, residual: bool = False, norm_eps: float = 0.0,
                   norm_offset: float = 0.0, combine: dict | None = None) -> dict:
     """The Params of gemv.wgsl / matmul.wgsl: N weight rows of K (GATED: N / 2 outputs), written
-    at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows.
+    at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows,
+    LOGIT_ROWS = its scored rows (the LM head).
     combine: where x's attention partials lie for gemv.wgsl's COMBINE (attention_merge_params)."""
     return {"K": K, "N": N, "out_stride": N if out_stride is None else out_stride, "out_offset": out_offset,
             "rows": rows, "has_bias": int(bias), "has_residual": int(residual), "norm_eps": norm_eps,

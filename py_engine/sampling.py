@@ -83,8 +83,12 @@ class Sampler:
         self._mark_kernel, self._marks = kernels.get("mark_seen"), {}  # ids buffer → its mark_seen dispatch
 
         self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
+        self._logits_at = (logits_buffer, bind_start)
+        self._row_argmax = []  # rows_argmax: per logits row, (its two dispatches, its result buffer)
+        self._row_ids = device.create_buffer(4 * 64, label="row ids")
         argmax_chunks = kernels.get("argmax", FINAL=False)
         argmax_final = kernels.get("argmax", FINAL=True)
+        self._argmax_kernels = (argmax_chunks, argmax_final)
         self._argmax_best, best = buffer(8 * (self._argmax_groups + 1), label="argmax")
         argmax_params, p = buffer(16, "uniform")
         device.write_buffer(argmax_params, 0, argmax_chunks.pack_params(
@@ -123,6 +127,30 @@ class Sampler:
         self._picked_full_params, p = buffer(48, "uniform")
         self._picked_full_draw = Dispatch(self._full.handle,
                                           device.create_bind_group(self._full.handle, [p, logits, picked]), (1, 1, 1))
+
+    def rows_argmax(self, rows: int) -> list:
+        """Commands for the greedy token of each of the logits buffer's first `rows` rows (an LM
+        head that scored several: drafted tokens verified in one forward), ending in one Read of
+        `rows` little-endian u32 ids."""
+        if rows > self._row_ids.size // 4:
+            raise ValueError(f"{rows} logits rows > {self._row_ids.size // 4}")
+        kernels = (self._argmax_kernels[0], (self._argmax_groups, 1, 1)), (self._argmax_kernels[1], (1, 1, 1))
+        buffer, bind_start = self._logits_at
+        while len(self._row_argmax) < rows:
+            r = len(self._row_argmax)
+            base = self._logits_base + r * self.vocab
+            logits = (buffer, bind_start, 4 * (base + self.vocab))
+            best = self.device.create_buffer(8 * (self._argmax_groups + 1), label="row argmax")
+            params = self.device.create_buffer(16, "uniform")
+            self.device.write_buffer(params, 0, kernels[0][0].pack_params(
+                {"vocab": self.vocab, "logits_base": base, "groups": self._argmax_groups}))
+            dispatches = [Dispatch(k.handle, self.device.create_bind_group(
+                k.handle, [(params, 0, 16), logits, (best, 0, best.size)]), grid) for k, grid in kernels]
+            self._row_argmax.append((dispatches, best))
+        commands = []
+        for r, (dispatches, best) in enumerate(self._row_argmax[:rows]):
+            commands += dispatches + [Copy(best, 8 * self._argmax_groups + 4, self._row_ids, 4 * r, 4)]
+        return commands + [Read(self._row_ids, 0, 4 * rows)]
 
     def _write(self, buffer, data: bytes) -> None:
         if self._written.get(id(buffer)) != data:

@@ -9,7 +9,8 @@
 //   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as uploaded),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
-//   rows = p.rows, or step.rows when p.rows == 0. bias / residual / norm are dummies when unused.
+//   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS.
+//   bias / residual / norm are dummies when unused.
 // Defines (py_engine/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
 //   kernels.py appends shaders/weights/<format>.wgsl, whose units part gives UNIT (weights per
 //   unit: 32 or 64 for the block formats, one 16- or 32-byte load of quants), X_PAD (x blocks
@@ -43,6 +44,7 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(7) var<storage, read> norm: array<XBlock>;
 
 const THREADS: u32 = LANES * SLOTS;
+const LOGIT_ROWS: u32 = 0xffffffffu;  // p.rows: step.logit_rows (linear_plan.LOGIT_ROWS)
 const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
@@ -198,7 +200,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         @builtin(subgroup_size) subgroup_size: u32,
 //#endif
 ) {
-    let rows = select(p.rows, step.rows, p.rows == 0u);
+    // p.rows: a fixed count, 0 for the forward's rows, or LOGIT_ROWS for its scored rows (the LM head).
+    let rows = select(select(p.rows, step.rows, p.rows == 0u), step.logit_rows, p.rows == LOGIT_ROWS);
     let group = wid.x + wid.y * groups.x;
     let slot = lid / LANES;
     let lane = lid % LANES;

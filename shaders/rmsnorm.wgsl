@@ -2,9 +2,11 @@
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, dim]),
 //           3 w (read, f32 [dim]), 4 y (read_write, f32 [rows, dim]).
 // Defines: SUBGROUPS (kernels.py, from the device): the sum of squares reduces by subgroups.
-// Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each. With p.last_row_only = 1,
-//           dispatch (1, 1, 1): it normalises row step.rows - 1 into row 0 of y (the LM head
-//           only needs the last position). w_offset is 1 for Gemma-style (1 + w) weights.
+// Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each. With p.last_row_only = 1
+//           (the LM head's input), workgroup i < step.logit_rows normalises row step.rows -
+//           step.logit_rows + i into row i of y (1 row: the last position; more when drafted
+//           tokens are verified); dispatch at least that many, the rest return at once.
+//           w_offset is 1 for Gemma-style (1 + w) weights.
 struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -22,7 +24,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#endif
 ) {
     var src_row = wid.x;
-    if (p.last_row_only == 1u) { src_row = step.rows - 1u; }
+    if (p.last_row_only == 1u) {
+        if (wid.x >= step.logit_rows) { return; }
+        src_row = step.rows - step.logit_rows + wid.x;
+    }
     let src = src_row * p.dim;
     let dst = wid.x * p.dim;
     // Four elements' loads before their adds (same order of adds as one at a time): a rolled

@@ -32,7 +32,7 @@ def run_kernel(name, buffers: dict, params: dict | None = None, grid=(1, 1, 1), 
     resources, handles = [], {}
     for b in kernel.bindings:
         if b.name == "step":
-            data = struct.pack(STEP_FORMAT, *step, 0)
+            data = struct.pack(STEP_FORMAT, *step, 1)  # the LM head's rows: the last
             buf = dev.create_buffer(len(data), "uniform")
         elif b.name == "p":
             data = kernel.pack_params(params or {})

@@ -111,7 +111,7 @@ async def run_kernel(name, buffers, params=None, grid=(1, 1, 1), step=(1, 0, 1),
     resources, out = [], {}
     for b in kernel.bindings:
         if b.name == "step":
-            data, buf = struct.pack(STEP_FORMAT, *step, 0), dev.create_buffer(16, "uniform")
+            data, buf = struct.pack(STEP_FORMAT, *step, 1), dev.create_buffer(16, "uniform")
         elif b.name == "p":
             data = kernel.pack_params(params or {})
             buf = dev.create_buffer(len(data), "uniform")
@@ -334,7 +334,7 @@ def test_submit_before_prepare_and_uncaptured_errors(worker):
         k = cache.get("gated_mul", GELU=False)  # created, not prepared
         inter = 8
         bg, (step, p, gate_up, y) = simple_bind_group(k)
-        dev.write_buffer(step, 0, struct.pack(STEP_FORMAT, 1, 0, 1, 0))
+        dev.write_buffer(step, 0, struct.pack(STEP_FORMAT, 1, 0, 1, 1))
         dev.write_buffer(p, 0, k.pack_params({{"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0}}))
         dev.write_buffer(gate_up, 0, unb64("{enc(x)}"))
         dev.submit([Dispatch(k.handle, bg, (1, 1, 1))])

@@ -8,8 +8,8 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import (attention_merge_params, choose_linear, embedding_grid, gemv_features, linear_defines,
-                           linear_grid, linear_params)
+from ..linear_plan import (LOGIT_ROWS, attention_merge_params, choose_linear, embedding_grid, gemv_features,
+                           linear_defines, linear_grid, linear_params)
 from ..errors import ModelFileError
 from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
@@ -24,6 +24,7 @@ from .config import ModelConfig
 # (4 blocks a thread) 202 -> 206.5 and 181 -> 184.4 (a slower H100 than the README's). A merge
 # that recomputed each head's max and sum per block lost at 24-26 splits (8B 182 -> 153).
 MERGE_WORK = 48
+LOGIT_ROWS_MAX = 8  # the most rows one forward's LM head scores (1 + drafted tokens to verify)
 GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
@@ -132,17 +133,20 @@ class GraphBuilder:
         return y
 
     def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
+        """last_row_only: the rows the LM head scores (the forward's last, or its last Step.logit_rows)."""
         dim = self.shape(weight)[0]
-        y = self.act("norm", dim, 1 if last_row_only else None)
+        y = self.act("norm", dim, LOGIT_ROWS_MAX if last_row_only else None)
         self.g.op("rmsnorm", {"x": x, "w": self.vector([weight]), "y": y},
                   {"dim": dim, "eps": self.cfg.rms_norm_eps, "w_offset": offset, "last_row_only": int(last_row_only)},
-                  (lambda rows: (1, 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)))
+                  (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)))
         return y
 
     def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
-               out: Tensor | None = None, norm: str | None = None, norm_offset: float = 0.0) -> Tensor:
+               out: Tensor | None = None, norm: str | None = None, norm_offset: float = 0.0,
+               rows: int | None = None) -> Tensor:
         """x (RMS-normalised by the `norm` weight first, when given) times the row-concatenation
-        of `parts`, + bias, + residual."""
+        of `parts`, + bias, + residual. rows: the kernel's row count (linear_params; default
+        fixed_rows)."""
         shards, n, k = self.matrix(parts, norm=norm is not None)
         y = out or self.act("linear", n, fixed_rows or None)
         norm_weight = self.vector([norm]) if norm else self.dummy
@@ -151,7 +155,8 @@ class GraphBuilder:
             count = shard.rows[1]
             self._linear_op({"x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
                              "residual": residual or self.dummy, "y": y, "norm": norm_weight},
-                            linear_params(k, count, out_stride=n, out_offset=start, rows=fixed_rows,
+                            linear_params(k, count, out_stride=n, out_offset=start,
+                                          rows=fixed_rows if rows is None else rows,
                                           bias=bias is not None, residual=residual is not None,
                                           norm_eps=self.cfg.rms_norm_eps if norm else 0.0, norm_offset=norm_offset,
                                           combine=self._merge[1] if merges else None),
@@ -242,7 +247,8 @@ class GraphBuilder:
         return y
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:
-        """LM head on the last row only: [vocab] float32 logits, the graph's output."""
+        """LM head on the forward's scored rows (Step.logit_rows: its last, or its last few when
+        drafted tokens are verified): [rows, vocab] float32 logits, the graph's output."""
         vocab = self.shape(head)[0]
-        out = self.g.outputs["logits"] = self.g.tensor("logits", vocab * 4, "output")
-        return self.linear(x_last, [head], fixed_rows=1, out=out)
+        out = self.g.outputs["logits"] = self.g.tensor("logits", LOGIT_ROWS_MAX * vocab * 4, "output")
+        return self.linear(x_last, [head], fixed_rows=1, out=out, rows=LOGIT_ROWS)

@@ -53,7 +53,7 @@ async def run_kernel(device, kernel: Kernel, buffers: dict, params: dict | None 
     try:
         for b in kernel.bindings:
             if b.name == "step":
-                data, kind = struct.pack(STEP_FORMAT, *step, 0), "uniform"
+                data, kind = struct.pack(STEP_FORMAT, *step, 1), "uniform"  # logit_rows 1: the last row
             elif b.name == "p":
                 data, kind = kernel.pack_params(params or {}), "uniform"
             else:

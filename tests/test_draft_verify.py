@@ -1,0 +1,52 @@
+"""Drafted tokens verified in one forward (Engine.greedy_after): the greedy token after each row of
+a forward of a few rows must be, bit for bit, what one-token decodes pick — the GEMV, the attention
+(rope_kv + attention vs ROPE_KV) and the LM head compute each row as a decode token's. Tiny
+fixtures of each family (bias, QK norm, sliding window) on this machine's GPU."""
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gpu_harness import device
+from py_engine.engine import Engine
+from py_engine.linear_plan import GEMV_MAX_ROWS
+from py_engine.models.builder import LOGIT_ROWS_MAX
+from py_engine.sampling import SamplingParams
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROMPT = [5, 17, 42, 9, 100, 3]
+
+
+async def greedy(engine, prompt, count):
+    return [t async for t in engine._sampled(prompt, count, SamplingParams(), ())]
+
+
+@pytest.mark.parametrize("name", ["llama-f32", "qwen2-f32", "qwen3-f32", "mistral-f32"])
+def test_a_forward_of_drafts_picks_what_decoding_picks(name):
+    assert LOGIT_ROWS_MAX <= GEMV_MAX_ROWS  # every verified row goes through the GEMV, as decoding does
+
+    dev = device()[0]
+
+    async def run():
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=16, context=64)
+        want = await greedy(engine, PROMPT, 16)
+        engine.reset()
+        engine.device.submit(engine.prefill_commands(PROMPT[:-1]))
+        got = [await engine.greedy_after([PROMPT[-1]] + want[:3])]  # a draft the model agrees with
+        got.append(await engine.greedy_after([want[3]] + want[4:11]))  # LOGIT_ROWS_MAX rows
+        wrong = await engine.greedy_after([want[11], 7, 7])  # drafted 7, 7: only the first pick counts
+        pos = engine.pos
+        engine.pos -= 2  # the rejected drafts' positions are rewritten by the next forward
+        again = await engine.greedy_after([want[12]])
+        return want, got, wrong, again, pos
+
+    want, got, wrong, again, pos = asyncio.run(run())
+    assert got == [want[:4], want[4:12]]
+    assert wrong[0] == want[12] and again == [want[13]]
+    assert pos == len(PROMPT) + 14
+
+
+def test_too_many_rows_are_refused():
+    engine = asyncio.run(Engine.load(FIXTURES / "llama-f32", device()[0], max_rows=16, context=64))
+    with pytest.raises(ValueError, match="1 to 8 ids"):
+        asyncio.run(engine.greedy_after(list(range(LOGIT_ROWS_MAX + 1))))
