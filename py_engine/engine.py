@@ -151,8 +151,12 @@ class Engine:
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
-        async for token in self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history):
-            yield token
+        tokens = self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
+        try:
+            async for token in tokens:
+                yield token
+        finally:  # closed early (a cancel): the inner loop rolls pos back now, not when collected
+            await tokens.aclose()
 
     async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids, history=None):
         """One token per round trip, the host picking it: the reference the GPU-fed loop is tested

@@ -186,3 +186,14 @@ def test_a_submit_carries_several_forwards(engine, reference):
     finally:
         del engine.device.submit
     assert len(submits) <= (1 + 5 if engine.tokens_per_submit == 5 else 12)
+
+
+def test_a_cancel_rolls_back_at_once_in_a_running_loop(engine, reference):
+    """The server and the worker keep one event loop: pos must be rolled back when the answer's
+    generator is closed, not whenever the loop gets round to finalizing the loop inside it."""
+    async def run():
+        engine.reset()
+        got = await collect(engine.generate(PROMPT, 24, GREEDY), limit=4)
+        return got, engine.pos
+
+    assert asyncio.run(run()) == (reference[:4], len(PROMPT) + 3)
