@@ -20,6 +20,7 @@ from .models import graph_generator
 from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
 from .models.config import ModelConfig, config_from_hf
 from .models.rope import cos_sin_table, inv_frequencies
+from .prompt_lookup import lookup_decode
 from .sampling import Sampler, SamplingParams
 from .weights import WeightUploader
 from .errors import ModelFileError
@@ -141,17 +142,20 @@ class Engine:
         return list(struct.unpack(f"<{self.cfg.vocab_size}f", raw))
 
     async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
-                       stop_ids=(), context_ids: list[int] | None = None):
+                       stop_ids=(), context_ids: list[int] | None = None, lookup: bool = False):
         """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
         never been computed: the last yielded token is not in the KV cache. context_ids: every
         token before the answer, cached ones included (the repetition penalty's history, as HF
-        takes the whole input); default the prompt."""
+        takes the whole input); default the prompt. lookup: plain greedy decoding drafts from the
+        conversation and verifies drafts in one forward (prompt_lookup.py): the same tokens."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
-        tokens = self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
+        plain_greedy = sampling.temperature == 0 and sampling.repetition_penalty == 1
+        tokens = lookup_decode(self, prompt, max_new_tokens, stop_ids, history) if lookup and plain_greedy else \
+            self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
         try:
             async for token in tokens:
                 yield token

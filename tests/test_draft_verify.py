@@ -50,3 +50,48 @@ def test_too_many_rows_are_refused():
     engine = asyncio.run(Engine.load(FIXTURES / "llama-f32", device()[0], max_rows=16, context=64))
     with pytest.raises(ValueError, match="1 to 8 ids"):
         asyncio.run(engine.greedy_after(list(range(LOGIT_ROWS_MAX + 1))))
+
+
+async def collect(tokens, limit: int | None = None) -> list[int]:
+    out = []
+    async for t in tokens:
+        out.append(t)
+        if limit is not None and len(out) == limit:
+            await tokens.aclose()
+            break
+    return out
+
+
+ECHO = PROMPT + [77, 5, 17, 42, 9]  # repeats itself: the drafts find matches
+
+
+@pytest.mark.parametrize("name", ["llama-f32", "qwen3-f32"])
+def test_prompt_lookup_gives_greedy_decoding_s_tokens(name):
+    """generate(lookup=True) yields the GPU loop's greedy tokens and leaves pos where it does: to
+    the end, at a stop inside an accepted run, at a cancel, and at the context's end."""
+    dev = device()[0]
+
+    async def run(context=64):
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=16, context=context)
+        out = {}
+        for lookup in (False, True):
+            got = []
+            engine.reset()
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), lookup=lookup)))
+            got.append(engine.pos)
+            stop = got[0][next(i for i in range(6, 30) if got[0][i] not in got[0][:i])]
+            engine.reset()
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), stop_ids={stop}, lookup=lookup)))
+            got.append(engine.pos)
+            engine.reset()
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), lookup=lookup), limit=7))
+            got.append(engine.pos)
+            out[lookup] = got
+        return out, engine.drafter
+
+    out, drafter = asyncio.run(run())
+    assert out[True] == out[False]
+    assert out[True][1] == len(ECHO) + 29
+    assert drafter.drafted > 0  # the drafts were offered (how many were accepted depends on the model)
+    small, _ = asyncio.run(run(context=len(ECHO) + 9))
+    assert small[True] == small[False] and small[True][1] == len(ECHO) + 9
