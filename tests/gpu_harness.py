@@ -86,3 +86,14 @@ def run_combine(partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: in
                      {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems},
                      grid=(nh, rows, 1), step=step)
     return as_f32(out["attn"][:out_elems * 4], (rows, nh, hd))
+
+
+async def collect(tokens, limit: int | None = None) -> list[int]:
+    """An answer generator's tokens; with `limit`, close it after that many (a cancel)."""
+    out = []
+    async for t in tokens:
+        out.append(t)
+        if limit is not None and len(out) == limit:
+            await tokens.aclose()
+            break
+    return out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_harness import device
+from gpu_harness import collect, device
 from py_engine.engine import Engine
 from py_engine.gpu import Read
 from py_engine.sampling import SamplingParams
@@ -21,17 +21,6 @@ GREEDY = SamplingParams()
 
 def load(context: int = 64) -> Engine:
     return asyncio.run(Engine.load(FIXTURE, device()[0], max_rows=16, context=context))
-
-
-async def collect(tokens, limit: int | None = None) -> list[int]:
-    """The generator's tokens; with `limit`, close it after that many (a cancel)."""
-    out = []
-    async for t in tokens:
-        out.append(t)
-        if limit is not None and len(out) == limit:
-            await tokens.aclose()
-            break
-    return out
 
 
 # Decode forwards per submit: sized by the engine (None), and 5, so that stops, cancels and the

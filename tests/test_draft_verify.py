@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_harness import device
+from gpu_harness import collect, device
 from py_engine.engine import Engine
 from py_engine.linear_plan import GEMV_MAX_ROWS
 from py_engine.models.builder import LOGIT_ROWS_MAX
@@ -50,16 +50,6 @@ def test_too_many_rows_are_refused():
     engine = asyncio.run(Engine.load(FIXTURES / "llama-f32", device()[0], max_rows=16, context=64))
     with pytest.raises(ValueError, match="1 to 8 ids"):
         asyncio.run(engine.greedy_after(list(range(LOGIT_ROWS_MAX + 1))))
-
-
-async def collect(tokens, limit: int | None = None) -> list[int]:
-    out = []
-    async for t in tokens:
-        out.append(t)
-        if limit is not None and len(out) == limit:
-            await tokens.aclose()
-            break
-    return out
 
 
 ECHO = PROMPT + [77, 5, 17, 42, 9]  # repeats itself: the drafts find matches
