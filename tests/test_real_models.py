@@ -1,11 +1,12 @@
 """The real GGUF models against transformers' own GGUF loader (tools/make_gguf_references.py).
 
 For each model and chat prompt: the last prompt position's logits within 1e-2 of the largest
-reference logit, and the first 16 greedy tokens identical, with prompt-lookup decoding too. The
-models are fetched into the model cache on first use (SmolLM2 98 MB, Qwen2.5-Coder 0.5B 490 MB: a
-cold CI run downloads both). On lavapipe (2 CPU cores) this is the slowest test file; it runs the
-f16 path only, where the adapter has shader-f16 (the f32 path is the same dequantizing kernels with
-f32 activations and V cache: covered by the tiny fixtures and tests/test_kernel_quant.py)."""
+reference logit, and the first 16 greedy tokens identical (the last prompt's with prompt-lookup
+decoding too). The models are fetched into the model cache on first use (SmolLM2 98 MB,
+Qwen2.5-Coder 0.5B 490 MB: a cold CI run downloads both). On lavapipe (2 CPU cores) this is the
+slowest test file; it runs the f16 path only, where the adapter has shader-f16 (the f32 path is the
+same dequantizing kernels with f32 activations and V cache: covered by the tiny fixtures and
+tests/test_kernel_quant.py)."""
 import asyncio
 import json
 import subprocess
@@ -27,15 +28,17 @@ MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
 async def check_model(path: Path, ref: dict, dev) -> list[str]:
     engine = await Engine.load(path, dev, max_rows=64, context=256)
     problems = []
-    for case in ref["cases"]:
+    for i, case in enumerate(ref["cases"]):
         engine.reset()
         logits = np.array(await engine.prompt_logits(case["prompt_ids"]))[case["logit_ids"]]
         rel = np.abs(logits - np.array(case["logits"])).max() / case["max_abs_logit"]
         engine.reset()
         tokens = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams())]
-        engine.reset()
-        looked = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams(),
-                                                   lookup=True)]
+        looked = tokens
+        if i == len(ref["cases"]) - 1:  # one case: a verifying forward costs its rows on lavapipe
+            engine.reset()
+            looked = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams(),
+                                                       lookup=True)]
         if rel > 1e-2 or tokens != case["greedy"] or looked != tokens:
             problems.append(f"{case['prompt']!r}: max|Δlogit|/max|ref| = {rel:.2e}, "
                             f"greedy {tokens} (prompt lookup {looked}) vs reference {case['greedy']}")
