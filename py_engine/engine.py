@@ -7,13 +7,13 @@ import time
 from array import array
 from collections import deque
 
-from .executor import Executor, step_bytes
+from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.gguf import parse_gguf
-from .gpu import Copy
 from .formats.gguf_model import config_from_gguf, hf_tensors
 from .formats.hf_dir import read_json, read_tensor_index
 from .formats.mlx import mlx_tensors
 from .formats.source import open_source
+from .gpu import Copy
 from .kernels import KernelCache
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
@@ -51,7 +51,8 @@ class Engine:
         self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (LIVE_SECONDS)
         # A decode forward's staged inputs, one slot each: its Step, its cos/sin row, its draw.
         self._rope_bytes = len(cos_sin_table(self.inv_freq, 0, 1))
-        self._slot = 16 + -(-self._rope_bytes // 16) * 16 + 64
+        self._slot = STEP_BYTES + -(-self._rope_bytes // 16) * 16 + 64
+        self._cos_sin = executor.buffer("cos_sin")
         self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
 
     @classmethod
@@ -197,23 +198,23 @@ class Engine:
         submitted = yielded = 0
         last_done = None
         try:
+            def room() -> int:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
+                return min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
+
             while yielded < max_new_tokens:
-                # Forward j (j >= 1) feeds answer token j - 1 at position first_input + j - 1.
-                room = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
-                while len(groups) < ahead and (submitted == 0 or room > 0):
+                while len(groups) < ahead and (submitted == 0 or room() > 0):
                     start = time.perf_counter()
                     if submitted == 0:
                         self.sampler.next_draw(sampling)
                         count, commands = 1, self.prefill_commands(prompt) + feedback
                     else:
-                        count = min(group_size, room)
+                        count = min(group_size, room())
                         commands = self._decode_group(count, sampling, feedback)
                     groups.append((count, deque(self.device.submit(commands))))
                     if submitted:
                         self.decode_host_seconds += time.perf_counter() - start
                         self.decode_tokens += count
                     submitted += count
-                    room = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
                 start = time.perf_counter()
                 raw = await self.device.fetch(groups[0][1].popleft())
                 self.decode_wait_seconds += time.perf_counter() - start
@@ -239,9 +240,10 @@ class Engine:
             if self.pos + 1 > self.context:
                 raise ValueError(f"context full: {self.pos} + 1 tokens > {self.context}")
             at = i * self._slot
-            staged[at:at + 16] = step_bytes(1, self.pos)
-            staged[at + 16:at + 16 + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
-            commands.append(Copy(self._staging, at + 16, self.executor.buffer("cos_sin"), 0, self._rope_bytes))
+            staged[at:at + STEP_BYTES] = step_bytes(1, self.pos)
+            rope_at = at + STEP_BYTES
+            staged[rope_at:rope_at + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
+            commands.append(Copy(self._staging, rope_at, self._cos_sin, 0, self._rope_bytes))
             commands += self.executor.staged_commands(1, self.pos, self._staging, at)
             draw = self.sampler.draw_params(sampling)
             if draw is not None:

@@ -18,6 +18,9 @@ from .memory import pool_activations
 log = logging.getLogger("wisp")
 
 
+STEP_BYTES = struct.calcsize(STEP_FORMAT)
+
+
 def step_bytes(rows: int, pos: int, logit_rows: int = 1) -> bytes:
     """The Step uniform of a forward of `rows` tokens at position `pos` whose LM head scores its
     last `logit_rows` rows."""
@@ -100,7 +103,7 @@ class Executor:
         caller writes step_bytes(rows, pos): several forwards can then share one submit (a write
         lands before the submit that follows it, so each would see the last one written)."""
         self._last_step = None  # the copy changes the Step behind write_buffer's back
-        return [Copy(staging, offset, self.step, 0, len(step_bytes(rows, pos)))] + self._dispatch_list(rows, pos)
+        return [Copy(staging, offset, self.step, 0, STEP_BYTES)] + self._dispatch_list(rows, pos)
 
     def _dispatch_list(self, rows: int, pos: int) -> list:
         key = (rows, self.graph.folds(rows, pos + rows))

@@ -83,20 +83,11 @@ class Sampler:
         self._mark_kernel, self._marks = kernels.get("mark_seen"), {}  # ids buffer → its mark_seen dispatch
 
         self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
+        self._argmax_kernels = (kernels.get("argmax", FINAL=False), kernels.get("argmax", FINAL=True))
         self._logits_at = (logits_buffer, bind_start)
-        self._row_argmax = []  # rows_argmax: per logits row, (its two dispatches, its result buffer)
+        self._argmax, self._argmax_best = self._argmax_row(0)
+        self._row_argmax = [(self._argmax, self._argmax_best)]  # rows_argmax: per logits row, _argmax_row
         self._row_ids = device.create_buffer(4 * 64, label="row ids")
-        argmax_chunks = kernels.get("argmax", FINAL=False)
-        argmax_final = kernels.get("argmax", FINAL=True)
-        self._argmax_kernels = (argmax_chunks, argmax_final)
-        self._argmax_best, best = buffer(8 * (self._argmax_groups + 1), label="argmax")
-        argmax_params, p = buffer(16, "uniform")
-        device.write_buffer(argmax_params, 0, argmax_chunks.pack_params(
-            {"vocab": vocab_size, "logits_base": self._logits_base, "groups": self._argmax_groups}))
-        self._argmax = [
-            Dispatch(k.handle, device.create_bind_group(k.handle, [p, logits, best]), grid)
-            for k, grid in ((argmax_chunks, (self._argmax_groups, 1, 1)), (argmax_final, (1, 1, 1)))
-        ]
 
         tiles = -(-vocab_size // TILE)
         self._topk_chunks = kernels.get("topk_chunks", CANDIDATES=CANDIDATES)
@@ -134,23 +125,28 @@ class Sampler:
         `rows` little-endian u32 ids."""
         if rows > self._row_ids.size // 4:
             raise ValueError(f"{rows} logits rows > {self._row_ids.size // 4}")
-        kernels = (self._argmax_kernels[0], (self._argmax_groups, 1, 1)), (self._argmax_kernels[1], (1, 1, 1))
-        buffer, bind_start = self._logits_at
         while len(self._row_argmax) < rows:
-            r = len(self._row_argmax)
-            base = self._logits_base + r * self.vocab
-            logits = (buffer, bind_start, 4 * (base + self.vocab))
-            best = self.device.create_buffer(8 * (self._argmax_groups + 1), label="row argmax")
-            params = self.device.create_buffer(16, "uniform")
-            self.device.write_buffer(params, 0, kernels[0][0].pack_params(
-                {"vocab": self.vocab, "logits_base": base, "groups": self._argmax_groups}))
-            dispatches = [Dispatch(k.handle, self.device.create_bind_group(
-                k.handle, [(params, 0, 16), logits, (best, 0, best.size)]), grid) for k, grid in kernels]
-            self._row_argmax.append((dispatches, best))
+            self._row_argmax.append(self._argmax_row(len(self._row_argmax)))
         commands = []
         for r, (dispatches, best) in enumerate(self._row_argmax[:rows]):
             commands += dispatches + [Copy(best, 8 * self._argmax_groups + 4, self._row_ids, 4 * r, 4)]
         return commands + [Read(self._row_ids, 0, 4 * rows)]
+
+    def _argmax_row(self, r: int) -> tuple[list, object]:
+        """The two argmax dispatches over logits row r and the buffer they leave the best in (its
+        id at 8 * groups + 4)."""
+        chunks, final = self._argmax_kernels
+        buffer, bind_start = self._logits_at
+        base = self._logits_base + r * self.vocab
+        logits = (buffer, bind_start, 4 * (base + self.vocab))
+        best = self.device.create_buffer(8 * (self._argmax_groups + 1), label="argmax")
+        params = self.device.create_buffer(16, "uniform")
+        self.device.write_buffer(params, 0, chunks.pack_params(
+            {"vocab": self.vocab, "logits_base": base, "groups": self._argmax_groups}))
+        dispatches = [Dispatch(k.handle, self.device.create_bind_group(
+            k.handle, [(params, 0, 16), logits, (best, 0, best.size)]), grid)
+            for k, grid in ((chunks, (self._argmax_groups, 1, 1)), (final, (1, 1, 1)))]
+        return dispatches, best
 
     def _write(self, buffer, data: bytes) -> None:
         if self._written.get(id(buffer)) != data:
