@@ -119,15 +119,18 @@ class Engine:
         self.pos += rows
         return commands
 
-    async def greedy_after(self, ids: list[int]) -> list[int]:
-        """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position: the greedy
-        token after each prefix ids[:i + 1], bit for bit what i + 1 one-token decodes would pick
-        (the GEMV, attention and LM head compute each row as a decode token's) — how drafted
-        tokens are verified. pos advances by len(ids)."""
+    async def picks_after(self, ids: list[int], sampling: SamplingParams | None = None,
+                          us: list[float] = ()) -> list[int]:
+        """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position: the token
+        chosen after each prefix ids[:i + 1] — greedy, or drawn at us[i] — bit for bit what i + 1
+        one-token decodes would choose (the GEMV, attention and LM head compute each row as a
+        decode token's, and each row is drawn by the decode loop's kernels): how drafted tokens
+        are verified. pos advances by len(ids)."""
         rows = len(ids)
         if not 1 <= rows <= LOGIT_ROWS_MAX:
-            raise ValueError(f"greedy_after takes 1 to {LOGIT_ROWS_MAX} ids, not {rows}")
-        commands = self._forward(rows, ids, logit_rows=rows) + self.sampler.rows_argmax(rows)
+            raise ValueError(f"picks_after takes 1 to {LOGIT_ROWS_MAX} ids, not {rows}")
+        picks = self.sampler.rows_pick(rows, sampling or SamplingParams(), us)
+        commands = self._forward(rows, ids, logit_rows=rows) + picks
         return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))
 
     def prefill_commands(self, ids: list[int]) -> list:
@@ -148,14 +151,15 @@ class Engine:
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
         never been computed: the last yielded token is not in the KV cache. context_ids: every
         token before the answer, cached ones included (the repetition penalty's history, as HF
-        takes the whole input); default the prompt. lookup: plain greedy decoding drafts from the
-        conversation and verifies drafts in one forward (prompt_lookup.py): the same tokens."""
+        takes the whole input); default the prompt. lookup: draft from the conversation and verify
+        drafts in one forward (prompt_lookup.py), without a repetition penalty: the same tokens as
+        without it (greedy, or the same seed's draws)."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
-        plain_greedy = sampling.temperature == 0 and sampling.repetition_penalty == 1
-        tokens = lookup_decode(self, prompt, max_new_tokens, stop_ids, history) if lookup and plain_greedy else \
+        tokens = lookup_decode(self, prompt, max_new_tokens, sampling, stop_ids, history) \
+            if lookup and sampling.repetition_penalty == 1 else \
             self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
         try:
             async for token in tokens:
@@ -183,13 +187,15 @@ class Engine:
             if token in stop_ids or self.pos >= self.context:
                 return
 
-    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids, history):
+    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids, history, most=None):
         """Decoding whose next input never waits for the host: each forward's chosen token (argmax,
         or sample_pick's draw) feeds the next forward's embedding on the GPU; a submit carries a
         group of forwards (tokens_per_submit, or sized by the last group's time per token to
         LIVE_SECONDS), and where reads overlap (Device.reads_overlap) the host encodes group i + 1
         while the GPU runs group i. Forwards submitted past a stop are discarded: pos is rolled
-        back to the last token yielded."""
+        back to the last token yielded. most(): the most forwards the next submit may carry (None:
+        no bound; 0: submit no more, end when those in flight have been yielded — prompt lookup
+        takes over from there)."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
         ahead = 2 if self.device.reads_overlap else 1  # submits in flight
         feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
@@ -199,7 +205,9 @@ class Engine:
         last_done = None
         try:
             def room() -> int:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
-                return min(max_new_tokens - submitted, self.context - (first_input + submitted - 1))
+                bound = most() if most and submitted else None
+                return min(max_new_tokens - submitted, self.context - (first_input + submitted - 1),
+                           group_size if bound is None else bound)
 
             while yielded < max_new_tokens:
                 while len(groups) < ahead and (submitted == 0 or room() > 0):
@@ -208,13 +216,15 @@ class Engine:
                         self.sampler.next_draw(sampling)
                         count, commands = 1, self.prefill_commands(prompt) + feedback
                     else:
-                        count = min(group_size, room())
+                        count = room()
                         commands = self._decode_group(count, sampling, feedback)
                     groups.append((count, deque(self.device.submit(commands))))
                     if submitted:
                         self.decode_host_seconds += time.perf_counter() - start
                         self.decode_tokens += count
                     submitted += count
+                if not groups:  # most() was 0
+                    return
                 start = time.perf_counter()
                 raw = await self.device.fetch(groups[0][1].popleft())
                 self.decode_wait_seconds += time.perf_counter() - start

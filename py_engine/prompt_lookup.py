@@ -1,19 +1,36 @@
 """Prompt-lookup decoding: drafts from the text itself, verified in one forward.
 
 A draft is what followed the latest earlier occurrence of the last n tokens (n from MAX_NGRAM down
-to 1) in the conversation so far. Engine.greedy_after feeds the last token and the draft in one
-forward and gives the model's greedy token after each prefix; tokens are accepted while they equal
-the draft, plus the model's own next one, so the output is greedy decoding's, token for token.
-Each step waits for its tokens before the next draft (no forward in flight ahead of the host):
-it pays where drafts are accepted, as when an answer repeats or edits its prompt (code editing,
-summaries), and the engine uses it only when asked (Engine.generate(lookup=True)), greedy only.
+to 1) in the conversation so far. Engine.picks_after feeds the last token and the draft in one
+forward and gives the token the model chooses after each prefix; tokens are accepted while they
+equal the draft, plus the model's own next one. Each row is chosen exactly as a one-token decode
+would choose it — greedy, or drawn at the u that token's position takes from the seed's sequence
+(u's of rejected rows are kept for the tokens that come next) — so the output is the same token
+for token as without lookup: greedy decoding's, or the same seed's draws. That is stronger than
+speculative sampling's usual guarantee (the same distribution), and it accepts a draft as often:
+with probability p(draft) under the model's (truncated) distribution.
+
+A verifying step waits for its tokens before the next draft (no forward in flight ahead of the
+host), so it costs a host round trip that the GPU-fed loop (Engine._on_gpu) does not pay: on an
+H100 with SmolLM2 a step that accepts nothing halves the speed. So the GPU-fed loop runs until
+STREAK tokens in a row were what a draft would have said (the text is copying itself), submitting
+smaller groups as the streak grows; then verification runs while its steps give enough tokens on
+average (LEAVE_RATE) and there is a draft, and the GPU-fed loop takes over again.
+The engine uses it only when asked (Engine.generate(lookup=True)).
 """
 from __future__ import annotations
+
+from collections import deque
 
 from .models.builder import LOGIT_ROWS_MAX
 
 MAX_NGRAM = 3
 MAX_DRAFT = LOGIT_ROWS_MAX - 1  # the fed token and its draft share one forward's scored rows
+STREAK = 2  # tokens in a row that drafts would have predicted before the GPU-fed loop hands over
+# Verification goes on while its tokens per step, averaged (each step weighing half), stay at least
+# LEAVE_RATE: a step costs about two tokens of the GPU-fed loop (host round trip + forward, H100).
+# A hand-over starts the average at ENTRY_RATE: three steps that accept nothing in a row end it.
+ENTRY_RATE, LEAVE_RATE = 3.0, 1.5
 
 
 class Drafter:
@@ -24,7 +41,8 @@ class Drafter:
         self.tokens: list[int] = []
         self._ends = [dict() for _ in range(MAX_NGRAM + 1)]  # n → n-gram → the index after it
         self.extend(tokens)
-        self.drafted = self.accepted = self.forwards = 0  # drafts offered, accepted; forwards run (reports)
+        # reports: draft tokens offered, accepted; verifying forwards run, the tokens they gave
+        self.drafted = self.accepted = self.forwards = self.verified = 0
 
     def extend(self, tokens: list[int]) -> None:
         for t in tokens:
@@ -41,32 +59,79 @@ class Drafter:
         return []
 
 
-async def lookup_decode(engine, prompt: list[int], max_new_tokens: int, stop_ids, history: list[int]):
-    """Engine.generate's greedy tokens by prompt lookup (the module says how); pos ends as there:
-    every yielded token but the last is in the KV cache."""
+async def lookup_decode(engine, prompt: list[int], max_new_tokens: int, sampling, stop_ids, history: list[int]):
+    """Engine.generate's tokens with prompt lookup where it pays (the module says how); pos ends
+    as there: every yielded token but the last is in the KV cache."""
     drafter = engine.drafter = Drafter(history)
-    if max_new_tokens <= 0:
-        return
-    if len(prompt) > 1:
-        engine.device.submit(engine.prefill_commands(prompt[:-1]))
-    last, yielded = prompt[-1], 0
-    while yielded < max_new_tokens and engine.pos < engine.context:
-        step_pos = engine.pos
-        room = min(MAX_DRAFT, max_new_tokens - yielded - 1, engine.context - step_pos - 1)
-        draft = drafter.draft(room) if room > 0 else []
-        picks = await engine.greedy_after([last] + draft)
-        accepted = 0
-        while accepted < len(draft) and picks[accepted] == draft[accepted]:
-            accepted += 1
-        drafter.drafted += len(draft)
-        drafter.accepted += accepted
-        drafter.forwards += 1
-        new = picks[:accepted + 1]
-        for j, token in enumerate(new):
-            engine.pos = step_pos + 1 + j  # fed: `last` and the tokens before this one
-            yielded += 1
-            yield token
-            if token in stop_ids or yielded == max_new_tokens:
+    feed, yielded = prompt, 0
+    while yielded < max_new_tokens:  # the GPU-fed loop, then drafts verified, then again
+        streak = 0  # tokens in a row that a one-token draft would have predicted
+
+        def most() -> int | None:  # a copy under way: submit fewer forwards, then none
+            return 0 if streak >= STREAK else None if streak == 0 else STREAK - streak
+
+        plain = engine._on_gpu(feed, max_new_tokens - yielded, sampling, stop_ids, history, most=most)
+        try:
+            async for last in plain:
+                streak = streak + 1 if drafter.draft(1) == [last] else 0
+                drafter.extend([last])
+                yielded += 1
+                yield last
+                if last in stop_ids:
+                    return
+        finally:  # closed early: the GPU loop rolls pos back now
+            await plain.aclose()
+        if yielded == max_new_tokens or engine.pos >= engine.context:
+            return
+        verified = _verified(engine, drafter, last, max_new_tokens - yielded, sampling)
+        try:
+            async for last in verified:
+                yielded += 1
+                yield last
+                if last in stop_ids:
+                    return
+        finally:
+            await verified.aclose()
+        if engine.pos >= engine.context:
+            return
+        feed = [last]
+
+
+async def _verified(engine, drafter: Drafter, last: int, most: int, sampling):
+    """Drafts verified one forward at a time after `last` (not yet fed), while there is a draft
+    and the steps give LEAVE_RATE tokens each on average; at most `most` tokens. u's drawn for
+    rejected rows go back to the sampler."""
+    us = deque()  # the seed's u's of the next tokens, drawn ahead for this step's rows
+    yielded, rate = 0, ENTRY_RATE
+    try:
+        while yielded < most and engine.pos < engine.context:
+            step_pos = engine.pos
+            room = min(MAX_DRAFT, most - yielded - 1, engine.context - step_pos - 1)
+            draft = drafter.draft(room) if room > 0 else []
+            if not draft:  # nothing to verify: the GPU-fed loop goes on from `last`
                 return
-        drafter.extend(new)
-        last = new[-1]
+            if sampling.temperature > 0:
+                while len(us) < len(draft) + 1:
+                    us.append(engine.sampler.uniform(sampling))
+            picks = await engine.picks_after([last] + draft, sampling, list(us)[:len(draft) + 1])
+            accepted = 0
+            while accepted < len(draft) and picks[accepted] == draft[accepted]:
+                accepted += 1
+            drafter.drafted += len(draft)
+            drafter.accepted += accepted
+            drafter.forwards += 1
+            new = picks[:accepted + 1]
+            drafter.verified += len(new)
+            drafter.extend(new)
+            for j, token in enumerate(new):
+                engine.pos = step_pos + 1 + j  # fed: `last` and the tokens before this one
+                if us:
+                    us.popleft()
+                yielded += 1
+                yield token
+            last = new[-1]
+            rate = (rate + len(new)) / 2
+            if rate < LEAVE_RATE:  # the text stopped repeating: back to the GPU-fed loop
+                return
+    finally:
+        engine.sampler.unread(us)

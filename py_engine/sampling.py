@@ -19,11 +19,9 @@ slower (one workgroup; a cut takes 8-13 passes over the row: ~1.6-6 ms on an H10
 - top_k <= CANDIDATES whose tie at the cut runs past the last candidate.
 Probabilities are computed in f32 on the GPU; "exact" means up to that rounding.
 
-The engine decodes through `gpu_feedback` instead: the same draw made on the GPU (`sample_pick`
-ports `choose` to f32 and hands `sample_full` its Params when the candidates cannot decide;
-`sample_full` then runs in the same submit, returning at once when not needed), the penalty's
-history kept as a flag per vocabulary entry (`mark_seen` sets the chosen token's), and the token
-copied to where the next forward reads its input, so the host never sits between two forwards.
+The engine decodes through `gpu_feedback` instead: the same draw made on the GPU (row_draw.py),
+the penalty's history kept as a flag per vocabulary entry (`mark_seen` sets the chosen token's),
+and the token copied to where the next forward reads its input: no host between two forwards.
 Each token's u comes from the same `random.Random(seed)` sequence, so a seed gives the same tokens
 both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at a CDF boundary;
 `commands` + `pick` remain the reference.
@@ -33,14 +31,14 @@ from __future__ import annotations
 import random
 import struct
 from array import array
+from collections import deque
 
 from .gpu import Copy, Dispatch, Read
+from .row_draw import CANDIDATES, FULL_PARAMS_BYTES, TILE, RowDraw
 from .token_choice import FullDraw, SamplingParams, check_params, choose
 
 __all__ = ["CANDIDATES", "FullDraw", "Sampler", "SamplingParams", "choose"]
 
-CANDIDATES = 64  # tokens the top-k passes hand to Python
-TILE = 1024  # logits per workgroup in topk_chunks.wgsl
 THREADS = 256
 ARGMAX_MAX_GROUPS = 256  # so one workgroup finishes the argmax
 CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
@@ -54,6 +52,7 @@ class Sampler:
         if logits_offset % 4:
             raise ValueError("logits_offset must be a multiple of 4")
         self.device = device
+        self._kernels = kernels
         self.vocab = vocab_size
         self.max_history = max_history
         # Storage bindings start at aligned offsets: bind from the aligned start, index from the row.
@@ -64,6 +63,7 @@ class Sampler:
         self._pending = None  # "greedy" or "sample": what the last `commands` queued
         self._rng = None
         self._rng_seed = None
+        self._unread: deque[float] = deque()  # u's handed back (unread): drawn before the rng's next
 
         def buffer(size, kind="storage", label=""):
             buf = device.create_buffer(size, kind, label)
@@ -86,59 +86,68 @@ class Sampler:
         self._argmax_kernels = (kernels.get("argmax", FINAL=False), kernels.get("argmax", FINAL=True))
         self._logits_at = (logits_buffer, bind_start)
         self._argmax, self._argmax_best = self._argmax_row(0)
-        self._row_argmax = [(self._argmax, self._argmax_best)]  # rows_argmax: per logits row, _argmax_row
+        self._row_argmax = [(self._argmax, self._argmax_best)]  # rows_pick's greedy rows: per logits row, _argmax_row
         self._row_ids = device.create_buffer(4 * 64, label="row ids")
 
+        # The draws of logits rows 0.. (RowDraw): row 0's for the decode loop and the host's pick,
+        # more as rows_pick needs them; the top-k passes' scratch is shared.
         tiles = -(-vocab_size // TILE)
-        self._topk_chunks = kernels.get("topk_chunks", CANDIDATES=CANDIDATES)
-        topk_merge = kernels.get("topk_merge", CANDIDATES=CANDIDATES, LISTS=tiles)
-        _, lists = buffer(8 * CANDIDATES * tiles, label="topk lists")
-        _, stats = buffer(8 * tiles, label="topk stats")
-        self._topk_result, result = buffer(8 * CANDIDATES + 4, label="topk result")
-        self._topk_params, p = buffer(16, "uniform")
-        self._topk = [
-            Dispatch(self._topk_chunks.handle,
-                     device.create_bind_group(self._topk_chunks.handle, [p, logits, lists, stats]), (tiles, 1, 1)),
-            Dispatch(topk_merge.handle, device.create_bind_group(topk_merge.handle, [lists, stats, result]), (1, 1, 1)),
-        ]
+        self._draw_scratch = (buffer(8 * CANDIDATES * tiles, label="topk lists")[1],
+                              buffer(8 * tiles, label="topk stats")[1])
+        self._rows = [self._row_draw(0)]
+        row = self._rows[0]
+        self._topk, self._topk_params, self._topk_result = row.topk, row.topk_params, row.result
+        self._picked, self._pick_params = row.picked, row.pick_params
 
-        # The GPU-fed draw (gpu_feedback): sample_pick decides from the candidates or hands
-        # sample_full its Params (copied into a uniform of its own: the host's draws keep theirs).
-        pick = kernels.get("sample_pick", CANDIDATES=CANDIDATES)
-        self._pick_kernel = pick
-        self._pick_params, pick_p = buffer(32, "uniform")
-        self._picked, picked = buffer(64, label="sample_pick")
-        self._pick = Dispatch(pick.handle, device.create_bind_group(pick.handle, [pick_p, result, picked]), (1, 1, 1))
-
+        # The host's exact draw (pick() when the candidates cannot decide), with Params of its own.
         self._full = kernels.get("sample_full")
         self._full_chosen, chosen = buffer(4, label="sample_full")
-        self._full_params, p = buffer(48, "uniform")
+        self._full_params, p = buffer(FULL_PARAMS_BYTES, "uniform")
         self._full_draw = Dispatch(self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]),
                                    (1, 1, 1))
-        self._picked_full_params, p = buffer(48, "uniform")
-        self._picked_full_draw = Dispatch(self._full.handle,
-                                          device.create_bind_group(self._full.handle, [p, logits, picked]), (1, 1, 1))
 
-    def rows_argmax(self, rows: int) -> list:
-        """Commands for the greedy token of each of the logits buffer's first `rows` rows (an LM
+    def _row_logits(self, r: int) -> tuple:
+        """The binding of logits rows 0..r (from the aligned start) and row r's first element in it."""
+        buffer, bind_start = self._logits_at
+        base = self._logits_base + r * self.vocab
+        return (buffer, bind_start, 4 * (base + self.vocab)), base
+
+    def _row_draw(self, r: int) -> RowDraw:
+        logits, base = self._row_logits(r)
+        return RowDraw(self.device, self._kernels, self.vocab, logits, base, self._draw_scratch)
+
+    def rows_pick(self, rows: int, params: SamplingParams, us: list[float] = ()) -> list:
+        """Commands for the token chosen from each of the logits buffer's first `rows` rows (an LM
         head that scored several: drafted tokens verified in one forward), ending in one Read of
-        `rows` little-endian u32 ids."""
+        `rows` little-endian u32 ids: the argmax, or (temperature > 0) row r drawn at us[r] as the
+        decode loop's draw would (no repetition penalty: its history would differ per row)."""
         if rows > self._row_ids.size // 4:
             raise ValueError(f"{rows} logits rows > {self._row_ids.size // 4}")
-        while len(self._row_argmax) < rows:
-            self._row_argmax.append(self._argmax_row(len(self._row_argmax)))
+        check_params(params)
+        if params.repetition_penalty != 1:
+            raise ValueError("rows_pick applies no repetition penalty")
         commands = []
-        for r, (dispatches, best) in enumerate(self._row_argmax[:rows]):
-            commands += dispatches + [Copy(best, 8 * self._argmax_groups + 4, self._row_ids, 4 * r, 4)]
+        if params.temperature == 0:
+            while len(self._row_argmax) < rows:
+                self._row_argmax.append(self._argmax_row(len(self._row_argmax)))
+            for r, (dispatches, best) in enumerate(self._row_argmax[:rows]):
+                commands += dispatches + [Copy(best, 8 * self._argmax_groups + 4, self._row_ids, 4 * r, 4)]
+            return commands + [Read(self._row_ids, 0, 4 * rows)]
+        if len(us) != rows:
+            raise ValueError(f"{rows} rows drawn at {len(us)} uniforms")
+        while len(self._rows) < rows:
+            self._rows.append(self._row_draw(len(self._rows)))
+        for r, (row, u) in enumerate(zip(self._rows, us)):
+            self._write(row.topk_params, row.topk_bytes(params.temperature))
+            self.device.write_buffer(row.pick_params, 0, row.pick_bytes(params, u))
+            commands += row.draw + [Copy(row.picked, 0, self._row_ids, 4 * r, 4)]
         return commands + [Read(self._row_ids, 0, 4 * rows)]
 
     def _argmax_row(self, r: int) -> tuple[list, object]:
         """The two argmax dispatches over logits row r and the buffer they leave the best in (its
         id at 8 * groups + 4)."""
         chunks, final = self._argmax_kernels
-        buffer, bind_start = self._logits_at
-        base = self._logits_base + r * self.vocab
-        logits = (buffer, bind_start, 4 * (base + self.vocab))
+        logits, base = self._row_logits(r)
         best = self.device.create_buffer(8 * (self._argmax_groups + 1), label="argmax")
         params = self.device.create_buffer(16, "uniform")
         self.device.write_buffer(params, 0, chunks.pack_params(
@@ -171,8 +180,7 @@ class Sampler:
             self._pending = "greedy"
             return out + self._argmax
         self._pending = "sample"
-        self._write(self._topk_params, self._topk_chunks.pack_params(
-            {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
+        self._write(self._topk_params, self._rows[0].topk_bytes(params.temperature))
         return out + self._topk
 
     def _penalised(self, history: list[int]) -> list[int]:
@@ -206,10 +214,8 @@ class Sampler:
             at = 8 * self._argmax_groups + 4  # the final best's id
             return before + self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4)] + after + \
                 [Read(self._argmax_best, at, 4)]
-        self._write(self._topk_params, self._topk_chunks.pack_params(
-            {"vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature}))
-        return before + self._topk + [self._pick, Copy(self._picked, 16, self._picked_full_params, 0, 48),
-                                      self._picked_full_draw, Copy(self._picked, 0, ids_buffer, 0, 4)] + after + \
+        self._write(self._topk_params, self._rows[0].topk_bytes(params.temperature))
+        return before + self._rows[0].draw + [Copy(self._picked, 0, ids_buffer, 0, 4)] + after + \
             [Read(self._picked, 0, 4)]
 
     def _mark(self, ids_buffer) -> Dispatch:
@@ -232,9 +238,7 @@ class Sampler:
         and puts draw_copy before that forward's gpu_feedback commands); None when greedy."""
         if params.temperature == 0:
             return None
-        return self._pick_kernel.pack_params({
-            "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
-            "top_k": params.top_k, "top_p": params.top_p, "u": self._uniform(params)})
+        return self._rows[0].pick_bytes(params, self.uniform(params))
 
     def draw_copy(self, staging, offset: int, size: int) -> Copy:
         return Copy(staging, offset, self._pick_params, 0, size)
@@ -250,11 +254,19 @@ class Sampler:
     def reset(self) -> None:
         """Start a new generation: the next draw restarts `random.Random(params.seed)`."""
         self._rng = None
+        self._unread.clear()
 
-    def _uniform(self, params: SamplingParams) -> float:
+    def uniform(self, params: SamplingParams) -> float:
+        """The seed's next u: token i of a generation is drawn at the i-th."""
+        if self._unread:
+            return self._unread.popleft()
         if self._rng is None or params.seed != self._rng_seed:
             self._rng, self._rng_seed = random.Random(params.seed), params.seed
         return self._rng.random()
+
+    def unread(self, us) -> None:
+        """Hand back u's drawn ahead and not used (rows a verification rejected): the next draws."""
+        self._unread.extendleft(reversed(list(us)))
 
     async def pick(self, params: SamplingParams) -> int:
         """The token chosen by the commands last returned by `commands(params, ...)`, once run.
@@ -265,7 +277,7 @@ class Sampler:
             raw = await self.device.read_buffer(self._argmax_best, 8 * self._argmax_groups, 8)
             return struct.unpack(CANDIDATE_FORMAT, raw)[1]
         values, ids, lse = await self.read_candidates()
-        choice = choose(values, ids, lse, params, self.vocab, self._uniform(params))
+        choice = choose(values, ids, lse, params, self.vocab, self.uniform(params))
         if isinstance(choice, int):
             return choice
         return await self.draw_on_gpu(choice, params, values[-1], ids[-1], lse)
