@@ -1,0 +1,186 @@
+"""The browser page's engine on a GPU with no browser: worker/worker.js + Pyodide + the engine wheel,
+run by Node on Dawn (Chrome's WebGPU, npm `webgpu`) through benchmarks/dawn/run.mjs. Prints one JSON object.
+
+    python benchmarks/dawn.py --model PATH|NAME [--prompt-tokens 128] [--new-tokens 128] [--compare]
+                              [--node node] [--webgpu /tmp/webgpu] [--dawn-backend vulkan|opengles]
+                              [--store-dir DIR] [--f32]
+
+The prompt ids are benchmarks/decode.py's (random.Random(0) over the model's vocabulary), the warm-up
+prompt the next ones of the same generator. Like decode.py, --new-tokens counts the decode steps after
+the first answer token (so new tokens + 1 are generated and compared). The fields are
+benchmarks/browser.py's: Pyodide boot, model load, prefill and decode tok/s and the worker's host
+milliseconds per decode token. --compare also runs the desktop engine (wgpu-py) on the same ids with
+the same clock as the worker's (web_worker.generate: prefill = time to the first token, decode = the
+tokens after it), on the same precision (shader-f16 only where Dawn's engine used it), and reports
+`tokens_identical` and both engines' speeds. Before running, the engine wheel in build/web/ is checked
+against py_engine/ and shaders/ (and rebuilt with tools/build_web.py where it differs): the browser
+engine measured is this tree's.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB = ROOT / "build" / "web"
+sys.path.insert(0, str(ROOT))
+
+from py_engine.catalog import MODELS  # noqa: E402
+from py_engine.engine import read_model  # noqa: E402
+from py_engine.formats.source import open_source  # noqa: E402
+
+
+def build_web_module():
+    """tools/build_web.py as a module (it owns the list of the wheel's sources)."""
+    spec = importlib.util.spec_from_file_location("wisp_build_web", ROOT / "tools" / "build_web.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stale_wheel_files() -> list[str]:
+    """Engine sources whose bytes differ from the wisp wheel's copy (or are missing from it, or only in it)."""
+    if not (WEB / "pyodide" / "pyodide.mjs").is_file() or not (WEB / "wisp-lock.json").is_file():
+        return ["build/web (not built)"]
+    wheels = sorted((WEB / "wheels").glob("wisp-*.whl"))
+    if len(wheels) != 1:
+        return ["build/web/wheels/wisp-*.whl"]
+    inputs = {rel: path for rel, path in build_web_module().engine_inputs().items() if rel != "pyproject.toml"}
+    with zipfile.ZipFile(wheels[0]) as whl:
+        members = {("shaders/" + n[len("py_engine/shaders/"):] if n.startswith("py_engine/shaders/") else n): n
+                   for n in whl.namelist() if not n.endswith("/") and ".dist-info/" not in n}
+        stale = [rel for rel, path in inputs.items()
+                 if rel not in members or whl.read(members[rel]) != path.read_bytes()]
+    return stale + sorted(rel for rel in members if rel not in inputs)
+
+
+def ensure_current_wheel() -> None:
+    stale = stale_wheel_files()
+    if not stale:
+        return
+    print(f"dawn.py: build/web is out of date ({', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}): "
+          "running tools/build_web.py", file=sys.stderr)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], check=False)
+    stale = stale_wheel_files()
+    if stale:
+        raise SystemExit(f"error: build/web does not hold this tree's engine ({', '.join(stale[:5])}); "
+                         "run `make web` on a machine with the build tools and bring build/web along")
+
+
+def model_path(name: str) -> Path:
+    path = Path(name).expanduser()
+    if not path.exists() and name in MODELS:
+        from py_engine.model_cache import ensure_model
+
+        return Path(ensure_model(name))
+    if not path.exists():
+        raise SystemExit(f"error: {name}: no such file (nor a catalog model: {', '.join(MODELS)})")
+    return path.resolve()
+
+
+def prompts(path: Path, prompt_tokens: int) -> tuple[list[int], list[int]]:
+    """(ids, warm-up ids): decode.py's prompt, then the same generator's next draws."""
+    cfg, _, _ = read_model(open_source(path))
+    rng = random.Random(0)
+    ids = [rng.randrange(cfg.vocab_size) for _ in range(prompt_tokens)]
+    warm = [rng.randrange(cfg.vocab_size) for _ in range(prompt_tokens)]
+    return ids, warm
+
+
+def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, context: int) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"ids": ids, "warm_ids": warm}, f)
+    command = [args.node, str(ROOT / "benchmarks" / "dawn" / "run.mjs"), "--model", str(path), "--ids", f.name,
+               "--new-tokens", str(steps), "--context", str(context), "--dawn-backend", args.dawn_backend,
+               "--webgpu", args.webgpu, *(["--store-dir", args.store_dir] if args.store_dir else []),
+               *(["--f32"] if args.f32 else [])]
+    try:
+        result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    finally:
+        Path(f.name).unlink(missing_ok=True)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise SystemExit(f"error: {' '.join(command[:2])} failed (exit code {result.returncode}); its log is above")
+    return json.loads(lines[-1])
+
+
+async def run_desktop(path: Path, ids: list[int], warm: list[int], steps: int, context: int, allow_f16: bool) -> dict:
+    """The same two generations on the desktop engine, clocked as py_engine/gpu/web_worker.py's generate."""
+    from py_engine.engine import Engine
+    from py_engine.gpu.wgpu_host import open_wgpu_device
+    from py_engine.prompt_cache import PromptCache
+    from py_engine.sampling import SamplingParams
+
+    device = await open_wgpu_device(allow_f16=allow_f16)
+    engine = await Engine.load(path, device, context=context)
+    cache = PromptCache(engine)
+
+    async def generate(prompt):
+        tokens, times = [], []
+        start = time.perf_counter()
+        answer = cache.generate(prompt, steps, SamplingParams(temperature=0), ())
+        try:
+            async for token in answer:
+                tokens.append(token)
+                times.append(time.perf_counter())
+        finally:
+            await answer.aclose()
+        ttft = times[0] - start
+        decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+        return {"prefill_tok_s": round(cache.prefilled / ttft, 1), "decode_tok_s": round(decode, 1),
+                "host_ms_per_decode_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
+                "ttft_ms": round(1000 * ttft, 1), "tokens": tokens}
+
+    await generate(warm)
+    out = await generate(ids)
+    return {"engine": "desktop (wgpu-py)", "adapter": device.caps.adapter, "shader_f16": device.caps.shader_f16,
+            "kv_cache": "/".join(engine.kv_formats), **out}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="a .gguf file, an HF directory or a catalog name")
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=128, help="decode steps after the first token (as decode.py)")
+    parser.add_argument("--node", default="node")
+    parser.add_argument("--webgpu", default="/tmp/webgpu", help="the npm `webgpu` package's directory")
+    parser.add_argument("--dawn-backend", default="vulkan", help="vulkan, or opengles (compatibility mode, no GPU)")
+    parser.add_argument("--store-dir", help="keep the worker's weight store (OPFS) here between runs")
+    parser.add_argument("--f32", action="store_true", help="the f32 path on both engines")
+    parser.add_argument("--compare", action="store_true", help="also run the desktop engine and compare tokens")
+    args = parser.parse_args()
+    ensure_current_wheel()
+    path = model_path(args.model)
+    ids, warm = prompts(path, args.prompt_tokens)
+    steps, context = args.new_tokens + 1, args.prompt_tokens + args.new_tokens + 8  # decode.py's context
+    dawn = run_dawn(args, path, ids, warm, steps, context)
+    tokens = dawn.pop("tokens")
+    result = {**dawn, "model": str(path), "new_tokens": args.new_tokens, "generated_tokens": len(tokens)}
+    if args.compare:
+        f16 = "shader-f16" in dawn["features"] and not args.f32
+        desktop = asyncio.run(run_desktop(path, ids, warm, steps, context, f16))
+        theirs = desktop.pop("tokens")
+        same = tokens == theirs
+        result["tokens_identical"] = same
+        if not same:
+            result["first_difference"] = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b),
+                                              min(len(tokens), len(theirs)))
+            result["desktop_tokens"] = theirs
+        result["desktop"] = desktop
+        if desktop["decode_tok_s"]:
+            result["decode_vs_desktop"] = round(dawn["decode_tok_s"] / desktop["decode_tok_s"], 3)
+    result["tokens"] = tokens
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+// The page's side of the Dawn harness: our routes served from Node (serve.mjs), the worker's global
+// scope (worker_shim.mjs: navigator.gpu, OPFS on disk from opfs.mjs), Pyodide's URL mapped to disk
+// (loader_hooks.mjs -> pyodide_node.mjs), and the page's own client (static/client.js's WispClient)
+// talking to the real worker/worker.js in this process. run.mjs measures with it;
+// tests/test_dawn_harness.py boots it without a GPU.
+//
+//   openPage({model, gpu, storeDir}) -> {origin, client, model, modelRef, close()}
+//     model: a .gguf file or an HF directory; gpu: navigator.gpu (Dawn's, or undefined: no WebGPU);
+//     storeDir: the directory behind the origin's OPFS. `model` of the result is the /api/models entry.
+
+import { register } from "node:module";
+import { fileURLToPath } from "node:url";
+
+import { diskStorage, installOpfsGlobals } from "./opfs.mjs";
+import { serve } from "./serve.mjs";
+import { installWorkerScope, startWorker } from "./worker_shim.mjs";
+
+const ROOT = new URL("../../", import.meta.url);
+let opened = false;
+
+export async function openPage({ model, gpu, storeDir }) {
+  if (opened) throw new Error("openPage: one page (one worker scope) per process");
+  opened = true;
+  const server = await serve({ model, root: fileURLToPath(ROOT) });
+  const pyodide = new URL("./pyodide_node.mjs", import.meta.url).href;
+  register(new URL("./loader_hooks.mjs", import.meta.url), {
+    data: { redirects: { [`${server.origin}/pyodide/pyodide.mjs`]: pyodide } },
+  });
+  installOpfsGlobals();
+  installWorkerScope({ url: `${server.origin}/worker/worker.js`, gpu, storage: diskStorage(storeDir) });
+  const { WispClient, fetchModels, modelRef } = await import(new URL("static/client.js", ROOT).href);
+  const client = new WispClient({ createWorker: () => startWorker() });
+  const entry = (await fetchModels(`${server.origin}/api/models`))[0];
+  return {
+    origin: server.origin, client, model: entry, modelRef,
+    async close() { client.terminate(); await server.close(); },
+  };
+}

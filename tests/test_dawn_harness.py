@@ -1,0 +1,141 @@
+"""The Dawn harness's stand-ins for the browser (benchmarks/dawn/), in Node without Dawn or a GPU.
+
+What would break silently (a benchmark that measures a different store path, or none): the disk
+OPFS (opfs.mjs) under the real weight store (worker/store.js + store_backends.js: OPFS backend picked,
+a download stored and checked, a cut download resumed by Range + If-Range from the bytes that were
+flushed, a second sync access handle refused as in Chrome), the Node server's Range answers and
+/api/models entry (serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from
+build/web, the store answering `store_list`, a load without WebGPU failing as `no-webgpu`).
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DAWN = ROOT / "benchmarks" / "dawn"
+FIXTURE = ROOT / "tests" / "fixtures" / "llama-f32"
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+
+STORE_AND_SERVER = """
+import assert from "node:assert/strict";
+import fs from "node:fs";
+const [dawn, worker, model, storeDir] = process.argv.slice(2);
+const { serve } = await import(`${dawn}/serve.mjs`);
+const { diskStorage, installOpfsGlobals } = await import(`${dawn}/opfs.mjs`);
+const { installWorkerScope } = await import(`${dawn}/worker_shim.mjs`);
+const server = await serve({ model, root: `${dawn}/../..` });
+installOpfsGlobals();
+installWorkerScope({ url: `${server.origin}/worker/worker.js`, gpu: undefined, storage: diskStorage(storeDir) });
+globalThis.postMessage = () => {};
+const bytes = fs.readFileSync(model), size = bytes.length, name = "x.gguf";
+const entry = server.entry, url = `${server.origin}/models/${entry.id}/${name}`;
+
+// /api/models: app/models.py's entry, the ETag the file is served with as its hash
+const listed = await (await fetch(`${server.origin}/api/models`)).json();
+assert.deepEqual(listed, [entry]);
+assert.equal(entry.kind, "gguf"); assert.equal(entry.name, "x"); assert.deepEqual(entry.files, { [name]: size });
+const get = async (headers = {}, method = "GET") => {
+  const r = await fetch(url, { method, headers });
+  return { status: r.status, range: r.headers.get("content-range"), etag: r.headers.get("etag"),
+           length: r.headers.get("content-length"), body: Buffer.from(await r.arrayBuffer()) };
+};
+const whole = await get();
+assert.equal(whole.status, 200); assert.ok(whole.body.equals(bytes)); assert.equal(entry.hashes[name].etag, whole.etag);
+let r = await get({ Range: "bytes=10-19" });
+assert.equal(r.status, 206); assert.equal(r.range, `bytes 10-19/${size}`); assert.ok(r.body.equals(bytes.subarray(10, 20)));
+r = await get({ Range: `bytes=${size - 3}-` });
+assert.equal(r.status, 206); assert.ok(r.body.equals(bytes.subarray(size - 3)));
+r = await get({ Range: "bytes=-5" });
+assert.equal(r.status, 206); assert.ok(r.body.equals(bytes.subarray(size - 5)));
+r = await get({ Range: `bytes=${size}-` });
+assert.equal(r.status, 416); assert.equal(r.range, `bytes */${size}`);
+r = await get({ Range: "bytes=10-19", "If-Range": '"another"' });
+assert.equal(r.status, 200); assert.equal(r.body.length, size);
+r = await get({ Range: "bytes=10-19", "If-Range": whole.etag });
+assert.equal(r.status, 206);
+r = await get({}, "HEAD");
+assert.equal(r.status, 200); assert.equal(r.length, String(size)); assert.equal(r.body.length, 0);
+assert.equal((await fetch(`${server.origin}/models/${entry.id}/other.gguf`)).status, 404);
+assert.equal((await fetch(`${server.origin}/worker/.hidden`)).status, 404);
+assert.equal((await fetch(`${server.origin}/worker/worker.js`)).status, 200);
+
+// the weight store on the disk OPFS: a download cut after 2 of its 256 KiB pieces, then resumed
+const requests = [];
+const fetchBefore = globalThis.fetch;
+globalThis.fetch = (input, init) => { requests.push(init?.headers?.Range ?? null); return fetchBefore(input, init); };
+const store = await import(`${worker}/store.js`);
+const begun = await store.begin({ id: entry.id, name: entry.name, kind: "gguf", base: `/models/${entry.id}/`,
+                                  files: entry.files, hashes: entry.hashes });
+assert.deepEqual(begun, { missing: size, backend: "opfs" });
+const got = Buffer.alloc(size);
+let pieces = 0;
+const cut = (at, b) => { if (++pieces === 2) throw new Error("cut"); got.set(b, at); };
+await assert.rejects(store.streamFile(url, cut), { name: "StoreError" });
+const partial = (await store.list())[0].files[0];
+assert.equal(partial.written, 2 * 256 * 1024); assert.equal(partial.complete, false);
+requests.length = 0;
+assert.equal(await store.streamFile(url, (at, b) => got.set(b, at)), true);
+assert.deepEqual(requests, [`bytes=${2 * 256 * 1024}-`]);  // only the missing bytes
+assert.ok(got.equals(bytes));
+assert.ok(fs.readFileSync(`${storeDir}/wisp-models/${entry.id}/${name}`).equals(bytes));
+const stored = (await store.list())[0];
+assert.equal(stored.files[0].complete, true); assert.equal(stored.bytes, size);
+requests.length = 0;
+assert.ok((await store.read(url, 100, 50)).every((b, i) => b === bytes[100 + i]));
+assert.deepEqual(requests, []);  // from the store, not the network
+const { usage, quota } = await store.estimate();
+assert.ok(usage >= size && quota > usage);
+
+// Chrome allows one sync access handle per file; the store's records round-trip
+const root = await navigator.storage.getDirectory();
+const dir = await (await root.getDirectoryHandle("wisp-models")).getDirectoryHandle(entry.id);
+const handle = await (await dir.getFileHandle(name)).createSyncAccessHandle();
+await assert.rejects((await dir.getFileHandle(name)).createSyncAccessHandle(), { name: "NoModificationAllowedError" });
+await assert.rejects(dir.removeEntry(name), { name: "NoModificationAllowedError" });
+handle.close();
+await assert.rejects(dir.getFileHandle("none"), { name: "NotFoundError" });
+await assert.rejects(root.removeEntry("wisp-models"), { name: "InvalidModificationError" });
+await store.remove(entry.id);
+assert.deepEqual(await store.list(), []);
+assert.deepEqual(fs.readdirSync(`${storeDir}/wisp-models`), []);
+await server.close();
+console.log("ok");
+"""
+
+WORKER_BOOT = """
+import assert from "node:assert/strict";
+const [dawn, model, storeDir] = process.argv.slice(2);
+const { openPage } = await import(`${dawn}/page.mjs`);
+const page = await openPage({ model, gpu: undefined, storeDir });
+const report = await page.client.storeList();
+assert.equal(report.backend, "opfs"); assert.deepEqual(report.models, []);
+assert.ok(page.client.booted.pyodide_ms > 0);
+await assert.rejects(page.client.load(page.modelRef(page.model), { context: 64 }), { kind: "no-webgpu" });
+await page.close();
+console.log("ok");
+process.exit(0);
+"""
+
+
+def node(script: str, tmp_path: Path, *args) -> subprocess.CompletedProcess:
+    path = tmp_path / "check.mjs"
+    path.write_text(script)
+    return subprocess.run(["node", str(path), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_store_on_disk_opfs_and_range_server(tmp_path):
+    model = tmp_path / "x.gguf"
+    model.write_bytes(bytes((i * 7 + i // 251) % 256 for i in range(1_000_003)))  # 3.8 pieces of 256 KiB
+    out = node(STORE_AND_SERVER, tmp_path, DAWN, ROOT / "worker", model, tmp_path / "opfs")
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_worker_boots_on_the_harness(tmp_path):
+    build = subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    out = node(WORKER_BOOT, tmp_path, DAWN, FIXTURE, tmp_path / "opfs")
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr
