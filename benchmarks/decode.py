@@ -52,9 +52,12 @@ async def measure(args) -> dict:
     prefill_s, token = await prefill()
     # Decode as generate() runs it (the token stays on the GPU; the host encodes ahead where it can):
     # the clock starts at the first answer token, which needs the prefill.
+    decode = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=0)
+    engine.reset()
+    async for _ in engine.generate(prompt, 9, decode):  # warm-up: the decode loop's first submits
+        pass
     engine.reset()
     start = None
-    decode = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=0)
     tokens = engine._sampled(prompt, args.new_tokens + 1, decode, ()) if args.round_trip else \
         engine.generate(prompt, args.new_tokens + 1, decode)
     async for _ in tokens:
