@@ -18,6 +18,7 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -73,7 +74,7 @@ async def run(engine, prompt, new_tokens, lookup, sampling, stop_ids=(), repeats
     for _ in range(repeats):
         engine.reset()
         start, tokens = time.perf_counter(), []
-        async for t in engine.generate(prompt, new_tokens, sampling, stop_ids, lookup=lookup):
+        async for t in engine.generate(prompt, new_tokens, replace(sampling, lookup=lookup), stop_ids):
             tokens.append(t)
         seconds = time.perf_counter() - start
         best = seconds if best is None else min(best, seconds)

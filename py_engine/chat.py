@@ -194,7 +194,8 @@ async def chat(args) -> int:
     bar.finish()
     if tok is None or tok.chat_template is None:
         raise WispError(f"{path}: the model has no chat template; use `generate` instead")
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
+                              args.lookup)
     conversation = Conversation(engine, tok, stop_ids, sampling, args.max_new_tokens, args.system)
     interactive = sys.stdin.isatty()
     if interactive:

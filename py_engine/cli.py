@@ -55,6 +55,8 @@ def add_sampling_args(parser, max_new_tokens: int, temperature: float, top_p: fl
     parser.add_argument("--repetition-penalty", type=float, default=repetition_penalty,
                         help=f"default {repetition_penalty}")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--lookup", action="store_true",
+                        help="prompt-lookup decoding: the same tokens, faster where the answer copies its prompt")
     parser.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens (default 2048)")
     parser.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
 
@@ -164,7 +166,8 @@ async def generate(args) -> int:
 
         write_npy_f32(args.logits_out, await engine.prompt_logits(prompt))
         engine.reset()
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
+                              args.lookup)
     stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
     tokens, pieces = [], []
     start = time.perf_counter()

@@ -146,20 +146,20 @@ class Engine:
         return list(struct.unpack(f"<{self.cfg.vocab_size}f", raw))
 
     async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
-                       stop_ids=(), context_ids: list[int] | None = None, lookup: bool = False):
+                       stop_ids=(), context_ids: list[int] | None = None):
         """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
         never been computed: the last yielded token is not in the KV cache. context_ids: every
         token before the answer, cached ones included (the repetition penalty's history, as HF
-        takes the whole input); default the prompt. lookup: draft from the conversation and verify
-        drafts in one forward (prompt_lookup.py), without a repetition penalty: the same tokens as
-        without it (greedy, or the same seed's draws)."""
+        takes the whole input); default the prompt. sampling.lookup: draft from the conversation and
+        verify drafts in one forward (prompt_lookup.py), without a repetition penalty: the same
+        tokens as without it (greedy, or the same seed's draws)."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
         tokens = lookup_decode(self, prompt, max_new_tokens, sampling, stop_ids, history) \
-            if lookup and sampling.repetition_penalty == 1 else \
+            if sampling.lookup and sampling.repetition_penalty == 1 else \
             self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
         try:
             async for token in tokens:

@@ -16,7 +16,8 @@ H100 with SmolLM2 a step that accepts nothing halves the speed. So the GPU-fed l
 STREAK tokens in a row were what a draft would have said (the text is copying itself), submitting
 smaller groups as the streak grows; then verification runs while its steps give enough tokens on
 average (LEAVE_RATE) and there is a draft, and the GPU-fed loop takes over again.
-The engine uses it only when asked (Engine.generate(lookup=True)).
+The engine uses it only when asked: SamplingParams(lookup=True), `--lookup` in the CLI, `lookup`
+in the worker's sampling options.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     # Draws continue one random.Random(seed) until the seed changes or Sampler.reset() is called.
     seed: int | None = None
+    # Prompt-lookup decoding (py_engine/prompt_lookup.py): the same tokens, faster where the answer
+    # copies the conversation; no effect with a repetition penalty.
+    lookup: bool = False
 
 
 @dataclass

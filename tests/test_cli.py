@@ -30,6 +30,14 @@ def test_generate_ids_json_and_logits(tmp_path):
     np.testing.assert_allclose(logits, ref["logits"], atol=1e-3 * np.abs(ref["logits"]).max())
 
 
+def test_generate_with_prompt_lookup_gives_the_same_tokens():
+    ref = json.loads((FIXTURE / "reference.json").read_text())
+    result = cli("generate", "--model", FIXTURE, "--ids", ",".join(map(str, ref["prompt_ids"])),
+                 "--max-new-tokens", 16, "--json", "--lookup")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
+
+
 def rewrite_safetensors_header(path: Path, edit):
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])

@@ -3,6 +3,7 @@ a forward of a few rows must be, bit for bit, what one-token decodes pick — th
 (rope_kv + attention vs ROPE_KV) and the LM head compute each row as a decode token's. Tiny
 fixtures of each family (bias, QK norm, sliding window) on this machine's GPU."""
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ ECHO = PROMPT + [77, 5, 17, 42, 9]  # repeats itself: the drafts find matches
 
 @pytest.mark.parametrize("name,streak", [("llama-f32", 0), ("qwen3-f32", 0), ("qwen3-f32", prompt_lookup.STREAK)])
 def test_prompt_lookup_gives_greedy_decoding_s_tokens(name, streak, monkeypatch):
-    """generate(lookup=True) yields the GPU loop's greedy tokens and leaves pos where it does: to
+    """generate with lookup yields the GPU loop's greedy tokens and leaves pos where it does: to
     the end, at a stop inside an accepted run, at a cancel, and at the context's end. Streak 0:
     every token the GPU loop yields hands over to verification, and each rejection hands back."""
     monkeypatch.setattr(prompt_lookup, "STREAK", streak)
@@ -70,15 +71,15 @@ def test_prompt_lookup_gives_greedy_decoding_s_tokens(name, streak, monkeypatch)
         for lookup in (False, True):
             got = []
             engine.reset()
-            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), lookup=lookup)))
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(lookup=lookup))))
             got.append(engine.pos)
             stats = (engine.drafter.drafted, engine.drafter.verified) if lookup else None
             stop = got[0][next(i for i in range(6, 30) if got[0][i] not in got[0][:i])]
             engine.reset()
-            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), stop_ids={stop}, lookup=lookup)))
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(lookup=lookup), stop_ids={stop})))
             got.append(engine.pos)
             engine.reset()
-            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(), lookup=lookup), limit=7))
+            got.append(await collect(engine.generate(ECHO, 30, SamplingParams(lookup=lookup)), limit=7))
             got.append(engine.pos)
             out[lookup] = got
         return out, stats
@@ -108,7 +109,7 @@ def test_prompt_lookup_draws_what_the_seed_draws(sampling, monkeypatch):
         out = {}
         for lookup in (False, True):
             engine.reset()
-            out[lookup] = (await collect(engine.generate(ECHO, 30, sampling, lookup=lookup)), engine.pos)
+            out[lookup] = (await collect(engine.generate(ECHO, 30, replace(sampling, lookup=lookup))), engine.pos)
         return out, engine.drafter
 
     out, drafter = asyncio.run(run())

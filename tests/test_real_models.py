@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from gpu_harness import device
+from py_engine import prompt_lookup
 from py_engine.engine import Engine
 from py_engine.model_cache import ensure_model
 from py_engine.sampling import SamplingParams
@@ -37,8 +38,8 @@ async def check_model(path: Path, ref: dict, dev) -> list[str]:
         looked = tokens
         if i == len(ref["cases"]) - 1:  # one case: a verifying forward costs its rows on lavapipe
             engine.reset()
-            looked = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams(),
-                                                       lookup=True)]
+            looked = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]),
+                                                       SamplingParams(lookup=True))]
         if rel > 1e-2 or tokens != case["greedy"] or looked != tokens:
             problems.append(f"{case['prompt']!r}: max|Δlogit|/max|ref| = {rel:.2e}, "
                             f"greedy {tokens} (prompt lookup {looked}) vs reference {case['greedy']}")
@@ -46,7 +47,8 @@ async def check_model(path: Path, ref: dict, dev) -> list[str]:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_matches_transformers_gguf_loader(name):
+def test_matches_transformers_gguf_loader(name, monkeypatch):
+    monkeypatch.setattr(prompt_lookup, "STREAK", 0)  # verify drafts from the first token on
     ref = json.loads((REFERENCES / f"{name}.json").read_text())
     path = ensure_model(name)
     problems = asyncio.run(check_model(path, ref, device(True)[0]))

@@ -8,7 +8,7 @@
 // page -> worker: {type:"load", id, model:{id, name, kind, base:"/models/<id>/", files:{rel:size}}, options:{context, f32,
 //                  gpu_budget_mb, platform (static/platform.js), group (?group=), probe:{group, reason, ceiling} | {error}}}
 //                 {type:"generate", id, messages:[{role,content}] | prompt:"...", sampling:{temperature, top_k, top_p,
-//                  repetition_penalty, seed, max_new_tokens}}
+//                  repetition_penalty, seed, max_new_tokens, lookup}}
 //                 {type:"cancel", id}   {type:"unload"}
 //                 {type:"store_list", id}  {type:"store_remove", id, model}  {type:"store_persist", id}
 //                 {type:"diagnose", id, options:{platform, group, probe}}   ("Check this device"; no model needed)
