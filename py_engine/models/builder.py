@@ -6,6 +6,7 @@ that fit one storage binding."""
 from __future__ import annotations
 
 from itertools import groupby
+from typing import NamedTuple
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..linear_plan import (LOGIT_ROWS, attention_merge_params, choose_linear, embedding_grid, gemv_features,
@@ -34,6 +35,17 @@ def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
     return split_len, ceil_div(capacity, split_len)
 
 
+class KVLayer(NamedTuple):
+    """One layer's K and V caches and the qkv that rope_kv() prepared for them: attention() takes
+    it (and in a one-row forward does rope_kv's work itself, with these norms and RoPE params)."""
+
+    qkv: Tensor
+    k_cache: Tensor
+    v_cache: Tensor
+    norms: dict  # cos_sin, q_norm, k_norm bindings
+    rope: dict  # rope_kv's RoPE / QK-norm params
+
+
 class GraphBuilder:
     def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
                  half: bool, kv_formats: tuple[str, str], max_binding: int):
@@ -47,8 +59,7 @@ class GraphBuilder:
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.g.inputs["cos_sin"] = self.g.tensor("cos_sin", max_rows * cfg.rotary_dim * 4, "input")
-        self.kv_caches = []
-        self.rope = None  # (qkv, bindings, params) of the last rope_kv(): attention() does its work in decode
+        self.kv_layers = 0
         self._merge = None  # (output, merge params) of the last attention(): its partials for the O projection
         self._count = 0
 
@@ -185,36 +196,33 @@ class GraphBuilder:
                         defines)
         return y
 
-    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> None:
-        """Q/K norm, RoPE and KV append for the next attention(): its own op in a forward of many
-        rows; in a one-row forward attention does the same work (ROPE_KV) and this op is skipped."""
+    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None,
+                interleaved=False) -> KVLayer:
+        """A new layer's KV caches, and Q/K norm, RoPE and KV append of qkv into them: its own op in
+        a forward of many rows; in a one-row forward attention() does the same work (ROPE_KV) and
+        this op is skipped."""
         cfg = self.cfg
         cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
-        layer = len(self.kv_caches)
+        layer, self.kv_layers = self.kv_layers, self.kv_layers + 1
         k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
         v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
-        self.kv_caches.append((k_cache, v_cache))
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
         norms = {"cos_sin": self.cos_sin, "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
                  "k_norm": self.vector([k_norm]) if k_norm else self.dummy}
         rope = {"rotary_dim": cfg.rotary_dim, "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved),
                 "eps": cfg.rms_norm_eps, "norm_offset": 0.0}
-        self.rope = (qkv, norms, rope)
         self.g.op("rope_kv", {**norms, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
                   {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
                    "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity, **rope, "pad0": 0, "pad1": 0},
                   lambda rows: (heads, rows, 1), self.kv_defines(), decode_skip=True)
+        return KVLayer(qkv, k_cache, v_cache, norms, rope)
 
     def kv_defines(self) -> dict:
         return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
 
-    def attention(self, qkv: Tensor, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
-        """Attention over the last rope_kv()'s caches (which must have been for this qkv)."""
+    def attention(self, kv: KVLayer, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+        """Attention of rope_kv()'s qkv over its layer's caches."""
         cfg = self.cfg
-        k_cache, v_cache = self.kv_caches[-1]
-        roped, norms, rope = self.rope or (None, None, None)
-        if roped is not qkv:
-            raise ValueError("attention() needs rope_kv() of the same qkv first")
         heads, hd = cfg.num_heads, cfg.head_dim
         split_len, splits = attention_splits(self.kv_capacity)
         # One tensor: the output [rows, heads * head_dim], then the per-split partials that
@@ -222,11 +230,12 @@ class GraphBuilder:
         # projection's GEMV as it reads them (COMBINE): one dispatch fewer.
         y = self.act("attn", heads * hd + heads * splits * (hd + 2))
         partials_at = self.g.max_rows * heads * hd
-        self.g.op("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **norms},
+        self.g.op("attention", {"qkv": kv.qkv, "k_cache": kv.k_cache, "v_cache": kv.v_cache, "partials": y,
+                                **kv.norms},
                   {"n_heads": heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": hd,
                    "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
                    "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
-                   "split_len": split_len, "splits": splits, **rope, "partials_at": partials_at},
+                   "split_len": split_len, "splits": splits, **kv.rope, "partials_at": partials_at},
                   lambda rows: (heads, rows, splits), {**self.kv_defines(), "ROPE_KV": False},
                   decode_defines={"ROPE_KV": True})
         self.g.op("attention_combine", {"attn": y},

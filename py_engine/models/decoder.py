@@ -17,9 +17,9 @@ def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = Fa
         qkv = b.linear(x, [attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"],
                        bias=[attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"] if qkv_bias else None,
                        norm=p + "input_layernorm.weight")
-        b.rope_kv(qkv, q_norm=attn + "q_norm.weight" if qk_norm else None,
-                  k_norm=attn + "k_norm.weight" if qk_norm else None, interleaved=cfg.rope_interleaved)
-        a = b.attention(qkv, window=window)
+        kv = b.rope_kv(qkv, q_norm=attn + "q_norm.weight" if qk_norm else None,
+                       k_norm=attn + "k_norm.weight" if qk_norm else None, interleaved=cfg.rope_interleaved)
+        a = b.attention(kv, window=window)
         x = b.linear(a, [attn + "o_proj.weight"], residual=x)
         m = b.gated_mlp(x, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", norm=p + "post_attention_layernorm.weight")
         x = b.linear(m, [p + "mlp.down_proj.weight"], residual=x)
