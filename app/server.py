@@ -16,7 +16,6 @@ happens in the browser (Pyodide + WebGPU in a module worker).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -29,17 +28,10 @@ from starlette.routing import Route
 
 from .files import file_response, not_found, safe_path
 from .models import ModelRegistry
+from .shell import shell_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_CACHE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
-
-
-def _build_web():
-    """tools/build_web.py as a module (it owns the app shell's file list: shell_manifest)."""
-    spec = importlib.util.spec_from_file_location("wisp_build_web", ROOT / "tools" / "build_web.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class ShellVersion:
@@ -53,7 +45,6 @@ class ShellVersion:
         self.key = None
         self.value = None
         self.lock = threading.Lock()
-        self.shell_manifest = _build_web().shell_manifest
 
     def _key(self):
         stats = []
@@ -71,7 +62,7 @@ class ShellVersion:
             key = self._key()
             if key != self.key:
                 try:
-                    self.value = self.shell_manifest(*self.args)
+                    self.value = shell_manifest(*self.args)
                 except OSError:
                     self.value = None
                 self.key = key

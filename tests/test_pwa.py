@@ -24,7 +24,8 @@ import pytest
 uvicorn = pytest.importorskip("uvicorn")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-from app import ModelRegistry, create_app  # noqa: E402
+from app.models import ModelRegistry  # noqa: E402
+from app.server import create_app  # noqa: E402
 from app.__main__ import bind  # noqa: E402
 from browser_harness import CHROMIUM, FLAGS  # noqa: E402
 from test_server import FIXTURE, ROOT, web_build  # noqa: E402,F401  (web_build: a pytest fixture)

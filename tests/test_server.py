@@ -22,7 +22,8 @@ import pytest
 pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
-from app import ModelPathError, ModelRegistry, create_app  # noqa: E402
+from app.models import ModelPathError, ModelRegistry  # noqa: E402
+from app.server import create_app  # noqa: E402
 from app.__main__ import bind  # noqa: E402
 from py_engine.catalog import DEFAULT_MODEL, MODELS  # noqa: E402
 

@@ -109,7 +109,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tap(model_dir):
-    from app import ModelRegistry, create_app
+    from app.models import ModelRegistry
+    from app.server import create_app
 
     tap = Tap(create_app(ModelRegistry([model_dir], include_cache=False)))
     with running(tap) as port:

@@ -32,13 +32,15 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from app.shell import PYODIDE_FILES, shell_manifest  # noqa: E402  (the server computes the same live)
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 
 PYODIDE_VERSION = "314.0.7"
 # `npm view pyodide@314.0.7 dist.integrity`
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
-PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 JINJA2 = ("jinja2", "3.1.6", "jinja2-3.1.6-py3-none-any.whl",
           "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67")
@@ -264,32 +266,6 @@ def write_lock(out: Path, wheels: list[Path]) -> None:
     if not lock.exists() or lock.read_text() != text:  # unchanged bytes keep mtime and ETag
         lock.write_text(text)
         log(f"lock file -> {lock.name}")
-
-
-# ---- the app shell (service worker precache) ----
-
-def shell_manifest(static: Path, worker: Path, web: Path) -> dict:
-    """{"version", "files"}: every URL of the app shell and a hash over their bytes and sw.js.
-
-    The server (app/server.py) computes the same live, so an edit to static/ or worker/ gives a
-    new version (and a new service worker) even before the next build."""
-    files: dict[str, Path] = {"/": static / "index.html", "/manifest.webmanifest": static / "manifest.webmanifest"}
-    for prefix, base in (("/static/", static), ("/worker/", worker)):
-        for path in sorted(base.rglob("*")):
-            rel = path.relative_to(base)
-            if (not path.is_file() or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
-                    or rel.as_posix() in ("sw.js", "manifest.webmanifest")):
-                continue
-            files[prefix + rel.as_posix()] = path
-    for name in PYODIDE_FILES:
-        files[f"/pyodide/{name}"] = web / "pyodide" / name
-    for path in sorted((web / "wheels").glob("*.whl")):
-        files[f"/wheels/{path.name}"] = path
-    files["/wisp-lock.json"] = web / "wisp-lock.json"
-    digest = hashlib.sha256()
-    for url, path in [*files.items(), ("/sw.js", static / "sw.js")]:
-        digest.update(url.encode() + b"\0" + path.read_bytes() + b"\0")
-    return {"version": digest.hexdigest()[:16], "files": list(files)}
 
 
 def write_version(out: Path) -> None:
