@@ -1,4 +1,5 @@
-"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check …`. Bad input → one line on stderr, exit 2."""
+"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check|kernel …`. Bad input → one line on
+stderr, exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run the GPU self-tests (\"Check this device\"); exit 1 if any fails")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--f32", action="store_true", help="open the device without shader-f16")
+    kernel = sub.add_parser("kernel", help="print a kernel's WGSL as it is compiled (snippets, defines)")
+    kernel.add_argument("name", help="shaders/<name>.wgsl, e.g. gemv, attention, rmsnorm")
+    kernel.add_argument("--define", action="append", default=[], metavar="K=V",
+                        help="a define (true/false, an integer, or a name: WEIGHTS=q4_0, K_CACHE=f16, ...)")
+    kernel.add_argument("--subgroups", action="store_true", help="as on a device with subgroups")
+    kernel.add_argument("--browser", action="store_true", help="as the browser's WGSL wants it (enable subgroups;)")
     tok = sub.add_parser("tokenize", help="read text on stdin, print {\"ids\": [...]}")
     tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
@@ -72,6 +79,8 @@ def main(argv=None) -> int:
             return fetch(args)
         if args.command == "check":
             return asyncio.run(check_device(args))
+        if args.command == "kernel":
+            return print_kernel(args)
         check_sampling_args(args)
         if args.command == "chat":
             return asyncio.run(chat(args))
@@ -81,6 +90,26 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def print_kernel(args) -> int:
+    from .kernels import assemble
+
+    defines = {}
+    for item in args.define:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise WispError(f"--define {item!r}: expected K=V")
+        defines[key] = {"true": True, "false": False}.get(value.lower(), int(value) if value.isdigit() else value)
+    try:
+        source, bindings, params = assemble(args.name, defines, args.subgroups, args.browser)
+    except ValueError as exc:
+        raise WispError(f"kernel {args.name}: {exc}") from None
+    print(f"// {args.name}.wgsl as compiled; bindings: "
+          + ", ".join(f"{b.index} {b.name} ({b.kind})" for b in bindings)
+          + (f"; Params: {', '.join(n for n, _ in params)}" if params else ""))
+    print(source)
+    return 0
 
 
 def fetch(args) -> int:

@@ -148,32 +148,42 @@ def kv_snippet(cache_format: str, name: str, binding: Binding | None) -> str:
     return "\n" + Template(text).substitute(name=name, cache=binding.name)
 
 
+def assemble(name: str, defines: dict | None = None, subgroups: bool = False,
+             subgroups_enable: bool = False) -> tuple[str, list[Binding], list[tuple[str, str]]]:
+    """(the WGSL that is compiled, its bindings, its Params fields) of shaders/<name>.wgsl with
+    `defines`, for a device with or without subgroups (subgroups_enable: its WGSL wants `enable
+    subgroups;`). `python -m py_engine kernel NAME --define K=V` prints the source."""
+    path = SHADER_DIR / f"{name}.wgsl"
+    if not re.fullmatch(r"\w+", name) or not path.is_file():
+        raise ValueError(f"no kernel {name!r} in {SHADER_DIR}")
+    raw = path.read_text()
+    defines = dict(defines or {})
+    weights = defines.pop("WEIGHTS", None)
+    enables = ()
+    if "SUBGROUPS" in raw:
+        defines.setdefault("SUBGROUPS", subgroups)
+        if defines["SUBGROUPS"] and subgroups_enable:
+            enables = ("subgroups",)
+    raw = preprocess(raw, defines)
+    bindings = parse_bindings(raw)
+    helpers = SAFE_EXP + (ACTIVATIONS if "gate_act(" in raw else "") + (ROPE if "rope_pair(" in raw else "")
+    helpers += weight_snippets(weights, units="unit_dot(" in raw) if weights else ""
+    by_name = {b.name: b for b in bindings}
+    for cache in ("k", "v"):
+        cache_format = defines.pop(f"{cache.upper()}_CACHE", None)
+        if cache_format is not None:
+            helpers += kv_snippet(cache_format, cache, by_name.get(f"{cache}_cache"))
+            defines[cache.upper()] = KV_WORDS[cache_format]
+    return specialise(raw + helpers, defines, enables), bindings, parse_params(raw)
+
+
 class Kernel:
     """A compiled kernel plus what Python needs to bind it and fill its Params."""
 
     def __init__(self, device, name: str, defines: dict | None = None):
-        raw = (SHADER_DIR / f"{name}.wgsl").read_text()
-        defines = dict(defines or {})
-        weights = defines.pop("WEIGHTS", None)
         caps = device.caps
-        enables = ()
-        if "SUBGROUPS" in raw:
-            defines.setdefault("SUBGROUPS", caps.subgroups)
-            if defines["SUBGROUPS"] and caps.subgroups_enable:
-                enables = ("subgroups",)
-        raw = preprocess(raw, defines)
-        self.bindings = parse_bindings(raw)
-        helpers = SAFE_EXP + (ACTIVATIONS if "gate_act(" in raw else "") + (ROPE if "rope_pair(" in raw else "")
-        helpers += weight_snippets(weights, units="unit_dot(" in raw) if weights else ""
-        by_name = {b.name: b for b in self.bindings}
-        for cache in ("k", "v"):
-            cache_format = defines.pop(f"{cache.upper()}_CACHE", None)
-            if cache_format is not None:
-                helpers += kv_snippet(cache_format, cache, by_name.get(f"{cache}_cache"))
-                defines[cache.upper()] = KV_WORDS[cache_format]
-        source = specialise(raw + helpers, defines, enables)
+        source, self.bindings, self.params = assemble(name, defines, caps.subgroups, caps.subgroups_enable)
         self.name = name
-        self.params = parse_params(raw)
         self._format = "<" + "".join(_PACK[t] for _, t in self.params)
         self.handle = device.create_kernel(name, source, self.bindings)
 

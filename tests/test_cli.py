@@ -38,6 +38,21 @@ def test_generate_with_prompt_lookup_gives_the_same_tokens():
     assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
 
 
+def test_kernel_prints_the_wgsl_that_is_compiled():
+    result = cli("kernel", "attention", "--define", "K_CACHE=f16", "--define", "V_CACHE=f16_packed",
+                 "--define", "ROPE_KV=true", "--subgroups", "--browser")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("// attention.wgsl as compiled; bindings: 0 step (uniform), 1 p (uniform)")
+    for line in ("enable subgroups;", "enable f16;", "alias K = f16;", "alias V = u32;", "const ROPE_KV: bool = true;",
+                 "const SUBGROUPS: bool = true;", "fn k_pair(", "fn v_store_pair(", "fn rope_pair(", "fn safe_exp("):
+        assert line in out, line
+    for name in ("nope", "../attention"):
+        result = cli("kernel", name)
+        assert result.returncode == 2 and result.stderr.startswith(f"error: kernel {name}: no kernel"), result.stderr
+    assert cli("kernel", "gemv", "--define", "NORM").stderr.startswith("error: --define 'NORM': expected K=V")
+
+
 def rewrite_safetensors_header(path: Path, edit):
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
