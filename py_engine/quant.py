@@ -93,6 +93,3 @@ def weight_format(name: str) -> WeightFormat:
         raise ValueError(f"unknown weight format {name!r}; known: {', '.join(FORMATS)}")
     return FORMATS[name]
 
-
-def check_k(name: str, K: int, group: int = 64) -> None:
-    weight_format(name).check_k(K, group)

@@ -5,7 +5,6 @@ import { ui } from "./ui.js";
 import { fmtProgressBytes, fmtSpeed, fmtEta } from "./format.js";
 
 export const PHASES = ["boot", "store", "download", "verify", "upload", "compile"];
-const ALIASES = { fetch: "download" }; // the worker's name for downloads before issue 5
 export const STALL_MS = 3000;
 
 // What each phase waits on, for the stall line ("Waiting for … · 5 s").
@@ -18,11 +17,9 @@ const WAITING_FOR = {
   compile: "the GPU driver to compile the kernels",
 };
 
-const phaseOf = (p) => ALIASES[p] || p;
-
 export function narrate(p) {
   const { done = 0, total = 0 } = p;
-  switch (phaseOf(p.phase)) {
+  switch (p.phase) {
     case "boot": return "Starting Python…";
     case "store": return "Checking this device for the model…";
     case "download": {
@@ -40,11 +37,11 @@ export function narrate(p) {
 }
 
 export function stallText(phase, seconds) {
-  const what = WAITING_FOR[phaseOf(phase)] || "the engine";
+  const what = WAITING_FOR[phase] || "the engine";
   return `Waiting for ${what}… no progress for ${seconds} s`;
 }
 
-const run = { t0: 0, lastAt: 0, last: { phase: "boot" }, text: "", seen: new Set(), timer: null, speed: null };
+const run = { t0: 0, lastAt: 0, last: { phase: "boot" }, text: "", seen: new Set(), timer: null };
 
 /** Show the card for a new load and start its clocks (elapsed, stall watch). */
 export function resetProgress(model) {
@@ -54,7 +51,6 @@ export function resetProgress(model) {
   run.t0 = run.lastAt = performance.now();
   run.last = { phase: "boot" };
   run.seen = new Set(["boot"]);
-  run.speed = null;
   setSteps("boot");
   setBar(null);
   setLabel(narrate(run.last), false);
@@ -102,28 +98,13 @@ function setBar(fraction) {
   }
 }
 
-// Speed and time left for downloads whose events do not carry them (a worker from before issue 5):
-// measured over the last few seconds of events.
-function withSpeed(p, now) {
-  if (phaseOf(p.phase) !== "download" || !p.total || p.bytes_per_s != null) return p;
-  const s = run.speed;
-  if (!s || p.done < s.done) { run.speed = { at: now, done: p.done, samples: [[now, p.done]] }; return p; }
-  s.samples.push([now, p.done]);
-  while (s.samples.length > 2 && now - s.samples[0][0] > 5000) s.samples.shift();
-  const [t0, d0] = s.samples[0];
-  const dt = (now - t0) / 1000;
-  if (dt < 0.5 || p.done <= d0) return p;
-  const bps = (p.done - d0) / dt;
-  return { ...p, bytes_per_s: bps, eta_s: (p.total - p.done) / bps };
-}
-
 export function onProgress(p) {
   const now = performance.now();
-  const phase = phaseOf(p.phase);
+  const phase = p.phase;
   run.lastAt = now;
   run.last = p;
   run.seen.add(phase);
   setSteps(phase);
   setBar(p.total > 0 ? p.done / p.total : null);
-  setLabel(narrate(withSpeed(p, now)), false);
+  setLabel(narrate(p), false);
 }

@@ -1,4 +1,4 @@
-// WebKit's submit probe, the page's half (issue 6, point 3): which submit group this device can
+// WebKit's submit probe, the page's half: which submit group this device can
 // take, calibrated on the device itself — no table of known devices.
 //
 // Batched submits have hard-crashed WebKit's GPU process on some iPhones, and the page dies with

@@ -141,7 +141,7 @@ def test_narrate_texts(page, base_url):
           narrate({ phase: "store" }),
           narrate({ phase: "download", done: 34e6, total: 98e6, bytes_per_s: 12.3e6, eta_s: 5.2 }),
           narrate({ phase: "download", done: 1.2e9, total: 4.2e9, bytes_per_s: 800e3, eta_s: 3750 }),
-          narrate({ phase: "fetch", done: 34e6, total: 98e6 }),
+          narrate({ phase: "download", done: 34e6, total: 98e6 }),  // no speed in the event
           narrate({ phase: "verify", done: 49e6, total: 98e6 }),
           narrate({ phase: "upload", done: 40e6, total: 98e6 }),
           narrate({ phase: "compile" }),

@@ -7,7 +7,7 @@
 
 const ROOT = "wisp-models";
 // The Cache API backend stores a file as entries of this size: one put of a whole model file
-// has failed on WebKit above ~64 MB (issue 6), and a crash loses only the chunk in hand.
+// has failed on WebKit above ~64 MB, and a crash loses only the chunk in hand.
 export const CACHE_CHUNK = 16 << 20;
 const CACHE_NAME = "wisp-models-v1";
 

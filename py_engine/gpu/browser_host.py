@@ -11,6 +11,7 @@ The worker registers gpu.js as the JS module "wisp_gpu" before Python imports th
 from __future__ import annotations
 
 from array import array
+from contextlib import contextmanager
 
 from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
@@ -56,6 +57,15 @@ def _gpu_error(e) -> GpuError:
     return {"NoWebGPU": NoWebGPUError, "QuotaError": StorageQuotaError}.get(name, GpuError)(message)
 
 
+@contextmanager
+def _js_errors():
+    """The worker GPU module's JS exceptions as the engine's typed errors (_gpu_error)."""
+    try:
+        yield
+    except JsException as e:
+        raise _gpu_error(e) from None
+
+
 def _js_module():
     import wisp_gpu  # registered by worker/worker.js: pyodide.registerJsModule("wisp_gpu", gpu)
 
@@ -78,10 +88,8 @@ async def open_browser_device(allow_f16: bool = True, limits: str = "default", s
     gpu = gpu if gpu is not None else _js_module()
     options = to_js({"allowF16": bool(allow_f16), "limits": limits, "allowSubgroups": bool(allow_subgroups)},
                     dict_converter=_object_from_entries())
-    try:
+    with _js_errors():
         info = (await gpu.requestDevice(options)).to_py()
-    except JsException as e:
-        raise _gpu_error(e) from None
     lim = info["limits"]
     name = info["name"]
     extra = ", ".join(x for x in (info.get("architecture"), "fallback" if info.get("isFallbackAdapter") else "") if x)
@@ -133,29 +141,23 @@ class BrowserDevice(Device):
         if size > self.caps.limits.max_buffer_size:
             raise GpuError(f"buffer {label or ''} of {size} bytes exceeds the device's maximum "
                            f"({self.caps.limits.max_buffer_size} bytes)")
-        try:
+        with _js_errors():
             return GpuBuffer(self._gpu.createBuffer(size, kind, label), size, label)
-        except JsException as e:
-            raise _gpu_error(e) from None
 
     def write_buffer(self, buffer, offset, data):
         """Small bytes are copied into the shared array; anything else is lent zero-copy (gpu.js
         reads the Python buffer and queue.writeBuffer copies it at once)."""
-        try:
+        with _js_errors():
             if type(data) in (bytes, bytearray) and len(data) <= _SMALL_WRITE:
                 n = len(data)
                 self._shared_u8[:n] = data
                 self._gpu.writeShared(buffer, offset, n)
             else:
                 self._gpu.writeBuffer(buffer, offset, data)
-        except JsException as e:
-            raise _gpu_error(e) from None
 
     async def read_buffer(self, buffer, offset, size):
-        try:
+        with _js_errors():
             data = await self._gpu.readBuffer(buffer, offset, size)
-        except JsException as e:
-            raise _gpu_error(e) from None
         return data.to_bytes()
 
     def destroy_buffer(self, buffer):
@@ -165,25 +167,19 @@ class BrowserDevice(Device):
     def create_kernel(self, label, source, bindings: list[Binding], entry="main"):
         """Compiles asynchronously: `await device.prepare()` before submitting it."""
         kinds = ",".join(b.kind for b in sorted(bindings, key=lambda b: b.index))
-        try:
+        with _js_errors():
             return self._gpu.createKernel(label, source, kinds, entry)
-        except JsException as e:
-            raise _gpu_error(e) from None
 
     async def prepare(self):
-        try:
+        with _js_errors():
             await self._gpu.prepare()
-        except JsException as e:
-            raise _gpu_error(e) from None
 
     def create_bind_group(self, kernel, resources):
         flat = []
         for buf, off, size in resources:
             flat += (int(buf), off, size)
-        try:
+        with _js_errors():
             return self._gpu.createBindGroup(kernel, to_js(flat))
-        except JsException as e:
-            raise _gpu_error(e) from None
 
     # work --------------------------------------------------------------------------------------
     def encode(self, commands) -> tuple[array, list[int]]:
@@ -219,27 +215,21 @@ class BrowserDevice(Device):
         if 4 * n > len(self._shared_u8):
             self._share(8 * n)
         self._shared[:n] = ops  # same length: copied in place, never a resize
-        try:
+        with _js_errors():
             self._gpu.submitShared(n)
-        except JsException as e:
-            raise _gpu_error(e) from None
         return reads
 
     async def fetch(self, pending):
-        try:
+        with _js_errors():
             data = await self._gpu.fetchRead(pending)
-        except JsException as e:
-            raise _gpu_error(e) from None
         return data.to_bytes()
 
     def set_submit_group(self, group: int | str | None) -> None:
         """Change the submit strategy of the open device (None: one submit per forward; "all":
         grouped, a whole submit per command buffer; N: N dispatches per command buffer). Only
         between submits that have completed: gpu.js drops its chain of pending groups."""
-        try:
+        with _js_errors():
             self._gpu.configureSubmit(_js_group(group))
-        except JsException as e:
-            raise _gpu_error(e) from None
         self.reads_overlap = group is None
 
     def command_buffers(self) -> int:
@@ -270,9 +260,8 @@ class BrowserDevice(Device):
         callback = create_proxy(report) if progress is not None else None
         js_plan = to_js(plan)
         try:
-            result = await self._gpu.loadWeights(js_plan, callback)
-        except JsException as e:
-            raise _gpu_error(e) from None
+            with _js_errors():
+                result = await self._gpu.loadWeights(js_plan, callback)
         finally:
             if callback is not None:
                 callback.destroy()

@@ -1,8 +1,8 @@
 """The device seam: everything the engine asks of a GPU, whichever host runs it.
 
 The engine above this package speaks only this interface; `wgpu_host.py` implements it with
-wgpu-py on the desktop and the browser host (a later issue) implements it with `navigator.gpu`
-through Pyodide's JS FFI. Every wait is `await`able: the browser cannot block.
+wgpu-py on the desktop and `browser_host.py` with `navigator.gpu` (worker/gpu.js) through
+Pyodide's JS FFI. Every wait is `await`able: the browser cannot block.
 
 Work is handed over as a flat list of commands (`Dispatch`, `Copy`, `Read`) per submit, because in
 the browser each FFI call costs tens of microseconds: one call per forward pass, not one per dispatch.

@@ -34,7 +34,7 @@ async def open_wgpu_device(allow_f16: bool = True, limits: str = "default", allo
     """extra_features: more wgpu features to request (benchmarks: "timestamp-query")."""
     adapter = await wgpu.gpu.request_adapter_async(power_preference="high-performance")
     if adapter is None:
-        raise RuntimeError("no WebGPU adapter (on a CPU machine install mesa-vulkan-drivers)")
+        raise GpuError("no WebGPU adapter (on a CPU machine install mesa-vulkan-drivers)")
     features = []
     shader_f16 = allow_f16 and "shader-f16" in adapter.features
     if shader_f16:
