@@ -28,7 +28,7 @@ async def load_model(model, device, context: int = 2048, with_tokenizer: bool = 
     if source.exists("generation_config.json"):
         eos = read_json(small / "generation_config.json").get("eos_token_id")
         stop_ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-    if with_tokenizer or source.exists("tokenizer.json"):
+    if with_tokenizer:
         from .tokenizer import Tokenizer
 
         tok = Tokenizer.from_model_dir(small)

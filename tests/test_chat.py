@@ -1,5 +1,6 @@
 """`python -m py_engine chat`, driven through stdin: on a tiny fixture with a made-up byte-level
 tokenizer, and one turn on the real default model (downloaded into the model cache on first use)."""
+import asyncio
 import json
 import os
 import shutil
@@ -87,6 +88,15 @@ def test_tiny_tokenizer_round_trips(chat_model):
     assert tok.decode(ids) == "<|im_start|>user\nthe heat is on<|im_end|>"
 
 
+def test_load_model_without_its_tokenizer(chat_model):
+    """with_tokenizer=False skips the tokenizer even where tokenizer.json exists (generate --ids --json)."""
+    from gpu_harness import device
+    from py_engine.session import load_model
+
+    _, tok, _ = asyncio.run(load_model(chat_model, device()[0], context=64, with_tokenizer=False))
+    assert tok is None
+
+
 def test_chat_two_turns_reset_and_eof(chat_model):
     result = chat("--model", chat_model, "--max-new-tokens", 6, "--seed", 1,
                   stdin="hello there\n\nand a second turn\n/reset\nafter the reset\n")
@@ -128,7 +138,6 @@ def test_chat_greedy_turns_match_generate_and_reuse_the_cache(chat_model):
 def test_second_turn_reuses_the_kv_cache(chat_model):
     """In process: turn two prefills only what follows the cached tokens, and answers exactly as a
     conversation that prefills everything."""
-    import asyncio
 
     from gpu_harness import device
     from py_engine.chat import Conversation, load
@@ -215,7 +224,6 @@ def test_worker_chat_fits_the_context(chat_model, monkeypatch):
     """The browser worker's generate (py_engine/gpu/web_worker.py) on the desktop engine: a page's
     conversation longer than the context (WebKit's is 512) is answered, its oldest exchanges left
     out and counted in the done event, instead of failing."""
-    import asyncio
 
     from gpu_harness import device
     from py_engine.gpu import web_worker
