@@ -10,7 +10,8 @@ from collections import deque
 from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.gguf import parse_gguf
 from .formats.gguf_model import config_from_gguf, hf_tensors
-from .formats.hf_dir import read_json, read_tensor_index
+from .formats.hf_dir import read_tensor_index
+from .json_file import read_json
 from .formats.mlx import mlx_tensors
 from .formats.source import open_source
 from .gpu import Copy

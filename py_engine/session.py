@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .engine import Engine, read_model
-from .formats.hf_dir import read_json
+from .json_file import read_json
 from .formats.source import open_source
 
 

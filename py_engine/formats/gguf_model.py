@@ -18,7 +18,7 @@ from .safetensors import TensorInfo
 
 _REQUIRED = object()
 
-ARCHITECTURES = {
+HF_ARCHITECTURE = {  # GGUF general.architecture -> the HF class of the same model
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
@@ -44,9 +44,9 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     arch = meta.get("general.architecture")
     if arch is None:
         raise ModelFileError(path, "missing metadata key 'general.architecture'")
-    if arch not in ARCHITECTURES:
+    if arch not in HF_ARCHITECTURE:
         raise UnsupportedArchitectureError(
-            f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(ARCHITECTURES))}")
+            f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(HF_ARCHITECTURE))}")
 
     def key(name: str, default=_REQUIRED, kind=int):
         full = f"{arch}.{name}"
@@ -95,7 +95,7 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     bos_id = meta.get("tokenizer.ggml.bos_token_id")
 
     cfg = ModelConfig(
-        architecture=ARCHITECTURES[arch],
+        architecture=HF_ARCHITECTURE[arch],
         vocab_size=vocab_size,
         hidden_size=hidden,
         intermediate_size=key("feed_forward_length"),

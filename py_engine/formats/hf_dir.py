@@ -2,26 +2,11 @@
 model source (formats/source.py): small files from its small_dir, safetensors headers by range."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from ..errors import ModelFileError
+from ..json_file import read_json
 from .safetensors import TensorInfo, parse_header
 
 INDEX_FILE = "model.safetensors.index.json"
-
-
-def read_json(path) -> dict:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelFileError(path, "file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelFileError(path, f"malformed JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ModelFileError(path, "expected a JSON object")
-    return data
 
 
 def read_tensor_index(source) -> dict[str, TensorInfo]:

@@ -14,13 +14,14 @@ from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
+_DEFAULTS = Limits()  # WebGPU's default limits, what a page gets unless it asks
 _DEFAULT_LIMITS = {
-    "max-storage-buffer-binding-size": 128 << 20,
-    "max-buffer-size": 256 << 20,
-    "max-compute-workgroup-storage-size": 16 << 10,
-    "max-compute-invocations-per-workgroup": 256,
-    "max-storage-buffers-per-shader-stage": 8,
-    "max-compute-workgroups-per-dimension": 65535,
+    "max-storage-buffer-binding-size": _DEFAULTS.max_storage_binding,
+    "max-buffer-size": _DEFAULTS.max_buffer_size,
+    "max-compute-workgroup-storage-size": _DEFAULTS.max_workgroup_storage,
+    "max-compute-invocations-per-workgroup": _DEFAULTS.max_invocations,
+    "max-storage-buffers-per-shader-stage": _DEFAULTS.max_storage_buffers_per_stage,
+    "max-compute-workgroups-per-dimension": _DEFAULTS.max_workgroups_per_dim,
 }
 _BUFFER_TYPES = {
     "uniform": wgpu.BufferBindingType.uniform,

@@ -1,11 +1,11 @@
 """Read HF tokenizer files (tokenizer.json, tokenizer_config.json, chat_template.jinja) into
 the keyword arguments of `Tokenizer.from_spec`."""
 
-import json
 from pathlib import Path
 
 from .added_tokens import AddedToken
 from ..errors import ModelFileError
+from ..json_file import read_json
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
@@ -13,19 +13,6 @@ CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 # tokenizer_config.json entries handed to chat templates, as transformers does.
 _TEMPLATE_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
-
-
-def _read_json(path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as file:
-            data = json.load(file)
-    except OSError as err:
-        raise ModelFileError(path, f"cannot read file: {err.strerror or err}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ModelFileError(path, f"malformed JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise ModelFileError(path, "expected a JSON object at the top level")
-    return data
 
 
 def _model_section(path, data: dict) -> dict:
@@ -79,7 +66,7 @@ def _config_template(config: dict) -> str | None:
 
 
 def read_tokenizer_files(path, config_path=None, chat_template_path=None) -> dict:
-    data = _read_json(path)
+    data = read_json(path)
     model = _model_section(path, data)
     added_tokens = _added_tokens(path, data)
     spec = dict(
@@ -108,7 +95,7 @@ def read_tokenizer_files(path, config_path=None, chat_template_path=None) -> dic
 
 
 def _config_spec(config_path, vocab: dict[str, int], added_tokens: list[AddedToken]) -> dict:
-    config = _read_json(config_path)
+    config = read_json(config_path)
     all_ids = {**vocab, **{token.content: token.id for token in added_tokens}}
     template_tokens = {}
     for name in _TEMPLATE_TOKEN_NAMES:
