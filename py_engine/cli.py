@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from .catalog import DEFAULT_MODEL
-from .chat import (CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, ProgressBar, chat,
-                   resolve_model)
+from .chat import CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, chat
 from .errors import WispError
+from .terminal import ProgressBar, resolve_model
 
 
 def build_parser() -> argparse.ArgumentParser:
