@@ -114,19 +114,20 @@ fn add_weighted(acc: f32, j: u32, v: vec4<f32>) -> f32 {
 // new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
 var<private> new_row: u32;
 
-// Pair e of cache row `row`'s key. The cache is read for every row and the new key selected after
-// (a stale row is read and dropped): with a branch around the load, an f16 cache's loads were not
-// batched (H100, SmolLM2 decode: attention 0.83 ms a token with f16 V, 0.45 this way; 629 -> 836 tok/s).
+// Pair e of cache row `row`'s key. The cache is read for every row, before the branch that takes
+// the new key instead (a stale row is read and dropped): with the load inside the branch, an f16
+// cache's loads were not batched (H100, SmolLM2 decode: attention 0.83 ms a token with f16 V, 0.45
+// this way; 629 -> 836 tok/s). No select(): test_kernel_metal_safety keeps it out of attention.
 fn key_pair(row: u32, e: u32) -> vec2<f32> {
     let cached = k_pair(row * p.head_dim / 2u + e);
-    if (ROPE_KV) { return select(cached, vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]), row == new_row); }
+    if (ROPE_KV && row == new_row) { return vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]); }
     return cached;
 }
 
 // Element d of cache row `row`'s value (read as key_pair reads).
 fn value_at(row: u32, d: u32) -> f32 {
     let cached = v_at(row * p.head_dim + d);
-    if (ROPE_KV) { return select(cached, new_v[d], row == new_row); }
+    if (ROPE_KV && row == new_row) { return new_v[d]; }
     return cached;
 }
 
