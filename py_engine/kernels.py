@@ -154,7 +154,7 @@ def assemble(name: str, defines: dict | None = None, subgroups: bool = False,
     `defines`, for a device with or without subgroups (subgroups_enable: its WGSL wants `enable
     subgroups;`). `python -m py_engine kernel NAME --define K=V` prints the source."""
     path = SHADER_DIR / f"{name}.wgsl"
-    if not re.fullmatch(r"\w+", name) or not path.is_file():
+    if not re.fullmatch(r"\w+(/\w+)*", name) or not path.is_file():
         raise ValueError(f"no kernel {name!r} in {SHADER_DIR}")
     raw = path.read_text()
     defines = dict(defines or {})

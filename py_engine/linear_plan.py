@@ -88,10 +88,12 @@ def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64, *, n
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
     outputs act(gate) * up, act GELU-tanh if gelu else SiLU."""
     return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format, gated),
-            "NORM": norm, "GATED": gated, "GELU": gelu, "COMBINE": False}
+            "NORM": norm, "GATED": gated, "GELU": gelu, "COMBINE": False,
+            "MATMUL_TILE": MATMUL_TILE, "LOGIT_ROWS": LOGIT_ROWS, "MERGE_HEADS": MERGE_HEADS}
 
 
 LOGIT_ROWS = 0xFFFFFFFF  # linear_params rows: the forward's scored rows (Step.logit_rows; the GEMV only)
+MERGE_HEADS = 64  # the most attention heads gemv.wgsl's COMBINE merges (its workgroup array)
 
 
 def linear_params(K: int, N: int, *, out_stride: int | None = None, out_offset: int = 0, rows: int = 0,

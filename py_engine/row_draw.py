@@ -29,7 +29,7 @@ class RowDraw:
         self.device, self.vocab, self.logits_base = device, vocab, logits_base
         tiles = -(-vocab // TILE)
         lists, stats = scratch
-        self.chunks_kernel = kernels.get("topk_chunks", CANDIDATES=CANDIDATES)
+        self.chunks_kernel = kernels.get("topk_chunks", CANDIDATES=CANDIDATES, TOPK_TILE=TILE)
         merge = kernels.get("topk_merge", CANDIDATES=CANDIDATES, LISTS=tiles)
         self.pick_kernel = kernels.get("sample_pick", CANDIDATES=CANDIDATES)
         full = kernels.get("sample_full")

@@ -44,7 +44,7 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(7) var<storage, read> norm: array<XBlock>;
 
 const THREADS: u32 = LANES * SLOTS;
-const LOGIT_ROWS: u32 = 0xffffffffu;  // p.rows: step.logit_rows (linear_plan.LOGIT_ROWS)
+// LOGIT_ROWS (define, linear_plan.LOGIT_ROWS): the p.rows that means step.logit_rows.
 const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
@@ -58,7 +58,7 @@ var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
 var<workgroup> x_sums: array<f32, X_CHUNK / 32u>;     // [32 x of the chunk] their sum, when X_SUMS
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
-const MERGE_HEADS: u32 = 64u;  // COMBINE: the most attention heads (models/builder.py)
+// MERGE_HEADS (define, linear_plan.MERGE_HEADS): COMBINE's most attention heads.
 var<workgroup> head_merge: array<vec2<f32>, MERGE_HEADS>;  // COMBINE: each head's (peak, total)
 
 // The x_chunk slot of x block i (an index into the whole x, within the staged chunk).

@@ -35,7 +35,7 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 @group(0) @binding(7) var<storage, read> norm: array<XBlock>;
 
-const TILE: u32 = 64u;    // output rows and features per workgroup; keep in step with linear_plan.py
+const TILE: u32 = MATMUL_TILE;  // output rows and features per workgroup (define, linear_plan.MATMUL_TILE)
 const TILE_K: u32 = 16u;  // k per shared-memory stage: 64 rows x 16 k = one 4-wide load per thread
 const SPREAD: u32 = 16u;  // a thread owns rows tr + 16 i and features tn + 16 j (i, j < 4)
 // A tile row holds TILE_K / 4 = 4 quads of k plus one quad of padding: with a 5-quad stride the

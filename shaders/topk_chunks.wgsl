@@ -16,7 +16,7 @@ struct TileStats { max_scaled: f32, sum_exp: f32 }
 @group(0) @binding(3) var<storage, read_write> stats: array<TileStats>;
 
 const THREADS = 256u;
-const TILE = 1024u;
+const TILE = TOPK_TILE;  // logits per workgroup (define, row_draw.TILE)
 const NO_ID = 0xffffffffu;
 const F32_MAX = 0x1.fffffep+127f;
 

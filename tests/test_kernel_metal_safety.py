@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpu_harness import as_f32, device, run_combine, run_kernel
-from py_engine import sampling
+from py_engine import linear_plan, sampling
 from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
 
 WORKGROUP_LIMIT = 16384  # bytes: WebGPU's default maxComputeWorkgroupStorageSize, and what iOS grants
@@ -92,7 +92,8 @@ SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2), "bool": (
 LARGEST_VOCAB = 262144  # Gemma 3's vocabulary: the most topk_merge lists the engine asks for
 ENGINE_DEFINES = {
     "CANDIDATES": sampling.CANDIDATES,
-    "LISTS": -(-LARGEST_VOCAB // sampling.TILE),
+    "LISTS": -(-LARGEST_VOCAB // sampling.TILE), "TOPK_TILE": sampling.TILE,
+    "MATMUL_TILE": linear_plan.MATMUL_TILE, "MERGE_HEADS": linear_plan.MERGE_HEADS,
     "MLX_GROUP": 64,
     "FINAL": True, "VEC4": True,
     "LANES": 256, "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
@@ -340,7 +341,7 @@ def test_safe_exp_keeps_normal_sampling_stats():
     inv_t = 1.3
     res = run_kernel("topk_chunks", {"logits": logits, "lists": 2 * sampling.CANDIDATES * 8, "stats": 2 * 8},
                      {"vocab": vocab, "logits_base": 0, "inv_temperature": inv_t},
-                     grid=(2, 1, 1), defines={"CANDIDATES": sampling.CANDIDATES})
+                     grid=(2, 1, 1), defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE})
     stats = np.frombuffer(res["stats"], np.float32).reshape(2, 2)
     assert np.isfinite(stats).all()
     for t in range(2):

@@ -9,8 +9,8 @@ from itertools import groupby
 from typing import NamedTuple
 
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import (LOGIT_ROWS, attention_merge_params, choose_linear, embedding_grid, gemv_features,
-                           linear_defines, linear_grid, linear_params)
+from ..linear_plan import (LOGIT_ROWS, MERGE_HEADS, attention_merge_params, choose_linear, embedding_grid,
+                           gemv_features, linear_defines, linear_grid, linear_params)
 from ..errors import ModelFileError
 from ..kernels import KV_BYTES
 from ..quant import FORMATS, GGUF_TYPES
@@ -242,8 +242,8 @@ class GraphBuilder:
                   {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
                   lambda rows: (heads, rows, 1), fold_skip=True)
         blocks_per_thread = ceil_div(heads * hd // 4, GEMV_THREADS)
-        # COMBINE merges 4 dims of one head at a time, and keeps up to 64 heads' sums (gemv.wgsl MERGE_HEADS)
-        if hd % 4 == 0 and heads <= 64 and MERGE_WORK // blocks_per_thread:
+        # COMBINE merges 4 dims of one head at a time, and keeps up to MERGE_HEADS heads' sums
+        if hd % 4 == 0 and heads <= MERGE_HEADS and MERGE_WORK // blocks_per_thread:
             self.g.fold_until = split_len * (MERGE_WORK // blocks_per_thread)
             self._merge = (y, attention_merge_params(partials_at, hd, splits, split_len))
         return y
