@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: serve chat web test install vulkan chromium clean
+.PHONY: serve chat web test test-fast install vulkan chromium clean
 
 # The main job: the chat page. Builds build/web, fetches the default model (SmolLM2-135M-Instruct,
 # into ~/.cache/wisp/models) or MODEL=name, and serves http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name
@@ -23,6 +23,10 @@ web: $(VENV)/.installed
 
 test: install web chromium
 	$(PY) -m pytest -q
+
+# The inner loop: everything but the `browser` and `slow` tests (markers in pyproject.toml), under 2 minutes.
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not browser"
 
 install: vulkan $(VENV)/.installed
 

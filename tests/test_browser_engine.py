@@ -11,6 +11,7 @@ import pytest
 from browser_harness import ROOT, app_server, launch
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 FIXTURES = ROOT / "tests" / "fixtures"
 DESKTOP_PARIS = [504, 3575, 282, 4649, 314, 7042, 30, 2]  # SmolLM2, greedy, desktop (test_real_models)

@@ -35,7 +35,8 @@ CHROMIUM_FLAGS = [
 PLAN_FILE = "plan-data.gguf"  # any bytes: the app serves a .gguf file as a model, with Range requests
 PLAN_FILE_BYTES = 20 << 20 | 4242  # more than one 16 MiB read, and not a whole number of words
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")]
 
 
 def free_port() -> int:

@@ -11,6 +11,7 @@ from browser_harness import ROOT, app_server, launch
 from test_chat import FIXTURE, write_tiny_tokenizer
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 

@@ -97,6 +97,7 @@ def test_load_model_without_its_tokenizer(chat_model):
     assert tok is None
 
 
+@pytest.mark.slow  # a chat CLI run
 def test_chat_two_turns_reset_and_eof(chat_model):
     result = chat("--model", chat_model, "--max-new-tokens", 6, "--seed", 1,
                   stdin="hello there\n\nand a second turn\n/reset\nafter the reset\n")
@@ -109,6 +110,7 @@ def test_chat_two_turns_reset_and_eof(chat_model):
     assert "conversation cleared" in result.stderr
 
 
+@pytest.mark.slow  # chat and generate CLI runs, turn by turn
 def test_chat_greedy_turns_match_generate_and_reuse_the_cache(chat_model):
     """Greedy chat answers equal `generate` on the same rendered conversation, both for the first
     turn and for a second turn that reuses the first one's KV cache."""
@@ -166,6 +168,7 @@ def test_second_turn_reuses_the_kv_cache(chat_model):
     asyncio.run(run())
 
 
+@pytest.mark.slow  # chat CLI runs
 def test_chat_system_prompt_and_context_trimming(chat_model):
     """A small context drops the oldest exchanges instead of failing."""
     result = chat("--model", chat_model, "--max-new-tokens", 8, "--context", 64, "--system", "be brief",
@@ -174,6 +177,7 @@ def test_chat_system_prompt_and_context_trimming(chat_model):
     assert len(tok_lines(result.stderr)) == 3 and "dropped" in result.stderr, result.stderr
 
 
+@pytest.mark.slow  # chat CLI runs
 def test_chat_errors_are_one_line(chat_model, tmp_path):
     result = chat("--model", tmp_path / "nope", stdin="")
     assert result.returncode == 2 and "nope" in result.stderr and "Traceback" not in result.stderr
@@ -186,6 +190,7 @@ def test_chat_errors_are_one_line(chat_model, tmp_path):
     assert result.returncode == 2 and "chat template" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # the real default model (SmolLM2) through the CLI
 def test_chat_default_model_one_turn():
     """The real default model (SmolLM2-135M-Instruct GGUF), fetched into the model cache on first use."""
     from py_engine.catalog import DEFAULT_MODEL

@@ -18,6 +18,7 @@ def cli(*args, stdin=None):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # CLI runs
 def test_generate_ids_json_and_logits(tmp_path):
     ref = json.loads((FIXTURE / "reference.json").read_text())
     out = tmp_path / "logits.npy"
@@ -30,6 +31,7 @@ def test_generate_ids_json_and_logits(tmp_path):
     np.testing.assert_allclose(logits, ref["logits"], atol=1e-3 * np.abs(ref["logits"]).max())
 
 
+@pytest.mark.slow  # CLI runs
 def test_generate_with_prompt_lookup_gives_the_same_tokens():
     ref = json.loads((FIXTURE / "reference.json").read_text())
     result = cli("generate", "--model", FIXTURE, "--ids", ",".join(map(str, ref["prompt_ids"])),
@@ -131,6 +133,7 @@ def test_unknown_architecture_lists_supported(tmp_path):
     assert "LlamaForCausalLM" in result.stderr and "Qwen3ForCausalLM" in result.stderr
 
 
+@pytest.mark.slow  # CLI runs
 def test_bad_ids(tmp_path):
     result = cli("generate", "--model", FIXTURE, "--ids", "1,x", "--json")
     assert result.returncode == 2 and "--ids" in result.stderr
@@ -138,6 +141,7 @@ def test_bad_ids(tmp_path):
     assert result.returncode == 2 and "--ids" in result.stderr
 
 
+@pytest.mark.slow  # CLI runs
 def test_tokenize_matches_hf():
     from tokenizer_vocab import fetch_vocab, npm_available
 

@@ -134,6 +134,7 @@ def test_store_on_disk_opfs_and_range_server(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+@pytest.mark.slow  # Pyodide boots in Node
 def test_worker_boots_on_the_harness(tmp_path):
     build = subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr

@@ -121,6 +121,7 @@ SAMPLED = [
 ]
 
 
+@pytest.mark.slow  # 14 cases of about a second
 @pytest.mark.parametrize("params", SAMPLED,
                          ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}-r{p.repetition_penalty}")
 def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):

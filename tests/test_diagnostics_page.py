@@ -12,6 +12,7 @@ from browser_harness import ROOT, app_server, launch
 from py_engine.selftest.suite import TESTS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 expect = playwright_api.expect
 ARTIFACTS = ROOT / "tests" / "artifacts"
 NAMES = [name for name, _ in TESTS]

@@ -57,6 +57,7 @@ def test_too_many_rows_are_refused():
 ECHO = PROMPT + [77, 5, 17, 42, 9]  # repeats itself: the drafts find matches
 
 
+@pytest.mark.slow  # several generations per case
 @pytest.mark.parametrize("name,streak", [("llama-f32", 0), ("qwen3-f32", 0), ("qwen3-f32", prompt_lookup.STREAK)])
 def test_prompt_lookup_gives_greedy_decoding_s_tokens(name, streak, monkeypatch):
     """generate with lookup yields the GPU loop's greedy tokens and leaves pos where it does: to
@@ -93,6 +94,7 @@ def test_prompt_lookup_gives_greedy_decoding_s_tokens(name, streak, monkeypatch)
     assert small[True] == small[False] and small[True][1] == len(ECHO) + 9
 
 
+@pytest.mark.slow  # several generations per case
 @pytest.mark.parametrize("sampling", [SamplingParams(temperature=0.1, seed=1),
                                       SamplingParams(temperature=0.3, top_k=5, seed=1),
                                       SamplingParams(temperature=0.8, top_p=0.9, seed=3),

@@ -10,6 +10,7 @@ from browser_harness import app_server, launch
 from test_browser_engine import RUN
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 SW_READY = """async () => {
   const registration = await navigator.serviceWorker.ready;

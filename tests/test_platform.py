@@ -9,6 +9,7 @@ from browser_harness import browser  # noqa: F401  (its fixture)
 from test_page import base_url  # noqa: F401  (the page tests' static server fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 SAFARI_MAC = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
               "Version/26.0 Safari/605.1.15")

@@ -30,7 +30,8 @@ from app.__main__ import bind  # noqa: E402
 from browser_harness import CHROMIUM, FLAGS  # noqa: E402
 from test_server import FIXTURE, ROOT, web_build  # noqa: E402,F401  (web_build: a pytest fixture)
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")]
 
 
 class Server:

@@ -22,6 +22,8 @@ from py_engine.engine import Engine
 from py_engine.model_cache import ensure_model
 from py_engine.sampling import SamplingParams
 
+pytestmark = pytest.mark.slow  # two real GGUFs on lavapipe: minutes
+
 REFERENCES = Path(__file__).parent / "fixtures" / "gguf_reference"
 MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
 

@@ -138,6 +138,7 @@ def cli(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # the device check's CLI, twice
 def test_cli_check():
     result = cli()
     assert result.returncode == 0, result.stdout + result.stderr

@@ -355,6 +355,7 @@ from py_engine.kernels import SHADER_DIR
 """
 
 
+@pytest.mark.slow  # Pyodide boots in Node
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 def test_pyodide_boots_offline_in_node(web_build, tmp_path):
     script = tmp_path / "boot.mjs"

@@ -9,6 +9,8 @@ import pytest
 
 from test_page import MODELS, Handler, context, expect, open_page, page, tid  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.browser  # the page tests' Chromium fixtures
+
 EXTRA = [
     {"id": "tiny-stored", "name": "Tiny Stored", "kind": "gguf", "files": {"tiny.gguf": 60_000_000}},
     {"id": "slow-model", "name": "Slow Model", "kind": "gguf", "files": {"slow.gguf": 98_000_000}},

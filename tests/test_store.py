@@ -15,6 +15,7 @@ from test_chat import FIXTURE, write_tiny_tokenizer
 from test_server import running
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 MODEL = "qwen3-tiny"
 REF = json.loads((FIXTURE / "reference.json").read_text())
 N = 6  # greedy tokens compared

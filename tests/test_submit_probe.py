@@ -19,6 +19,7 @@ from test_browser_engine import FIXTURES
 from test_submit_strategy import CHROME_LINUX, server  # noqa: F401  (its fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 REF = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
 IPAD = "iPad (gen 7)"

@@ -15,6 +15,7 @@ from py_engine.gpu.device import GpuError
 from test_browser_engine import FIXTURES
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 CHROME_LINUX = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 "
                 "Safari/537.36")

@@ -319,6 +319,7 @@ def test_from_spec_sentencepiece_scores_match_hf_merges():
     assert (tok.bos_id, tok.eos_ids) == (1, {2})
 
 
+@pytest.mark.slow  # Qwen3's 151k-token BPE built from a spec, in Python
 def test_from_spec_byte_level_defaults(tmp_path):
     """A GGUF `gpt2` vocabulary: "left right" merge strings, the default GPT-2 split."""
     data = json.loads((fetch_vocab("qwen3") / "tokenizer.json").read_text(encoding="utf-8"))

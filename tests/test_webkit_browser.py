@@ -15,6 +15,7 @@ from test_platform import SAFARI_MAC
 from test_submit_strategy import CHROME_LINUX
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
 
 REF = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
 WEBKIT_WORKAROUNDS = {"grouped-submits", "no-native-f16", "packed-f16-kv", "gpu-budget"}

@@ -132,6 +132,7 @@ def test_budget_suggests_a_context_that_fits():
     asyncio.run(Engine.load(FIXTURES / "llama-f32", dev, context=suggested, packed_kv=True, gpu_budget=budget))  # the suggestion really fits
 
 
+@pytest.mark.slow  # the real SmolLM2
 def test_smollm2_as_webkit_runs_it_matches_transformers():
     """The default model on the WebKit path (f32 kernels, packed-f16 KV cache) against the
     transformers GGUF reference, as test_real_models checks the desktop f16 path (its first chat
