@@ -10,7 +10,7 @@ prompt the next ones of the same generator. Like decode.py, --new-tokens counts 
 the first answer token (so new tokens + 1 are generated and compared). The fields are
 benchmarks/browser.py's: Pyodide boot, model load, prefill and decode tok/s and the worker's host
 milliseconds per decode token. --compare also runs the desktop engine (wgpu-py) on the same ids with
-the same clock as the worker's (web_worker.generate: prefill = time to the first token, decode = the
+the same clock as the worker's (py_engine/web/worker.py generate: prefill = time to the first token, decode = the
 tokens after it), on the same precision (shader-f16 only where Dawn's engine used it), and reports
 `tokens_identical` and both engines' speeds. Before running, the engine wheel in build/web/ is checked
 against py_engine/ and shaders/ (and rebuilt with tools/build_web.py where it differs): the browser
@@ -114,7 +114,7 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
 
 
 async def run_desktop(path: Path, ids: list[int], warm: list[int], steps: int, context: int, allow_f16: bool) -> dict:
-    """The same two generations on the desktop engine, clocked as py_engine/gpu/web_worker.py's generate."""
+    """The same two generations on the desktop engine, clocked as py_engine/web/worker.py's generate."""
     from py_engine.engine import Engine
     from py_engine.gpu.wgpu_host import open_wgpu_device
     from py_engine.prompt_cache import PromptCache

@@ -132,7 +132,7 @@ def fetch(args) -> int:
 
 async def check_device(args) -> int:
     from .gpu import open_device
-    from .gpu.webkit import submit_strategy
+    from .web.webkit import submit_strategy
     from .selftest.suite import device_report, format_report, run_suite
 
     device = await open_device(allow_f16=not args.f32)

@@ -16,3 +16,7 @@ class ModelFileError(WispError):
 
 class UnsupportedArchitectureError(WispError):
     pass
+
+
+class StorageQuotaError(WispError):
+    """The browser's weight store (worker/store.js) has no room for a model's files."""

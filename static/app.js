@@ -14,7 +14,7 @@ import { registerServiceWorker } from "./pwa.js";
 import { initStorage, refreshStore, storedState, toggleStorage, storageOpen } from "./storage.js";
 import { initDiagnostics } from "./diagnostics.js";
 
-// No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/gpu/webkit.py).
+// No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false };
 const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `done` (a slow GPU finishes its step first)
 const SUGGESTIONS = [

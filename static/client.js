@@ -18,7 +18,7 @@ import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
- *  the submit strategy (py_engine/gpu/webkit.py's submit_strategy). */
+ *  the submit strategy (py_engine/web/webkit.py's submit_strategy). */
 export function pageLoadOptions(scope = globalThis) {
   const options = { platform: detectPlatform(scope.navigator) };
   const group = scope.location ? new URLSearchParams(scope.location.search).get("group") : null;

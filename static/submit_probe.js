@@ -4,7 +4,7 @@
 // Batched submits have hard-crashed WebKit's GPU process on some iPhones, and the page dies with
 // it, so the only memory that survives is localStorage (the page's: workers have none). Before a
 // group size is tried its name is written as a breadcrumb; a size is promoted to known-good only
-// after the worker's dependent chain (py_engine/gpu/submit_probe.py) gives byte-identical output
+// after the worker's dependent chain (py_engine/web/submit_probe.py) gives byte-identical output
 // batched, one by one and against the CPU reference. A breadcrumb still set on the next start
 // means that size took the page down: the ceiling steps below it and the crash is recorded. The
 // model's first real forward under the chosen size holds the breadcrumb too (guardFirstForward),

@@ -357,7 +357,7 @@ def test_submit_before_prepare_and_uncaptured_errors(worker):
 
 
 def test_messages_reach_the_python_entry_point(worker):
-    """worker.js hands page messages to py_engine.gpu.web_worker.handle, which answers by id."""
+    """worker.js hands page messages to py_engine.web.worker.handle, which answers by id."""
     reply = worker.page.evaluate("""() => new Promise((resolve) => {
         const seen = wispTest.events.length;
         wispTest.post({type: "no-such-message", id: 77});

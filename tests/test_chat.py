@@ -225,26 +225,24 @@ def test_fit_to_context_drops_the_oldest_exchanges(chat_model):
     assert len(tiny) > 8
 
 
-def test_worker_chat_fits_the_context(chat_model, monkeypatch):
-    """The browser worker's generate (py_engine/gpu/web_worker.py) on the desktop engine: a page's
+def test_worker_chat_fits_the_context(chat_model):
+    """The browser worker's generate (py_engine/web/worker.py) on the desktop engine: a page's
     conversation longer than the context (WebKit's is 512) is answered, its oldest exchanges left
     out and counted in the done event, instead of failing."""
 
     from gpu_harness import device
-    from py_engine.gpu import web_worker
     from py_engine.prompt_cache import PromptCache
     from py_engine.session import load_model
+    from py_engine.web.state import LoadedModel, WorkerState
+    from py_engine.web.worker import handle
 
     engine, tok, stop_ids = asyncio.run(load_model(chat_model, device(False)[0], context=96))
     events = []
-    monkeypatch.setattr(web_worker, "emit", events.append)
-    monkeypatch.setattr(web_worker, "_busy", [])
-    monkeypatch.setattr(web_worker, "_state", {"engine": engine, "tok": tok, "stop_ids": stop_ids,
-                                               "cache": PromptCache(engine)})
+    state = WorkerState(post=events.append, model=LoadedModel("tiny", engine, tok, stop_ids, PromptCache(engine)))
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 12}
              for i in range(7)]
-    asyncio.run(web_worker.handle({"type": "generate", "id": "g1", "messages": turns,
-                                   "sampling": {"temperature": 0, "max_new_tokens": 8}}))
+    asyncio.run(handle({"type": "generate", "id": "g1", "messages": turns,
+                        "sampling": {"temperature": 0, "max_new_tokens": 8}}, state))
     done = [e for e in events if e["type"] in ("done", "error")]
     assert [e["type"] for e in done] == ["done"], done
     assert done[0]["dropped_exchanges"] >= 1 and done[0]["prompt_tokens"] + 8 <= 96, done[0]

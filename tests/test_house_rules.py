@@ -1,5 +1,7 @@
-"""The engine must run in Pyodide: no numpy outside py_engine/gpu, no wgpu outside py_engine/gpu. And the
-browser tests stay out of the fast lane (`make test-fast`)."""
+"""The engine must run in Pyodide: no numpy outside py_engine/gpu, no wgpu outside py_engine/gpu. Its layers
+import one way: the device seam (py_engine/gpu) imports nothing above it, the browser worker's package
+(py_engine/web) is imported by nothing in the engine, JavaScript is reached only from the browser host and
+web/, and no module imports itself around a cycle. And the browser tests stay out of the fast lane."""
 import ast
 import re
 import subprocess
@@ -52,3 +54,62 @@ def test_browser_test_files_are_marked_browser():
         return False
     unmarked = sorted(m for m in browser if m.startswith("test_") and not marked(tests / f"{m}.py"))
     assert not unmarked, f"add `pytestmark = pytest.mark.browser` to: {unmarked}"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+ENGINE_MODULES = {_module_name(p): p for p in ENGINE.rglob("*.py")}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The absolute names of what `path` imports, at module level or inside functions (lazy
+    imports make cycles and layer breaks too); `from . import x` names the module x."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            prefix = ".".join(parts[:len(parts) - node.level + 1] + [node.module or ""]).rstrip(".") \
+                if node.level else node.module
+            submodules = {f"{prefix}.{a.name}" for a in node.names} & set(ENGINE_MODULES)
+            out.update(submodules or {prefix})
+    return out
+
+
+def engine_graph() -> dict[str, set[str]]:
+    return {m: {i for i in imports_of(p) if i in ENGINE_MODULES and i != m} for m, p in ENGINE_MODULES.items()}
+
+
+def test_layers_import_one_way():
+    graph = engine_graph()
+    up = {m: sorted(i for i in deps if not i.startswith(("py_engine.gpu", "py_engine.errors")))
+          for m, deps in graph.items() if m.startswith("py_engine.gpu")}
+    assert not {m: d for m, d in up.items() if d}, "py_engine/gpu imports the engine above it"
+    web_users = {m for m, deps in graph.items() if not m.startswith("py_engine.web")
+                 and any(i.startswith("py_engine.web") for i in deps)}
+    assert web_users <= {"py_engine.cli"}, f"only the CLI (its device check) may use py_engine/web: {web_users}"
+    js = {m for m, p in ENGINE_MODULES.items()
+          if {i.split(".")[0] for i in imports_of(p)} & {"js", "pyodide", "pyodide_js", "wisp_gpu", "wisp_store"}}
+    assert all(m == "py_engine.gpu.browser_host" or m.startswith("py_engine.web.") for m in js), js
+
+
+def test_no_import_cycle():
+    graph, seen, done, path = engine_graph(), set(), set(), []
+
+    def visit(m):
+        seen.add(m)
+        path.append(m)
+        for n in sorted(graph[m]):
+            assert n not in path, f"import cycle: {' -> '.join(path[path.index(n):] + [n])}"
+            if n not in seen:
+                visit(n)
+        path.pop()
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m)

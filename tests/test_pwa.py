@@ -111,7 +111,7 @@ BOOT = """async () => {
       if (msg.type === "error") { clearTimeout(timer); reject(new Error(msg.message)); }
       if (msg.type === "booted")
         worker.postMessage({ type: "test_exec", id: 1, code:
-          "import json, py_engine, py_engine.gpu.web_worker, jinja2\\njson.dumps(py_engine.__name__)" });
+          "import json, py_engine, py_engine.web.worker, jinja2\\njson.dumps(py_engine.__name__)" });
       if (msg.type === "test_result") { clearTimeout(timer); resolve(msg); }
     };
   });

@@ -149,23 +149,22 @@ def test_cli_check():
     assert [r["name"] for r in report["results"]] == [name for name, _ in TESTS]
 
 
-# The worker's "diagnose" message (py_engine/gpu/web_worker.py), driven on the desktop: the same
+# The worker's "diagnose" message (py_engine/web/worker.py), driven on the desktop: the same
 # Python as in the browser, with the events collected instead of posted to the page.
 @pytest.fixture
-def worker(monkeypatch):
-    from py_engine.gpu import web_worker
+def worker():
+    from py_engine.web.state import WorkerState
+    from py_engine.web.worker import handle
 
     events = []
-    monkeypatch.setattr(web_worker, "emit", events.append)
-    monkeypatch.setattr(web_worker, "_state", {})
-    monkeypatch.setattr(web_worker, "_busy", [])
-    return web_worker, events
+    state = WorkerState(post=events.append)
+    return (lambda message: asyncio.run(handle(message, state))), state, events
 
 
 def test_worker_diagnose_streams_results_then_the_report(worker):
-    web_worker, events = worker
+    handle, state, events = worker
     platform = {"webkit": False, "reason": "not WebKit (Dawn or another engine)"}
-    asyncio.run(web_worker.handle({"type": "diagnose", "id": "d1", "options": {"platform": platform}}))
+    handle({"type": "diagnose", "id": "d1", "options": {"platform": platform}})
     *live, final = events
     assert [e["type"] for e in live] == ["diagnostic"] * 10 and all(e["id"] == "d1" for e in events)
     assert final["type"] == "diagnostics" and final["results"] == [e["result"] for e in live]
@@ -174,37 +173,37 @@ def test_worker_diagnose_streams_results_then_the_report(worker):
     assert set(adapter) == {"name", "features", "limits", "webkit", "platform_reason", "submit", "workarounds"}
     assert adapter["submit"]["strategy"] == "single-pass" and adapter["workarounds"] == [] and not adapter["webkit"]
     assert adapter["limits"]["max_storage_binding"] == 128 << 20
-    assert web_worker._busy == [] and "device" in web_worker._state  # kept for the next load
+    assert state.serving is None and state.device is not None  # kept for the next load
 
 
 def test_worker_diagnose_is_refused_while_busy(worker):
-    web_worker, events = worker
-    web_worker._busy.append("load-1")
-    asyncio.run(web_worker.handle({"type": "diagnose", "id": "d2", "options": {}}))
+    handle, state, events = worker
+    state.serving = "load-1"
+    handle({"type": "diagnose", "id": "d2", "options": {}})
     assert events == [{"type": "error", "id": "d2", "kind": "diagnose",
                        "message": "busy with request 'load-1'; wait for it or cancel it"}]
-    assert web_worker._busy == ["load-1"]
+    assert state.serving == "load-1"
 
 
 def test_worker_diagnose_keeps_a_loaded_model(worker):
     """A check with another submit group than the loaded engine's runs on a device of its own."""
-    web_worker, events = worker
+    handle, state, events = worker
     engine_device = device()[0]
-    web_worker._state.update(device=engine_device, device_key=(True, None), engine="the engine")
-    asyncio.run(web_worker.handle({"type": "diagnose", "id": "d3", "options": {"group": "8"}}))
+    state.device, state.device_key, state.model = engine_device, (True, None), "the model"
+    handle({"type": "diagnose", "id": "d3", "options": {"group": "8"}})
     assert events[-1]["type"] == "diagnostics", events[-1]
     assert events[-1]["adapter"]["submit"]["group"] == 8 and events[-1]["adapter"]["workarounds"] == ["grouped-submits"]
-    assert web_worker._state == {"device": engine_device, "device_key": (True, None), "engine": "the engine"}
+    assert (state.device, state.device_key, state.model) == (engine_device, (True, None), "the model")
 
 
 def test_worker_diagnose_on_webkit_uses_the_webkit_device(worker):
     """An iPad's check runs on the device its load would open: grouped submits, no native f16."""
-    web_worker, events = worker
+    handle, state, events = worker
     ipad = {"webkit": True, "reason": "iOS device (iPad)"}
-    asyncio.run(web_worker.handle({"type": "diagnose", "id": "d4", "options": {"platform": ipad}}))
+    handle({"type": "diagnose", "id": "d4", "options": {"platform": ipad}})
     adapter = events[-1]["adapter"]
     assert all(r["ok"] for r in events[-1]["results"]), events[-1]["results"]
     assert adapter["webkit"] and adapter["platform_reason"] == "iOS device (iPad)"
     assert adapter["submit"]["strategy"] == "grouped" and "shader-f16" not in adapter["features"]
     assert adapter["workarounds"][0] == "grouped-submits" and "no-native-f16" in adapter["workarounds"]
-    assert web_worker._state["device_key"] == (False, adapter["submit"]["group"])  # what the load will reuse
+    assert state.device_key == (False, adapter["submit"]["group"])  # what the load will reuse

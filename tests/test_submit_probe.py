@@ -1,7 +1,7 @@
 """WebKit's crash-surviving submit probe (issue 6, point 3), in headless Chromium on SwiftShader.
 
 The page (static/submit_probe.js) keeps a localStorage record per device (user agent + adapter
-info); the worker (py_engine/gpu/submit_probe.py) runs the dependent chain batched and one by one.
+info); the worker (py_engine/web/submit_probe.py) runs the dependent chain batched and one by one.
 An iPad user agent makes the page WebKit. A "crash" is the page closed while a size's breadcrumb is
 set: the test hook holds the probe there. Pages of one browser context share localStorage, as a
 reload after a real crash would. A desktop Chrome UA must never probe."""
@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from browser_harness import browser  # noqa: F401  (its fixture)
-from py_engine.gpu.webkit import submit_strategy, submit_workarounds
+from py_engine.web.webkit import submit_strategy, submit_workarounds
 from py_engine.gpu.device import GpuError
-from py_engine.gpu.submit_probe import ProbeRequestError, probe_arguments, run_probe
+from py_engine.web.submit_probe import ProbeRequestError, probe_arguments, run_probe
 from test_browser_engine import FIXTURES
 from test_submit_strategy import CHROME_LINUX, server  # noqa: F401  (its fixture)
 

@@ -1,7 +1,7 @@
 """Submit strategies chosen at start-up (issue 6, part 2), in headless Chromium on SwiftShader.
 
 The page's detectPlatform() (static/platform.js) and its ?group= parameter travel with every load
-(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/gpu/webkit.py's
+(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/web/webkit.py's
 submit_strategy) and reports it in the `loaded` event. A desktop Chrome UA must get the single pass
 and no WebKit workaround; the iPad descriptor must get WebKit and grouped submits; ?group=1,
 ?group=8 and the full batch must give the tiny fixture's reference greedy tokens."""
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from browser_harness import app_server, browser  # noqa: F401  (its fixture)
-from py_engine.gpu.webkit import submit_strategy
+from py_engine.web.webkit import submit_strategy
 from py_engine.gpu.device import GpuError
 from test_browser_engine import FIXTURES
 
@@ -101,7 +101,7 @@ def test_ipad_is_webkit_with_grouped_submits(browser, server):
     assert adapter["webkit"] is True and "iPad" in adapter["platform_reason"], adapter
     assert adapter["submit"]["strategy"] == "grouped" and adapter["submit"]["group"] == 64, adapter["submit"]
     assert "probed" not in adapter["submit"], adapter["submit"]
-    # WebKit's memory measures (py_engine/gpu/webkit.py) follow it in the list
+    # WebKit's memory measures (py_engine/web/webkit.py) follow it in the list
     assert adapter["workarounds"][0] == "grouped-submits" and "submit-probe" not in adapter["workarounds"]
     assert result["tokens"] == REF["greedy"]
 

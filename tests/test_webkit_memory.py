@@ -1,6 +1,6 @@
 """WebKit's memory discipline (issue 6, point 4), on the desktop engine (lavapipe).
 
-The browser worker configures a load with py_engine/gpu/webkit.py's load_policy: on WebKit the
+The browser worker configures a load with py_engine/web/webkit.py's load_policy: on WebKit the
 context defaults to 512 and never exceeds 2048, no kernel uses a native f16 type, the KV cache is
 packed f16, and the model's GPU footprint is checked against a budget before anything is uploaded.
 The same engine options run here; tests/test_webkit_browser.py runs them in Chromium as an iPad."""
@@ -15,7 +15,7 @@ import pytest
 from gpu_harness import device
 from py_engine.engine import Engine
 from py_engine.errors import WispError
-from py_engine.gpu.webkit import load_policy
+from py_engine.web.webkit import load_policy
 from py_engine.memory import ModelTooLargeError
 from py_engine.model_cache import ensure_model
 from py_engine.sampling import SamplingParams

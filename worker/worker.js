@@ -31,7 +31,7 @@
 //                  workarounds}, results:[{name, ok, detail, ms}]}
 //                 {type:"error", id, kind:"no-webgpu"|"load"|"quota"|"generate"|"store"|"probe"|"diagnose"|"internal", message}
 // Messages that arrive during boot wait for it; each is then handed to the Python entry point
-// py_engine.gpu.web_worker.handle(message) (a dict) without awaiting the previous one, so that a
+// py_engine.web.worker.handle(message) (a dict) without awaiting the previous one, so that a
 // `cancel` is seen while a `generate` awaits the GPU. Python posts its events through init(post).
 //
 // Test hook: only a worker started as /worker/worker.js?test also accepts
@@ -59,8 +59,8 @@ async function boot() {
   postMessage({ type: "progress", id: null, phase: "boot", done: 2, total: 3 });
   pyodide.registerJsModule("wisp_gpu", gpu);
   pyodide.registerJsModule("wisp_store", store);  // the weight store (worker/store.js)
-  // ---- the Python entry point (py_engine/gpu/web_worker.py) ----
-  const entry = pyodide.pyimport("py_engine.gpu.web_worker");
+  // ---- the Python entry point (py_engine/web/worker.py) ----
+  const entry = pyodide.pyimport("py_engine.web.worker");
   entry.init((event) => postMessage(event));
   const handle = entry.handle;
   postMessage({ type: "progress", id: null, phase: "boot", done: 3, total: 3 });
@@ -92,7 +92,7 @@ self.onmessage = async (ev) => {
     return;
   }
   if (TEST && msg?.type === "test_exec") return testExec(state, msg);
-  // ---- dispatch: load / generate / cancel / unload go to py_engine.gpu.web_worker.handle ----
+  // ---- dispatch: load / generate / cancel / unload go to py_engine.web.worker.handle ----
   let message;
   try {
     message = state.pyodide.toPy(msg);

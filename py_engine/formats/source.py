@@ -3,7 +3,7 @@
 Loading reads only small things through a source: JSON and tokenizer files (as files in
 `small_dir`, so the path-based readers work unchanged) and header prefixes (`read`). Weight bytes
 move only as *placements*: (GPU buffer, offset) ← (file, byte range). The local source writes them
-straight from a memory map; the browser's (py_engine/gpu/web_files.py) hands the whole plan to
+straight from a memory map; the browser's (py_engine/web/files.py) hands the whole plan to
 JavaScript, which streams it from fetch into GPU buffers, never through the Python heap.
 """
 from __future__ import annotations

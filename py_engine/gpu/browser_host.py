@@ -13,6 +13,7 @@ from __future__ import annotations
 from array import array
 from contextlib import contextmanager
 
+from ..errors import StorageQuotaError
 from .device import Binding, Capabilities, Copy, Device, Dispatch, GpuError, Limits, Read
 
 try:  # only inside Pyodide
@@ -29,10 +30,6 @@ _SMALL_WRITE = 4096  # writes up to this size go through the shared array
 
 class NoWebGPUError(GpuError):
     """The browser has no WebGPU, or no adapter it will hand out."""
-
-
-class StorageQuotaError(GpuError):
-    """The weight store (worker/store.js) has no room for the model's files."""
 
 
 class GpuBuffer(int):

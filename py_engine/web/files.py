@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ModelFileError
+from ..errors import ModelFileError, StorageQuotaError, WispError
 from ..formats.source import ModelSource
 
 SMALL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -35,12 +35,17 @@ async def fetch_bytes(url: str, start: int | None = None, length: int | None = N
     try:
         data = await wisp_store.read(url, start, length)
     except JsException as exc:
-        from .browser_host import StorageQuotaError
-
-        if getattr(exc, "name", "") == "QuotaError":
-            raise StorageQuotaError(exc.message) from None
-        raise ModelFileError(url, getattr(exc, "message", None) or str(exc)) from None
+        raise store_error(exc, url) from None
     return data.to_bytes()
+
+
+def store_error(exc, url: str | None = None) -> WispError:
+    """A weight store (worker/store.js) exception as a typed error: its QuotaError a
+    StorageQuotaError; anything else a ModelFileError naming the file (url), or about the store."""
+    message = getattr(exc, "message", None) or str(exc)
+    if getattr(exc, "name", "") == "QuotaError":
+        return StorageQuotaError(message)
+    return ModelFileError(url, message) if url else WispError(f"the weight store: {message}")
 
 
 async def fetch_network(url: str, start: int | None = None, length: int | None = None) -> bytes:

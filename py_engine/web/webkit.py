@@ -15,7 +15,7 @@ active on Dawn or wgpu-native.
 from __future__ import annotations
 
 from ..errors import WispError
-from .device import GpuError
+from ..gpu.device import GpuError
 
 DESKTOP_CONTEXT = 2048
 WEBKIT_CONTEXT = 512
