@@ -34,12 +34,11 @@ from array import array
 from collections import deque
 
 from .gpu import Copy, Dispatch, Read
-from .row_draw import CANDIDATES, FULL_PARAMS_BYTES, TILE, RowDraw
+from .row_draw import CANDIDATES, THREADS, TILE, RowDraw, params_bytes, sampling_kernel
 from .token_choice import FullDraw, SamplingParams, check_params, choose
 
 __all__ = ["CANDIDATES", "FullDraw", "Sampler", "SamplingParams", "choose"]
 
-THREADS = 256
 ARGMAX_MAX_GROUPS = 256  # so one workgroup finishes the argmax
 CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
 
@@ -69,12 +68,12 @@ class Sampler:
             buf = device.create_buffer(size, kind, label)
             return buf, (buf, 0, size)
 
-        self._penalty = kernels.get("repetition_penalty", SEEN=False)
+        self._penalty = sampling_kernel(kernels, "repetition_penalty", SEEN=False)
         self._penalty_ids, ids_binding = buffer(4 * max_history, label="penalty ids")
         self._penalty_params, p = buffer(16, "uniform")
         self._penalty_group = device.create_bind_group(self._penalty.handle, [p, ids_binding, logits])
         # On the GPU-fed path the history is a flag per vocabulary entry, set by mark_seen.
-        seen_penalty = kernels.get("repetition_penalty", SEEN=True)
+        seen_penalty = sampling_kernel(kernels, "repetition_penalty", SEEN=True)
         self._seen, seen = buffer(4 * vocab_size, label="seen ids")
         self._seen_params, p = buffer(16, "uniform")
         self._seen_penalty = Dispatch(seen_penalty.handle,
@@ -83,10 +82,9 @@ class Sampler:
         self._mark_kernel, self._marks = kernels.get("mark_seen"), {}  # ids buffer → its mark_seen dispatch
 
         self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
-        self._argmax_kernels = (kernels.get("argmax", FINAL=False), kernels.get("argmax", FINAL=True))
+        self._argmax_kernels = tuple(sampling_kernel(kernels, "argmax", FINAL=f) for f in (False, True))
         self._logits_at = (logits_buffer, bind_start)
-        self._argmax, self._argmax_best = self._argmax_row(0)
-        self._row_argmax = [(self._argmax, self._argmax_best)]  # rows_pick's greedy rows: per logits row, _argmax_row
+        self._row_argmax = [self._argmax_row(0)]  # per logits row, _argmax_row: row 0's for commands / pick
         self._row_ids = device.create_buffer(4 * 64, label="row ids")
 
         # The draws of logits rows 0.. (RowDraw): row 0's for the decode loop and the host's pick,
@@ -95,14 +93,11 @@ class Sampler:
         self._draw_scratch = (buffer(8 * CANDIDATES * tiles, label="topk lists")[1],
                               buffer(8 * tiles, label="topk stats")[1])
         self._rows = [self._row_draw(0)]
-        row = self._rows[0]
-        self._topk, self._topk_params, self._topk_result = row.topk, row.topk_params, row.result
-        self._picked, self._pick_params = row.picked, row.pick_params
 
         # The host's exact draw (pick() when the candidates cannot decide), with Params of its own.
-        self._full = kernels.get("sample_full")
+        self._full = sampling_kernel(kernels, "sample_full")
         self._full_chosen, chosen = buffer(4, label="sample_full")
-        self._full_params, p = buffer(FULL_PARAMS_BYTES, "uniform")
+        self._full_params, p = buffer(params_bytes(self._full), "uniform")
         self._full_draw = Dispatch(self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]),
                                    (1, 1, 1))
 
@@ -178,10 +173,12 @@ class Sampler:
                 out.append(Dispatch(self._penalty.handle, self._penalty_group, (-(-len(seen) // THREADS), 1, 1)))
         if params.temperature == 0:
             self._pending = "greedy"
-            return out + self._argmax
+            dispatches, _ = self._row_argmax[0]
+            return out + dispatches
         self._pending = "sample"
-        self._write(self._topk_params, self._rows[0].topk_bytes(params.temperature))
-        return out + self._topk
+        row = self._rows[0]
+        self._write(row.topk_params, row.topk_bytes(params.temperature))
+        return out + row.topk
 
     def _penalised(self, history: list[int]) -> list[int]:
         """The history's distinct ids the penalty applies to, in order of first use (which keeps
@@ -212,11 +209,11 @@ class Sampler:
             before, after = [self._seen_penalty], [self._mark(ids_buffer)]
         if params.temperature == 0:
             at = 8 * self._argmax_groups + 4  # the final best's id
-            return before + self._argmax + [Copy(self._argmax_best, at, ids_buffer, 0, 4)] + after + \
-                [Read(self._argmax_best, at, 4)]
-        self._write(self._topk_params, self._rows[0].topk_bytes(params.temperature))
-        return before + self._rows[0].draw + [Copy(self._picked, 0, ids_buffer, 0, 4)] + after + \
-            [Read(self._picked, 0, 4)]
+            dispatches, best = self._row_argmax[0]
+            return before + dispatches + [Copy(best, at, ids_buffer, 0, 4)] + after + [Read(best, at, 4)]
+        row = self._rows[0]
+        self._write(row.topk_params, row.topk_bytes(params.temperature))
+        return before + row.draw + [Copy(row.picked, 0, ids_buffer, 0, 4)] + after + [Read(row.picked, 0, 4)]
 
     def _mark(self, ids_buffer) -> Dispatch:
         """mark_seen over ids_buffer[0] (the chosen token, once copied there)."""
@@ -231,7 +228,7 @@ class Sampler:
         (the one pick() would use for that token; greedy draws none)."""
         draw = self.draw_params(params)
         if draw is not None:
-            self.device.write_buffer(self._pick_params, 0, draw)
+            self.device.write_buffer(self._rows[0].pick_params, 0, draw)
 
     def draw_params(self, params: SamplingParams) -> bytes | None:
         """next_draw's bytes for a forward of a submit that carries several (the caller stages them
@@ -241,12 +238,12 @@ class Sampler:
         return self._rows[0].pick_bytes(params, self.uniform(params))
 
     def draw_copy(self, staging, offset: int, size: int) -> Copy:
-        return Copy(staging, offset, self._pick_params, 0, size)
+        return Copy(staging, offset, self._rows[0].pick_params, 0, size)
 
     async def read_candidates(self) -> tuple[list[float], list[int], float]:
         """After the sampling commands ran: the row's first CANDIDATES tokens in the sampling order
         (logits, ids) and the log-sum-exp of logits / temperature over the whole row."""
-        raw = await self.device.read_buffer(self._topk_result, 0, 8 * CANDIDATES + 4)
+        raw = await self.device.read_buffer(self._rows[0].result, 0, 8 * CANDIDATES + 4)
         n = min(CANDIDATES, self.vocab)
         pairs = list(struct.iter_unpack(CANDIDATE_FORMAT, raw[:8 * n]))
         return [v for v, _ in pairs], [i for _, i in pairs], struct.unpack_from("<f", raw, 8 * CANDIDATES)[0]
@@ -274,7 +271,8 @@ class Sampler:
         if self._pending is None:
             raise RuntimeError("pick() needs the commands of commands() to have been submitted")
         if self._pending == "greedy":
-            raw = await self.device.read_buffer(self._argmax_best, 8 * self._argmax_groups, 8)
+            _, best = self._row_argmax[0]
+            raw = await self.device.read_buffer(best, 8 * self._argmax_groups, 8)
             return struct.unpack(CANDIDATE_FORMAT, raw)[1]
         values, ids, lse = await self.read_candidates()
         choice = choose(values, ids, lse, params, self.vocab, self.uniform(params))

@@ -3,9 +3,10 @@
 //   FINAL = true:  one workgroup reduces best[0 .. groups) to best[groups], the answer.
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 best (read_write, Candidate [groups + 1]).
-// Dispatch: (p.groups, 1, 1) with FINAL = false, then (1, 1, 1) with FINAL = true; 256 threads each.
-// Defines: SUBGROUPS (kernels.py, from the device): the workgroup's best by subgroup shuffles (the
-//   order is total, so the answer is the workgroup-memory tree's).
+// Dispatch: (p.groups, 1, 1) with FINAL = false, then (1, 1, 1) with FINAL = true; THREADS threads each.
+// Defines: FINAL (above). SAMPLING_THREADS (py_engine/row_draw.py THREADS, a power of two): the
+//   threads per workgroup. SUBGROUPS (kernels.py, from the device): the workgroup's best by subgroup
+//   shuffles (the order is total, so the answer is the workgroup-memory tree's).
 struct Params { vocab: u32, logits_base: u32, groups: u32 }
 struct Candidate { value: f32, id: u32 }
 
@@ -13,7 +14,7 @@ struct Candidate { value: f32, id: u32 }
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> best: array<Candidate>;
 
-const THREADS = 256u;
+const THREADS = SAMPLING_THREADS;  // threads per workgroup (define, row_draw.THREADS)
 const NO_ID = 0xffffffffu;
 
 var<workgroup> shared_best: array<Candidate, THREADS>;
@@ -23,7 +24,7 @@ fn beats(a: Candidate, b: Candidate) -> bool {
     return a.id != NO_ID && (b.id == NO_ID || a.value > b.value || (a.value == b.value && a.id < b.id));
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
 //#if SUBGROUPS
         @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,

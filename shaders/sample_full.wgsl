@@ -13,7 +13,9 @@
 // follows it on the GPU-fed decode path, its Params copied from sample_pick's output).
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 chosen (read_write, u32 [1]).
-// Dispatch: (1, 1, 1), 256 threads.
+// Dispatch: (1, 1, 1), THREADS threads.
+// Defines: SAMPLING_THREADS (py_engine/row_draw.py THREADS, a power of two >= 4): threads per
+//   workgroup; its workgroup memory is 36 bytes a thread (lanes, partial).
 struct Params {
     vocab: u32, logits_base: u32, inv_temperature: f32, lse: f32, top_k: u32, top_p: f32,
     skip_candidates: u32, last_value: f32, last_id: u32, u: f32, skip_draw: u32,
@@ -23,7 +25,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> chosen: array<u32>;
 
-const THREADS = 256u;
+const THREADS = SAMPLING_THREADS;  // threads per workgroup (define, row_draw.THREADS)
 const NO_ID = 0xffffffffu;
 
 var<workgroup> partial: array<f32, THREADS>;
@@ -114,7 +116,7 @@ fn digit_weights(lid: u32, base: vec2<u32>, shift: u32, in_key: bool, by_count: 
         }
     }
     let sums = array<vec4<f32>, 4>(s0 + everywhere, s1 + everywhere, s2 + everywhere, s3 + everywhere);
-    // Tree reduction: the upper half of the threads hands over first, so 8 KiB of lanes suffice.
+    // Tree reduction: the upper half of the threads hands over first, so THREADS / 2 lanes suffice.
     if (lid >= THREADS / 2u) { lanes[lid - THREADS / 2u] = sums; }
     workgroupBarrier();
     if (lid < THREADS / 2u) {
@@ -171,7 +173,7 @@ fn in_draw(v: f32, i: u32, kept: vec2<u32>) -> bool {
     return precedes(key, i, kept) && !(p.skip_candidates == 1u && candidate);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(local_invocation_index) lid: u32) {
     if (p.skip_draw != 0u) { return; }  // uniform: every thread leaves
     // Not left to zero-initialisation: lavapipe under wgpu-native was seen to skip it.

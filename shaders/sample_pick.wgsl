@@ -8,9 +8,10 @@
 // over the whole row; otherwise those Params say skip_draw and the token is written here.
 // Bindings: 0 p (uniform Params; u is rewritten for every token),
 //           1 result (read, TopResult: CANDIDATES Candidates and lse),
-//           2 out (read_write, u32 [16]: [0] the token; [4 ..] sample_full's Params, 11 words,
-//             which the caller copies into sample_full's uniform before dispatching it).
-// Dispatch: (1, 1, 1), one thread (64 candidates: a few hundred operations).
+//           2 out (read_write, u32: [0] the token; [FULL_PARAMS_AT ..] sample_full's Params, 11
+//             words, which the caller copies into sample_full's uniform before dispatching it).
+// Dispatch: (1, 1, 1), one thread (CANDIDATES = 64: a few hundred operations).
+// Defines (py_engine/row_draw.py): CANDIDATES; FULL_PARAMS_AT (where in out sample_full's Params start).
 struct Params { vocab: u32, logits_base: u32, inv_temperature: f32, top_k: u32, top_p: f32, u: f32 }
 struct Candidate { value: f32, id: u32 }
 struct TopResult { top: array<Candidate, CANDIDATES>, lse: f32 }
@@ -28,17 +29,18 @@ fn probability(i: u32) -> f32 {
 // sample_full's Params (its field order): the whole row's draw, or none (skip_draw).
 fn full_draw(top_k: u32, top_p: f32, u: f32, skip_candidates: bool, skip_draw: bool) {
     let last = min(CANDIDATES, p.vocab) - 1u;
-    out[4] = p.vocab;
-    out[5] = p.logits_base;
-    out[6] = bitcast<u32>(p.inv_temperature);
-    out[7] = bitcast<u32>(result.lse);
-    out[8] = top_k;
-    out[9] = bitcast<u32>(top_p);
-    out[10] = select(0u, 1u, skip_candidates);
-    out[11] = bitcast<u32>(result.top[last].value);
-    out[12] = result.top[last].id;
-    out[13] = bitcast<u32>(u);
-    out[14] = select(0u, 1u, skip_draw);
+    let at = FULL_PARAMS_AT;
+    out[at] = p.vocab;
+    out[at + 1u] = p.logits_base;
+    out[at + 2u] = bitcast<u32>(p.inv_temperature);
+    out[at + 3u] = bitcast<u32>(result.lse);
+    out[at + 4u] = top_k;
+    out[at + 5u] = bitcast<u32>(top_p);
+    out[at + 6u] = select(0u, 1u, skip_candidates);
+    out[at + 7u] = bitcast<u32>(result.top[last].value);
+    out[at + 8u] = result.top[last].id;
+    out[at + 9u] = bitcast<u32>(u);
+    out[at + 10u] = select(0u, 1u, skip_draw);
 }
 
 fn decided(token: u32) {

@@ -1,11 +1,13 @@
-// Top-k, pass 1 of 2. Workgroup w bitonic-sorts its tile of 1024 logits (ids [w * 1024, (w + 1) * 1024))
+// Top-k, pass 1 of 2. Workgroup w bitonic-sorts its tile of TILE logits (ids [w * TILE, (w + 1) * TILE))
 // in the sampling order (logit descending, ties → lower id) and keeps the first CANDIDATES. It also
 // records the tile's max of s = logit * inv_temperature and Σ exp(s - max), from which pass 2 gets
 // the log-sum-exp of the whole row: candidate probabilities are then exact, not renormalised.
 // Ids past the vocabulary pad the last tile with id 0xffffffff, last in the order.
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 lists (read_write, Candidate [tiles * CANDIDATES]), 3 stats (read_write, TileStats [tiles]).
-// Dispatch: (tiles = ceil(vocab / 1024), 1, 1) workgroups of 256 threads.
+// Dispatch: (tiles = ceil(vocab / TILE), 1, 1) workgroups of THREADS threads.
+// Defines (py_engine/row_draw.py): TOPK_TILE = TILE (a power of two, >= CANDIDATES), CANDIDATES,
+//   SAMPLING_THREADS = THREADS (threads per workgroup).
 struct Params { vocab: u32, logits_base: u32, inv_temperature: f32 }
 struct Candidate { value: f32, id: u32 }
 struct TileStats { max_scaled: f32, sum_exp: f32 }
@@ -15,7 +17,7 @@ struct TileStats { max_scaled: f32, sum_exp: f32 }
 @group(0) @binding(2) var<storage, read_write> lists: array<Candidate>;
 @group(0) @binding(3) var<storage, read_write> stats: array<TileStats>;
 
-const THREADS = 256u;
+const THREADS = SAMPLING_THREADS;  // threads per workgroup (define, row_draw.THREADS)
 const TILE = TOPK_TILE;  // logits per workgroup (define, row_draw.TILE)
 const NO_ID = 0xffffffffu;
 const F32_MAX = 0x1.fffffep+127f;
@@ -31,7 +33,7 @@ fn beats(a: u32, b: u32) -> bool {
     return tile_id[a] != NO_ID && (tile_id[b] == NO_ID || va > vb || (va == vb && tile_id[a] < tile_id[b]));
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let first = wid.x * TILE;
     for (var slot = lid; slot < TILE; slot += THREADS) {

@@ -1,14 +1,16 @@
 // Top-k, pass 2 of 2. One workgroup merges the LISTS sorted lists of pass 1 into the row's first
 // CANDIDATES tokens in the sampling order (logit descending, ties → lower id), and combines the
 // tiles' stats into lse = log Σ exp(logit * inv_temperature) over the whole row.
-// Thread t owns lists t, t + 256, ... and offers the best head among them; each of the CANDIDATES
+// Thread t owns lists t, t + THREADS, ... and offers the best head among them; each of the CANDIDATES
 // rounds takes the workgroup's best offer and advances the winning list.
 // Bindings: 0 lists (read, Candidate [LISTS * CANDIDATES]), 1 stats (read, TileStats [LISTS]),
 //           2 result (read_write, TopResult).
-// Dispatch: (1, 1, 1), 256 threads.
-// Defines: SUBGROUPS (kernels.py, from the device): each round's best offer by subgroup shuffles,
-//   then across the subgroups' (2 barriers a round instead of 10; the order is total, so the
-//   candidates are the workgroup-memory tree's).
+// Dispatch: (1, 1, 1), THREADS threads.
+// Defines (py_engine/row_draw.py): CANDIDATES, LISTS (the tiles of topk_chunks.wgsl),
+//   SAMPLING_THREADS = THREADS (threads per workgroup, a power of two). SUBGROUPS (kernels.py,
+//   from the device): each round's best offer by subgroup shuffles, then across the subgroups'
+//   (2 barriers a round instead of 10; the order is total, so the candidates are the
+//   workgroup-memory tree's).
 struct Candidate { value: f32, id: u32 }
 struct TileStats { max_scaled: f32, sum_exp: f32 }
 struct TopResult { top: array<Candidate, CANDIDATES>, lse: f32 }
@@ -17,7 +19,7 @@ struct TopResult { top: array<Candidate, CANDIDATES>, lse: f32 }
 @group(0) @binding(1) var<storage, read> stats: array<TileStats>;
 @group(0) @binding(2) var<storage, read_write> result: TopResult;
 
-const THREADS = 256u;
+const THREADS = SAMPLING_THREADS;  // threads per workgroup (define, row_draw.THREADS)
 const LISTS_PER_THREAD = (LISTS + THREADS - 1u) / THREADS;
 const NO_ID = 0xffffffffu;
 
@@ -59,7 +61,7 @@ fn best_head(lid: u32) -> Offer {
     return best;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(local_invocation_index) lid: u32,
 //#if SUBGROUPS
         @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,

@@ -93,6 +93,7 @@ LARGEST_VOCAB = 262144  # Gemma 3's vocabulary: the most topk_merge lists the en
 ENGINE_DEFINES = {
     "CANDIDATES": sampling.CANDIDATES,
     "LISTS": -(-LARGEST_VOCAB // sampling.TILE), "TOPK_TILE": sampling.TILE,
+    "SAMPLING_THREADS": sampling.THREADS,
     "MATMUL_TILE": linear_plan.MATMUL_TILE, "MERGE_HEADS": linear_plan.MERGE_HEADS,
     "MLX_GROUP": 64,
     "FINAL": True, "VEC4": True,
@@ -341,7 +342,8 @@ def test_safe_exp_keeps_normal_sampling_stats():
     inv_t = 1.3
     res = run_kernel("topk_chunks", {"logits": logits, "lists": 2 * sampling.CANDIDATES * 8, "stats": 2 * 8},
                      {"vocab": vocab, "logits_base": 0, "inv_temperature": inv_t},
-                     grid=(2, 1, 1), defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE})
+                     grid=(2, 1, 1), defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE,
+                                                            "SAMPLING_THREADS": sampling.THREADS})
     stats = np.frombuffer(res["stats"], np.float32).reshape(2, 2)
     assert np.isfinite(stats).all()
     for t in range(2):

@@ -1,12 +1,13 @@
 """Sampling against numpy: argmax, repetition penalty, the top-k candidates and lse, the exact
 full-vocabulary draw, and the distribution of whole draws (candidate path and GPU fallback)."""
 import asyncio
-import struct
+import re
 
 import numpy as np
 import pytest
 
 from gpu_harness import device
+from py_engine.kernels import SHADER_DIR
 from py_engine.sampling import CANDIDATES, FullDraw, Sampler, SamplingParams
 
 ROW = 3  # the row under test sits after two others, at an offset that is not 256-aligned for most vocabs
@@ -244,3 +245,14 @@ def test_invalid_params_rejected():
             sampler.commands(bad, [])
     with pytest.raises(ValueError):
         sampler.commands(SamplingParams(repetition_penalty=1.2), [-1])
+
+
+def test_kernel_constants_come_from_python():
+    """The sampling kernels' workgroup size and sample_pick's layout are defines from row_draw.py,
+    not numbers kept in step by hand: no literal workgroup size or out index in the WGSL."""
+    for name in ("argmax", "repetition_penalty", "topk_chunks", "topk_merge", "sample_full"):
+        src = re.sub(r"//[^\n]*", "", (SHADER_DIR / f"{name}.wgsl").read_text())
+        assert "SAMPLING_THREADS" in src and not re.search(r"@workgroup_size\(\s*\d", src), name
+        assert not re.search(r"\b256u?\b", src), name
+    pick = re.sub(r"//[^\n]*", "", (SHADER_DIR / "sample_pick.wgsl").read_text())
+    assert not re.search(r"\bout\[\d", pick.replace("out[0]", ""))
