@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import random
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WEB = ROOT / "build" / "web"
 sys.path.insert(0, str(ROOT))
 
 from py_engine.catalog import MODELS  # noqa: E402
@@ -39,40 +36,16 @@ from py_engine.engine import read_model  # noqa: E402
 from py_engine.formats.source import open_source  # noqa: E402
 
 
-def build_web_module():
-    """tools/build_web.py as a module (it owns the list of the wheel's sources)."""
-    spec = importlib.util.spec_from_file_location("wisp_build_web", ROOT / "tools" / "build_web.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def stale_wheel_files() -> list[str]:
-    """Engine sources whose bytes differ from the wisp wheel's copy (or are missing from it, or only in it)."""
-    if not (WEB / "pyodide" / "pyodide.mjs").is_file() or not (WEB / "wisp-lock.json").is_file():
-        return ["build/web (not built)"]
-    wheels = sorted((WEB / "wheels").glob("wisp-*.whl"))
-    if len(wheels) != 1:
-        return ["build/web/wheels/wisp-*.whl"]
-    inputs = {rel: path for rel, path in build_web_module().engine_inputs().items() if rel != "pyproject.toml"}
-    with zipfile.ZipFile(wheels[0]) as whl:
-        members = {("shaders/" + n[len("py_engine/shaders/"):] if n.startswith("py_engine/shaders/") else n): n
-                   for n in whl.namelist() if not n.endswith("/") and ".dist-info/" not in n}
-        stale = [rel for rel, path in inputs.items()
-                 if rel not in members or whl.read(members[rel]) != path.read_bytes()]
-    return stale + sorted(rel for rel in members if rel not in inputs)
-
-
 def ensure_current_wheel() -> None:
-    stale = stale_wheel_files()
-    if not stale:
+    """build/web must hold this tree's engine: `tools/build_web.py --check` says whether it does
+    (naming what differs), and where it does not the build runs."""
+    build_web = [sys.executable, str(ROOT / "tools" / "build_web.py")]
+    if subprocess.run([*build_web, "--check"]).returncode == 0:
         return
-    print(f"dawn.py: build/web is out of date ({', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}): "
-          "running tools/build_web.py", file=sys.stderr)
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], check=False)
-    stale = stale_wheel_files()
-    if stale:
-        raise SystemExit(f"error: build/web does not hold this tree's engine ({', '.join(stale[:5])}); "
+    print("dawn.py: build/web is out of date: running tools/build_web.py", file=sys.stderr)
+    subprocess.run(build_web, check=False)
+    if subprocess.run([*build_web, "--check"]).returncode != 0:
+        raise SystemExit("error: build/web does not hold this tree's engine (see above); "
                          "run `make web` on a machine with the build tools and bring build/web along")
 
 

@@ -57,22 +57,20 @@ class Engine:
         self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
 
     @classmethod
-    async def load(cls, model, device, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
-                   progress=None, **options) -> "Engine":
-        """model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized)
-        or a ModelSource. max_binding: split weights above this many bytes (default: the
-        device's binding limit). progress: (bytes landed, bytes expected) as weights reach the GPU.
-        options: packed_kv, gpu_budget (see from_tensors)."""
+    async def load(cls, model, device, *, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
+                   progress=None, packed_kv: bool = False, gpu_budget: int | None = None,
+                   read=None) -> "Engine":
+        """The one way a model becomes an Engine (session.load_model adds its tokenizer and stop ids).
+        model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
+        ModelSource. max_rows: the most tokens one prefill forward takes. context: the KV cache's
+        tokens (at most the model's max_position). max_binding: split weights above this many bytes
+        (default: the device's binding limit). progress: (bytes landed, bytes expected) as weights
+        reach the GPU. packed_kv: keep K and V as f16 pairs in u32 words (WebKit: half the memory,
+        no native f16). gpu_budget: refuse (ModelTooLargeError) before any upload when the model
+        needs more bytes. read: read_model(model)'s result when the caller has it already
+        (session.load_model: a GGUF header holds the tokenizer too, and is parsed once)."""
         source = open_source(model)
-        cfg, tensors, _ = read_model(source)
-        return await cls.from_tensors(cfg, tensors, source, device, max_rows, context, max_binding, progress,
-                                      **options)
-
-    @classmethod
-    async def from_tensors(cls, cfg, tensors, source, device, max_rows=128, context=2048, max_binding=0,
-                           progress=None, packed_kv: bool = False, gpu_budget: int | None = None):
-        """packed_kv: keep K and V as f16 pairs in u32 words (WebKit: half the memory, no native f16).
-        gpu_budget: refuse (ModelTooLargeError) before any upload when the model needs more bytes."""
+        cfg, tensors, _ = read_model(source) if read is None else read
         generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
@@ -205,19 +203,18 @@ class Engine:
         submitted = yielded = 0
         last_done = None
         try:
-            def room() -> int:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
-                bound = most() if most and submitted else None
-                return min(max_new_tokens - submitted, self.context - (first_input + submitted - 1),
-                           group_size if bound is None else bound)
-
             while yielded < max_new_tokens:
-                while len(groups) < ahead and (submitted == 0 or room() > 0):
+                while len(groups) < ahead:
                     start = time.perf_counter()
                     if submitted == 0:
                         self.sampler.next_draw(sampling)
                         count, commands = 1, self.prefill_commands(prompt) + feedback
-                    else:
-                        count = room()
+                    else:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
+                        bound = most() if most else None
+                        count = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1),
+                                    group_size if bound is None else bound)
+                        if count <= 0:
+                            break
                         commands = self._decode_group(count, sampling, feedback)
                     groups.append((count, deque(self.device.submit(commands))))
                     if submitted:

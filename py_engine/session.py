@@ -6,15 +6,15 @@ from .json_file import read_json
 from .formats.source import open_source
 
 
-async def load_model(model, device, context: int = 2048, with_tokenizer: bool = True, progress=None,
-                     **engine_options):
-    """model: a GGUF file (tokenizer and chat template from its metadata), an HF model directory,
-    or a ModelSource (the browser's). progress: (bytes landed, bytes expected) during the upload.
-    engine_options: packed_kv, gpu_budget (Engine.from_tensors)."""
+async def load_model(model, device, *, with_tokenizer: bool = True, **engine_options):
+    """(engine, tokenizer or None, stop ids): Engine.load's engine, with what generation needs
+    besides. model: a GGUF file (tokenizer and chat template from its metadata), an HF model
+    directory, or a ModelSource (the browser's). engine_options: Engine.load's (context, progress,
+    packed_kv, gpu_budget, …)."""
     source = open_source(model)
-    cfg, tensors, gguf = read_model(source)
-    engine = await Engine.from_tensors(cfg, tensors, source, device, context=context, progress=progress,
-                                       **engine_options)
+    read = read_model(source)
+    engine = await Engine.load(source, device, read=read, **engine_options)
+    cfg, _, gguf = read
     stop_ids = set(cfg.eos_token_ids)
     tok = None
     if gguf is not None:

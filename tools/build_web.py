@@ -1,6 +1,6 @@
 """Build build/web/: what the browser needs besides the page — Pyodide, our wheels and a lock file.
 
-    python tools/build_web.py [--out build/web]
+    python tools/build_web.py [--out build/web] [--check]
 
 build/web/pyodide/       Pyodide's core files, from `npm pack pyodide@PYODIDE_VERSION` (sha512 pinned)
 build/web/wheels/        wisp (the engine, shaders inside), jinja2 (PyPI's wheel, sha256 pinned) and
@@ -186,10 +186,28 @@ def build_engine_wheel(wheels: Path, stamp: dict) -> Path:
 
 def engine_members(wheel: Path) -> set[str]:
     """Wheel members named like the repository's files (py_engine/shaders/x.wgsl -> shaders/x.wgsl)."""
-    names = set()
-    for name in wheel_names(wheel):
-        names.add("shaders/" + name[len("py_engine/shaders/"):] if name.startswith("py_engine/shaders/") else name)
-    return names
+    return {repository_name(name) for name in wheel_names(wheel)}
+
+
+def repository_name(member: str) -> str:
+    return "shaders/" + member[len("py_engine/shaders/"):] if member.startswith("py_engine/shaders/") else member
+
+
+def stale_engine_files(out: Path) -> list[str]:
+    """Why `out` does not hold this tree's engine (none: it does): engine sources whose bytes differ
+    from the wisp wheel's copy, or are missing from it, or are only in it. --check prints them:
+    benchmarks/dawn.py may run on a build brought from a machine with the build tools."""
+    if not (out / "pyodide" / "pyodide.mjs").is_file() or not (out / "wisp-lock.json").is_file():
+        return [f"{out} (not built)"]
+    wheels = sorted((out / "wheels").glob("wisp-*.whl"))
+    if len(wheels) != 1:
+        return [f"{out / 'wheels'}/wisp-*.whl (not one wheel)"]
+    inputs = {rel: path for rel, path in engine_inputs().items() if rel != "pyproject.toml"}
+    with zipfile.ZipFile(wheels[0]) as whl:
+        members = {repository_name(n): n for n in whl.namelist() if not n.endswith("/") and ".dist-info/" not in n}
+        stale = [rel for rel, path in inputs.items()
+                 if rel not in members or whl.read(members[rel]) != path.read_bytes()]
+    return stale + sorted(rel for rel in members if rel not in inputs)
 
 
 def build_dependency_wheels(wheels: Path, stamp: dict) -> list[Path]:
@@ -299,7 +317,15 @@ def build(out: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "web")
+    parser.add_argument("--check", action="store_true",
+                        help="build nothing; exit 1, naming the files, unless --out holds this tree's engine")
     args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_engine_files(args.out.resolve())
+        if stale:
+            print(f"build_web: not this tree's engine: {', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}",
+                  file=sys.stderr)
+        return 1 if stale else 0
     try:
         build(args.out.resolve())
     except (BuildError, subprocess.CalledProcessError, OSError) as exc:
