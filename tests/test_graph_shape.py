@@ -1,5 +1,6 @@
-"""The decoder graph's dispatch count per layer (issue 12: at most 5 for Llama, Qwen2/3 and
-Mistral): built from each family's tiny fixture, no GPU needed."""
+"""The decoder graph's dispatch count per layer: a decode token pays for every dispatch, so a fused
+kernel that comes apart shows here first (at most 5 a layer for Llama, Qwen2/3 and Mistral). Built
+from each family's tiny fixture, no GPU needed."""
 from pathlib import Path
 
 import pytest

@@ -1,7 +1,8 @@
 """The engine must run in Pyodide: no numpy outside py_engine/gpu, no wgpu outside py_engine/gpu. Its layers
 import one way: the device seam (py_engine/gpu) imports nothing above it, the browser worker's package
 (py_engine/web) is imported by nothing in the engine, JavaScript is reached only from the browser host and
-web/, and no module imports itself around a cycle. And the browser tests stay out of the fast lane."""
+web/, and no module imports itself around a cycle. And the browser tests stay out of the fast lane, each
+named test_browser_*.py."""
 import ast
 import re
 import subprocess
@@ -45,15 +46,27 @@ def test_browser_test_files_are_marked_browser():
     while new := {m for m, used in imports.items() if m not in browser and used & browser}:
         browser |= new
     assert "conftest" not in browser, "browser fixtures go in tests/browser_harness.py, imported where used"
-
-    def marked(path):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-                return any(isinstance(n, ast.Attribute) and n.attr == "browser"
-                           and getattr(n.value, "attr", None) == "mark" for n in ast.walk(node.value))
-        return False
-    unmarked = sorted(m for m in browser if m.startswith("test_") and not marked(tests / f"{m}.py"))
+    unmarked = sorted(m for m in browser if m.startswith("test_") and not marked_browser(tests / f"{m}.py"))
     assert not unmarked, f"add `pytestmark = pytest.mark.browser` to: {unmarked}"
+
+
+def marked_browser(path: Path) -> bool:
+    """Whether the module-level `pytestmark` of a test file carries pytest.mark.browser."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            return any(isinstance(n, ast.Attribute) and n.attr == "browser"
+                       and getattr(n.value, "attr", None) == "mark" for n in ast.walk(node.value))
+    return False
+
+
+def test_test_files_are_named_for_their_lane():
+    """One naming scheme, test_<subject>.py: a file marked browser is test_browser_<subject>.py and no
+    other file is, so the name alone says whether a file runs in the fast lane (a browser file's
+    pure-Python tests belong in a test_<subject>.py beside it)."""
+    wrong = {p.name: "marked browser" if marked_browser(p) else "not marked browser"
+             for p in sorted((ROOT / "tests").glob("test_*.py"))
+             if marked_browser(p) != p.name.startswith("test_browser_")}
+    assert not wrong, f"browser files are test_browser_*.py, and only they: {wrong}"
 
 
 def _module_name(path: Path) -> str:
@@ -99,7 +112,7 @@ def test_layers_import_one_way():
 
 
 def test_no_import_cycle():
-    graph, seen, done, path = engine_graph(), set(), set(), []
+    graph, seen, path = engine_graph(), set(), []
 
     def visit(m):
         seen.add(m)

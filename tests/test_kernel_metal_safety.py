@@ -1,4 +1,4 @@
-"""Metal-safety rules for every kernel (issue 6, point 5), checked on the WGSL and on lavapipe.
+"""Metal-safety rules for every kernel (WebKit compiles WGSL to Metal), checked on the WGSL and on lavapipe.
 
 WebKit runs WGSL through Metal with fast math, where exp() of a huge-magnitude argument and tanh() of a
 large one can come back NaN, select() over a NaN-carrying lane keeps the NaN alive, and a workgroup
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_harness import as_f32, device, run_combine, run_kernel
+from gpu_harness import as_f32, device, run_combine, run_kernel  # noqa: F401 (device: a fixture)
 from py_engine import linear_plan, sampling
 from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
 

@@ -1,9 +1,10 @@
-"""WebKit's memory discipline (issue 6, point 4), on the desktop engine (lavapipe).
+"""WebKit's memory discipline, on the desktop engine (lavapipe): WebKit kills the web-content
+process without a warning above about 1.5-2 GB, and Metal has miscompiled native f16 code.
 
 The browser worker configures a load with py_engine/web/webkit.py's load_policy: on WebKit the
 context defaults to 512 and never exceeds 2048, no kernel uses a native f16 type, the KV cache is
 packed f16, and the model's GPU footprint is checked against a budget before anything is uploaded.
-The same engine options run here; tests/test_webkit_browser.py runs them in Chromium as an iPad."""
+The same engine options run here; tests/test_browser_webkit.py runs them in Chromium as an iPad."""
 import asyncio
 import json
 import re

@@ -1,4 +1,6 @@
-"""WebKit's memory discipline in headless Chromium (issue 6, point 4), the page posing as an iPad.
+"""WebKit's memory discipline in headless Chromium, the page posing as an iPad: WebKit kills the
+web-content process without a warning above about 1.5-2 GB and Metal has miscompiled native f16
+(py_engine/web/webkit.py), so a load there must stay small and f16-free.
 
 As Playwright's iPad and as a desktop-mode iPad (a Mac UA with touch points, through CDP), the
 engine must report WebKit, grouped submits, no native f16 and a packed-f16 KV cache, and give
@@ -11,8 +13,8 @@ import pytest
 
 from browser_harness import launch
 from test_browser_engine import DESKTOP_PARIS, FIXTURES, server  # noqa: F401  (its server fixture)
-from test_platform import SAFARI_MAC
-from test_submit_strategy import CHROME_LINUX
+from test_browser_platform import SAFARI_MAC
+from test_browser_submit_strategy import CHROME_LINUX
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser

@@ -1,13 +1,14 @@
-"""The page's weight-store UI (issue 5) in headless Chromium against the fake worker: the Storage panel
-(stored models, delete, usage, persist), the picker's "on this device" marks, the narrated load phases
-(speed and time left, the stall line) and the quota banner. Server and fixtures: tests/test_page.py."""
+"""The page's UI for the weight store (downloaded weights kept on the device, so a second load fetches
+nothing) in headless Chromium against the fake worker: the Storage panel (stored models, delete, usage,
+persist), the picker's "on this device" marks, the narrated load phases (speed and time left, the stall
+line) and the quota banner. Server and fixtures: tests/test_browser_page.py."""
 import re
 import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
 
-from test_page import MODELS, Handler, context, expect, open_page, page, tid  # noqa: F401 (fixtures)
+from test_browser_page import MODELS, Handler, context, expect, open_page, page, tid  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser  # the page tests' Chromium fixtures
 
@@ -71,7 +72,7 @@ def test_storage_panel_lists_deletes_and_persists(page, base_url):
     expect(tid(page, "storage-usage")).to_have_text(
         re.compile(r"^\d+ (KB|MB|GB) of [\d.]+ (MB|GB) used · models take 260 MB$"))
     expect(page.locator("#storage-bar")).to_have_attribute("aria-valuenow", re.compile(r"^\d+$"))
-    page.screenshot(path=str(__import__("test_page").ARTIFACTS / "storage-panel.png"))
+    page.screenshot(path=str(__import__("test_browser_page").ARTIFACTS / "storage-panel.png"))
 
     # Delete asks first; "Keep" keeps it.
     tiny.get_by_test_id("storage-delete").click()

@@ -2,11 +2,12 @@
 
 Run in Chromium twice over: the pure function on a table of real user agents, and the real
 navigator under Playwright's iPad descriptor and a desktop-mode iPad (a Macintosh UA with touch
-points, set through CDP as the issue describes)."""
+points, set through CDP: iPadOS Safari asks for desktop sites by default, and then only its touch
+points tell it from a Mac)."""
 import pytest
 
 from browser_harness import browser  # noqa: F401  (its fixture)
-from test_page import base_url  # noqa: F401  (the page tests' static server fixture)
+from test_browser_page import base_url  # noqa: F401  (the page tests' static server fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
