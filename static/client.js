@@ -1,4 +1,5 @@
-// WispClient: the page side of the worker protocol (page <-> worker/worker.js, a module worker).
+// WispClient: the page side of the worker protocol (page <-> worker/worker.js, a module worker;
+// every message and event, with its fields: py_engine/web/protocol.py).
 // One module worker, requests matched to replies by id. Reused by the page, the tests and the benchmark.
 //
 //   const client = new WispClient();                       // the worker starts on first use
@@ -178,7 +179,7 @@ export class WispClient extends EventTarget {
   }
 
   /** One submit probe in the worker: size "all" | N dispatches per command buffer; resolves with
-   *  {type:"probe", group, ok, detail, ms, command_buffers, adapter:{name, vendor, architecture, description}}. */
+   *  the `probe` event. */
   probe(size, { steps = PROBE_STEPS } = {}) {
     this.start();
     const id = `probe-${nextId++}`;
@@ -211,9 +212,9 @@ export class WispClient extends EventTarget {
     }
   }
 
-  /** The weight store: {type:"store", models:[{model, files:[{name,size,written,complete}], bytes}],
-   *  usage, quota, persisted, backend}. storeRemove deletes one model's stored files; storePersist
-   *  asks for persistent storage (answer in `persisted`). */
+  /** The weight store: each resolves with the `store` event (the stored models, usage, quota).
+   *  storeRemove deletes one model's stored files; storePersist asks for persistent storage
+   *  (answer in `persisted`). */
   storeList() { return this._store({ type: "store_list" }); }
   storeRemove(model) { return this._store({ type: "store_remove", model }); }
   storePersist() { return this._store({ type: "store_persist" }); }
@@ -229,9 +230,8 @@ export class WispClient extends EventTarget {
 
   /** "Check this device": the GPU self-tests (py_engine/selftest/suite.py) on the device and submit
    *  strategy a load would get (platform and group default to pageLoadOptions()); no model needed,
-   *  refused while a load or generation runs. onResult(result) gets each {name, ok, detail, ms} as
-   *  it finishes; resolves with the `diagnostics` event {adapter:{name, features, limits, webkit,
-   *  platform_reason, submit, workarounds}, results}. */
+   *  refused while a load or generation runs. onResult(result) gets each `diagnostic` event's result
+   *  as it finishes; resolves with the `diagnostics` event. */
   diagnose({ onResult = null } = {}, options = {}) {
     this.start();
     const id = `diagnose-${nextId++}`;

@@ -50,3 +50,53 @@ def browser():
         chromium = launch(p)
         yield p, chromium
         chromium.close()
+
+
+# Every message a page posts to a worker and every event a worker posts back goes to the test
+# (record_protocol's list) as it happens, reloads and new pages included: Worker is wrapped before
+# any page script runs.
+PROTOCOL_RECORDER = """(() => {
+  const Native = self.Worker;
+  if (!Native || Native.recorded) return;
+  const record = (to, data) => { try { self.__wispRecord(to, data); } catch { /* page closing */ } };
+  self.Worker = class extends Native {
+    static recorded = true;
+    constructor(url, options) {
+      super(url, options);
+      this.addEventListener("message", (ev) => record("page", ev.data));
+    }
+    postMessage(data, transfer) {
+      record("worker", data);
+      return super.postMessage(data, transfer);
+    }
+  };
+})();"""
+
+
+def record_protocol(context) -> list:
+    """The worker traffic of every page this context opens, as (to, data) pairs, for check_protocol."""
+    log = []
+    context.expose_function("__wispRecord", lambda to, data: log.append((to, data)))
+    context.add_init_script(PROTOCOL_RECORDER)
+    return log
+
+
+def check_protocol(log: list) -> dict:
+    """Check recorded worker traffic against py_engine/web/protocol.py's table (messages page ->
+    worker, events worker -> page; the test hook's two against TEST_HOOK); returns {type: count}
+    of what was checked, so a test can say what it expected to see."""
+    from collections import Counter
+
+    from py_engine.web.protocol import TEST_HOOK, check, check_event, check_message
+
+    seen = Counter()
+    for to, data in log:
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind in TEST_HOOK:
+            check(data, {"type": str, **TEST_HOOK[kind]}, kind)
+        elif to == "worker":
+            check_message(data)
+        else:
+            check_event(data)
+        seen[kind] += 1
+    return dict(seen)

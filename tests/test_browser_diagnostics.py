@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from browser_harness import ROOT, app_server, launch
+from browser_harness import ROOT, app_server, check_protocol, launch, record_protocol
 from py_engine.selftest.suite import TESTS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -28,6 +28,7 @@ def test_check_this_device(server, tmp_path):
     with playwright_api.sync_playwright() as p:
         context = launch(p, tmp_path / "profile", viewport={"width": 1280, "height": 900})
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+        traffic = record_protocol(context)
         page = context.new_page()
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -58,6 +59,8 @@ def test_check_this_device(server, tmp_path):
         expect(limits).to_contain_text("max_storage_binding")
         expect(limits.locator("tr", has_text="max_storage_binding")).to_contain_text("128 MiB")
         expect(limits.locator("tr", has_text="max_workgroup_storage")).to_contain_text("16 KiB")
+        # The diagnose message and every event of the real worker fit protocol.py's table.
+        assert {"diagnose", "diagnostic", "diagnostics"} <= set(check_protocol(traffic))
 
         report = page.get_by_test_id("diagnostics-report").inner_text()
         assert report.startswith(f"Wisp device check: {len(NAMES)} of {len(NAMES)} passed")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from browser_harness import ROOT, app_server, launch
+from browser_harness import ROOT, app_server, check_protocol, launch, record_protocol
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
@@ -41,9 +41,16 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def page(server, tmp_path_factory):
+def traffic():
+    """Everything the page and the real worker say to each other in this module."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def page(server, tmp_path_factory, traffic):
     with playwright_api.sync_playwright() as p:
         context = launch(p, tmp_path_factory.mktemp("chromium"))
+        traffic.extend([record_protocol(context)])
         page = context.new_page()
         page.goto(server + "/")
         yield page
@@ -66,3 +73,33 @@ def test_smollm2_answers_paris_like_the_desktop(page):
     assert "Paris" in result["text"]
     # The weights (98 MB) went from fetch to the GPU in JavaScript, never through wasm memory.
     assert result["loaded"]["wasm_memory_bytes"] < 0.6 * 98e6, result["loaded"]["wasm_memory_bytes"]
+
+
+def test_a_malformed_message_gets_a_protocol_error(page):
+    """Through the real worker (Pyodide's conversion of JS values included): a load whose model has
+    no files, and a generate with a null prompt, each answered by an `error` of kind "protocol"."""
+    errors = page.evaluate("""async () => {
+      const {WispClient} = await import("/static/client.js");
+      const client = new WispClient().start();
+      const errors = [];
+      const got = new Promise((resolve) => client.addEventListener("error", (ev) => {
+        errors.push({id: ev.detail.id, kind: ev.detail.kind, message: ev.detail.message});
+        if (errors.length === 2) resolve();
+      }));
+      client.worker.postMessage({type: "load", id: "bad-load", model: {id: "x", kind: "gguf", base: "/models/x/"}});
+      client.worker.postMessage({type: "generate", id: "bad-gen", prompt: null, sampling: {temperature: "hot"}});
+      await got;
+      client.terminate();
+      return errors;
+    }""")
+    assert [(e["id"], e["kind"]) for e in errors] == [("bad-load", "protocol"), ("bad-gen", "protocol")], errors
+    assert "load.model" in errors[0]["message"] and "'files' is missing" in errors[0]["message"]
+    assert "generate" in errors[1]["message"]
+
+
+def test_traffic_fits_the_protocol_table(traffic):
+    """Every message client.js sent and every event the real worker emitted in this module fits
+    py_engine/web/protocol.py's table (but the two malformed on purpose above)."""
+    on_purpose = {"bad-load", "bad-gen"}
+    seen = check_protocol([(to, data) for to, data in traffic[0] if not (to == "worker" and data["id"] in on_purpose)])
+    assert {"load", "generate", "booted", "progress", "loaded", "token", "done", "error"} <= set(seen), seen

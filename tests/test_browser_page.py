@@ -15,6 +15,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from browser_harness import check_protocol, record_protocol
+
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
@@ -40,7 +42,7 @@ pytestmark = [pytest.mark.browser,
 
 
 class Handler(BaseHTTPRequestHandler):
-    models = MODELS  # what /api/models answers (tests/test_storage_page.py serves more)
+    models = MODELS  # what /api/models answers (tests/test_browser_storage.py serves more)
 
     def log_message(self, *args):
         pass
@@ -82,13 +84,20 @@ def base_url():
 
 
 @pytest.fixture(scope="module")
-def context():
+def traffic():
+    """Everything the page and the fake worker say to each other in this module."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def context(traffic):
     profile = tempfile.mkdtemp(prefix="wisp-page-")
     with sync_api.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
             profile, executable_path=CHROMIUM, headless=True, viewport={"width": 1280, "height": 860},
             args=["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"])
+        traffic.append(record_protocol(ctx))
         yield ctx
         ctx.close()
     shutil.rmtree(profile, ignore_errors=True)
@@ -377,3 +386,10 @@ def test_client_module(page, base_url):
     assert result["stop"] == "eos" and result["tokens"] == 19
     assert result["cancel"] == "cancel" and result["kept"] < 12
     assert result["error"] == ["WispError", "generate"]
+
+
+def test_traffic_fits_the_protocol_table(traffic):
+    """Every message the page sent and every event the fake worker answered in this module's tests
+    fits py_engine/web/protocol.py's table (the same table the real worker is held to)."""
+    seen = check_protocol(traffic[0])
+    assert {"load", "generate", "cancel", "booted", "progress", "loaded", "token", "done", "error"} <= set(seen), seen

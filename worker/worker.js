@@ -4,32 +4,10 @@
 // engine wheel and its dependencies through /wisp-lock.json, then worker/gpu.js registered as the
 // Python module "wisp_gpu" (py_engine/gpu/browser_host.py drives it). Then {type: "booted"}.
 //
-// Protocol (page <-> worker; static/client.js is the page side):
-// page -> worker: {type:"load", id, model:{id, name, kind, base:"/models/<id>/", files:{rel:size}}, options:{context, f32,
-//                  gpu_budget_mb, platform (static/platform.js), group (?group=), probe:{group, reason, ceiling} | {error}}}
-//                 {type:"generate", id, messages:[{role,content}] | prompt:"...", sampling:{temperature, top_k, top_p,
-//                  repetition_penalty, seed, max_new_tokens, lookup}}
-//                 {type:"cancel", id}   {type:"unload"}
-//                 {type:"store_list", id}  {type:"store_remove", id, model}  {type:"store_persist", id}
-//                 {type:"diagnose", id, options:{platform, group, probe}}   ("Check this device"; no model needed)
-//                 {type:"probe", id, group (0: all), steps}   (WebKit's submit probe: static/submit_probe.js)
-// worker -> page: {type:"booted", pyodide_ms}
-//                 {type:"progress", id, phase:"boot"|"store"|"download"|"verify"|"upload"|"compile", done, total}
-//                  (download also has bytes_per_s, eta_s; verify/upload count bytes read back from the store
-//                  / landed in GPU buffers)
-//                 {type:"store", id, models:[{model, files:[{name,size,written,complete}], bytes}], usage, quota,
-//                  persisted, backend}
-//                 {type:"loaded", id, model, adapter:{name, features:[...], limits:{...}, webkit, platform_reason,
-//                  submit:{strategy, group, reason, probed?, ceiling?}, workarounds:[...]}, load_ms, context,
-//                  kv_cache:"K/V formats", gpu_bytes:{weights, kv_cache, activations, other}, wasm_memory_bytes}
-//                 {type:"probe", id, group, steps, ok, detail, ms, command_buffers, adapter:{name, vendor,
-//                  architecture, description}}
-//                 {type:"token", id, text, token_id, index}
-//                 {type:"done", id, tokens:[...], prompt_tokens, ttft_ms, prefill_tok_s, decode_tok_s, host_ms_per_token, stop}
-//                 {type:"diagnostic", id, result:{name, ok, detail, ms}}  (one per self-test, as it finishes)
-//                 {type:"diagnostics", id, adapter:{name, features, limits, webkit, platform_reason, submit,
-//                  workarounds}, results:[{name, ok, detail, ms}]}
-//                 {type:"error", id, kind:"no-webgpu"|"load"|"quota"|"generate"|"store"|"probe"|"diagnose"|"internal", message}
+// The protocol (page <-> worker; static/client.js is the page side): py_engine/web/protocol.py's
+// table lists every message and event with its fields; the Python handler checks each message
+// against it, and the browser tests check every event both ways. This file adds only `booted`,
+// boot `progress` (id null) and `error` events of kind "internal" when the bridge itself fails.
 // Messages that arrive during boot wait for it; each is then handed to the Python entry point
 // py_engine.web.worker.handle(message) (a dict) without awaiting the previous one, so that a
 // `cancel` is seen while a `generate` awaits the GPU. Python posts its events through init(post).

@@ -8,10 +8,9 @@ from .state import WorkerState, adapter_reply, device_for
 
 
 async def probe(state: WorkerState, message: dict) -> None:
-    """{type:"probe", id, group (0: all), steps}: the dependent chain batched and one by one under
-    one submit group (submit_probe.py), on the device a following load reuses. Answers
-    {type:"probe", id, group, steps, ok, detail, ms, command_buffers, adapter:{name, vendor,
-    architecture, description}}; the page (static/submit_probe.js) keeps the record."""
+    """The `probe` message: the dependent chain batched and one by one under one submit group
+    (submit_probe.py), on the device a following load reuses. Answered by a `probe` event; the
+    page (static/submit_probe.js) keeps the record."""
     from ..gpu import open_device
     from ..gpu.device import GpuError
     from .submit_probe import adapter_identity, probe_arguments, run_probe
@@ -37,11 +36,9 @@ async def probe(state: WorkerState, message: dict) -> None:
 
 
 async def diagnose(state: WorkerState, message: dict) -> None:
-    """{type:"diagnose", id, options:{platform, group, f32}}: the "Check this device" suite
-    (py_engine/selftest/suite.py) on the device and submit strategy a load with these options
-    gets; no model needed. Emits {type:"diagnostic", id, result:{name, ok, detail, ms}} as each
-    test finishes, then {type:"diagnostics", id, adapter:{name, features, limits, webkit,
-    platform_reason, submit, workarounds}, results}."""
+    """The `diagnose` message: the "Check this device" suite (py_engine/selftest/suite.py) on the
+    device and submit strategy a load with these options gets; no model needed. Emits a
+    `diagnostic` event as each test finishes, then `diagnostics`."""
     from ..gpu.device import GpuError
     from ..selftest.suite import run_suite
     from .webkit import load_policy, submit_strategy

@@ -28,10 +28,8 @@ class PrefixTooShort(Exception):
 async def fetch_bytes(url: str, start: int | None = None, length: int | None = None) -> bytes:
     from pyodide.ffi import JsException
 
-    try:
-        import wisp_store  # registered by worker/worker.js
-    except ImportError:  # a worker without the store (none today): straight from the network
-        return await fetch_network(url, start, length)
+    import wisp_store  # worker/store.js, registered by worker/worker.js
+
     try:
         data = await wisp_store.read(url, start, length)
     except JsException as exc:
@@ -46,17 +44,6 @@ def store_error(exc, url: str | None = None) -> WispError:
     if getattr(exc, "name", "") == "QuotaError":
         return StorageQuotaError(message)
     return ModelFileError(url, message) if url else WispError(f"the weight store: {message}")
-
-
-async def fetch_network(url: str, start: int | None = None, length: int | None = None) -> bytes:
-    from js import Object, fetch
-    from pyodide.ffi import to_js
-
-    headers = {} if start is None else {"Range": f"bytes={start}-{start + length - 1}"}
-    response = await fetch(url, to_js({"headers": headers}, dict_converter=Object.fromEntries))
-    if not response.ok:
-        raise ModelFileError(url, f"HTTP {response.status} {response.statusText}")
-    return (await response.arrayBuffer()).to_bytes()
 
 
 class RemoteModel(ModelSource):

@@ -21,11 +21,12 @@ class ProbeRequestError(WispError):
 
 
 def probe_arguments(message: dict) -> tuple[int, int]:
-    """(group, steps) of a probe message: group 0 = all dispatches in one command buffer."""
-    group, steps = message.get("group"), message.get("steps", 256)
-    if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+    """(group, steps) of a probe message whose types protocol.py checked: group 0 = all dispatches
+    in one command buffer."""
+    group, steps = message["group"], message.get("steps", 256)
+    if group < 0:
         raise ProbeRequestError(f"probe: group must be 0 (all) or a positive number of dispatches, not {group!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+    if not 1 <= steps <= MAX_STEPS:
         raise ProbeRequestError(f"probe: steps must be a whole number from 1 to {MAX_STEPS}, not {steps!r}")
     return group, steps
 

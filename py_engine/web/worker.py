@@ -1,4 +1,4 @@
-"""The worker's Python half: page messages in, events out (protocol: worker/worker.js's header).
+"""The worker's Python half: page messages in, events out (the protocol: protocol.py's table).
 
 worker.js calls `init(post)` once after boot, then `handle(message)` for every page message
 without awaiting the previous one, so a `cancel` is handled while a `generate` awaits the GPU.
@@ -11,6 +11,7 @@ import time
 import traceback
 
 from ..errors import StorageQuotaError, WispError
+from .protocol import ProtocolError, check_message
 from .state import LoadedModel, WorkerState, adapter_reply, device_for
 
 STATE = WorkerState()
@@ -38,37 +39,45 @@ def plain(value):
 async def handle(message: dict, state: WorkerState | None = None) -> None:
     state = state or STATE
     message = plain(message)
-    kind, request = message.get("type"), message.get("id")
+    request = message.get("id") if isinstance(message, dict) else None
+    request = request if isinstance(request, (str, int)) and not isinstance(request, bool) else None
+    kind = None
     try:
+        kind = check_message(message)  # protocol.py's table: a malformed message goes no further
         if kind == "cancel":
-            state.cancelled.add(message.get("id"))
-            return
-        if kind == "unload":
+            state.cancelled.add(request)
+        elif kind == "unload":
             state.drop_device()
-            return
-        if kind in ("store_list", "store_remove", "store_persist"):
+        elif kind.startswith("store_"):
             await store_message(state, message)
-            return
-        if kind in ("probe", "diagnose"):  # checks.py; each takes the busy guard itself
+        elif kind in ("probe", "diagnose"):  # checks.py; each takes the busy guard itself
             from . import checks
 
             await (checks.probe(state, message) if kind == "probe" else checks.diagnose(state, message))
-            return
-        if kind not in ("load", "generate"):
-            raise WispError(f"unknown message type {kind!r}")
-        with state.busy(request):
-            await (load(state, message) if kind == "load" else generate(state, message))
+        else:
+            with state.busy(request):
+                await (load(state, message) if kind == "load" else generate(state, message))
     except WispError as exc:
-        from ..gpu.browser_host import NoWebGPUError
-
-        category = ("no-webgpu" if isinstance(exc, NoWebGPUError) else "quota" if isinstance(exc, StorageQuotaError)
-                    else kind if kind in ("load", "generate", "probe", "diagnose")
-                    else "store" if kind.startswith("store_") else "internal")
-        state.emit({"type": "error", "id": request, "kind": category, "message": str(exc)})
+        state.emit({"type": "error", "id": request, "kind": error_kind(exc, kind), "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
         state.emit({"type": "error", "id": request, "kind": "internal",
                     "message": f"{type(exc).__name__}: {exc}\n{frames}"})
+
+
+def error_kind(exc: WispError, message_type: str | None) -> str:
+    """The `error` event's kind: what the page tells the user (protocol.py lists them)."""
+    from ..gpu.browser_host import NoWebGPUError
+
+    if isinstance(exc, ProtocolError):
+        return "protocol"
+    if isinstance(exc, NoWebGPUError):
+        return "no-webgpu"
+    if isinstance(exc, StorageQuotaError):
+        return "quota"
+    if message_type in ("load", "generate", "probe", "diagnose"):
+        return message_type
+    return "store" if message_type.startswith("store_") else "internal"
 
 
 async def load(state: WorkerState, message: dict) -> None:
@@ -128,8 +137,8 @@ async def begin_store(model: dict, request) -> None:
 
 
 async def store_message(state: WorkerState, message: dict) -> None:
-    """store_list / store_remove / store_persist: answered with {type:"store", id, models, usage,
-    quota, persisted, backend} (the page's storage manager)."""
+    """store_list / store_remove / store_persist, each answered by a `store` event (the page's
+    storage manager)."""
     import wisp_store
 
     kind, request = message["type"], message.get("id")
@@ -170,9 +179,7 @@ def prompt_ids(message: dict, tok, context: int, max_new: int) -> tuple[list[int
         from ..chat_prompt import fit_to_context
 
         return fit_to_context(tok, list(message["messages"]), context, max_new)
-    if message.get("prompt") is not None:
-        return tok.encode(message["prompt"], add_special_tokens=True), 0
-    raise WispError("generate needs messages, prompt or ids")
+    return tok.encode(message["prompt"], add_special_tokens=True), 0
 
 
 async def generate(state: WorkerState, message: dict) -> None:

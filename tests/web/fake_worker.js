@@ -1,5 +1,6 @@
 // A stand-in for worker/worker.js that speaks the worker protocol with no Pyodide and no GPU, for the
-// page tests (tests/test_page.py). Timings are short but real, so streaming and Stop can be observed.
+// page tests (tests/test_browser_page.py, which check its traffic against py_engine/web/protocol.py's
+// table). Timings are short but real, so streaming and Stop can be observed.
 //
 // Special prompts: containing "trigger error" → an `error` event (kind "generate");
 // "trigger crash" → an uncaught exception in the worker (the page sees worker.onerror);
@@ -7,10 +8,10 @@
 // and a fenced code block. A model with id "broken-model" fails to load; "huge-model" fails with an error
 // of kind "quota" (the store has no room); "slow-model" stalls 4 s mid-download (no progress events).
 //
-// The weight store (issue 5) is an in-memory map, seeded with a complete "tiny-stored" model and a partly
-// downloaded qwen2.5-coder; a load stores its model. store_list / store_remove / store_persist answer
-// with a `store` event. Loads narrate boot → store → download {bytes_per_s, eta_s} → verify → upload →
-// compile; a model already stored skips download and verify.
+// The weight store (downloaded weights kept on the device) is an in-memory map, seeded with a complete
+// "tiny-stored" model and a partly downloaded qwen2.5-coder; a load stores its model. store_list /
+// store_remove / store_persist answer with a `store` event. Loads narrate boot → store → download
+// {bytes_per_s, eta_s} → verify → upload → compile; a model already stored skips download and verify.
 // Each answer starts "Answer <turn> (<n> messages, temperature <t>):" so tests can check what was sent.
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -18,9 +19,8 @@ const post = (msg) => self.postMessage(msg);
 
 const ADAPTER = {
   name: "SwiftShader Device (Subzero) — fake",
-  vendor: "google",
-  architecture: "swiftshader",
-  isFallbackAdapter: true,
+  webkit: false,
+  platform_reason: "",
   features: ["subgroups", "timestamp-query", "float32-filterable", "indirect-first-instance", "depth-clip-control"],
   limits: {
     maxBufferSize: 268435456,
@@ -62,7 +62,8 @@ const stored = new Map([
 const storeBytes = (e) => e.files.reduce((a, f) => a + f.written, 0);
 function storeEvent(id) {
   const models = [...stored.values()].map((e) => ({ ...e, bytes: storeBytes(e) }));
-  return { type: "store", id, models, usage: models.reduce((a, e) => a + e.bytes, 0), quota: QUOTA, persisted: false };
+  return { type: "store", id, models, usage: models.reduce((a, e) => a + e.bytes, 0), quota: QUOTA, persisted: false,
+           backend: "memory" };
 }
 
 // Like the real worker: Python boots as soon as the worker starts; its progress has id null.
@@ -89,7 +90,7 @@ function dispatch(msg) {
     case "unload": loaded = null; break;
     case "store_list": case "store_persist": post(storeEvent(msg.id)); break;
     case "store_remove": stored.delete(msg.model); post(storeEvent(msg.id)); break;
-    default: post({ type: "error", id: msg.id ?? null, kind: "internal", message: `unknown message type ${msg.type}` });
+    default: post({ type: "error", id: msg.id ?? null, kind: "protocol", message: `unknown message type ${msg.type}` });
   }
 }
 
@@ -105,7 +106,7 @@ async function load({ id, model, options }) {
     return;
   }
   const total = Object.values(model.files).reduce((a, b) => a + b, 0);
-  post({ type: "progress", id, phase: "store" });
+  post({ type: "progress", id, phase: "store", done: 0, total: 0 });
   await sleep(40);
   const entry = stored.get(model.id);
   const have = entry ? storeBytes(entry) : 0;
@@ -133,9 +134,9 @@ async function load({ id, model, options }) {
     files: Object.entries(model.files).map(([name, size]) => ({ name, size, written: size, complete: true })) });
   loaded = model;
   post({ type: "loaded", id, model: model.id, load_ms: performance.now() - t0, context: 2048, kv_cache: "f32/f32",
-         adapter: { ...ADAPTER, submit: { strategy: "single-pass", reason: "Dawn / wgpu-native: one submit per forward" },
+         adapter: { ...ADAPTER, submit: { strategy: "single-pass", group: null, reason: "Dawn / wgpu-native: one submit per forward" },
                     workarounds: [] },
-         gpu_bytes: { weights: 98e6, kv_cache: 47e6, activations: 6e6, other: 2e6 } });
+         gpu_bytes: { weights: 98e6, kv_cache: 47e6, activations: 6e6, other: 2e6 }, wasm_memory_bytes: 40e6 });
 }
 
 async function generate(msg) {
@@ -154,7 +155,7 @@ async function generate(msg) {
   }
   const head = `Answer ${turn} (${(msg.messages || []).length} messages, temperature ${sampling.temperature}):`;
   const body = text.includes("long") ? Array.from({ length: 400 }, (_, i) => WORDS[i % WORDS.length]) : WORDS.slice(0, 18);
-  const pieces = text.includes("code") ? [head, ...MARKDOWN.match(/[^]{1,7}/g)] : [head, ...body.map((w) => ` ${w}`)];
+  const pieces = text.includes("code") ? [head, ...MARKDOWN.match(/[\s\S]{1,7}/g)] : [head, ...body.map((w) => ` ${w}`)];
   const limit = sampling.max_new_tokens ?? 512;
   const tokens = [];
   let ttft = null;
@@ -171,7 +172,8 @@ async function generate(msg) {
   running.delete(id);
   const decodeS = (performance.now() - t0 - ttft) / 1000;
   post({
-    type: "done", id, tokens, prompt_tokens: 12 * turn, ttft_ms: ttft, prefill_tok_s: 100,
-    decode_tok_s: tokens.length > 1 ? (tokens.length - 1) / decodeS : 0, host_ms_per_token: 1.5, stop,
+    type: "done", id, tokens, prompt_tokens: 12 * turn, dropped_exchanges: 0, prefilled_tokens: 12 * turn,
+    ttft_ms: ttft ?? 0, prefill_tok_s: 100, decode_tok_s: tokens.length > 1 ? (tokens.length - 1) / decodeS : 0,
+    host_ms_per_token: 1.5, stop, command_buffers: tokens.length,
   });
 }

@@ -1,0 +1,226 @@
+"""The worker protocol: every message the page sends the worker and every event the worker sends
+back, with their fields. This table is the protocol: worker.py checks each incoming message
+against it (a malformed one is answered by an `error` event of kind "protocol", never raised),
+and the browser tests check every event the real worker and the page tests' fake worker emit,
+and every message static/client.js sends, against it.
+
+How to read a field: "name" must be present, "name?" may be absent; its value is
+  str, int, bool     a JSON string, whole number, true/false (a bool is not a number)
+  float              any JSON number
+  None               null
+  Or(a, b, ...)      any of these;  Enum("x", "y") one of these strings
+  [t]                a list of t;   Map(t) an object with any keys, each value a t
+  {field: t, ...}    an object with exactly these fields;  dict  any object
+Events name the request they answer by `id` (null: boot progress and errors of no request).
+"""
+from __future__ import annotations
+
+from ..errors import WispError
+
+
+class ProtocolError(WispError):
+    """A worker message that does not fit the table: which message, which field, what is wrong."""
+
+
+class Or:
+    def __init__(self, *choices):
+        self.choices = choices
+
+
+class Enum:
+    def __init__(self, *names: str):
+        self.names = names
+
+
+class Map:
+    def __init__(self, value):
+        self.value = value
+
+
+ID = Or(str, int)  # the page's request id (client.js: "load-1", "gen-2", ...)
+PLATFORM = dict  # static/platform.js detectPlatform(): {webkit, reason, ...}
+GROUP = Or(str, int, None)  # dispatches per command buffer, or "all"
+DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_policy, submit_strategy)
+    "context?": Or(int, str, None), "f32?": bool, "gpu_budget_mb?": Or(int, str, None),
+    "platform?": PLATFORM, "group?": GROUP,
+    "probe?": Or({"group": Or(str, int), "reason?": str, "ceiling?": GROUP}, {"error": str}),
+}
+MODEL = {  # what /api/models lists, plus where its files are served (client.js modelRef)
+    "id": str, "name?": str, "kind": Enum("gguf", "hf", "mlx"), "base": str, "files": Map(int),
+    "hashes?": Or(Map(Or({"sha256": str}, {"etag": str})), None),
+}
+SAMPLING = {  # py_engine/token_choice.py SamplingParams, plus the answer's length
+    "temperature?": Or(float, None), "top_k?": Or(int, None), "top_p?": Or(float, None),
+    "repetition_penalty?": Or(float, None), "seed?": Or(int, None), "lookup?": Or(bool, None),
+    "max_new_tokens?": Or(int, None),
+}
+
+MESSAGES = {  # page -> worker
+    "load": {"id": ID, "model": MODEL, "options?": DEVICE_OPTIONS},
+    # exactly one of messages, prompt, ids (token ids: models without a tokenizer)
+    "generate": {"id": ID, "messages?": [{"role": str, "content": str}], "prompt?": str, "ids?": [int],
+                 "sampling?": SAMPLING, "ignore_eos?": bool},  # ignore_eos: benchmarks decode a fixed count
+    "cancel": {"id": ID},
+    "unload": {"id?": ID},
+    "store_list": {"id": ID},
+    "store_remove": {"id": ID, "model": str},
+    "store_persist": {"id": ID},
+    "diagnose": {"id": ID, "options?": DEVICE_OPTIONS},  # "Check this device": no model needed
+    "probe": {"id": ID, "group": int, "steps?": int},  # WebKit's submit probe; group 0: all in one
+}
+ONE_OF = {"generate": ("messages", "prompt", "ids")}
+
+SUBMIT = {"strategy": Enum("single-pass", "grouped"), "group": GROUP, "reason": str,
+          "probed?": bool, "ceiling?": Or(int, None)}
+ADAPTER = {"name": str, "features": [str], "limits": Map(int), "webkit": bool, "platform_reason": str,
+           "submit": SUBMIT, "workarounds": [str]}
+RESULT = {"name": str, "ok": bool, "detail": str, "ms": float}  # one self-test
+STORED = {"model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
+          "files": [{"name": str, "size": int, "written": int, "complete": bool}], "bytes": int}
+
+EVENTS = {  # worker -> page
+    "booted": {"pyodide_ms": float},
+    # download also has bytes_per_s and eta_s; verify counts one file's bytes read back (file: its name),
+    # upload the bytes landed in GPU buffers
+    "progress": {"id": Or(ID, None), "phase": Enum("boot", "store", "download", "verify", "upload", "compile"),
+                 "done": float, "total": float, "bytes_per_s?": float, "eta_s?": Or(float, None), "file?": str},
+    "store": {"id": ID, "models": [STORED], "usage": float, "quota": float, "persisted": bool, "backend?": str},
+    "loaded": {"id": ID, "model": str, "adapter": ADAPTER, "load_ms": float, "context": int,
+               "kv_cache": str,  # "K/V" formats
+               "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
+               "wasm_memory_bytes": int},  # weights never pass through the worker's heap
+    "probe": {"id": ID, "group": int, "steps": int, "ok": bool, "detail": str, "ms": float,
+              "command_buffers": int,
+              "adapter": {"name": str, "vendor": str, "architecture": str, "description": str}},
+    "token": {"id": ID, "text": str, "token_id": int, "index": int},  # token_id -1: the decoder's tail
+    "done": {"id": ID, "tokens": [int], "prompt_tokens": int, "dropped_exchanges": int, "prefilled_tokens": int,
+             "ttft_ms": float, "prefill_tok_s": float, "decode_tok_s": float, "host_ms_per_token": float,
+             "stop": Enum("eos", "length", "cancel"), "command_buffers": int},
+    "diagnostic": {"id": ID, "result": RESULT},  # one per self-test, as it finishes
+    "diagnostics": {"id": ID, "adapter": ADAPTER, "results": [RESULT]},
+    "error": {"id": Or(ID, None), "message": str,
+              "kind": Enum("no-webgpu", "protocol", "load", "quota", "generate", "store", "probe", "diagnose",
+                           "internal")},
+}
+TEST_HOOK = {  # only a worker started as /worker/worker.js?test (worker.js; tests/test_browser_gpu.py)
+    "test_exec": {"id": ID, "code": str},
+    "test_result": {"id": ID, "result?": object, "error?": str},
+}
+
+
+def check_message(message) -> str:
+    """The message's type, once it fits the table; else ProtocolError saying what does not."""
+    return _check_typed(message, MESSAGES, "message")
+
+
+def check_event(event) -> str:
+    return _check_typed(event, EVENTS, "event")
+
+
+def _check_typed(value, table: dict, what: str) -> str:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"a worker {what} must be an object, not {_name(value)}")
+    kind = value.get("type")
+    if kind not in table:
+        raise ProtocolError(f"unknown {what} type {kind!r}; known: {', '.join(table)}")
+    check(value, {"type": str, **table[kind]}, kind)
+    present = [name for name in ONE_OF.get(kind, ()) if value.get(name) is not None]
+    if len(present) != 1 and ONE_OF.get(kind):
+        raise ProtocolError(f"{kind}: needs exactly one of {', '.join(ONE_OF[kind])}, not {present or 'none'}")
+    return kind
+
+
+def check(value, spec, where: str) -> None:
+    """Raise ProtocolError naming `where` (e.g. "load.model.files") when value does not fit spec."""
+    if not _fits(value, spec, where):
+        raise ProtocolError(f"{where} must be {describe(spec)}, not {_name(value)}")
+
+
+def _fits(value, spec, where: str) -> bool:
+    """False when value is not of spec's kind at all; raises for a problem inside an object."""
+    if spec is None:
+        return value is None
+    if spec is object:
+        return True
+    if spec is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if spec in (str, int, bool, dict):
+        return isinstance(value, spec) and (spec is bool or not isinstance(value, bool))
+    if isinstance(spec, Enum):
+        return value in spec.names
+    if isinstance(spec, Or):  # the first choice that fits; a lone choice of the value's kind says why not
+        candidates = [choice for choice in spec.choices if _json_kind(value) in _json_kinds(choice)]
+        for choice in candidates:
+            try:
+                check(value, choice, where)
+                return True
+            except ProtocolError as exc:
+                problem = exc
+        if len(candidates) == 1:
+            raise problem
+        return False
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return False
+        for i, item in enumerate(value):
+            check(item, spec[0], f"{where}[{i}]")
+        return True
+    if isinstance(spec, Map):
+        if not isinstance(value, dict):
+            return False
+        for key, item in value.items():
+            check(item, spec.value, f"{where}[{key!r}]")
+        return True
+    if not isinstance(value, dict):  # a dict spec: exactly these fields
+        return False
+    fields = {name.rstrip("?"): (sub, not name.endswith("?")) for name, sub in spec.items()}
+    for name, (sub, required) in fields.items():
+        if name in value:
+            check(value[name], sub, f"{where}.{name}")
+        elif required:
+            raise ProtocolError(f"{where}: the field {name!r} is missing")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise ProtocolError(f"{where}: unknown field {unknown[0]!r}; known: {', '.join(fields)}")
+    return True
+
+
+def _json_kind(value) -> str:
+    return {type(None): "null", bool: "bool", int: "number", float: "number", str: "string", list: "list",
+            dict: "object"}.get(type(value), "other")
+
+
+def _json_kinds(spec) -> set:
+    if spec is object:
+        return {"null", "bool", "number", "string", "list", "object"}
+    if isinstance(spec, Or):
+        return set().union(*(_json_kinds(choice) for choice in spec.choices))
+    if spec is None:
+        return {"null"}
+    if spec is str or isinstance(spec, Enum):
+        return {"string"}
+    if spec in (int, float):
+        return {"number"}
+    return {"bool"} if spec is bool else {"list"} if isinstance(spec, list) else {"object"}
+
+
+def describe(spec) -> str:
+    if spec is None:
+        return "null"
+    if isinstance(spec, type):
+        return {str: "a string", int: "a whole number", bool: "true or false", float: "a number",
+                dict: "an object", object: "any value"}[spec]
+    if isinstance(spec, Enum):
+        return "one of " + ", ".join(repr(n) for n in spec.names)
+    if isinstance(spec, Or):
+        return " or ".join(describe(c) for c in spec.choices)
+    if isinstance(spec, list):
+        return f"a list of {describe(spec[0]).removeprefix('a ').removeprefix('an ')}s"
+    if isinstance(spec, Map):
+        return "an object of " + describe(spec.value).removeprefix("a ").removeprefix("an ") + "s"
+    return "an object {" + ", ".join(spec) + "}"
+
+
+def _name(value) -> str:
+    return {"null": "null", "bool": "true/false", "number": repr(value), "string": repr(value)[:40], "list": "a list",
+            "object": "an object"}.get(_json_kind(value), type(value).__name__)
