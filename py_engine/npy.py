@@ -5,7 +5,7 @@ import struct
 
 
 def write_npy_f32(path, values) -> None:
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(values)
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({len(values)},), }}"
     header += " " * (-(len(header) + 11) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))

@@ -69,7 +69,8 @@ async def lookup_decode(engine, prompt: list[int], max_new_tokens: int, sampling
         streak = 0  # tokens in a row that a one-token draft would have predicted
 
         def most() -> int | None:  # a copy under way: submit fewer forwards, then none
-            return 0 if streak >= STREAK else None if streak == 0 else STREAK - streak
+            # reads this pass's streak as it grows (a closure over the loop variable, on purpose)
+            return 0 if streak >= STREAK else None if streak == 0 else STREAK - streak  # noqa: B023
 
         plain = engine._on_gpu(feed, max_new_tokens - yielded, sampling, stop_ids, history, most=most)
         try:

@@ -38,7 +38,7 @@ export class WispError extends Error {
 
 /** Is WebGPU exposed here? {ok, reason: null | "insecure-context" | "no-api"} (no adapter request). */
 export function webgpuSupport(scope = globalThis) {
-  if (scope.navigator && scope.navigator.gpu) return { ok: true, reason: null };
+  if (scope.navigator?.gpu) return { ok: true, reason: null };
   return { ok: false, reason: scope.isSecureContext === false ? "insecure-context" : "no-api" };
 }
 
@@ -289,7 +289,7 @@ export class WispClient extends EventTarget {
       case "booted": this.booted = msg; break;
       case "progress": { // boot progress comes before any request: id null, it belongs to the pending load
         const target = p || (msg.id == null ? [...this._pending.values()].find((q) => q.kind === "load") : undefined);
-        if (target && target.onProgress) target.onProgress(msg);
+        if (target?.onProgress) target.onProgress(msg);
         break;
       }
       case "loaded":
@@ -300,13 +300,13 @@ export class WispClient extends EventTarget {
       case "probe":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
-      case "diagnostic": if (p && p.onResult) p.onResult(msg.result); break;
+      case "diagnostic": if (p?.onResult) p.onResult(msg.result); break;
       case "diagnostics":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
-      case "token": if (p && p.gen) p.gen._token(msg); break;
+      case "token": if (p?.gen) p.gen._token(msg); break;
       case "done":
-        if (p && p.gen) { this._pending.delete(msg.id); p.gen._finish(msg); }
+        if (p?.gen) { this._pending.delete(msg.id); p.gen._finish(msg); }
         break;
       case "error": {
         const err = new WispError(msg.kind || "internal", msg.message || "Unknown error", msg.id ?? null);

@@ -49,7 +49,8 @@ function parseBlocks(text) {
       list.items[list.items.length - 1] += "\n" + line.trim();
     } else {
       if (list) { blocks.push(list); list = null; }
-      (para ||= []).push(line);
+      para = para || [];
+      para.push(line);
     }
   }
   flush();

@@ -14,8 +14,8 @@ const IOS_DEVICE = /\b(iPhone|iPad|iPod)\b/;
 const OTHER_ENGINE = /(Chrome|Chromium|CriOS|Edg|EdgiOS|Firefox|FxiOS|OPR)\//;  // HeadlessChrome/ too
 
 export function detectPlatform(nav = globalThis.navigator) {
-  const ua = String((nav && nav.userAgent) || "");
-  const touchPoints = Number((nav && nav.maxTouchPoints) || 0);
+  const ua = String(nav?.userAgent || "");
+  const touchPoints = Number(nav?.maxTouchPoints || 0);
   if (IOS_DEVICE.test(ua)) {
     return { webkit: true, ios: true, ipadAsMac: false, reason: `iOS device (${ua.match(IOS_DEVICE)[1]}): every browser there is WebKit` };
   }

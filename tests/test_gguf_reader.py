@@ -82,7 +82,7 @@ def test_matches_gguf_py(tmp_path, alignment):
     assert ours.version == 3
     assert ours.alignment == (alignment or 32) == theirs.alignment
     assert ours.data_offset == theirs.data_offset and ours.data_offset % ours.alignment == 0
-    for key, value, vtype in SCALARS + ARRAYS:
+    for key, value, _ in SCALARS + ARRAYS:
         assert ours.metadata[key] == value, key
         assert ours.metadata[key] == theirs.fields[key].contents(), key
     assert ours.metadata["a.nested"] == NESTED

@@ -107,7 +107,7 @@ function layoutFor(kinds) {
   return l;
 }
 
-async function compileMessages(label, module, code) {
+async function compileMessages(module, code) {
   let info;
   try { info = await module.getCompilationInfo(); } catch { return ""; }
   const lines = code.split("\n");
@@ -120,13 +120,13 @@ async function compileMessages(label, module, code) {
 export function createKernel(label, code, kinds, entry = "main") {
   check();
   const kernel = { label, pipeline: null, layout: null, module: null, entry };
-  let module;
+  let module, scope;
   device.pushErrorScope("validation");
   try {
     kernel.layout = layoutFor(kinds);
     module = kernel.module = device.createShaderModule({ code, label });
   } finally {
-    var scope = device.popErrorScope().catch(() => null);
+    scope = device.popErrorScope().catch(() => null);
   }
   const pipeline = device.createComputePipelineAsync({
     label, layout: kernel.layout.pipelineLayout, compute: { module, entryPoint: entry },
@@ -135,7 +135,7 @@ export function createKernel(label, code, kinds, entry = "main") {
   // there are any, else the validation or pipeline error.
   pending.push(Promise.all([scope, pipeline]).then(async ([scopeError, pipelineError]) => {
     if (!scopeError && !pipelineError) return null;
-    const details = await compileMessages(label, module, code);
+    const details = await compileMessages(module, code);
     if (details) return `kernel '${label}': WGSL compile error\n${details}`;
     return `kernel '${label}': ${describe(pipelineError || scopeError)}`;
   }));

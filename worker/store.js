@@ -56,7 +56,7 @@ export async function begin(model, id = null) {
   const info = { id: model.id, name: model.name, kind: model.kind };
   let missing = 0;
   for (const [name, size] of Object.entries(model.files || {})) {
-    const hash = (model.hashes || {})[name] || {};
+    const hash = model.hashes?.[name] || {};
     const f = { model: model.id, name, size: Number(size), sha256: hash.sha256 || null, etag: hash.etag || null, info };
     const url = new URL(model.base + name, self.location.origin).href;
     files.set(url, f);

@@ -146,7 +146,7 @@ class CacheBackend {
         this.durable = pendingAt + pending.size;
         pending = null;
       },
-      async truncate(n) {  // only to 0 (a restart): the chunks go
+      async truncate(_n) {  // only to 0 (a restart): the chunks go
         for (const req of await cache.keys()) if (req.url.startsWith(url(""))) await cache.delete(req);
         pending = null; this.durable = 0;
       },

@@ -178,7 +178,7 @@ class GraphBuilder:
                    fold_defines: dict | None = None) -> None:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows."""
         self.g.op("linear", bind, params,
-                  lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]:
+                  lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]:  # noqa: B008 (bound now, on purpose)
                       linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated),
                   defines, fixed_rows, fold_defines=fold_defines)
 
