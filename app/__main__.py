@@ -1,4 +1,5 @@
 """python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ...] [--no-default]"""
+
 from __future__ import annotations
 
 import argparse
@@ -11,19 +12,38 @@ from .server import ROOT, create_app
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m app", description="Serve Wisp's web app (the model runs in the browser).")
+    parser = argparse.ArgumentParser(
+        prog="python -m app", description="Serve Wisp's web app (the model runs in the browser)."
+    )
     # Loopback by default: the server hands out local model files; exposing it is an explicit choice.
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    parser.add_argument("--model", action="extend", nargs="+", default=[], metavar="PATH",
-                        help="also offer this .gguf file, HF model directory or cached catalog model (repeatable); "
-                             "the first one is the page's default")
-    parser.add_argument("--no-default", action="store_true",
-                        help="offer only the --model models, not the catalog models in the model cache")
-    parser.add_argument("--model-cache", type=Path, default=None, help="model cache directory "
-                        "(default $WISP_MODEL_CACHE or ~/.cache/wisp/models)")
-    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
-                        help="uvicorn's log level (info shows every request)")
+    parser.add_argument(
+        "--model",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="also offer this .gguf file, HF model directory or cached catalog model (repeatable); "
+        "the first one is the page's default",
+    )
+    parser.add_argument(
+        "--no-default",
+        action="store_true",
+        help="offer only the --model models, not the catalog models in the model cache",
+    )
+    parser.add_argument(
+        "--model-cache",
+        type=Path,
+        default=None,
+        help="model cache directory (default $WISP_MODEL_CACHE or ~/.cache/wisp/models)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (info shows every request)",
+    )
     return parser.parse_args(argv)
 
 
@@ -48,8 +68,10 @@ def main(argv=None) -> int:
 
     web_dir = ROOT / "build" / "web"
     if not (web_dir / "wisp-lock.json").is_file():
-        print(f"warning: {web_dir} is not built; run `make web` (the page cannot start Python without it)",
-              file=sys.stderr)
+        print(
+            f"warning: {web_dir} is not built; run `make web` (the page cannot start Python without it)",
+            file=sys.stderr,
+        )
     try:
         sock = bind(args.host, args.port)
     except OSError as exc:

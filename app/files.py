@@ -1,6 +1,7 @@
 """Serving files from disk: path checks, MIME types, and the conditional/Range logic around
 Starlette's FileResponse (which answers single ranges with 206 + Content-Range, unsatisfiable
 ones with 416, and sets ETag / Last-Modified / Accept-Ranges)."""
+
 from __future__ import annotations
 
 import mimetypes

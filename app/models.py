@@ -6,6 +6,7 @@ an HF directory, or a cached catalog name; checked once at start). The file list
 only things /models/<id>/... serves: a request is matched against them by exact name, so no URL
 can reach any other file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,14 @@ from py_engine.catalog import DEFAULT_MODEL, MODELS
 from py_engine.model_cache import cached_path
 
 # The files of an HF directory the engine reads (py_engine/formats/hf_dir.py, tokenizer/hf_json.py).
-HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-            "chat_template.jinja", "model.safetensors.index.json")
+HF_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "model.safetensors.index.json",
+)
 
 
 class ModelPathError(Exception):
@@ -46,8 +53,14 @@ class ServedModel:
                 continue
             sizes[rel] = stat.st_size
             hashes[rel] = file_hash(path, stat, self.sha256.get(rel))
-        out = {"id": self.id, "name": self.name, "kind": self.kind, "files": sizes, "hashes": hashes,
-               "default": self.default}
+        out = {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "files": sizes,
+            "hashes": hashes,
+            "default": self.default,
+        }
         if self.description:
             out["description"] = self.description
         return out
@@ -62,8 +75,12 @@ def file_hash(path: Path, stat, catalog_sha256: str | None = None) -> dict:
         return {"sha256": catalog_sha256}
     try:
         record = json.loads(path.with_name(path.name + ".sha256").read_text())
-        if (isinstance(record, dict) and record.get("size") == stat.st_size
-                and record.get("mtime_ns") == stat.st_mtime_ns and re.fullmatch(r"[0-9a-f]{64}", record.get("sha256", ""))):
+        if (
+            isinstance(record, dict)
+            and record.get("size") == stat.st_size
+            and record.get("mtime_ns") == stat.st_mtime_ns
+            and re.fullmatch(r"[0-9a-f]{64}", record.get("sha256", ""))
+        ):
             return {"sha256": record["sha256"]}
     except (OSError, ValueError):
         pass
@@ -72,8 +89,15 @@ def file_hash(path: Path, stat, catalog_sha256: str | None = None) -> dict:
 
 
 def gguf_model(model_id: str, path: Path, description: str = "", sha256: str | None = None) -> ServedModel:
-    return ServedModel(model_id, path.name.removesuffix(".gguf"), "gguf", path, description,
-                       files={path.name: path}, sha256={path.name: sha256} if sha256 else {})
+    return ServedModel(
+        model_id,
+        path.name.removesuffix(".gguf"),
+        "gguf",
+        path,
+        description,
+        files={path.name: path},
+        sha256={path.name: sha256} if sha256 else {},
+    )
 
 
 def hf_model(model_id: str, path: Path) -> ServedModel:

@@ -14,6 +14,7 @@ happens in the browser (Pyodide + WebGPU in a module worker).
 /api/models            JSON list of models (app/models.py)
 /models/<id>/<file>    the listed files of one model, with Range requests
 """
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,12 @@ class ShellVersion:
 def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None) -> Starlette:
     registry = registry if registry is not None else ModelRegistry()
     web_dir = web_dir if web_dir is not None else root / "build" / "web"
-    trees = {"static": root / "static", "worker": root / "worker",
-             "pyodide": web_dir / "pyodide", "wheels": web_dir / "wheels"}
+    trees = {
+        "static": root / "static",
+        "worker": root / "worker",
+        "pyodide": web_dir / "pyodide",
+        "wheels": web_dir / "wheels",
+    }
 
     def tree(name: str):
         base = trees[name]

@@ -1,5 +1,6 @@
 """The app shell: the URLs the service worker precaches and a version hash over their bytes.
 Standard library only: tools/build_web.py imports it too (to write build/web/version.json)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,11 @@ def shell_manifest(static: Path, worker: Path, web: Path) -> dict:
     for prefix, base in (("/static/", static), ("/worker/", worker)):
         for path in sorted(base.rglob("*")):
             rel = path.relative_to(base)
-            if (not path.is_file() or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
-                    or rel.as_posix() in ("sw.js", "manifest.webmanifest")):
+            if (
+                not path.is_file()
+                or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+                or rel.as_posix() in ("sw.js", "manifest.webmanifest")
+            ):
                 continue
             files[prefix + rel.as_posix()] = path
     for name in PYODIDE_FILES:

@@ -9,6 +9,7 @@ and the worker's host milliseconds per decode token (Python encoding + one FFI s
 match benchmarks/decode.py's where they mean the same, so the two can be compared on one machine.
 On a machine without a GPU Chromium runs WebGPU on SwiftShader (the default flags), which is slow.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWIFTSHADER = ("--enable-unsafe-webgpu --enable-features=Vulkan --use-angle=swiftshader "
-               "--use-webgpu-adapter=swiftshader --no-sandbox --disable-background-networking "
-               "--disable-component-update --disable-sync --no-first-run --disable-quic")
+SWIFTSHADER = (
+    "--enable-unsafe-webgpu --enable-features=Vulkan --use-angle=swiftshader "
+    "--use-webgpu-adapter=swiftshader --no-sandbox --disable-background-networking "
+    "--disable-component-update --disable-sync --no-first-run --disable-quic"
+)
 
 MEASURE = """async ({modelId, warmIds, ids, newTokens}) => {
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
@@ -60,8 +63,9 @@ def start_server(model: str) -> tuple[subprocess.Popen, str, str]:
     if not match:
         proc.kill()
         raise SystemExit(f"the server did not start: {proc.stderr.read()}")
-    models = json.loads(subprocess.run(["curl", "-s", match.group(0) + "api/models"], capture_output=True,
-                                       text=True).stdout)
+    models = json.loads(
+        subprocess.run(["curl", "-s", match.group(0) + "api/models"], capture_output=True, text=True).stdout
+    )
     model_id = models[0]["id"] if path.exists() else model
     return proc, match.group(0).rstrip("/"), model_id
 
@@ -72,26 +76,34 @@ def measure(args) -> dict:
     proc, url, model_id = start_server(args.model)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(headless=not args.headed, executable_path=args.chromium,
-                                        args=args.flags.split())
+            browser = p.chromium.launch(
+                headless=not args.headed, executable_path=args.chromium, args=args.flags.split()
+            )
             page = browser.new_page()
             page.goto(url + "/")
             vocab = 49152 if model_id.startswith("smollm2") else 256
             rng = random.Random(0)
             warm, ids = ([rng.randrange(vocab) for _ in range(args.prompt_tokens)] for _ in range(2))
-            result = page.evaluate(MEASURE, {"modelId": model_id, "warmIds": warm, "ids": ids,
-                                             "newTokens": args.new_tokens})
+            result = page.evaluate(
+                MEASURE, {"modelId": model_id, "warmIds": warm, "ids": ids, "newTokens": args.new_tokens}
+            )
             browser.close()
     finally:
         proc.terminate()
     done, loaded = result["done"], result["loaded"]
     return {
-        "browser": "chromium", "adapter": loaded["adapter"]["name"], "model": model_id,
+        "browser": "chromium",
+        "adapter": loaded["adapter"]["name"],
+        "model": model_id,
         "shader_f16": "shader-f16" in loaded["adapter"]["features"],
-        "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-        "pyodide_boot_ms": result["booted"], "model_load_ms": round(result["loadMs"]),
-        "prefill_tok_s": done["prefill_tok_s"], "decode_tok_s": done["decode_tok_s"],
-        "host_ms_per_decode_token": done["host_ms_per_token"], "ttft_ms": done["ttft_ms"],
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "pyodide_boot_ms": result["booted"],
+        "model_load_ms": round(result["loadMs"]),
+        "prefill_tok_s": done["prefill_tok_s"],
+        "decode_tok_s": done["decode_tok_s"],
+        "host_ms_per_decode_token": done["host_ms_per_token"],
+        "ttft_ms": done["ttft_ms"],
         "wasm_memory_mb": round(loaded["wasm_memory_bytes"] / 1e6, 1),
     }
 

@@ -16,6 +16,7 @@ tokens after it), on the same precision (shader-f16 only where Dawn's engine use
 against py_engine/ and shaders/ (and rebuilt with tools/build_web.py where it differs): the browser
 engine measured is this tree's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ def ensure_current_wheel() -> None:
     print("dawn.py: build/web is out of date: running tools/build_web.py", file=sys.stderr)
     subprocess.run(build_web, check=False)
     if subprocess.run([*build_web, "--check"]).returncode != 0:
-        raise SystemExit("error: build/web does not hold this tree's engine (see above); "
-                         "run `make web` on a machine with the build tools and bring build/web along")
+        raise SystemExit(
+            "error: build/web does not hold this tree's engine (see above); "
+            "run `make web` on a machine with the build tools and bring build/web along"
+        )
 
 
 def model_path(name: str) -> Path:
@@ -72,10 +75,24 @@ def prompts(path: Path, prompt_tokens: int) -> tuple[list[int], list[int]]:
 def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, context: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"ids": ids, "warm_ids": warm}, f)
-    command = [args.node, str(ROOT / "benchmarks" / "dawn" / "run.mjs"), "--model", str(path), "--ids", f.name,
-               "--new-tokens", str(steps), "--context", str(context), "--dawn-backend", args.dawn_backend,
-               "--webgpu", args.webgpu, *(["--store-dir", args.store_dir] if args.store_dir else []),
-               *(["--f32"] if args.f32 else [])]
+    command = [
+        args.node,
+        str(ROOT / "benchmarks" / "dawn" / "run.mjs"),
+        "--model",
+        str(path),
+        "--ids",
+        f.name,
+        "--new-tokens",
+        str(steps),
+        "--context",
+        str(context),
+        "--dawn-backend",
+        args.dawn_backend,
+        "--webgpu",
+        args.webgpu,
+        *(["--store-dir", args.store_dir] if args.store_dir else []),
+        *(["--f32"] if args.f32 else []),
+    ]
     try:
         result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     finally:
@@ -109,14 +126,23 @@ async def run_desktop(path: Path, ids: list[int], warm: list[int], steps: int, c
             await answer.aclose()
         ttft = times[0] - start
         decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-        return {"prefill_tok_s": round(cache.prefilled / ttft, 1), "decode_tok_s": round(decode, 1),
-                "host_ms_per_decode_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
-                "ttft_ms": round(1000 * ttft, 1), "tokens": tokens}
+        return {
+            "prefill_tok_s": round(cache.prefilled / ttft, 1),
+            "decode_tok_s": round(decode, 1),
+            "host_ms_per_decode_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
+            "ttft_ms": round(1000 * ttft, 1),
+            "tokens": tokens,
+        }
 
     await generate(warm)
     out = await generate(ids)
-    return {"engine": "desktop (wgpu-py)", "adapter": device.caps.adapter, "shader_f16": device.caps.shader_f16,
-            "kv_cache": "/".join(engine.kv_formats), **out}
+    return {
+        "engine": "desktop (wgpu-py)",
+        "adapter": device.caps.adapter,
+        "shader_f16": device.caps.shader_f16,
+        "kv_cache": "/".join(engine.kv_formats),
+        **out,
+    }
 
 
 def main():
@@ -145,8 +171,9 @@ def main():
         same = tokens == theirs
         result["tokens_identical"] = same
         if not same:
-            result["first_difference"] = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b),
-                                              min(len(tokens), len(theirs)))
+            result["first_difference"] = next(
+                (i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b), min(len(tokens), len(theirs))
+            )
             result["desktop_tokens"] = theirs
         result["desktop"] = desktop
         if desktop["decode_tok_s"]:

@@ -7,6 +7,7 @@
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
 decode token and the effective bandwidth they imply are part of the JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,21 +22,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gemv_bandwidth import Timer  # noqa: E402
+
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
-from py_engine.model_cache import ensure_model  # noqa: E402
-from gemv_bandwidth import Timer  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
+from py_engine.model_cache import ensure_model  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
 
 
 async def measure(args) -> dict:
-    device = await open_wgpu_device(allow_f16=not args.f32, limits=args.limits,
-                                    extra_features=("timestamp-query",) if args.breakdown else ())
+    device = await open_wgpu_device(
+        allow_f16=not args.f32, limits=args.limits, extra_features=("timestamp-query",) if args.breakdown else ()
+    )
     if not args.model.exists() and str(args.model) in MODELS:
         args.model = ensure_model(str(args.model))
-    engine = await Engine.load(args.model, device, max_rows=args.max_rows,
-                               context=args.prompt_tokens + args.new_tokens + 8, packed_kv=args.packed_kv)
+    engine = await Engine.load(
+        args.model,
+        device,
+        max_rows=args.max_rows,
+        context=args.prompt_tokens + args.new_tokens + 8,
+        packed_kv=args.packed_kv,
+    )
     engine.tokens_per_submit = args.tokens_per_submit
     rng = random.Random(0)
     prompt = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.prompt_tokens)]
@@ -58,15 +66,20 @@ async def measure(args) -> dict:
         pass
     engine.reset()
     start = None
-    tokens = engine._sampled(prompt, args.new_tokens + 1, decode, ()) if args.round_trip else \
-        engine.generate(prompt, args.new_tokens + 1, decode)
+    tokens = (
+        engine._sampled(prompt, args.new_tokens + 1, decode, ())
+        if args.round_trip
+        else engine.generate(prompt, args.new_tokens + 1, decode)
+    )
     async for _ in tokens:
         start = start or time.perf_counter()
     decode_s = time.perf_counter() - start
     host_s, wait_s = engine.decode_host_seconds, engine.decode_wait_seconds
     engine.reset()
     engine.pos = len(prompt)
-    fold = engine.executor.graph.folds(1, engine.pos + 1)  # a decode token's plan: the attention's merge in the O projection
+    fold = engine.executor.graph.folds(
+        1, engine.pos + 1
+    )  # a decode token's plan: the attention's merge in the O projection
     commands = engine.forward_commands([token]) + engine.sampler.commands(greedy, [])  # one decode token's
     read_per_token = weight_bytes_per_token(engine.executor.graph)
     breakdown = await kernel_breakdown(engine, device, commands, fold, args.repeats) if args.breakdown else None
@@ -152,10 +165,17 @@ def main():
     parser.add_argument("--repeats", type=int, default=20, help="--breakdown's timed runs")
     parser.add_argument("--temperature", type=float, default=0.0, help="sample (seed 0) instead of greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--tokens-per-submit", type=int, default=None,
-                        help="decode forwards per submit (default: the engine sizes each group)")
-    parser.add_argument("--round-trip", action="store_true",
-                        help="decode the old way: the host reads each token back and feeds it to the next forward")
+    parser.add_argument(
+        "--tokens-per-submit",
+        type=int,
+        default=None,
+        help="decode forwards per submit (default: the engine sizes each group)",
+    )
+    parser.add_argument(
+        "--round-trip",
+        action="store_true",
+        help="decode the old way: the host reads each token back and feeds it to the next forward",
+    )
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

@@ -13,6 +13,7 @@ kernel's bytes moved (read + written) per second. --layouts sweeps gemv.wgsl's t
 Every measurement first keeps the GPU busy for 0.2 s (Timer.warm_up): without it, every format
 after the first read 3-4x slow, measured at the clocks the GPU had dropped to during the upload.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,21 @@ from py_engine.kernels import Kernel, KernelCache  # noqa: E402
 from py_engine.linear_plan import gemv_features, gemv_layout, linear_defines, linear_grid, linear_params  # noqa: E402
 from py_engine.quant import FORMATS  # noqa: E402
 
-ALL_FORMATS = ["f32", "f16", "f16_packed", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-               "q4_k", "q5_k", "q6_k", "mlx4_f16"]
+ALL_FORMATS = [
+    "f32",
+    "f16",
+    "f16_packed",
+    "bf16",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "q4_k",
+    "q5_k",
+    "q6_k",
+    "mlx4_f16",
+]
 ROTATE_BYTES = 512 << 20
 COPY_SOURCE = """
 @group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
@@ -64,7 +78,9 @@ class Timer:
         self.raw = device.device
         self.count = 2 * passes
         self.queries = self.raw.create_query_set(type="timestamp", count=self.count)
-        self.resolved = self.raw.create_buffer(size=8 * self.count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.resolved = self.raw.create_buffer(
+            size=8 * self.count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+        )
 
     def wall(self, passes: list[list[tuple]]) -> float:
         """Seconds per pass, by the host's clock, with every dispatch in one compute pass."""
@@ -93,8 +109,13 @@ class Timer:
         """passes: each a list of (pipeline, bind group, grid). Returns each pass's seconds."""
         encoder = self.raw.create_command_encoder()
         for i, dispatches in enumerate(passes):
-            compute = encoder.begin_compute_pass(timestamp_writes={
-                "query_set": self.queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1})
+            compute = encoder.begin_compute_pass(
+                timestamp_writes={
+                    "query_set": self.queries,
+                    "beginning_of_pass_write_index": 2 * i,
+                    "end_of_pass_write_index": 2 * i + 1,
+                }
+            )
             for pipeline, bind_group, grid in dispatches:
                 compute.set_pipeline(pipeline)
                 compute.set_bind_group(0, bind_group)
@@ -130,7 +151,9 @@ def copy_bandwidth(device, timer: Timer, repeats: int, read_only: bool = False) 
     pairs = [(device.create_buffer(size), device.create_buffer(size)) for _ in range(max(2, ROTATE_BYTES // size))]
     groups = size // 16 // 256 // (4 if read_only else 1)
     grid = (min(groups, 65535), -(-groups // 65535), 1)
-    dispatches = [[(kernel.pipeline, device.create_bind_group(kernel, [(s, 0, size), (d, 0, size)]), grid)] for s, d in pairs]
+    dispatches = [
+        [(kernel.pipeline, device.create_bind_group(kernel, [(s, 0, size), (d, 0, size)]), grid)] for s, d in pairs
+    ]
     batch = (dispatches * repeats)[: timer.count // 2]
     timer.warm_up(batch)
     return (1 if read_only else 2) * size / min(statistics.median(timer.run(batch)) for _ in range(2))
@@ -142,8 +165,9 @@ def _copy_bindings():
     return [Binding(0, "src", "read"), Binding(1, "dst", "rw")]
 
 
-def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray,
-                    rotate_bytes: int = ROTATE_BYTES) -> tuple[list, int]:
+def upload_matrices(
+    device, fmt: str, K: int, N: int, noise: np.ndarray, rotate_bytes: int = ROTATE_BYTES
+) -> tuple[list, int]:
     """Copies (at least two, together over rotate_bytes) of a random K x N matrix of this format,
     each a list of (first row, rows, buffer) shards of at most one storage binding; and the
     matrix's bytes."""
@@ -159,15 +183,26 @@ def upload_matrices(device, fmt: str, K: int, N: int, noise: np.ndarray,
             nbytes = -(-info.matrix_bytes(count, K, 64) // 16) * 16
             w = device.create_buffer(nbytes)
             offset = (c * 4099 * 16) % (noise.nbytes - nbytes) // 16 * 16 if noise.nbytes > nbytes else 0
-            device.write_buffer(w, 0, noise.view(np.uint8)[offset:offset + nbytes])
+            device.write_buffer(w, 0, noise.view(np.uint8)[offset : offset + nbytes])
             shards.append((start, count, w))
         copies.append(shards)
     return copies, matrix_bytes
 
 
-def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N: int, copies: list,
-                   matrix_bytes: int, layout: dict, repeats: int, kernel_name: str = "gemv",
-                   fused: dict | None = None) -> dict:
+def gemv_bandwidth(
+    device,
+    cache: KernelCache,
+    timer: Timer,
+    fmt: str,
+    K: int,
+    N: int,
+    copies: list,
+    matrix_bytes: int,
+    layout: dict,
+    repeats: int,
+    kernel_name: str = "gemv",
+    fused: dict | None = None,
+) -> dict:
     """fused: linear_defines' norm / gated (the RMSNorm and the gated activation inside the GEMV)."""
     fused = fused or {}
     gated = fused.get("gated", False)
@@ -186,7 +221,9 @@ def gemv_bandwidth(device, cache: KernelCache, timer: Timer, fmt: str, K: int, N
             kernel = cache.get(name, **defines)
             params = linear_params(K, count, out_stride=N // 2 if gated else N, out_offset=start, rows=1, norm_eps=1e-5)
             bg = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": norm, "y": y}, params)
-            grid = linear_grid("gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines), gated)
+            grid = linear_grid(
+                "gemv", 1, count, device.caps.limits.max_workgroups_per_dim, gemv_features(defines), gated
+            )
             dispatches.append((kernel.handle.pipeline, bg, grid))
         passes.append(dispatches)
     return timed(timer, passes, matrix_bytes, repeats)
@@ -197,8 +234,11 @@ def timed(timer: Timer, passes: list, nbytes: int, repeats: int) -> dict:
     timer.warm_up(batch)
     seconds = min(statistics.median(timer.run(batch)) for _ in range(2))
     wall = min(timer.wall(batch) for _ in range(2))
-    return {"us": round(seconds * 1e6, 1), "gb_s": round(nbytes / seconds / 1e9, 1),
-            "wall_gb_s": round(nbytes / wall / 1e9, 1)}
+    return {
+        "us": round(seconds * 1e6, 1),
+        "gb_s": round(nbytes / seconds / 1e9, 1),
+        "wall_gb_s": round(nbytes / wall / 1e9, 1),
+    }
 
 
 def read_matrix(device, timer: Timer, copies: list, matrix_bytes: int, repeats: int) -> dict:
@@ -212,23 +252,30 @@ def read_matrix(device, timer: Timer, copies: list, matrix_bytes: int, repeats: 
         for _, _, w in shards:
             groups = w.size // 16 // 256 // 4
             grid = (min(groups, 65535), -(-groups // 65535), 1)
-            dispatches.append((kernel.pipeline, device.create_bind_group(kernel, [(w, 0, groups * 256 * 64), (dummy, 0, 64)]), grid))
+            dispatches.append(
+                (kernel.pipeline, device.create_bind_group(kernel, [(w, 0, groups * 256 * 64), (dummy, 0, 64)]), grid)
+            )
         passes.append(dispatches)
     return timed(timer, passes, matrix_bytes, repeats)
 
 
 async def measure(args) -> dict:
-    device = await open_wgpu_device(limits=args.limits, allow_subgroups=not args.no_subgroups,
-                                    extra_features=("timestamp-query",))
+    device = await open_wgpu_device(
+        limits=args.limits, allow_subgroups=not args.no_subgroups, extra_features=("timestamp-query",)
+    )
     cache = KernelCache(device)
     timer = Timer(device, 256)
     copy = copy_bandwidth(device, timer, args.repeats)
     read = copy_bandwidth(device, timer, args.repeats, read_only=True)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    layouts = [dict(zip(("LANES", "SLOTS", "RPT", "STEP"), map(int, s.split(".")))) for s in args.layouts.split(",")] if args.layouts else [None]
+    layouts = (
+        [dict(zip(("LANES", "SLOTS", "RPT", "STEP"), map(int, s.split(".")))) for s in args.layouts.split(",")]
+        if args.layouts
+        else [None]
+    )
     variants = json.loads(args.variants) if args.variants else []
     # Finite 16-bit fields whatever the format: every half is below 2 in magnitude.
-    noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3bff3bff)
+    noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3BFF3BFF)
     fused = {"norm": "norm" in args.fuse, "gated": "gated" in args.fuse}
     results = []
     for fmt in args.formats.split(","):
@@ -245,19 +292,32 @@ async def measure(args) -> dict:
                 layout = {k: v for k, v in (layout or {}).items() if k not in ("K", "format")}
                 chosen = layout or gemv_layout(K, N, fmt, fused["gated"])
                 try:
-                    r = gemv_bandwidth(device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats,
-                                       args.kernel, fused)
+                    r = gemv_bandwidth(
+                        device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats, args.kernel, fused
+                    )
                 except Exception as e:  # a variant that does not compile or fit: say so, go on
                     r = {"error": str(e).splitlines()[-1][:200]}
-                r.update(format=fmt, K=K, N=N, layout=".".join(f"{k}{v}" for k, v in chosen.items() if k not in ("X_SUMS",)),
-                         of_copy=round(r.get("gb_s", 0) * 1e9 / copy, 3))
+                r.update(
+                    format=fmt,
+                    K=K,
+                    N=N,
+                    layout=".".join(f"{k}{v}" for k, v in chosen.items() if k not in ("X_SUMS",)),
+                    of_copy=round(r.get("gb_s", 0) * 1e9 / copy, 3),
+                )
                 results.append(r)
                 print(json.dumps(r), file=sys.stderr)
             for shards in copies:
                 for _, _, w in shards:
                     w.destroy()
-    return {"adapter": device.caps.adapter, "subgroups": device.caps.subgroups, "limits": args.limits, "fuse": args.fuse,
-            "copy_gb_s": round(copy / 1e9, 1), "read_gb_s": round(read / 1e9, 1), "gemv": results}
+    return {
+        "adapter": device.caps.adapter,
+        "subgroups": device.caps.subgroups,
+        "limits": args.limits,
+        "fuse": args.fuse,
+        "copy_gb_s": round(copy / 1e9, 1),
+        "read_gb_s": round(read / 1e9, 1),
+        "gemv": results,
+    }
 
 
 def main():
@@ -269,12 +329,20 @@ def main():
     parser.add_argument("--no-subgroups", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kernel", default="gemv", help="a variant of shaders/gemv.wgsl (a path relative to shaders/)")
-    parser.add_argument("--variants", default="", help='JSON list of define sets measured after the layouts, e.g. '
-                        '[{"kernel": "gemv_xs", "LANES": 128, "SLOTS": 2, "RPT": 4, "ITERS": 4, "UPT": 1, "K": 4096}] '
-                        '(optional "K" / "format": only for that shape / format)')
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="JSON list of define sets measured after the layouts, e.g. "
+        '[{"kernel": "gemv_xs", "LANES": 128, "SLOTS": 2, "RPT": 4, "ITERS": 4, "UPT": 1, "K": 4096}] '
+        '(optional "K" / "format": only for that shape / format)',
+    )
     parser.add_argument("--read-floor", action="store_true", help="also time the read-only kernel over each matrix")
-    parser.add_argument("--fuse", default="", help="norm, gated or norm,gated: the GEMV with the RMSNorm and/or "
-                                                   "the gated activation inside (N rows = gate | up)")
+    parser.add_argument(
+        "--fuse",
+        default="",
+        help="norm, gated or norm,gated: the GEMV with the RMSNorm and/or "
+        "the gated activation inside (N rows = gate | up)",
+    )
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

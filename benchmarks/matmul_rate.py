@@ -9,6 +9,7 @@ layers (the matmuls only: no attention, norms or LM head). Time is the GPU's own
 around each pass of one matrix's dispatches, after gemv_bandwidth.Timer.warm_up). A prefill of
 more rows than the engine's chunk (128 by default) runs as several chunks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemv_bandwidth import Timer, bind, upload_matrices  # noqa: E402
+
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import KernelCache  # noqa: E402
 from py_engine.linear_plan import linear_defines, linear_grid, linear_params  # noqa: E402
@@ -44,8 +46,9 @@ def matmul_time(device, cache, timer, fmt: str, K: int, N: int, rows: int, copie
         for start, count, w in shards:
             kernel = cache.get(kernel_name, **linear_defines(K, count, fmt, 64))
             params = linear_params(K, count, out_stride=N, out_offset=start, rows=rows)
-            group = bind(device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": dummy, "y": y},
-                         params)
+            group = bind(
+                device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": dummy, "y": y}, params
+            )
             dispatches.append((kernel.handle.pipeline, group, linear_grid("matmul", rows, count)))
         passes.append(dispatches)
     batch = (passes * 8)[: timer.count // 2]
@@ -57,7 +60,7 @@ async def measure(args) -> dict:
     device = await open_wgpu_device(limits="default", extra_features=("timestamp-query",))
     cache = KernelCache(device)
     timer = Timer(device, 256)
-    noise = np.random.default_rng(0).integers(0, 1 << 32, (64 << 20) // 4, dtype=np.uint32) & np.uint32(0x3bff3bff)
+    noise = np.random.default_rng(0).integers(0, 1 << 32, (64 << 20) // 4, dtype=np.uint32) & np.uint32(0x3BFF3BFF)
     rows_list = [int(r) for r in args.rows.split(",")]
     results, layer = [], {}
     for fmt in args.formats.split(","):
@@ -67,15 +70,23 @@ async def measure(args) -> dict:
             for rows in rows_list:
                 seconds = matmul_time(device, cache, timer, fmt, K, N, rows, copies, args.kernel)
                 layer[(fmt, rows)] = layer.get((fmt, rows), 0.0) + seconds
-                r = {"format": fmt, "rows": rows, "K": K, "N": N, "us": round(seconds * 1e6, 1),
-                     "tflops": round(2 * rows * K * N / seconds / 1e12, 2)}
+                r = {
+                    "format": fmt,
+                    "rows": rows,
+                    "K": K,
+                    "N": N,
+                    "us": round(seconds * 1e6, 1),
+                    "tflops": round(2 * rows * K * N / seconds / 1e12, 2),
+                }
                 results.append(r)
                 print(json.dumps(r), file=sys.stderr)
             for shards in copies:
                 for _, _, w in shards:
                     w.destroy()
-    layers = [{"format": f, "rows": r, "layer_us": round(t * 1e6, 1), "prefill_tok_s": round(r / (LAYERS * t))}
-              for (f, r), t in layer.items()]
+    layers = [
+        {"format": f, "rows": r, "layer_us": round(t * 1e6, 1), "prefill_tok_s": round(r / (LAYERS * t))}
+        for (f, r), t in layer.items()
+    ]
     return {"adapter": device.caps.adapter, "kernel": args.kernel, "matmul": results, "layers": layers}
 
 
@@ -83,7 +94,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--formats", default="q4_0")
     parser.add_argument("--rows", default="128,512")
-    parser.add_argument("--kernel", default="matmul", help="a variant of shaders/matmul.wgsl (a path relative to shaders/)")
+    parser.add_argument(
+        "--kernel", default="matmul", help="a variant of shaders/matmul.wgsl (a path relative to shaders/)"
+    )
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

@@ -11,6 +11,7 @@ the device's: each verifying step waits for its tokens, the GPU-fed loop keeps f
 Streak 0 verifies whenever there is a draft; the engine's default (prompt_lookup.STREAK) first waits
 for that many predicted tokens in a row.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ from py_engine.model_cache import MODELS, ensure_model  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
 from py_engine.session import load_model  # noqa: E402
 
-CODE = '''def total_price(items, tax, discount=None):
+CODE = """def total_price(items, tax, discount=None):
     total = 0
     for item in items:
         if item.quantity <= 0:
@@ -56,16 +57,16 @@ def describe(items, tax):
         lines.append(f"{item.name}: {item.quantity} x {item.price:.2f}")
     lines.append(f"total: {total_price(items, tax):.2f}")
     return "\\n".join(lines)
-'''
+"""
 PROMPTS = {
     "chat": "Give me three tips for sleeping better.",
     "code_edit": "Rename the variable `total` to `amount` in this code and change nothing else. "
-                 "Answer with the whole code.\n\n```python\n" + CODE + "```",
+    "Answer with the whole code.\n\n```python\n" + CODE + "```",
     "summarise": "Summarise in two sentences: The Great Barrier Reef is the world's largest coral reef system. "
-                 "It is composed of over 2,900 individual reefs and 900 islands stretching for over 2,300 kilometres "
-                 "over an area of approximately 344,400 square kilometres. The reef is located in the Coral Sea, off "
-                 "the coast of Queensland, Australia. The Great Barrier Reef can be seen from outer space and is the "
-                 "world's biggest single structure made by living organisms.",
+    "It is composed of over 2,900 individual reefs and 900 islands stretching for over 2,300 kilometres "
+    "over an area of approximately 344,400 square kilometres. The reef is located in the Coral Sea, off "
+    "the coast of Queensland, Australia. The Great Barrier Reef can be seen from outer space and is the "
+    "world's biggest single structure made by living organisms.",
 }
 
 
@@ -86,8 +87,14 @@ async def measure(args) -> dict:
     device = await open_device()
     engine, tok, stop_ids = await load_model(path, device, context=2048)
     sampling = SamplingParams(temperature=args.temperature, seed=0)
-    out = {"model": str(args.model), "adapter": device.caps.adapter, "new_tokens": args.new_tokens,
-           "temperature": args.temperature, "default_streak": prompt_lookup.STREAK, "prompts": {}}
+    out = {
+        "model": str(args.model),
+        "adapter": device.caps.adapter,
+        "new_tokens": args.new_tokens,
+        "temperature": args.temperature,
+        "default_streak": prompt_lookup.STREAK,
+        "prompts": {},
+    }
     streaks = [int(s) for s in args.streaks.split(",")]
     for name, text in PROMPTS.items():
         ids, _ = fit_to_context(tok, [{"role": "user", "content": text}], engine.context, args.new_tokens)
@@ -100,10 +107,15 @@ async def measure(args) -> dict:
             looked, lookup_s = await run(engine, ids, args.new_tokens, True, sampling, stop_ids, args.repeats)
             d = engine.drafter
             result[f"streak_{streak}"] = {
-                "identical": plain == looked, "drafted": d.drafted, "accepted": d.accepted,
-                "acceptance": round(d.accepted / max(1, d.drafted), 3), "verifying_forwards": d.forwards,
-                "verified_tokens": d.verified, "lookup_tok_s": round(len(looked) / lookup_s, 1),
-                "speed_up": round(plain_s / lookup_s, 2)}
+                "identical": plain == looked,
+                "drafted": d.drafted,
+                "accepted": d.accepted,
+                "acceptance": round(d.accepted / max(1, d.drafted), 3),
+                "verifying_forwards": d.forwards,
+                "verified_tokens": d.verified,
+                "lookup_tok_s": round(len(looked) / lookup_s, 1),
+                "speed_up": round(plain_s / lookup_s, 2),
+            }
         prompt_lookup.STREAK = out["default_streak"]
         print(name, json.dumps(result), file=sys.stderr)
     return out

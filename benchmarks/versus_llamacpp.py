@@ -12,6 +12,7 @@ on the values), builds llama-bench for each backend and runs it (`.gpu-bench/lla
 tg256 / tg128 for the 8B, flash attention on, 3 repetitions), runs benchmarks/decode.py on the same files
 (128-token prompt, as many new tokens), and reports tok/s side by side with Wisp's ratio to each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,15 +40,28 @@ def build_gguf(bench: Path, model: str) -> Path:
     path = Path(f"/tmp/{model}.gguf")
     if not path.exists():
         env = dict(os.environ, PYTHONPATH=f"{gguf_py(bench)}:{os.environ.get('PYTHONPATH', '')}")
-        subprocess.run([sys.executable, str(bench / "gguf_shape.py"), "build", str(bench / "layouts" / f"{model}.json"),
-                        str(path)], check=True, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                str(bench / "gguf_shape.py"),
+                "build",
+                str(bench / "layouts" / f"{model}.json"),
+                str(path),
+            ],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
     return path
 
 
 def llamacpp(bench: Path, backends: list[str], models: list[str], out: Path) -> dict:
     """{(backend, model): {"pp": tok/s, "tg": tok/s}} from llama-bench's JSON."""
-    subprocess.run(["bash", str(bench / "llamacpp.sh"), " ".join(backends), " ".join(models)],
-                   check=True, env=dict(os.environ, OUT=str(out), B=str(bench)))
+    subprocess.run(
+        ["bash", str(bench / "llamacpp.sh"), " ".join(backends), " ".join(models)],
+        check=True,
+        env=dict(os.environ, OUT=str(out), B=str(bench)),
+    )
     results = {}
     for backend in backends:
         for model in models:
@@ -60,8 +74,16 @@ def llamacpp(bench: Path, backends: list[str], models: list[str], out: Path) -> 
 
 
 def wisp(model: str, path: Path) -> dict:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--model", str(path),
-           "--prompt-tokens", "128", "--new-tokens", str(NEW_TOKENS[model])]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "decode.py"),
+        "--model",
+        str(path),
+        "--prompt-tokens",
+        "128",
+        "--new-tokens",
+        str(NEW_TOKENS[model]),
+    ]
     report = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     return {"pp": report["prefill_tok_s"], "tg": report["decode_tok_s"], "decode.py": report}
 
@@ -92,8 +114,12 @@ def main():
     paths = {m: build_gguf(args.bench, m) for m in models}
     ours = {m: wisp(m, paths[m]) for m in models}  # first: llama.cpp's builds leave the GPU alone meanwhile
     theirs = llamacpp(args.bench, backends, models, args.out)
-    result = {"gpu": ours[models[0]]["decode.py"]["adapter"], "prompt_tokens": 128,
-              "new_tokens": {m: NEW_TOKENS[m] for m in models}, "models": table(models, backends, ours, theirs)}
+    result = {
+        "gpu": ours[models[0]]["decode.py"]["adapter"],
+        "prompt_tokens": 128,
+        "new_tokens": {m: NEW_TOKENS[m] for m in models},
+        "models": table(models, backends, ours, theirs),
+    }
     (args.out / "versus_llamacpp.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result))
 

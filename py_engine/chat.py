@@ -1,6 +1,7 @@
 """Interactive chat for the desktop CLI (`python -m py_engine chat`): a conversation whose turns
 reuse the KV cache, read from stdin and streamed to stdout (terminal.py resolves the model and draws
 the progress bar)."""
+
 from __future__ import annotations
 
 import sys
@@ -67,17 +68,19 @@ class Conversation:
         system = [{"role": "system", "content": self.system}] if self.system else []
         self.messages.append({"role": "user", "content": text})
         ids, self.dropped = fit_to_context(self.tok, system + self.messages, context, self.max_new_tokens)
-        del self.messages[:2 * self.dropped]
+        del self.messages[: 2 * self.dropped]
         if len(ids) >= context:
             self.messages.pop()
-            raise WispError(f"the message is too long: {len(ids)} tokens with the template, context is {context} "
-                            f"(--context)")
+            raise WispError(
+                f"the message is too long: {len(ids)} tokens with the template, context is {context} (--context)"
+            )
         stream = self.tok.stream_decoder(skip_special_tokens=True)
         answer: list[int] = []
         self.token_times = []
         try:
-            async for token in self.cache.generate(ids, min(self.max_new_tokens, context - len(ids)),
-                                                   self.sampling, self.stop_ids):
+            async for token in self.cache.generate(
+                ids, min(self.max_new_tokens, context - len(ids)), self.sampling, self.stop_ids
+            ):
                 answer.append(token)
                 self.token_times.append(time.perf_counter())
                 if token not in self.stop_ids:
@@ -126,8 +129,7 @@ async def chat(args) -> int:
     bar.finish()
     if tok is None or tok.chat_template is None:
         raise WispError(f"{path}: the model has no chat template; use `generate` instead")
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
-                              args.lookup)
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
     conversation = Conversation(engine, tok, stop_ids, sampling, args.max_new_tokens, args.system)
     interactive = sys.stdin.isatty()
     if interactive:

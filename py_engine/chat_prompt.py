@@ -1,4 +1,5 @@
 """A chat's prompt that fits the context: the desktop chat and the browser worker share it."""
+
 from __future__ import annotations
 
 
@@ -7,7 +8,7 @@ def fit_to_context(tok, messages: list[dict], context: int, max_new_tokens: int)
     user/assistant exchanges dropped (a leading system message stays, the last message too) until
     the prompt leaves room for the answer: max_new_tokens, at most half the context."""
     system = messages[:1] if messages and messages[0].get("role") == "system" else []
-    rest = list(messages[len(system):])
+    rest = list(messages[len(system) :])
     room = min(max_new_tokens, context // 2)
 
     def render():

@@ -1,5 +1,6 @@
 """Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check|kernel …`. Bad input → one line on
 stderr, exit 2."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     talk = sub.add_parser("chat", help="chat interactively (lines on stdin; /reset, /exit)")
     talk.add_argument("--model", help=model_help)
     talk.add_argument("--system", help="system prompt")
-    add_sampling_args(talk, max_new_tokens=CHAT_MAX_NEW_TOKENS, temperature=CHAT_TEMPERATURE, top_p=CHAT_TOP_P,
-                      repetition_penalty=CHAT_REPETITION_PENALTY)
+    add_sampling_args(
+        talk,
+        max_new_tokens=CHAT_MAX_NEW_TOKENS,
+        temperature=CHAT_TEMPERATURE,
+        top_p=CHAT_TOP_P,
+        repetition_penalty=CHAT_REPETITION_PENALTY,
+    )
     talk.add_argument("-v", "--verbose", action="store_true")
     gen = sub.add_parser("generate", help="generate text from a prompt")
     gen.add_argument("--model", help=model_help)
@@ -39,16 +45,21 @@ def build_parser() -> argparse.ArgumentParser:
     get = sub.add_parser("fetch", help="download a catalog model into the cache; print its path")
     get.add_argument("name", nargs="?", default=DEFAULT_MODEL, help=f"catalog name (default: {DEFAULT_MODEL})")
     get.add_argument("--list", action="store_true", help="list the catalog and what is cached")
-    check = sub.add_parser("check", help="run the GPU self-tests (\"Check this device\"); exit 1 if any fails")
+    check = sub.add_parser("check", help='run the GPU self-tests ("Check this device"); exit 1 if any fails')
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--f32", action="store_true", help="open the device without shader-f16")
     kernel = sub.add_parser("kernel", help="print a kernel's WGSL as it is compiled (snippets, defines)")
     kernel.add_argument("name", help="shaders/<name>.wgsl, e.g. gemv, attention, rmsnorm")
-    kernel.add_argument("--define", action="append", default=[], metavar="K=V",
-                        help="a define (true/false, an integer, or a name: WEIGHTS=q4_0, K_CACHE=f16, ...)")
+    kernel.add_argument(
+        "--define",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a define (true/false, an integer, or a name: WEIGHTS=q4_0, K_CACHE=f16, ...)",
+    )
     kernel.add_argument("--subgroups", action="store_true", help="as on a device with subgroups")
     kernel.add_argument("--browser", action="store_true", help="as the browser's WGSL wants it (enable subgroups;)")
-    tok = sub.add_parser("tokenize", help="read text on stdin, print {\"ids\": [...]}")
+    tok = sub.add_parser("tokenize", help='read text on stdin, print {"ids": [...]}')
     tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
     return parser
@@ -59,19 +70,26 @@ def add_sampling_args(parser, max_new_tokens: int, temperature: float, top_p: fl
     parser.add_argument("--temperature", type=float, default=temperature, help=f"0 = greedy (default {temperature})")
     parser.add_argument("--top-k", type=int, default=0, help="0 = off (default)")
     parser.add_argument("--top-p", type=float, default=top_p, help=f"default {top_p}")
-    parser.add_argument("--repetition-penalty", type=float, default=repetition_penalty,
-                        help=f"default {repetition_penalty}")
+    parser.add_argument(
+        "--repetition-penalty", type=float, default=repetition_penalty, help=f"default {repetition_penalty}"
+    )
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--lookup", action="store_true",
-                        help="prompt-lookup decoding: the same tokens, faster where the answer copies its prompt")
+    parser.add_argument(
+        "--lookup",
+        action="store_true",
+        help="prompt-lookup decoding: the same tokens, faster where the answer copies its prompt",
+    )
     parser.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens (default 2048)")
     parser.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
-                        format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(message)s",
+        stream=sys.stderr,
+    )
     try:
         if args.command == "tokenize":
             return tokenize(args)
@@ -105,9 +123,11 @@ def print_kernel(args) -> int:
         source, bindings, params = assemble(args.name, defines, args.subgroups, args.browser)
     except ValueError as exc:
         raise WispError(f"kernel {args.name}: {exc}") from None
-    print(f"// {args.name}.wgsl as compiled; bindings: "
-          + ", ".join(f"{b.index} {b.name} ({b.kind})" for b in bindings)
-          + (f"; Params: {', '.join(n for n, _ in params)}" if params else ""))
+    print(
+        f"// {args.name}.wgsl as compiled; bindings: "
+        + ", ".join(f"{b.index} {b.name} ({b.kind})" for b in bindings)
+        + (f"; Params: {', '.join(n for n, _ in params)}" if params else "")
+    )
     print(source)
     return 0
 
@@ -132,8 +152,8 @@ def fetch(args) -> int:
 
 async def check_device(args) -> int:
     from .gpu import open_device
-    from .web.webkit import submit_strategy
     from .selftest.suite import device_report, format_report, run_suite
+    from .web.webkit import submit_strategy
 
     device = await open_device(allow_f16=not args.f32)
     results = await run_suite(device)
@@ -162,10 +182,13 @@ def parse_ids(text: str) -> list[int]:
 
 
 def check_sampling_args(args) -> None:
-    problems = [(args.temperature < 0, "--temperature must be >= 0"), (args.top_k < 0, "--top-k must be >= 0"),
-                (not 0 < args.top_p <= 1, "--top-p must be in (0, 1]"),
-                (args.repetition_penalty <= 0, "--repetition-penalty must be > 0"),
-                (args.max_new_tokens < 1, "--max-new-tokens must be >= 1")]
+    problems = [
+        (args.temperature < 0, "--temperature must be >= 0"),
+        (args.top_k < 0, "--top-k must be >= 0"),
+        (not 0 < args.top_p <= 1, "--top-p must be in (0, 1]"),
+        (args.repetition_penalty <= 0, "--repetition-penalty must be > 0"),
+        (args.max_new_tokens < 1, "--max-new-tokens must be >= 1"),
+    ]
     for bad, message in problems:
         if bad:
             raise WispError(message)
@@ -195,8 +218,7 @@ async def generate(args) -> int:
 
         write_npy_f32(args.logits_out, await engine.prompt_logits(prompt))
         engine.reset()
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed,
-                              args.lookup)
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
     stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
     tokens, pieces = [], []
     start = time.perf_counter()

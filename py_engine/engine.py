@@ -1,4 +1,5 @@
 """Engine: a loaded model on a device — prefill, decode, sample — async end to end."""
+
 from __future__ import annotations
 
 import logging
@@ -7,14 +8,15 @@ import time
 from array import array
 from collections import deque
 
+from .errors import ModelFileError
 from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.gguf import parse_gguf
 from .formats.gguf_model import config_from_gguf, hf_tensors
 from .formats.hf_dir import read_tensor_index
-from .json_file import read_json
 from .formats.mlx import mlx_tensors
 from .formats.source import open_source
 from .gpu import Copy
+from .json_file import read_json
 from .kernels import KernelCache
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
@@ -24,7 +26,6 @@ from .models.rope import cos_sin_table, inv_frequencies
 from .prompt_lookup import lookup_decode
 from .sampling import Sampler, SamplingParams
 from .weights import WeightUploader
-from .errors import ModelFileError
 
 log = logging.getLogger("wisp")
 
@@ -57,9 +58,19 @@ class Engine:
         self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
 
     @classmethod
-    async def load(cls, model, device, *, max_rows: int = 128, context: int = 2048, max_binding: int = 0,
-                   progress=None, packed_kv: bool = False, gpu_budget: int | None = None,
-                   read=None) -> "Engine":
+    async def load(
+        cls,
+        model,
+        device,
+        *,
+        max_rows: int = 128,
+        context: int = 2048,
+        max_binding: int = 0,
+        progress=None,
+        packed_kv: bool = False,
+        gpu_budget: int | None = None,
+        read=None,
+    ) -> Engine:
         """The one way a model becomes an Engine (session.load_model adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
         ModelSource. max_rows: the most tokens one prefill forward takes. context: the KV cache's
@@ -78,8 +89,15 @@ class Engine:
         kv = ("f16_packed", "f16_packed") if packed_kv else ("f32", v_cache_dtype(tensors, half))
 
         def plan(context):
-            builder = GraphBuilder(cfg, lambda name: _tensor_info(tensors, name, source.label), max_rows, context,
-                                   half, kv, max_binding or device.caps.limits.max_storage_binding)
+            builder = GraphBuilder(
+                cfg,
+                lambda name: _tensor_info(tensors, name, source.label),
+                max_rows,
+                context,
+                half,
+                kv,
+                max_binding or device.caps.limits.max_storage_binding,
+            )
             graph = generate_graph(builder)
             return graph, footprint(graph, cfg.vocab_size, context)
 
@@ -118,8 +136,9 @@ class Engine:
         self.pos += rows
         return commands
 
-    async def picks_after(self, ids: list[int], sampling: SamplingParams | None = None,
-                          us: list[float] = ()) -> list[int]:
+    async def picks_after(
+        self, ids: list[int], sampling: SamplingParams | None = None, us: list[float] = ()
+    ) -> list[int]:
         """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position: the token
         chosen after each prefix ids[:i + 1] — greedy, or drawn at us[i] — bit for bit what i + 1
         one-token decodes would choose (the GEMV, attention and LM head compute each row as a
@@ -135,7 +154,7 @@ class Engine:
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
         for start in range(0, len(ids) - self.max_rows, self.max_rows):
-            self.device.submit(self.forward_commands(ids[start:start + self.max_rows]))
+            self.device.submit(self.forward_commands(ids[start : start + self.max_rows]))
         tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
         return self.forward_commands(ids[-tail:])
 
@@ -144,8 +163,14 @@ class Engine:
         raw = await self.device.read_buffer(self.logits_buffer, 0, self.cfg.vocab_size * 4)
         return list(struct.unpack(f"<{self.cfg.vocab_size}f", raw))
 
-    async def generate(self, prompt: list[int], max_new_tokens: int, sampling: SamplingParams | None = None,
-                       stop_ids=(), context_ids: list[int] | None = None):
+    async def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        sampling: SamplingParams | None = None,
+        stop_ids=(),
+        context_ids: list[int] | None = None,
+    ):
         """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
         never been computed: the last yielded token is not in the KV cache. context_ids: every
@@ -157,9 +182,11 @@ class Engine:
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
-        tokens = lookup_decode(self, prompt, max_new_tokens, sampling, stop_ids, history) \
-            if sampling.lookup and sampling.repetition_penalty == 1 else \
-            self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
+        tokens = (
+            lookup_decode(self, prompt, max_new_tokens, sampling, stop_ids, history)
+            if sampling.lookup and sampling.repetition_penalty == 1
+            else self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
+        )
         try:
             async for token in tokens:
                 yield token
@@ -211,8 +238,11 @@ class Engine:
                         count, commands = 1, self.prefill_commands(prompt) + feedback
                     else:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
                         bound = most() if most else None
-                        count = min(max_new_tokens - submitted, self.context - (first_input + submitted - 1),
-                                    group_size if bound is None else bound)
+                        count = min(
+                            max_new_tokens - submitted,
+                            self.context - (first_input + submitted - 1),
+                            group_size if bound is None else bound,
+                        )
                         if count <= 0:
                             break
                         commands = self._decode_group(count, sampling, feedback)
@@ -248,15 +278,15 @@ class Engine:
             if self.pos + 1 > self.context:
                 raise ValueError(f"context full: {self.pos} + 1 tokens > {self.context}")
             at = i * self._slot
-            staged[at:at + STEP_BYTES] = step_bytes(1, self.pos)
+            staged[at : at + STEP_BYTES] = step_bytes(1, self.pos)
             rope_at = at + STEP_BYTES
-            staged[rope_at:rope_at + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
+            staged[rope_at : rope_at + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
             commands.append(Copy(self._staging, rope_at, self._cos_sin, 0, self._rope_bytes))
             commands += self.executor.staged_commands(1, self.pos, self._staging, at)
             draw = self.sampler.draw_params(sampling)
             if draw is not None:
                 draw_at = self._slot * (i + 1) - 64
-                staged[draw_at:draw_at + len(draw)] = draw
+                staged[draw_at : draw_at + len(draw)] = draw
                 commands.append(self.sampler.draw_copy(self._staging, draw_at, len(draw)))
             commands += feedback
             self.pos += 1
@@ -268,8 +298,9 @@ def read_model(source):
     """(config, tensors by HF name, the parsed GGUF or None) of a model source."""
     if source.kind == "gguf":
         name = source.files()[0]
-        gguf = parse_gguf(lambda start, length: source.read(name, start, length), source.size(name),
-                          source.locate(name))
+        gguf = parse_gguf(
+            lambda start, length: source.read(name, start, length), source.size(name), source.locate(name)
+        )
         return config_from_gguf(gguf), hf_tensors(gguf), gguf  # config_from_gguf sets the RoPE layout
     config_path = source.small_dir() / "config.json"
     raw = read_json(config_path)

@@ -4,6 +4,7 @@ Activations are pooled by liveness (a tensor's buffer is reused once its last re
 an op's outputs never share a buffer with its inputs). Bind groups and op Params are built once;
 per forward only the Step uniform, the token ids and the cos/sin rows are written — each only
 when its bytes change."""
+
 from __future__ import annotations
 
 import logging

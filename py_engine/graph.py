@@ -6,11 +6,12 @@ and a grid function of the number of rows in this forward. Everything that chang
 Weights are declared as WeightSpecs (checkpoint tensors concatenated along rows, e.g. q|k|v) and
 split into shards when one would exceed a storage binding.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,15 @@ class Graph:
         """Dispatches per layer of a forward of `rows` (1: a decode token; fold: one whose keys fit
         fold_until): ops from the first that binds a weight or cache of layer 0 to the last that
         binds one of the last layer (the embedding, final norm and LM head are outside)."""
-        marked = [(i, int(m.group(1))) for i, op in enumerate(self.ops) for t in op.bind.values()
-                  if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))]
+        marked = [
+            (i, int(m.group(1)))
+            for i, op in enumerate(self.ops)
+            for t in op.bind.values()
+            if t.kind in ("weight", "state") and (m := re.search(r"(?:layers\.|_cache\.)(\d+)", t.name))
+        ]
         first = min(i for i, layer in marked if layer == 0)
         last = max(i for i, layer in marked if layer == layers - 1)
-        return sum(1 for op in self.ops[first:last + 1] if self.dispatched(op, rows, fold)) / layers
+        return sum(1 for op in self.ops[first : last + 1] if self.dispatched(op, rows, fold)) / layers
 
     def summary(self) -> str:
         kinds = {}

@@ -1,6 +1,7 @@
 """Reading a model's JSON files (config.json, generation_config.json, the safetensors index,
 tokenizer.json, tokenizer_config.json): one reader, so every bad file gets the same typed error
 naming the file and the problem."""
+
 from __future__ import annotations
 
 import json

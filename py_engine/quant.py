@@ -20,6 +20,7 @@ as stored; this table says how many bytes that is and which K a format can hold.
 
 A binding's byte length is padded up to a multiple of 16 (the kernels read 16-byte words).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,28 +64,42 @@ class WeightFormat:
         return N * self.row_bytes(K, group)
 
 
-FORMATS = {f.name: f for f in [
-    WeightFormat("f32", 1, 4, True),
-    WeightFormat("f16", 1, 2, True),
-    WeightFormat("f16_packed", 2, 4, True),  # pairs of halves are read as one u32
-    WeightFormat("bf16", 1, 2, True),
-    WeightFormat("q8_0", 32, 34, False, repack=((2, 32), (0, 2))),  # quants, d
-    WeightFormat("q4_0", 32, 18, False, repack=((2, 16), (0, 2))),  # quants, d
-    WeightFormat("q4_1", 32, 20, False, has_offset=True, repack=((4, 16), (0, 4))),  # quants, d|m
-    WeightFormat("q5_0", 32, 22, False, repack=((6, 16), (2, 4), (0, 2))),  # low nibbles, high bits, d
-    WeightFormat("q5_1", 32, 24, False, has_offset=True, repack=((8, 16), (4, 4), (0, 4))),  # low nibbles, high bits, d|m
-    WeightFormat("q4_k", 256, 144, False, has_offset=True),
-    WeightFormat("q5_k", 256, 176, False, has_offset=True),
-    WeightFormat("q6_k", 256, 210, False, repack=((0, 128), (128, 64), (192, 16), (208, 2))),  # ql, qh, scales, d
-    WeightFormat("mlx4_f16", 8, 4, False, is_mlx=True, has_offset=True),
-    WeightFormat("mlx4_bf16", 8, 4, False, is_mlx=True, has_offset=True),
-]}
+FORMATS = {
+    f.name: f
+    for f in [
+        WeightFormat("f32", 1, 4, True),
+        WeightFormat("f16", 1, 2, True),
+        WeightFormat("f16_packed", 2, 4, True),  # pairs of halves are read as one u32
+        WeightFormat("bf16", 1, 2, True),
+        WeightFormat("q8_0", 32, 34, False, repack=((2, 32), (0, 2))),  # quants, d
+        WeightFormat("q4_0", 32, 18, False, repack=((2, 16), (0, 2))),  # quants, d
+        WeightFormat("q4_1", 32, 20, False, has_offset=True, repack=((4, 16), (0, 4))),  # quants, d|m
+        WeightFormat("q5_0", 32, 22, False, repack=((6, 16), (2, 4), (0, 2))),  # low nibbles, high bits, d
+        WeightFormat(
+            "q5_1", 32, 24, False, has_offset=True, repack=((8, 16), (4, 4), (0, 4))
+        ),  # low nibbles, high bits, d|m
+        WeightFormat("q4_k", 256, 144, False, has_offset=True),
+        WeightFormat("q5_k", 256, 176, False, has_offset=True),
+        WeightFormat("q6_k", 256, 210, False, repack=((0, 128), (128, 64), (192, 16), (208, 2))),  # ql, qh, scales, d
+        WeightFormat("mlx4_f16", 8, 4, False, is_mlx=True, has_offset=True),
+        WeightFormat("mlx4_bf16", 8, 4, False, is_mlx=True, has_offset=True),
+    ]
+}
 
 # GGUF tensor type names (gguf-py's GGMLQuantizationType) → our format names. "F16" maps to the
 # native path; a loader on a device without shader-f16 picks "f16_packed" instead.
 GGUF_TYPES = {
-    "F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1",
-    "Q5_0": "q5_0", "Q5_1": "q5_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k",
+    "F32": "f32",
+    "F16": "f16",
+    "BF16": "bf16",
+    "Q8_0": "q8_0",
+    "Q4_0": "q4_0",
+    "Q4_1": "q4_1",
+    "Q5_0": "q5_0",
+    "Q5_1": "q5_1",
+    "Q4_K": "q4_k",
+    "Q5_K": "q5_k",
+    "Q6_K": "q6_k",
 }
 
 
@@ -92,4 +107,3 @@ def weight_format(name: str) -> WeightFormat:
     if name not in FORMATS:
         raise ValueError(f"unknown weight format {name!r}; known: {', '.join(FORMATS)}")
     return FORMATS[name]
-

@@ -14,6 +14,7 @@ The numbers both sides need are defined here and given to the kernels as defines
 CANDIDATES, TOPK_TILE = TILE, SAMPLING_THREADS = THREADS (also argmax's and repetition_penalty's,
 sampling.py) and FULL_PARAMS_AT; the Params sizes come from the kernels' parsed Params.
 """
+
 from __future__ import annotations
 
 from .gpu import Copy, Dispatch
@@ -56,26 +57,40 @@ class RowDraw:
         self.topk_params, p = buffer(16, "uniform")
         self.result, result = buffer(8 * CANDIDATES + 4, label="topk result")
         self.topk = [
-            Dispatch(self.chunks_kernel.handle,
-                     device.create_bind_group(self.chunks_kernel.handle, [p, logits, lists, stats]), (tiles, 1, 1)),
+            Dispatch(
+                self.chunks_kernel.handle,
+                device.create_bind_group(self.chunks_kernel.handle, [p, logits, lists, stats]),
+                (tiles, 1, 1),
+            ),
             Dispatch(merge.handle, device.create_bind_group(merge.handle, [lists, stats, result]), (1, 1, 1)),
         ]
         self.pick_params, pick_p = buffer(params_bytes(self.pick_kernel), "uniform")
         self.picked, picked = buffer(4 * FULL_PARAMS_AT + full_bytes, label="sample_pick")
         full_params, full_p = buffer(full_bytes, "uniform")
         self.draw = self.topk + [
-            Dispatch(self.pick_kernel.handle,
-                     device.create_bind_group(self.pick_kernel.handle, [pick_p, result, picked]), (1, 1, 1)),
+            Dispatch(
+                self.pick_kernel.handle,
+                device.create_bind_group(self.pick_kernel.handle, [pick_p, result, picked]),
+                (1, 1, 1),
+            ),
             Copy(self.picked, 4 * FULL_PARAMS_AT, full_params, 0, full_bytes),
             Dispatch(full.handle, device.create_bind_group(full.handle, [full_p, logits, picked]), (1, 1, 1)),
         ]
 
     def topk_bytes(self, temperature: float) -> bytes:
         return self.chunks_kernel.pack_params(
-            {"vocab": self.vocab, "logits_base": self.logits_base, "inv_temperature": 1 / temperature})
+            {"vocab": self.vocab, "logits_base": self.logits_base, "inv_temperature": 1 / temperature}
+        )
 
     def pick_bytes(self, params, u: float) -> bytes:
         """sample_pick's Params for a draw at u (what the decode loop stages per forward)."""
-        return self.pick_kernel.pack_params({
-            "vocab": self.vocab, "logits_base": self.logits_base, "inv_temperature": 1 / params.temperature,
-            "top_k": params.top_k, "top_p": params.top_p, "u": u})
+        return self.pick_kernel.pack_params(
+            {
+                "vocab": self.vocab,
+                "logits_base": self.logits_base,
+                "inv_temperature": 1 / params.temperature,
+                "top_k": params.top_k,
+                "top_p": params.top_p,
+                "u": u,
+            }
+        )

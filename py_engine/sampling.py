@@ -26,6 +26,7 @@ Each token's u comes from the same `random.Random(seed)` sequence, so a seed giv
 both ways (tests/test_decode_loop.py) up to f32 against Python's doubles at a CDF boundary;
 `commands` + `pick` remain the reference.
 """
+
 from __future__ import annotations
 
 import random
@@ -46,8 +47,9 @@ CANDIDATE_FORMAT = "<fI"  # struct Candidate { value: f32, id: u32 }
 class Sampler:
     """Picks the next token from one logits row on the GPU; everything is allocated here, once."""
 
-    def __init__(self, device, kernels, vocab_size: int, logits_buffer, logits_offset: int = 0,
-                 max_history: int = 8192):
+    def __init__(
+        self, device, kernels, vocab_size: int, logits_buffer, logits_offset: int = 0, max_history: int = 8192
+    ):
         if logits_offset % 4:
             raise ValueError("logits_offset must be a multiple of 4")
         self.device = device
@@ -76,9 +78,11 @@ class Sampler:
         seen_penalty = sampling_kernel(kernels, "repetition_penalty", SEEN=True)
         self._seen, seen = buffer(4 * vocab_size, label="seen ids")
         self._seen_params, p = buffer(16, "uniform")
-        self._seen_penalty = Dispatch(seen_penalty.handle,
-                                      device.create_bind_group(seen_penalty.handle, [p, seen, logits]),
-                                      (-(-vocab_size // THREADS), 1, 1))
+        self._seen_penalty = Dispatch(
+            seen_penalty.handle,
+            device.create_bind_group(seen_penalty.handle, [p, seen, logits]),
+            (-(-vocab_size // THREADS), 1, 1),
+        )
         self._mark_kernel, self._marks = kernels.get("mark_seen"), {}  # ids buffer → its mark_seen dispatch
 
         self._argmax_groups = min(ARGMAX_MAX_GROUPS, -(-vocab_size // THREADS))
@@ -90,16 +94,19 @@ class Sampler:
         # The draws of logits rows 0.. (RowDraw): row 0's for the decode loop and the host's pick,
         # more as rows_pick needs them; the top-k passes' scratch is shared.
         tiles = -(-vocab_size // TILE)
-        self._draw_scratch = (buffer(8 * CANDIDATES * tiles, label="topk lists")[1],
-                              buffer(8 * tiles, label="topk stats")[1])
+        self._draw_scratch = (
+            buffer(8 * CANDIDATES * tiles, label="topk lists")[1],
+            buffer(8 * tiles, label="topk stats")[1],
+        )
         self._rows = [self._row_draw(0)]
 
         # The host's exact draw (pick() when the candidates cannot decide), with Params of its own.
         self._full = sampling_kernel(kernels, "sample_full")
         self._full_chosen, chosen = buffer(4, label="sample_full")
         self._full_params, p = buffer(params_bytes(self._full), "uniform")
-        self._full_draw = Dispatch(self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]),
-                                   (1, 1, 1))
+        self._full_draw = Dispatch(
+            self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]), (1, 1, 1)
+        )
 
     def _row_logits(self, r: int) -> tuple:
         """The binding of logits rows 0..r (from the aligned start) and row r's first element in it."""
@@ -145,11 +152,15 @@ class Sampler:
         logits, base = self._row_logits(r)
         best = self.device.create_buffer(8 * (self._argmax_groups + 1), label="argmax")
         params = self.device.create_buffer(16, "uniform")
-        self.device.write_buffer(params, 0, chunks.pack_params(
-            {"vocab": self.vocab, "logits_base": base, "groups": self._argmax_groups}))
-        dispatches = [Dispatch(k.handle, self.device.create_bind_group(
-            k.handle, [(params, 0, 16), logits, (best, 0, best.size)]), grid)
-            for k, grid in ((chunks, (self._argmax_groups, 1, 1)), (final, (1, 1, 1)))]
+        self.device.write_buffer(
+            params, 0, chunks.pack_params({"vocab": self.vocab, "logits_base": base, "groups": self._argmax_groups})
+        )
+        dispatches = [
+            Dispatch(
+                k.handle, self.device.create_bind_group(k.handle, [(params, 0, 16), logits, (best, 0, best.size)]), grid
+            )
+            for k, grid in ((chunks, (self._argmax_groups, 1, 1)), (final, (1, 1, 1)))
+        ]
         return dispatches, best
 
     def _write(self, buffer, data: bytes) -> None:
@@ -168,8 +179,12 @@ class Sampler:
                 raise ValueError(f"{len(seen)} distinct history ids > max_history {self.max_history}")
             if seen:
                 self._write(self._penalty_ids, array("I", seen).tobytes())
-                self._write(self._penalty_params, self._penalty.pack_params(
-                    {"count": len(seen), "penalty": params.repetition_penalty, "logits_base": self._logits_base}))
+                self._write(
+                    self._penalty_params,
+                    self._penalty.pack_params(
+                        {"count": len(seen), "penalty": params.repetition_penalty, "logits_base": self._logits_base}
+                    ),
+                )
                 out.append(Dispatch(self._penalty.handle, self._penalty_group, (-(-len(seen) // THREADS), 1, 1)))
         if params.temperature == 0:
             self._pending = "greedy"
@@ -204,8 +219,13 @@ class Sampler:
             for t in self._penalised(history):
                 flags[t] = 1
             self.device.write_buffer(self._seen, 0, flags.tobytes())
-            self.device.write_buffer(self._seen_params, 0, self._penalty.pack_params(
-                {"count": self.vocab, "penalty": params.repetition_penalty, "logits_base": self._logits_base}))
+            self.device.write_buffer(
+                self._seen_params,
+                0,
+                self._penalty.pack_params(
+                    {"count": self.vocab, "penalty": params.repetition_penalty, "logits_base": self._logits_base}
+                ),
+            )
             before, after = [self._seen_penalty], [self._mark(ids_buffer)]
         if params.temperature == 0:
             at = 8 * self._argmax_groups + 4  # the final best's id
@@ -245,7 +265,7 @@ class Sampler:
         (logits, ids) and the log-sum-exp of logits / temperature over the whole row."""
         raw = await self.device.read_buffer(self._rows[0].result, 0, 8 * CANDIDATES + 4)
         n = min(CANDIDATES, self.vocab)
-        pairs = list(struct.iter_unpack(CANDIDATE_FORMAT, raw[:8 * n]))
+        pairs = list(struct.iter_unpack(CANDIDATE_FORMAT, raw[: 8 * n]))
         return [v for v, _ in pairs], [i for _, i in pairs], struct.unpack_from("<f", raw, 8 * CANDIDATES)[0]
 
     def reset(self) -> None:
@@ -280,15 +300,28 @@ class Sampler:
             return choice
         return await self.draw_on_gpu(choice, params, values[-1], ids[-1], lse)
 
-    async def draw_on_gpu(self, draw: FullDraw, params: SamplingParams, last_value: float, last_id: int,
-                          lse: float) -> int:
+    async def draw_on_gpu(
+        self, draw: FullDraw, params: SamplingParams, last_value: float, last_id: int, lse: float
+    ) -> int:
         """Run sample_full.wgsl on the row; (last_value, last_id) is the last candidate, lse the row's."""
-        self._write(self._full_params, self._full.pack_params({
-            "vocab": self.vocab, "logits_base": self._logits_base, "inv_temperature": 1 / params.temperature,
-            "lse": lse, "top_k": draw.top_k, "top_p": draw.top_p,
-            "skip_candidates": int(draw.skip_candidates), "last_value": last_value, "last_id": last_id,
-            "u": draw.u, "skip_draw": 0,
-        }))
+        self._write(
+            self._full_params,
+            self._full.pack_params(
+                {
+                    "vocab": self.vocab,
+                    "logits_base": self._logits_base,
+                    "inv_temperature": 1 / params.temperature,
+                    "lse": lse,
+                    "top_k": draw.top_k,
+                    "top_p": draw.top_p,
+                    "skip_candidates": int(draw.skip_candidates),
+                    "last_value": last_value,
+                    "last_id": last_id,
+                    "u": draw.u,
+                    "skip_draw": 0,
+                }
+            ),
+        )
         self.device.submit([self._full_draw])
         raw = await self.device.read_buffer(self._full_chosen, 0, 4)
         return struct.unpack("<I", raw)[0]

@@ -1,9 +1,10 @@
 """Load what a chat or generation needs: the engine, the tokenizer (if any) and the stop ids."""
+
 from __future__ import annotations
 
 from .engine import Engine, read_model
-from .json_file import read_json
 from .formats.source import open_source
+from .json_file import read_json
 
 
 async def load_model(model, device, *, with_tokenizer: bool = True, **engine_options):

@@ -1,6 +1,7 @@
 """What the desktop CLI's commands share (cli.py, chat.py): the model argument resolved to a path
 (catalog name, .gguf file or HF directory; default: the catalog's DEFAULT_MODEL) and the text
 progress bar shown while fetching and loading."""
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,13 @@ class ProgressBar:
     a line at 0/25/50/75/100% otherwise. total 0 = unknown (a single line)."""
 
     WIDTH = 30
-    LABELS = {"download": "download", "extract": "unpack", "verify": "verify", "load": "load",
-              "waiting": "waiting for another process to fetch this model"}
+    LABELS = {
+        "download": "download",
+        "extract": "unpack",
+        "verify": "verify",
+        "load": "load",
+        "waiting": "waiting for another process to fetch this model",
+    }
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr

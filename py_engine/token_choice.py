@@ -1,6 +1,7 @@
 """The draw's decision in Python from the top-k candidates (py_engine/sampling.py explains the
 semantics and when the candidates cannot decide), and the sampling parameters. sample_pick.wgsl is
 its f32 port for decoding on the GPU; this stays the reference."""
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,9 @@ def check_params(params: SamplingParams) -> None:
         raise ValueError(f"repetition_penalty must be > 0, got {params.repetition_penalty}")
 
 
-def choose(values: list[float], ids: list[int], lse: float, params: SamplingParams, vocab: int,
-           u: float) -> int | FullDraw:
+def choose(
+    values: list[float], ids: list[int], lse: float, params: SamplingParams, vocab: int, u: float
+) -> int | FullDraw:
     """The token drawn at u from the sorted candidates (logits `values`, ids `ids`) of a row whose
     log-sum-exp of logits / temperature is lse, or the GPU draw that decides it."""
     probs = [math.exp(v / params.temperature - lse) for v in values]  # of the whole row's softmax

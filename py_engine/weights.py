@@ -12,6 +12,7 @@ does not grow.
 
 Bytes move only through the model source's placements (formats/source.py): on the desktop they
 are written at once from a memory map, in the browser JavaScript streams them at `finish`."""
+
 from __future__ import annotations
 
 from .errors import ModelFileError
@@ -23,8 +24,14 @@ from .quant import FORMATS, REPACK_CHUNK
 SRC_KIND = {"F16": 0, "BF16": 1, "F32": 2}
 SRC_BYTES = {"F16": 2, "BF16": 2, "F32": 4}
 # Stored dtype that each weight format reads as it is (the ggml block formats: their own names).
-RAW_SOURCE = {"f32": "F32", "f16": "F16", "f16_packed": "F16", "bf16": "BF16",
-              "mlx4_f16": "MLX4_F16", "mlx4_bf16": "MLX4_BF16"}
+RAW_SOURCE = {
+    "f32": "F32",
+    "f16": "F16",
+    "f16_packed": "F16",
+    "bf16": "BF16",
+    "mlx4_f16": "MLX4_F16",
+    "mlx4_bf16": "MLX4_BF16",
+}
 
 
 def raw_source(weight_format: str) -> str:
@@ -128,8 +135,12 @@ class WeightUploader:
                 base = 0
                 for section in sections:
                     row_bytes = section.nbytes // rows
-                    yield (base + (lo - shard_start) * row_bytes, section.path,
-                           section.start + (lo - first) * row_bytes, (hi - lo) * row_bytes)
+                    yield (
+                        base + (lo - shard_start) * row_bytes,
+                        section.path,
+                        section.start + (lo - first) * row_bytes,
+                        (hi - lo) * row_bytes,
+                    )
                     base += count * row_bytes
             first += rows
 
@@ -148,10 +159,12 @@ class WeightUploader:
                 row_bytes = row_elems * SRC_BYTES[info.dtype]
                 length = (hi - lo) * row_bytes
                 raw = self.device.create_buffer(-(-length // 4) * 4, label=f"{name} raw")
-                self._report(self.source.place(self.device, raw, [
-                    (0, info.path, info.start + (lo - first) * row_bytes, length)]))
-                self._conversions.append((raw, info.dtype, (hi - lo) * row_elems, buffer, t.dtype,
-                                          (lo - shard_start) * row_elems))
+                self._report(
+                    self.source.place(self.device, raw, [(0, info.path, info.start + (lo - first) * row_bytes, length)])
+                )
+                self._conversions.append(
+                    (raw, info.dtype, (hi - lo) * row_elems, buffer, t.dtype, (lo - shard_start) * row_elems)
+                )
             first += rows
 
     def _repack(self, buffer, fmt: str, blocks: int):
@@ -170,8 +183,13 @@ class WeightUploader:
         params = self.device.create_buffer(16, "uniform")
         groups = ceil_div(count, 256)
         grid = (min(groups, 65535), ceil_div(groups, 65535), 1)
-        self.device.write_buffer(params, 0, kernel.pack_params(
-            {"count": count, "src_kind": SRC_KIND[dtype], "grid_x": grid[0], "dst_offset": dst_elem}))
+        self.device.write_buffer(
+            params,
+            0,
+            kernel.pack_params(
+                {"count": count, "src_kind": SRC_KIND[dtype], "grid_x": grid[0], "dst_offset": dst_elem}
+            ),
+        )
         bind = self.device.create_bind_group(kernel.handle, [(params, 0, 16), (raw, 0, raw.size), (dst, 0, dst.size)])
         self.device.submit([Dispatch(kernel.handle, bind, grid)])
         return params

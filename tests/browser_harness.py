@@ -1,4 +1,5 @@
 """Shared plumbing of the browser tests: our server in a subprocess, Chromium with WebGPU flags."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,16 +12,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (make test installs it); never `playwright install`
-FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
-         "--use-webgpu-adapter=swiftshader", "--no-sandbox", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--enable-unsafe-webgpu",
+    "--enable-features=Vulkan",
+    "--use-angle=swiftshader",
+    "--use-webgpu-adapter=swiftshader",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 @contextlib.contextmanager
 def app_server(*args: str):
     """`python -m app --port 0 ARGS…` on a free loopback port; yields its base URL (no trailing /)."""
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", "0", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", "0", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         match = re.search(r"http://\S+", proc.stdout.readline())
         if not match:
@@ -38,8 +53,9 @@ def launch(p, profile: Path | None = None, **options):
     directory is given (storage, service workers), else a plain browser."""
     if profile is None:
         return p.chromium.launch(headless=True, executable_path=CHROMIUM, args=FLAGS, **options)
-    return p.chromium.launch_persistent_context(str(profile), headless=True, executable_path=CHROMIUM,
-                                                args=FLAGS, **options)
+    return p.chromium.launch_persistent_context(
+        str(profile), headless=True, executable_path=CHROMIUM, args=FLAGS, **options
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,23 @@ into tests/fixtures/gguf_tokenizer/synthetic.json, so the tests need neither tra
 A recipe is write_gguf's arguments with tensors given as shapes (float32 zeros); recipe_digest
 fingerprints one so that a test notices a recipe changed after the references were made.
 """
+
 import hashlib
 import json
 
 import gguf
 import numpy as np
 
-BASE_METADATA = (("add_block_count", 1), ("add_context_length", 128), ("add_embedding_length", 16),
-                 ("add_feed_forward_length", 32), ("add_head_count", 2), ("add_head_count_kv", 2),
-                 ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0))
+BASE_METADATA = (
+    ("add_block_count", 1),
+    ("add_context_length", 128),
+    ("add_embedding_length", 16),
+    ("add_feed_forward_length", 32),
+    ("add_head_count", 2),
+    ("add_head_count_kv", 2),
+    ("add_layer_norm_rms_eps", 1e-5),
+    ("add_rope_freq_base", 10000.0),
+)
 
 
 def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
@@ -45,9 +53,46 @@ def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
 
 # ---- a SentencePiece ("llama") vocabulary with scores and token types ----
 
-SPM_PIECES = ["▁", "a", "b", "c", "h", "e", "l", "o", "w", "r", "d", "▁a", "ab", "▁ab", "abc", "▁abc", "he", "ll",
-              "llo", "hello", "▁hello", "▁w", "or", "ld", "▁wor", "▁world", "▁▁", "▁▁▁", "bc", "ca", "▁c", "é", "▁é",
-              "lo", "el", "hel", "▁he", "▁hel"]
+SPM_PIECES = [
+    "▁",
+    "a",
+    "b",
+    "c",
+    "h",
+    "e",
+    "l",
+    "o",
+    "w",
+    "r",
+    "d",
+    "▁a",
+    "ab",
+    "▁ab",
+    "abc",
+    "▁abc",
+    "he",
+    "ll",
+    "llo",
+    "hello",
+    "▁hello",
+    "▁w",
+    "or",
+    "ld",
+    "▁wor",
+    "▁world",
+    "▁▁",
+    "▁▁▁",
+    "bc",
+    "ca",
+    "▁c",
+    "é",
+    "▁é",
+    "lo",
+    "el",
+    "hel",
+    "▁he",
+    "▁hel",
+]
 
 
 def spm_tokenizer(add_space_prefix=True, add_bos=None) -> dict:
@@ -58,18 +103,46 @@ def spm_tokenizer(add_space_prefix=True, add_bos=None) -> dict:
     tokens += ["<|user|>", "<ctrl>", "[UNUSED]"]
     types += [4, 3, 5]
     scores += [0.0, 0.0, 0.0]
-    spec = dict(tokenizer_model="llama", tokens=tokens, types=types, scores=scores, bos_token_id=1,
-                eos_token_id=2, unk_token_id=0, add_space_prefix=add_space_prefix,
-                chat_template="{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}"
-                              "{{ eos_token }}{% endfor %}")
+    spec = dict(
+        tokenizer_model="llama",
+        tokens=tokens,
+        types=types,
+        scores=scores,
+        bos_token_id=1,
+        eos_token_id=2,
+        unk_token_id=0,
+        add_space_prefix=add_space_prefix,
+        chat_template="{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}"
+        "{{ eos_token }}{% endfor %}",
+    )
     if add_bos is not None:
         spec["add_bos_token"] = add_bos
     return spec
 
 
-SPM_TEXTS = ["hello world", " hello", "abc abcab", "<s>hello</s>", "hello<|user|>world", "héllo zz", "  a",
-             "a<ctrl>b", "[UNUSED]", "", "   ", "a b  c", "hello\nworld", "cabc é é", "<|user|>", "<ctrl> hello",
-             "hello<ctrl>", "😀 ok", "a<unk>b", "<unk>", "hello <s> world"]
+SPM_TEXTS = [
+    "hello world",
+    " hello",
+    "abc abcab",
+    "<s>hello</s>",
+    "hello<|user|>world",
+    "héllo zz",
+    "  a",
+    "a<ctrl>b",
+    "[UNUSED]",
+    "",
+    "   ",
+    "a b  c",
+    "hello\nworld",
+    "cabc é é",
+    "<|user|>",
+    "<ctrl> hello",
+    "hello<ctrl>",
+    "😀 ok",
+    "a<unk>b",
+    "<unk>",
+    "hello <s> world",
+]
 
 # Derived by hand from the vocabulary above (ids: <unk> 0, <s> 1, </s> 2, <0xNN> 3 + NN, pieces from 259).
 SPM_BY_HAND = {
@@ -95,8 +168,16 @@ BYTE_LEVEL_MERGES = ["a b", "Ġ a", "Ġa b", "ab c", "1 2"]
 def byte_level_tokenizer(pre="gpt-2", **extra) -> dict:
     types = [1] * len(BYTE_LEVEL_TOKENS)
     types[10], types[11], types[12] = 3, 3, 4  # <|end|>, "<raw tok>" (has a real space) control; <|u|> user
-    return dict(tokenizer_model="gpt2", tokens=BYTE_LEVEL_TOKENS, types=types, merges=BYTE_LEVEL_MERGES, pre=pre,
-                eos_token_id=10, bos_token_id=10, **extra)
+    return dict(
+        tokenizer_model="gpt2",
+        tokens=BYTE_LEVEL_TOKENS,
+        types=types,
+        merges=BYTE_LEVEL_MERGES,
+        pre=pre,
+        eos_token_id=10,
+        bos_token_id=10,
+        **extra,
+    )
 
 
 # The pre-tokenizers and strings whose ids (without special tokens) are compared with transformers.
@@ -109,13 +190,24 @@ BYTE_LEVEL_HF_TEXTS = ["ab abc", "abc<|end|>a<|u|>", "<raw tok>", "12 12 123", "
 RECIPES = {
     "spm": dict(tokenizer=spm_tokenizer()),
     **{f"byte-level-{pre}": dict(tokenizer=byte_level_tokenizer(pre)) for pre in BYTE_LEVEL_HF_PRES},
-    "gemma3": dict(arch="gemma3", metadata=[
-        ("add_key_length", 8), ("add_value_length", 8), ("add_sliding_window", 512),
-        ("add_rope_freq_base", 1e6), ("add_layer_norm_rms_eps", 1e-6),
-    ], tokenizer=byte_level_tokenizer()),
+    "gemma3": dict(
+        arch="gemma3",
+        metadata=[
+            ("add_key_length", 8),
+            ("add_value_length", 8),
+            ("add_sliding_window", 512),
+            ("add_rope_freq_base", 1e6),
+            ("add_layer_norm_rms_eps", 1e-6),
+        ],
+        tokenizer=byte_level_tokenizer(),
+    ),
     # Qwen3's head_dim is not hidden / heads; transformers takes its default (128), not the key.
-    "qwen3": dict(arch="qwen3", metadata=[("add_key_length", 128)], tokenizer=byte_level_tokenizer(),
-                  tensors={"token_embd.weight": (14, 16), "output.weight": (14, 16)}),
+    "qwen3": dict(
+        arch="qwen3",
+        metadata=[("add_key_length", 128)],
+        tokenizer=byte_level_tokenizer(),
+        tensors={"token_embd.weight": (14, 16), "output.weight": (14, 16)},
+    ),
 }
 
 

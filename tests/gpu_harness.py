@@ -1,4 +1,5 @@
 """Run one kernel on numpy arrays: the kernel unit tests' bridge to the GPU."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,9 +22,17 @@ def device(f16: bool = True, subgroups: bool = True):
     return _devices[key]
 
 
-def run_kernel(name, buffers: dict, params: dict | None = None, grid=(1, 1, 1), step=(1, 0, 1),
-               defines: dict | None = None, f16: bool = True, read: list[str] | None = None,
-               subgroups: bool = True) -> dict:
+def run_kernel(
+    name,
+    buffers: dict,
+    params: dict | None = None,
+    grid=(1, 1, 1),
+    step=(1, 0, 1),
+    defines: dict | None = None,
+    f16: bool = True,
+    read: list[str] | None = None,
+    subgroups: bool = True,
+) -> dict:
     """buffers: binding name → numpy array (uploaded as raw bytes) or int (zeroed byte size).
     Returns the read_write buffers (or those named in `read`) as raw bytes. subgroups=False
     opens a device without them (the workgroup-memory reductions)."""
@@ -82,10 +91,14 @@ def run_combine(partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: in
     attention output [rows, nh, hd]. The kernel's one tensor holds the output, then the partials."""
     out_elems = rows * nh * hd
     attn = np.concatenate([np.zeros(out_elems, np.float32), partials.astype(np.float32)])
-    out = run_kernel("attention_combine", {"attn": attn},
-                     {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems},
-                     grid=(nh, rows, 1), step=step)
-    return as_f32(out["attn"][:out_elems * 4], (rows, nh, hd))
+    out = run_kernel(
+        "attention_combine",
+        {"attn": attn},
+        {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems},
+        grid=(nh, rows, 1),
+        step=step,
+    )
+    return as_f32(out["attn"][: out_elems * 4], (rows, nh, hd))
 
 
 async def collect(tokens, limit: int | None = None) -> list[int]:

@@ -1,5 +1,6 @@
 """Random weight matrices in every format of py_engine/quant.py, as stored, with their float32
 dequantization as reference: gguf-py's for the ggml formats, numpy for the others."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,16 @@ from py_engine.quant import weight_format
 
 # Byte offsets of the f16 scale fields in a ggml block. Random bytes there could be inf / NaN or
 # absurdly large, so they are drawn as sensible f16 values instead; every other byte is random.
-F16_FIELDS = {"q8_0": (0,), "q4_0": (0,), "q4_1": (0, 2), "q5_0": (0,), "q5_1": (0, 2),
-              "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
+F16_FIELDS = {
+    "q8_0": (0,),
+    "q4_0": (0,),
+    "q4_1": (0, 2),
+    "q5_0": (0,),
+    "q5_1": (0, 2),
+    "q4_k": (0, 2),
+    "q5_k": (0, 2),
+    "q6_k": (208,),
+}
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -46,7 +55,7 @@ class QuantMatrix:
             blocks = K // info.block_elems
             raw = rng.integers(0, 256, (N, blocks, info.block_bytes), dtype=np.uint8)
             for at in F16_FIELDS[fmt]:
-                raw[..., at:at + 2] = rng.normal(0, 0.01, (N, blocks, 1)).astype(np.float16).view(np.uint8)
+                raw[..., at : at + 2] = rng.normal(0, 0.01, (N, blocks, 1)).astype(np.float16).view(np.uint8)
             self._rows = raw.reshape(N, -1)
             self.ref = dequantize(self._rows, GGMLQuantizationType[fmt.upper()])
         assert self.ref.shape == (N, K) and self.ref.dtype == np.float32
@@ -89,6 +98,6 @@ def repack_reference(raw: np.ndarray, fmt: str) -> np.ndarray:
     stored = raw[: blocks * info.block_bytes].reshape(blocks, info.block_bytes)
     out = []
     for first in range(0, blocks, REPACK_CHUNK):
-        chunk = stored[first:first + REPACK_CHUNK]
-        out += [chunk[:, offset:offset + size].ravel() for offset, size in info.repack]
-    return np.concatenate(out + [raw[blocks * info.block_bytes:]])
+        chunk = stored[first : first + REPACK_CHUNK]
+        out += [chunk[:, offset : offset + size].ravel() for offset, size in info.repack]
+    return np.concatenate(out + [raw[blocks * info.block_bytes :]])

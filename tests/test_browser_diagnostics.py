@@ -4,11 +4,12 @@ WebGPU, which has no shader-f16), on a server with no model: the check needs non
 Open the GPU panel, press "Check this device", wait for the suite (py_engine/selftest/suite.py)
 to finish in the worker; every test must be listed and passed, the limits and the submit strategy
 shown, and the plain-text report (shown in a <pre>, and copied by "Copy report") must hold them."""
+
 import re
 
 import pytest
-
 from browser_harness import ROOT, app_server, check_protocol, launch, record_protocol
+
 from py_engine.selftest.suite import TESTS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -46,7 +47,9 @@ def test_check_this_device(server, tmp_path):
         status = page.get_by_test_id("diagnostics-status").inner_text()
         rows = page.get_by_test_id("diagnostics-result")
         shown = [rows.nth(i).locator(".diag-name").inner_text() for i in range(rows.count())]
-        failed = [rows.nth(i).inner_text() for i in range(rows.count()) if rows.nth(i).get_attribute("data-ok") != "true"]
+        failed = [
+            rows.nth(i).inner_text() for i in range(rows.count()) if rows.nth(i).get_attribute("data-ok") != "true"
+        ]
         assert shown == NAMES, (status, shown)
         assert not failed, failed
         assert status == f"All {len(NAMES)} tests passed."
@@ -67,7 +70,9 @@ def test_check_this_device(server, tmp_path):
         assert re.search(r"^Adapter: .*swiftshader", report, re.I | re.M) and "Submit: single-pass - Dawn" in report
         assert "max_storage_binding = 134217728" in report and "max_workgroup_storage = 16384" in report
         features = re.search(r"^Features: (.*)$", report, re.M).group(1).split(", ")
-        assert "subgroups" in features and "shader-f16" not in features  # SwiftShader; the GEMV checks reduce with subgroups
+        assert (
+            "subgroups" in features and "shader-f16" not in features
+        )  # SwiftShader; the GEMV checks reduce with subgroups
         for name in NAMES:
             assert f"PASS {name} (" in report
 

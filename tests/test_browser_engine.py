@@ -4,10 +4,10 @@ Models are loaded and run through static/client.js exactly as the page does. Sam
 everywhere: the browser's greedy tokens must equal the desktop engine's (the tiny fixture's
 reference greedy tokens, which the desktop parity tests match; SmolLM2's 8 greedy tokens for the
 README's question). SwiftShader has no shader-f16, so this is the f32 path."""
+
 import json
 
 import pytest
-
 from browser_harness import ROOT, app_server, check_protocol, launch, record_protocol
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -59,16 +59,30 @@ def page(server, tmp_path_factory, traffic):
 
 def test_tiny_fixture_greedy_tokens_match_desktop(page):
     ref = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
-    result = page.evaluate(RUN, {"modelId": "llama-f32", "context": 64, "request": {
-        "ids": ref["prompt_ids"], "sampling": {"temperature": 0, "max_new_tokens": len(ref["greedy"])}}})
+    result = page.evaluate(
+        RUN,
+        {
+            "modelId": "llama-f32",
+            "context": 64,
+            "request": {"ids": ref["prompt_ids"], "sampling": {"temperature": 0, "max_new_tokens": len(ref["greedy"])}},
+        },
+    )
     assert result["tokens"] == ref["greedy"]
     assert result["done"]["stop"] == "length"
 
 
 def test_smollm2_answers_paris_like_the_desktop(page):
-    result = page.evaluate(RUN, {"modelId": "smollm2-135m-instruct", "context": 256, "request": {
-        "messages": [{"role": "user", "content": "What is the capital of France?"}],
-        "sampling": {"temperature": 0, "max_new_tokens": 8}}})
+    result = page.evaluate(
+        RUN,
+        {
+            "modelId": "smollm2-135m-instruct",
+            "context": 256,
+            "request": {
+                "messages": [{"role": "user", "content": "What is the capital of France?"}],
+                "sampling": {"temperature": 0, "max_new_tokens": 8},
+            },
+        },
+    )
     assert result["done"]["tokens"] == DESKTOP_PARIS and result["done"]["stop"] == "eos"
     assert "Paris" in result["text"]
     # The weights (98 MB) went from fetch to the GPU in JavaScript, never through wasm memory.

@@ -5,13 +5,12 @@ The app's URL map (app/server.py) serves the build (tools/build_web.py, run firs
 file as a model; tests/web/worker_test.html starts the worker in test mode, and each test runs
 Python inside it (`wisp.exec`) and checks the answers with numpy here. SwiftShader is slow: the
 kernels and data are small."""
+
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,21 +21,29 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from quant_ref import QuantMatrix
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
-    "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-angle=swiftshader",
-    "--use-webgpu-adapter=swiftshader", "--no-sandbox", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--enable-unsafe-webgpu",
+    "--enable-features=Vulkan",
+    "--use-angle=swiftshader",
+    "--use-webgpu-adapter=swiftshader",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 PLAN_FILE = "plan-data.gguf"  # any bytes: the app serves a .gguf file as a model, with Range requests
 PLAN_FILE_BYTES = 20 << 20 | 4242  # more than one 16 MiB read, and not a whole number of words
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium"),
+]
 
 
 def free_port() -> int:
@@ -67,8 +74,9 @@ def server(plan_bytes):
     from app.server import create_app
 
     registry = ModelRegistry([plan_bytes[0]], include_cache=False)
-    app = Starlette(routes=[Mount("/tests/web", StaticFiles(directory=ROOT / "tests" / "web")),
-                            Mount("/", create_app(registry))])
+    app = Starlette(
+        routes=[Mount("/tests/web", StaticFiles(directory=ROOT / "tests" / "web")), Mount("/", create_app(registry))]
+    )
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -86,9 +94,11 @@ class Worker:
 
     def exec(self, code: str, timeout_ms: int = 60_000):
         """Run Python in the worker; the code's last expression must be a JSON string."""
-        reply = self.page.evaluate(f"(code) => Promise.race([wispTest.exec(code), new Promise((_, no) => "
-                                   f"setTimeout(() => no(new Error('timed out')), {timeout_ms}))])",
-                                   textwrap.dedent(code))
+        reply = self.page.evaluate(
+            f"(code) => Promise.race([wispTest.exec(code), new Promise((_, no) => "
+            f"setTimeout(() => no(new Error('timed out')), {timeout_ms}))])",
+            textwrap.dedent(code),
+        )
         if "error" in reply:
             raise AssertionError(f"Python in the worker failed:\n{reply['error']}")
         return json.loads(reply["result"])
@@ -152,8 +162,11 @@ def worker(server, tmp_path_factory):
     base, _ = server
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
-            args=CHROMIUM_FLAGS)
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+        )
         try:
             page = context.new_page()
             page.goto(f"{base}/tests/web/worker_test.html")
@@ -298,10 +311,15 @@ def test_weight_plan_loader(worker, server, plan_bytes):
     big = 17 << 20
     # buffer index, dst, file start, length
     pieces = [
-        (0, 0, 0, 4096), (0, 4096, 8192, 4096), (0, 8192, 1 << 20, 1000),        # aligned
-        (1, 2, 100_001, 34), (1, 36, 5_000, 34), (1, 70, 77, 3), (1, 200, 9_999_999, 257),  # misaligned
-        (2, 6, 3 << 20, big),                                                     # split across reads
-        (3, 0, PLAN_FILE_BYTES - 4242, 4242),                                     # the file's odd tail
+        (0, 0, 0, 4096),
+        (0, 4096, 8192, 4096),
+        (0, 8192, 1 << 20, 1000),  # aligned
+        (1, 2, 100_001, 34),
+        (1, 36, 5_000, 34),
+        (1, 70, 77, 3),
+        (1, 200, 9_999_999, 257),  # misaligned
+        (2, 6, 3 << 20, big),  # split across reads
+        (3, 0, PLAN_FILE_BYTES - 4242, 4242),  # the file's odd tail
     ]
     sizes = [12288, 1024, big + 16, 4256]
     out = worker.exec(f"""
@@ -317,7 +335,7 @@ def test_weight_plan_loader(worker, server, plan_bytes):
     """)
     expect = [bytearray(-(-n // 16) * 16) for n in sizes]
     for b, dst, start, length in pieces:
-        expect[b][dst:dst + length] = data[start:start + length]
+        expect[b][dst : dst + length] = data[start : start + length]
     assert out["digests"] == [hashlib.sha256(bytes(e)).hexdigest() for e in expect]
     total = sum(p[3] for p in pieces)
     assert out["result"]["bytes"] == total and sum(out["steps"]) == total
@@ -418,10 +436,12 @@ def test_ffi_cost(worker):
             dev.destroy_buffer(x)
         json.dumps(best)
     """)
-    print(f"\nFFI cost: submit of 32 dispatches {out['submit_us']:.1f} us (of which Python encoding "
-          f"{out['encode_us']:.1f} us; the same submit from JavaScript {out['js_submit_us']:.1f} us); write_buffer 16 B {out['write_16b_us']:.1f} us, 4 MiB "
-          f"{out['write_4mib_ms']:.2f} ms; an empty FFI call {out['empty_call_us']:.1f} us; read_buffer of 4 bytes "
-          f"{out['read_4b_ms']:.2f} ms")
+    print(
+        f"\nFFI cost: submit of 32 dispatches {out['submit_us']:.1f} us (of which Python encoding "
+        f"{out['encode_us']:.1f} us; the same submit from JavaScript {out['js_submit_us']:.1f} us); write_buffer 16 B {out['write_16b_us']:.1f} us, 4 MiB "
+        f"{out['write_4mib_ms']:.2f} ms; an empty FFI call {out['empty_call_us']:.1f} us; read_buffer of 4 bytes "
+        f"{out['read_4b_ms']:.2f} ms"
+    )
     assert out["submit_us"] < 5000
 
 

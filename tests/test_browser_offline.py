@@ -4,8 +4,8 @@ The first visit installs the service worker (app shell, worker, Pyodide, wheels)
 streams SmolLM2 into the weight store. Then the server is stopped and the context goes offline;
 a reload must boot everything from the service worker and the store and give the same greedy
 tokens (SwiftShader: a few minutes)."""
-import pytest
 
+import pytest
 from browser_harness import app_server, launch
 from test_browser_engine import RUN
 
@@ -16,8 +16,10 @@ SW_READY = """async () => {
   const registration = await navigator.serviceWorker.ready;
   return !!registration.active;
 }"""
-QUESTION = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
-            "sampling": {"temperature": 0, "max_new_tokens": 4}}
+QUESTION = {
+    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    "sampling": {"temperature": 0, "max_new_tokens": 4},
+}
 
 
 # Each load + answer takes 2-3 minutes on SwiftShader; a stall fails the test with the page's last

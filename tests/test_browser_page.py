@@ -4,6 +4,7 @@ A tiny test-local server maps / and /static/ to static/, /api/models to a fixed 
 /worker/worker.js to the fake, which speaks the worker protocol with no Pyodide and no GPU.
 Screenshots land in tests/artifacts/ (gitignored).
 """
+
 import json
 import re
 import shutil
@@ -14,7 +15,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
 from browser_harness import check_protocol, record_protocol
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -27,18 +27,41 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 
 MODELS = [
-    {"id": "qwen2.5-coder-0.5b-instruct", "name": "Qwen2.5-Coder 0.5B Instruct", "kind": "gguf",
-     "files": {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": 491_400_032}, "default": False},
-    {"id": "smollm2-135m-instruct", "name": "SmolLM2 135M Instruct", "kind": "gguf",
-     "files": {"smollm2-135m-instruct-q4_1.gguf": 98_000_000}, "default": True},
-    {"id": "broken-model", "name": "Broken Model", "kind": "hf",
-     "files": {"config.json": 700, "model.safetensors": 12_000_000}, "default": False},
+    {
+        "id": "qwen2.5-coder-0.5b-instruct",
+        "name": "Qwen2.5-Coder 0.5B Instruct",
+        "kind": "gguf",
+        "files": {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": 491_400_032},
+        "default": False,
+    },
+    {
+        "id": "smollm2-135m-instruct",
+        "name": "SmolLM2 135M Instruct",
+        "kind": "gguf",
+        "files": {"smollm2-135m-instruct-q4_1.gguf": 98_000_000},
+        "default": True,
+    },
+    {
+        "id": "broken-model",
+        "name": "Broken Model",
+        "kind": "hf",
+        "files": {"config.json": 700, "model.safetensors": 12_000_000},
+        "default": False,
+    },
 ]
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
-         ".svg": "image/svg+xml", ".json": "application/json", ".png": "image/png"}
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+    ".json": "application/json",
+    ".png": "image/png",
+}
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium"),
+]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -56,7 +79,7 @@ class Handler(BaseHTTPRequestHandler):
         if path in ("/", "/index.html"):
             return self.file(STATIC / "index.html")
         if path.startswith("/static/"):
-            target = (STATIC / path[len("/static/"):]).resolve()
+            target = (STATIC / path[len("/static/") :]).resolve()
             if target.is_relative_to(STATIC) and target.is_file():
                 return self.file(target)
         self.reply(404, b"not found", "text/plain")
@@ -94,9 +117,20 @@ def context(traffic):
     profile = tempfile.mkdtemp(prefix="wisp-page-")
     with sync_api.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, viewport={"width": 1280, "height": 860},
-            args=["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"])
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            viewport={"width": 1280, "height": 860},
+            args=[
+                "--enable-unsafe-webgpu",
+                "--no-sandbox",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
         traffic.append(record_protocol(ctx))
         yield ctx
         ctx.close()
@@ -218,15 +252,20 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
     expect(box).to_have_value("")
     expect(box).to_be_enabled()  # typing stays possible while the answer streams
     expect(tid(page, "stop-button")).to_be_visible()
-    page.wait_for_function("() => { const a = document.querySelectorAll('[data-testid=assistant-message]');"
-                           " return a.length && a[a.length-1].textContent.length > 0; }")
+    page.wait_for_function(
+        "() => { const a = document.querySelectorAll('[data-testid=assistant-message]');"
+        " return a.length && a[a.length-1].textContent.length > 0; }"
+    )
     first = text_len(page)
-    page.wait_for_function(f"() => {{ const a = document.querySelectorAll('[data-testid=assistant-message]');"
-                           f" return a[a.length-1].textContent.length > {first}; }}")
+    page.wait_for_function(
+        f"() => {{ const a = document.querySelectorAll('[data-testid=assistant-message]');"
+        f" return a[a.length-1].textContent.length > {first}; }}"
+    )
     assert page.evaluate("document.body.dataset.phase") == "generating"
     expect(tid(page, "stats").last).to_be_empty()
-    expect(tid(page, "stats").last).to_contain_text(re.compile(r"^19 tokens · [\d.]+ tok/s · \d+ ms to first token$"),
-                                                    timeout=10_000)
+    expect(tid(page, "stats").last).to_contain_text(
+        re.compile(r"^19 tokens · [\d.]+ tok/s · \d+ ms to first token$"), timeout=10_000
+    )
     first_answer = answer(page).inner_text()
     assert first_answer.startswith("Answer 1 (1 messages, temperature 0.2):")
     expect(page.locator(".msg-user .bubble").first).to_have_text("Hello there\nhow are you?")
@@ -237,8 +276,10 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
     # Stop mid-answer: no more text afterwards, the stats say so, Send comes back.
     box.fill("Tell me a long story")
     tid(page, "send-button").click()
-    page.wait_for_function("() => { const a = document.querySelectorAll('[data-testid=assistant-message]');"
-                           " return a.length === 2 && a[1].textContent.length > 120; }")
+    page.wait_for_function(
+        "() => { const a = document.querySelectorAll('[data-testid=assistant-message]');"
+        " return a.length === 2 && a[1].textContent.length > 120; }"
+    )
     tid(page, "stop-button").click()
     expect(tid(page, "stats").last).to_contain_text("stopped")
     stopped = text_len(page)
@@ -260,8 +301,9 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
     assert send_and_wait(page, "Fresh start").startswith("Answer 1 (1 messages")
 
     origin = base_url + "/"
-    assert all(u.startswith(origin) or u.startswith(("data:", "blob:")) for u in requests), \
-        [u for u in requests if not u.startswith(origin)]
+    assert all(u.startswith(origin) or u.startswith(("data:", "blob:")) for u in requests), [
+        u for u in requests if not u.startswith(origin)
+    ]
     assert page.errors == []
 
 

@@ -4,30 +4,49 @@ Run in Chromium twice over: the pure function on a table of real user agents, an
 navigator under Playwright's iPad descriptor and a desktop-mode iPad (a Macintosh UA with touch
 points, set through CDP: iPadOS Safari asks for desktop sites by default, and then only its touch
 points tell it from a Mac)."""
-import pytest
 
+import pytest
 from browser_harness import browser  # noqa: F401  (its fixture)
 from test_browser_page import base_url  # noqa: F401  (the page tests' static server fixture)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
-SAFARI_MAC = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
-              "Version/26.0 Safari/605.1.15")
-CHROME_MAC = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) "
-              "Chrome/140.0.0.0 Safari/537.36")
+SAFARI_MAC = (
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/26.0 Safari/605.1.15"
+)
+CHROME_MAC = (
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/140.0.0.0 Safari/537.36"
+)
 CASES = [
     (SAFARI_MAC, 0, {"webkit": True, "ios": False}),
     (SAFARI_MAC, 5, {"webkit": True, "ios": True, "ipadAsMac": True}),
     (CHROME_MAC, 0, {"webkit": False, "ios": False}),
-    ("Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
-     "CriOS/140.0 Mobile/15E148 Safari/604.1", 5, {"webkit": True, "ios": True}),  # Chrome on iOS is WebKit
-    ("Mozilla/5.0 (iPad; CPU OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 "
-     "Mobile/15E148 Safari/604.1", 5, {"webkit": True, "ios": True}),
-    ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36", 0,
-     {"webkit": False}),
-    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 "
-     "Safari/537.36 Edg/140.0.0.0", 0, {"webkit": False}),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "CriOS/140.0 Mobile/15E148 Safari/604.1",
+        5,
+        {"webkit": True, "ios": True},
+    ),  # Chrome on iOS is WebKit
+    (
+        "Mozilla/5.0 (iPad; CPU OS 18_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 "
+        "Mobile/15E148 Safari/604.1",
+        5,
+        {"webkit": True, "ios": True},
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36",
+        0,
+        {"webkit": False},
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 "
+        "Safari/537.36 Edg/140.0.0.0",
+        0,
+        {"webkit": False},
+    ),
     ("Mozilla/5.0 (Macintosh; Intel Mac OS X 14.0; rv:140.0) Gecko/20100101 Firefox/140.0", 0, {"webkit": False}),
 ]
 DETECT = """async ([ua, touch]) => {

@@ -12,6 +12,7 @@ new version), one flow:
      still there and still serving; the page's "Reload" toast activates it, and only then is the old
      cache gone.
 """
+
 import json
 import shutil
 import threading
@@ -24,14 +25,17 @@ import pytest
 uvicorn = pytest.importorskip("uvicorn")
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-from app.models import ModelRegistry  # noqa: E402
-from app.server import create_app  # noqa: E402
-from app.__main__ import bind  # noqa: E402
 from browser_harness import CHROMIUM, FLAGS  # noqa: E402
 from test_server import FIXTURE, ROOT, web_build  # noqa: E402,F401  (web_build: a pytest fixture)
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium")]
+from app.__main__ import bind  # noqa: E402
+from app.models import ModelRegistry  # noqa: E402
+from app.server import create_app  # noqa: E402
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Chromium at /usr/bin/chromium"),
+]
 
 
 class Server:
@@ -62,8 +66,9 @@ class Server:
 
 @contextmanager
 def serving(root):
-    server = Server(create_app(ModelRegistry([FIXTURE], include_cache=False), root=root,
-                               web_dir=ROOT / "build" / "web")).start()
+    server = Server(
+        create_app(ModelRegistry([FIXTURE], include_cache=False), root=root, web_dir=ROOT / "build" / "web")
+    ).start()
     try:
         yield server
     finally:
@@ -131,8 +136,9 @@ def test_installable_offline_and_atomic_update(web_build, tmp_path):  # noqa: F8
     for name in ("static", "worker"):
         shutil.copytree(ROOT / name, root / name)
     with serving(root) as server, playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path / "profile"), headless=True,
-                                                       executable_path=CHROMIUM, args=FLAGS)
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), headless=True, executable_path=CHROMIUM, args=FLAGS
+        )
         page = context.new_page()
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -166,8 +172,10 @@ def test_installable_offline_and_atomic_update(web_build, tmp_path):  # noqa: F8
         booted = page.evaluate(BOOT)
         assert booted.get("error") is None and json.loads(booted["result"]) == "py_engine", booted
         print(f"offline reload + Pyodide boot + engine import: {time.monotonic() - started:.1f} s")
-        assert page.evaluate("""() => fetch('/models/llama-f32/config.json').then(() => 'served', () => 'failed')""") \
+        assert (
+            page.evaluate("""() => fetch('/models/llama-f32/config.json').then(() => 'served', () => 'failed')""")
             == "failed"
+        )
         caches = page.evaluate(CACHES)
         assert not [url for urls in caches.values() for url in urls if url.startswith("/models/")], caches
 

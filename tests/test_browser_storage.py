@@ -2,12 +2,12 @@
 nothing) in headless Chromium against the fake worker: the Storage panel (stored models, delete, usage,
 persist), the picker's "on this device" marks, the narrated load phases (speed and time left, the stall
 line) and the quota banner. Server and fixtures: tests/test_browser_page.py."""
+
 import re
 import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
-
 from test_browser_page import MODELS, Handler, context, expect, open_page, page, tid  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser  # the page tests' Chromium fixtures
@@ -70,7 +70,8 @@ def test_storage_panel_lists_deletes_and_persists(page, base_url):
     expect(qwen).to_contain_text("partial")
     expect(qwen).to_contain_text("200 MB of 491 MB downloaded")
     expect(tid(page, "storage-usage")).to_have_text(
-        re.compile(r"^\d+ (KB|MB|GB) of [\d.]+ (MB|GB) used · models take 260 MB$"))
+        re.compile(r"^\d+ (KB|MB|GB) of [\d.]+ (MB|GB) used · models take 260 MB$")
+    )
     expect(page.locator("#storage-bar")).to_have_attribute("aria-valuenow", re.compile(r"^\d+$"))
     page.screenshot(path=str(__import__("test_browser_page").ARTIFACTS / "storage-panel.png"))
 
@@ -90,7 +91,8 @@ def test_storage_panel_lists_deletes_and_persists(page, base_url):
     # persist() is asked from the page; headless Chromium may say no: either answer is shown.
     tid(page, "storage-persist").click()
     expect(tid(page, "storage-persist-result")).to_have_text(
-        re.compile(r"^(Storage is persistent|The browser may evict)"))
+        re.compile(r"^(Storage is persistent|The browser may evict)")
+    )
     granted = page.evaluate("navigator.storage.persisted()")
     expect(tid(page, "storage-persist-result")).to_have_attribute("data-persisted", str(granted).lower())
 
@@ -115,7 +117,13 @@ def test_narration_speed_eta_and_stall(page, base_url):
     expect(label).to_have_attribute("data-stalled", "")
     steps = page.locator("#progress-steps li")
     assert steps.evaluate_all("l => l.map(li => li.dataset.phase + ':' + li.className)") == [
-        "boot:done", "store:done", "download:active", "verify:", "upload:", "compile:"]
+        "boot:done",
+        "store:done",
+        "download:active",
+        "verify:",
+        "upload:",
+        "compile:",
+    ]
     page.wait_for_selector("body[data-phase=ready]", timeout=10_000)
     log = page.evaluate("window.__progressLog")
     assert "Checking this device for the model…" in log
@@ -131,7 +139,13 @@ def test_narration_speed_eta_and_stall(page, base_url):
     tid(page, "load-button").click()
     page.wait_for_selector("body[data-phase=ready]", timeout=10_000)
     assert steps.evaluate_all("l => l.map(li => li.className)") == [
-        "done", "done", "skipped", "skipped", "done", "active"]
+        "done",
+        "done",
+        "skipped",
+        "skipped",
+        "done",
+        "active",
+    ]
     assert page.errors == []
 
 

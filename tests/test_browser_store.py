@@ -4,12 +4,12 @@ The app runs in-process behind a tap (an ASGI wrapper) that logs every /models/*
 Range header and the body bytes sent — and can cut a response after N bytes, as a dropped
 connection would. The tiny Qwen3 fixture with the made-up tokenizer (test_chat.py) keeps each
 load a few seconds on SwiftShader; its greedy tokens (reference.json) are the desktop's."""
+
 import hashlib
 import json
 import shutil
 
 import pytest
-
 from browser_harness import CHROMIUM, FLAGS
 from test_chat import FIXTURE, write_tiny_tokenizer
 from test_server import running
@@ -122,8 +122,9 @@ def tap(model_dir):
 @pytest.fixture(scope="module")
 def page(tap, tmp_path_factory):
     with playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path_factory.mktemp("chromium")), headless=True,
-                                                       executable_path=CHROMIUM, args=FLAGS)
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium")), headless=True, executable_path=CHROMIUM, args=FLAGS
+        )
         page = context.new_page()
         page.goto(tap.url + "/")
         yield page
@@ -135,11 +136,14 @@ def run(page, **kw):
 
 
 def remove(page, url=None):
-    page.evaluate("""async ([model, url]) => {
+    page.evaluate(
+        """async ([model, url]) => {
       const {WispClient} = await import("/static/client.js");
       const c = new WispClient(url ? {url} : {});
       try { return await c.storeRemove(model); } finally { c.terminate(); }
-    }""", [MODEL, url])
+    }""",
+        [MODEL, url],
+    )
 
 
 def test_second_load_reads_no_weight_bytes(page, tap, model_dir):
@@ -152,7 +156,9 @@ def test_second_load_reads_no_weight_bytes(page, tap, model_dir):
     assert {"store", "download", "upload", "compile"} <= set(first["phases"])
     assert first["phases"] == sorted(first["phases"], key=PHASES.index)  # the page's steps, in order
     listed = next(m for m in first["store"]["models"] if m["model"]["id"] == MODEL)
-    assert all(f["complete"] and f["written"] == sizes[f["name"]] for f in listed["files"]), [f for f in listed["files"] if not (f["complete"] and f["written"] == sizes[f["name"]])]
+    assert all(f["complete"] and f["written"] == sizes[f["name"]] for f in listed["files"]), [
+        f for f in listed["files"] if not (f["complete"] and f["written"] == sizes[f["name"]])
+    ]
     assert first["store"]["backend"] == "opfs"
 
     page.reload()
@@ -185,13 +191,16 @@ def test_interrupted_download_resumes_from_the_stored_offset(page, tap, model_di
 
 def test_corrupt_stored_file_is_discarded_and_fetched_again(page, tap, model_dir):
     assert run(page).get("tokens") == REF["greedy"][:N]  # complete in the store
-    page.evaluate("""async (model) => {
+    page.evaluate(
+        """async (model) => {
       const root = await navigator.storage.getDirectory();
       const dir = await (await root.getDirectoryHandle("wisp-models")).getDirectoryHandle(model);
       const w = await (await dir.getFileHandle("model.safetensors")).createWritable({keepExistingData: true});
       await w.write({type: "write", position: 200000, data: new Uint8Array(64).fill(0x55)});
       await w.close();
-    }""", MODEL)
+    }""",
+        MODEL,
+    )
     weights = model_dir / "model.safetensors"
     tap.log.clear()
     again = run(page)
@@ -204,8 +213,10 @@ def test_corrupt_stored_file_is_discarded_and_fetched_again(page, tap, model_dir
 
 def test_quota_error_writes_nothing(page, tap):
     remove(page)
-    code = ("from js import eval as js_eval\n"
-            "js_eval('navigator.storage.estimate = async () => ({usage: 1000000, quota: 1100000})')\n'ok'")
+    code = (
+        "from js import eval as js_eval\n"
+        "js_eval('navigator.storage.estimate = async () => ({usage: 1000000, quota: 1100000})')\n'ok'"
+    )
     result = run(page, url="/worker/worker.js?test", code=code)
     assert result.get("error", {}).get("kind") == "quota", result
     assert "needs" in result["error"]["message"] and "MB available" in result["error"]["message"]

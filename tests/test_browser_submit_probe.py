@@ -7,10 +7,10 @@ info); the worker (py_engine/web/submit_probe.py) runs the dependent chain batch
 An iPad user agent makes the page WebKit. A "crash" is the page closed while a size's breadcrumb is
 set: the test hook holds the probe there. Pages of one browser context share localStorage, as a
 reload after a real crash would. A desktop Chrome UA must never probe."""
+
 import json
 
 import pytest
-
 from browser_harness import browser  # noqa: F401  (its fixture)
 from test_browser_engine import FIXTURES
 from test_browser_submit_strategy import CHROME_LINUX, server  # noqa: F401  (its fixture)
@@ -141,8 +141,11 @@ def test_desktop_chrome_never_probes(browser, server):
     assert probes_sent(result) == [] and result["probes"] == [], result["sent"]
     assert result["records"] == []
     adapter = result["loaded"]["adapter"]
-    assert adapter["submit"] == {"strategy": "single-pass", "group": None,
-                                 "reason": "Dawn / wgpu-native: one submit per forward"}, adapter["submit"]
+    assert adapter["submit"] == {
+        "strategy": "single-pass",
+        "group": None,
+        "reason": "Dawn / wgpu-native: one submit per forward",
+    }, adapter["submit"]
     assert adapter["workarounds"] == []
     assert result["tokens"] == REF["greedy"]
 

@@ -7,18 +7,17 @@ The page's detectPlatform() (static/platform.js) and its ?group= parameter trave
 submit_strategy) and reports it in the `loaded` event. A desktop Chrome UA must get the single pass
 and no WebKit workaround; the iPad descriptor must get WebKit and grouped submits; ?group=1,
 ?group=8 and the full batch must give the tiny fixture's reference greedy tokens."""
+
 import json
 
 import pytest
-
 from browser_harness import app_server, browser  # noqa: F401  (its fixture)
 from test_browser_engine import FIXTURES
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
-CHROME_LINUX = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 "
-                "Safari/537.36")
+CHROME_LINUX = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36"
 REF = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
 
 # Load the tiny fixture through the page's client and generate its reference prompt by ids,

@@ -3,10 +3,10 @@
 A tiny random model with a made-up byte-level tokenizer (test_chat.py) stands in for a real one:
 its answers are noise, but they stream fast enough on SwiftShader to drive the whole flow — load,
 type, watch the answer grow, Stop mid-answer, ask again — and to save a screenshot."""
+
 import shutil
 
 import pytest
-
 from browser_harness import ROOT, app_server, launch
 from test_chat import FIXTURE, write_tiny_tokenizer
 
@@ -40,13 +40,19 @@ def test_chat_flow_with_the_real_worker(server, tmp_path):
         prompt.fill("hello there")
         page.get_by_test_id("send-button").click()
         answer = page.get_by_test_id("assistant-message").last
-        page.wait_for_function("""() => {
+        page.wait_for_function(
+            """() => {
             const all = document.querySelectorAll('[data-testid="assistant-message"]');
-            return all.length && all[all.length - 1].innerText.trim().length > 20; }""", timeout=120_000)
+            return all.length && all[all.length - 1].innerText.trim().length > 20; }""",
+            timeout=120_000,
+        )
         first = answer.inner_text()
-        page.wait_for_function(f"""() => {{
+        page.wait_for_function(
+            f"""() => {{
             const all = document.querySelectorAll('[data-testid="assistant-message"]');
-            return all[all.length - 1].innerText.length > {len(first)}; }}""", timeout=60_000)  # still growing
+            return all[all.length - 1].innerText.length > {len(first)}; }}""",
+            timeout=60_000,
+        )  # still growing
         page.get_by_test_id("stop-button").click()
         stats = page.get_by_test_id("stats").last
         expect(stats).to_contain_text("stopped", timeout=60_000)

@@ -7,10 +7,10 @@ engine must report WebKit, grouped submits, no native f16 and a packed-f16 KV ca
 the desktop engine's greedy tokens — for the tiny fixture and for SmolLM2 at WebKit's default
 context (512). A model over the GPU budget is refused before loading, with a message, and the
 stored weights and the worker survive the refusal. A desktop Chrome UA gets none of it."""
+
 import json
 
 import pytest
-
 from browser_harness import launch
 from test_browser_engine import DESKTOP_PARIS, FIXTURES, server  # noqa: F401  (its server fixture)
 from test_browser_platform import SAFARI_MAC
@@ -80,11 +80,17 @@ def run(playwright, url, steps, tmp_path, desktop_mode_ipad=False, **context_opt
 
 def test_ipad_runs_the_webkit_path_and_refuses_what_does_not_fit(playwright, server, tmp_path):
     tiny = {"modelId": "llama-f32", "request": greedy_ids(len(REF["greedy"]))}
-    first, refused, again = run(playwright, server, [
-        {**tiny, "options": {}},
-        {"modelId": "smollm2-135m-instruct", "options": {"gpu_budget_mb": 50}, "request": None},
-        {**tiny, "options": {"context": 64}},
-    ], tmp_path, **playwright.devices["iPad (gen 7)"])
+    first, refused, again = run(
+        playwright,
+        server,
+        [
+            {**tiny, "options": {}},
+            {"modelId": "smollm2-135m-instruct", "options": {"gpu_budget_mb": 50}, "request": None},
+            {**tiny, "options": {"context": 64}},
+        ],
+        tmp_path,
+        **playwright.devices["iPad (gen 7)"],
+    )
 
     adapter = first["loaded"]["adapter"]
     assert adapter["webkit"] is True and adapter["submit"]["strategy"] == "grouped", adapter
@@ -105,9 +111,14 @@ def test_ipad_runs_the_webkit_path_and_refuses_what_does_not_fit(playwright, ser
 
 
 def test_desktop_mode_ipad_is_webkit_too(playwright, server, tmp_path):
-    (result,) = run(playwright, server, [{"modelId": "llama-f32", "options": {"context": 64},
-                                          "request": greedy_ids(len(REF["greedy"]))}],
-                    tmp_path, desktop_mode_ipad=True, has_touch=True)
+    (result,) = run(
+        playwright,
+        server,
+        [{"modelId": "llama-f32", "options": {"context": 64}, "request": greedy_ids(len(REF["greedy"]))}],
+        tmp_path,
+        desktop_mode_ipad=True,
+        has_touch=True,
+    )
     loaded = result["loaded"]
     assert loaded["adapter"]["webkit"] is True and "Mac" in loaded["adapter"]["platform_reason"], loaded["adapter"]
     assert loaded["adapter"]["submit"]["strategy"] == "grouped" and loaded["kv_cache"] == "f16_packed/f16_packed"
@@ -116,8 +127,13 @@ def test_desktop_mode_ipad_is_webkit_too(playwright, server, tmp_path):
 
 
 def test_desktop_chrome_keeps_f32_kv_and_no_workarounds(playwright, server, tmp_path):
-    (result,) = run(playwright, server, [{"modelId": "llama-f32", "options": {}, "request": greedy_ids(4)}],
-                    tmp_path, user_agent=CHROME_LINUX)
+    (result,) = run(
+        playwright,
+        server,
+        [{"modelId": "llama-f32", "options": {}, "request": greedy_ids(4)}],
+        tmp_path,
+        user_agent=CHROME_LINUX,
+    )
     loaded = result["loaded"]
     assert loaded["adapter"]["workarounds"] == [], loaded["adapter"]
     assert loaded["kv_cache"] == "f32/f32"  # SwiftShader has no shader-f16: the f32 path
@@ -128,9 +144,22 @@ def test_desktop_chrome_keeps_f32_kv_and_no_workarounds(playwright, server, tmp_
 def test_ipad_smollm2_matches_the_desktop(playwright, server, tmp_path):
     """The default model as an iPad runs it (WebKit's default context 512, packed-f16 KV, grouped
     submits): the desktop engine's greedy answer."""
-    (result,) = run(playwright, server, [{"modelId": "smollm2-135m-instruct", "options": {}, "request": {
-        "messages": [{"role": "user", "content": "What is the capital of France?"}],
-        "sampling": {"temperature": 0, "max_new_tokens": 8}}}], tmp_path, **playwright.devices["iPad (gen 7)"])
+    (result,) = run(
+        playwright,
+        server,
+        [
+            {
+                "modelId": "smollm2-135m-instruct",
+                "options": {},
+                "request": {
+                    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+                    "sampling": {"temperature": 0, "max_new_tokens": 8},
+                },
+            }
+        ],
+        tmp_path,
+        **playwright.devices["iPad (gen 7)"],
+    )
     loaded = result["loaded"]
     assert loaded["context"] == 512 and loaded["kv_cache"] == "f16_packed/f16_packed", loaded
     assert WEBKIT_WORKAROUNDS | {"context-512"} <= set(loaded["adapter"]["workarounds"])

@@ -1,5 +1,6 @@
 """`python -m py_engine chat`, driven through stdin: on a tiny fixture with a made-up byte-level
 tokenizer, and one turn on the real default model (downloaded into the model cache on first use)."""
+
 import asyncio
 import json
 import os
@@ -13,8 +14,10 @@ import pytest
 ROOT = Path(__file__).parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "qwen3-f32"  # vocab 384
 
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -35,8 +38,18 @@ def write_tiny_tokenizer(directory: Path, vocab_size: int = 384) -> None:
     merges of lowercase letter pairs (so every id the random model draws decodes to text)."""
     alphabet = bytes_to_unicode()
     vocab = {alphabet[b]: b for b in range(256)}
-    added = [{"id": 256 + i, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for i, text in enumerate(("<|im_start|>", "<|im_end|>"))]
+    added = [
+        {
+            "id": 256 + i,
+            "content": text,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, text in enumerate(("<|im_start|>", "<|im_end|>"))
+    ]
     merges = []
     letters = "etaoinsrhl"
     for a in letters:
@@ -47,17 +60,34 @@ def write_tiny_tokenizer(directory: Path, vocab_size: int = 384) -> None:
     for i in range(258 + len(merges), vocab_size):  # the rest: "Ġ" + letter + digit, never merged into
         vocab[f"\u0120{letters[i % 10]}{i % 7}"] = i
     tokenizer = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": merges},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
     }
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    config = {"chat_template": TEMPLATE, "eos_token": "<|im_end|>", "bos_token": None,
-              "tokenizer_class": "PreTrainedTokenizerFast"}
+    config = {
+        "chat_template": TEMPLATE,
+        "eos_token": "<|im_end|>",
+        "bos_token": None,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
     (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -70,8 +100,15 @@ def chat_model(tmp_path_factory):
 
 
 def chat(*args, stdin: str, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "py_engine", "chat", *map(str, args)], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "py_engine", "chat", *map(str, args)],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def tok_lines(stderr: str) -> list[str]:
@@ -91,6 +128,7 @@ def test_tiny_tokenizer_round_trips(chat_model):
 def test_load_model_without_its_tokenizer(chat_model):
     """with_tokenizer=False skips the tokenizer even where tokenizer.json exists (generate --ids --json)."""
     from gpu_harness import device
+
     from py_engine.session import load_model
 
     _, tok, _ = asyncio.run(load_model(chat_model, device()[0], context=64, with_tokenizer=False))
@@ -99,8 +137,15 @@ def test_load_model_without_its_tokenizer(chat_model):
 
 @pytest.mark.slow  # a chat CLI run
 def test_chat_two_turns_reset_and_eof(chat_model):
-    result = chat("--model", chat_model, "--max-new-tokens", 6, "--seed", 1,
-                  stdin="hello there\n\nand a second turn\n/reset\nafter the reset\n")
+    result = chat(
+        "--model",
+        chat_model,
+        "--max-new-tokens",
+        6,
+        "--seed",
+        1,
+        stdin="hello there\n\nand a second turn\n/reset\nafter the reset\n",
+    )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     answers = result.stdout.splitlines()
@@ -124,16 +169,37 @@ def test_chat_greedy_turns_match_generate_and_reuse_the_cache(chat_model):
 
     def generate(messages):
         ids = tok.encode(tok.apply_chat_template(messages), add_special_tokens=False)
-        out = subprocess.run([sys.executable, "-m", "py_engine", "generate", "--model", str(chat_model), "--ids",
-                              ",".join(map(str, ids)), "--max-new-tokens", "5", "--json"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "py_engine",
+                "generate",
+                "--model",
+                str(chat_model),
+                "--ids",
+                ",".join(map(str, ids)),
+                "--max-new-tokens",
+                "5",
+                "--json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         tokens = json.loads(out.stdout.strip().splitlines()[-1])["tokens"]
         return tok.decode([t for t in tokens if t != 257], skip_special_tokens=True)
 
     assert first == generate([{"role": "user", "content": "hi"}])
-    assert second == generate([{"role": "user", "content": "hi"}, {"role": "assistant", "content": first},
-                               {"role": "user", "content": "second question"}])
+    assert second == generate(
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": "second question"},
+        ]
+    )
     assert len(tok_lines(result.stderr)) == 2
 
 
@@ -142,6 +208,7 @@ def test_second_turn_reuses_the_kv_cache(chat_model):
     conversation that prefills everything."""
 
     from gpu_harness import device
+
     from py_engine.chat import Conversation, load
     from py_engine.sampling import SamplingParams
 
@@ -171,8 +238,17 @@ def test_second_turn_reuses_the_kv_cache(chat_model):
 @pytest.mark.slow  # chat CLI runs
 def test_chat_system_prompt_and_context_trimming(chat_model):
     """A small context drops the oldest exchanges instead of failing."""
-    result = chat("--model", chat_model, "--max-new-tokens", 8, "--context", 64, "--system", "be brief",
-                  stdin="one two three four five\nsix seven eight nine ten\neleven twelve thirteen\n")
+    result = chat(
+        "--model",
+        chat_model,
+        "--max-new-tokens",
+        8,
+        "--context",
+        64,
+        "--system",
+        "be brief",
+        stdin="one two three four five\nsix seven eight nine ten\neleven twelve thirteen\n",
+    )
     assert result.returncode == 0, result.stderr
     assert len(tok_lines(result.stderr)) == 3 and "dropped" in result.stderr, result.stderr
 
@@ -212,13 +288,12 @@ def test_fit_to_context_drops_the_oldest_exchanges(chat_model):
 
     tok = Tokenizer.from_model_dir(chat_model)
     system = {"role": "system", "content": "be brief"}
-    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 20}
-             for i in range(9)]
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 20} for i in range(9)]
     whole, none_dropped = fit_to_context(tok, [system] + turns, 4096, 64)
     assert none_dropped == 0
     ids, dropped = fit_to_context(tok, [system] + turns, len(whole) - 10 + 64, 64)
     assert dropped >= 1 and len(ids) + 64 <= len(whole) - 10 + 64
-    kept = [system] + turns[2 * dropped:]
+    kept = [system] + turns[2 * dropped :]
     want = tok.encode(tok.apply_chat_template(kept, add_generation_prompt=True), add_special_tokens=False)
     assert ids == want  # the system message and the newest turns, in order
     tiny, _ = fit_to_context(tok, [system, turns[0]], 8, 64)  # nothing left to drop: too long, said later
@@ -231,6 +306,7 @@ def test_worker_chat_fits_the_context(chat_model):
     out and counted in the done event, instead of failing."""
 
     from gpu_harness import device
+
     from py_engine.prompt_cache import PromptCache
     from py_engine.session import load_model
     from py_engine.web.state import LoadedModel, WorkerState
@@ -239,10 +315,13 @@ def test_worker_chat_fits_the_context(chat_model):
     engine, tok, stop_ids = asyncio.run(load_model(chat_model, device(False)[0], context=96))
     events = []
     state = WorkerState(post=events.append, model=LoadedModel("tiny", engine, tok, stop_ids, PromptCache(engine)))
-    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 12}
-             for i in range(7)]
-    asyncio.run(handle({"type": "generate", "id": "g1", "messages": turns,
-                        "sampling": {"temperature": 0, "max_new_tokens": 8}}, state))
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 12} for i in range(7)]
+    asyncio.run(
+        handle(
+            {"type": "generate", "id": "g1", "messages": turns, "sampling": {"temperature": 0, "max_new_tokens": 8}},
+            state,
+        )
+    )
     done = [e for e in events if e["type"] in ("done", "error")]
     assert [e["type"] for e in done] == ["done"], done
     assert done[0]["dropped_exchanges"] >= 1 and done[0]["prompt_tokens"] + 8 <= 96, done[0]

@@ -1,4 +1,5 @@
 """The desktop CLI: generation by ids with JSON and logits output, and clean errors on bad input."""
+
 import json
 import shutil
 import struct
@@ -14,16 +15,32 @@ FIXTURE = ROOT / "tests" / "fixtures" / "llama-f32"
 
 
 def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "py_engine", *map(str, args)], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "py_engine", *map(str, args)],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow  # CLI runs
 def test_generate_ids_json_and_logits(tmp_path):
     ref = json.loads((FIXTURE / "reference.json").read_text())
     out = tmp_path / "logits.npy"
-    result = cli("generate", "--model", FIXTURE, "--ids", ",".join(map(str, ref["prompt_ids"])),
-                 "--max-new-tokens", 16, "--json", "--logits-out", out)
+    result = cli(
+        "generate",
+        "--model",
+        FIXTURE,
+        "--ids",
+        ",".join(map(str, ref["prompt_ids"])),
+        "--max-new-tokens",
+        16,
+        "--json",
+        "--logits-out",
+        out,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
     logits = np.load(out)
@@ -34,20 +51,49 @@ def test_generate_ids_json_and_logits(tmp_path):
 @pytest.mark.slow  # CLI runs
 def test_generate_with_prompt_lookup_gives_the_same_tokens():
     ref = json.loads((FIXTURE / "reference.json").read_text())
-    result = cli("generate", "--model", FIXTURE, "--ids", ",".join(map(str, ref["prompt_ids"])),
-                 "--max-new-tokens", 16, "--json", "--lookup")
+    result = cli(
+        "generate",
+        "--model",
+        FIXTURE,
+        "--ids",
+        ",".join(map(str, ref["prompt_ids"])),
+        "--max-new-tokens",
+        16,
+        "--json",
+        "--lookup",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
 
 
 def test_kernel_prints_the_wgsl_that_is_compiled():
-    result = cli("kernel", "attention", "--define", "K_CACHE=f16", "--define", "V_CACHE=f16_packed",
-                 "--define", "ROPE_KV=true", "--subgroups", "--browser")
+    result = cli(
+        "kernel",
+        "attention",
+        "--define",
+        "K_CACHE=f16",
+        "--define",
+        "V_CACHE=f16_packed",
+        "--define",
+        "ROPE_KV=true",
+        "--subgroups",
+        "--browser",
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith("// attention.wgsl as compiled; bindings: 0 step (uniform), 1 p (uniform)")
-    for line in ("enable subgroups;", "enable f16;", "alias K = f16;", "alias V = u32;", "const ROPE_KV: bool = true;",
-                 "const SUBGROUPS: bool = true;", "fn k_pair(", "fn v_store_pair(", "fn rope_pair(", "fn safe_exp("):
+    for line in (
+        "enable subgroups;",
+        "enable f16;",
+        "alias K = f16;",
+        "alias V = u32;",
+        "const ROPE_KV: bool = true;",
+        "const SUBGROUPS: bool = true;",
+        "fn k_pair(",
+        "fn v_store_pair(",
+        "fn rope_pair(",
+        "fn safe_exp(",
+    ):
         assert line in out, line
     for name in ("nope", "../attention"):
         result = cli("kernel", name)
@@ -58,10 +104,10 @@ def test_kernel_prints_the_wgsl_that_is_compiled():
 def rewrite_safetensors_header(path: Path, edit):
     data = path.read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     edit(header)
     raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
 
 
 def break_config_json(d):
@@ -84,8 +130,7 @@ def truncated_tensor_data(d):
 
 
 def unknown_dtype(d):
-    rewrite_safetensors_header(d / "model.safetensors",
-                               lambda h: h["model.norm.weight"].update(dtype="X9"))
+    rewrite_safetensors_header(d / "model.safetensors", lambda h: h["model.norm.weight"].update(dtype="X9"))
 
 
 def missing_tensor(d):

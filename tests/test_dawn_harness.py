@@ -7,6 +7,7 @@ flushed, a second sync access handle refused as in Chrome), the Node server's Ra
 /api/models entry (serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from
 build/web, the store answering `store_list`, a load without WebGPU failing as `no-webgpu`).
 """
+
 import shutil
 import subprocess
 import sys

@@ -4,12 +4,13 @@ on the desktop two submits are in flight. Its tokens must be the host round trip
 a cancel or a full context must leave pos and the KV cache exactly where one token at a time
 leaves them, though forwards past that point were already submitted. A tiny fixture (vocab 384)
 on this machine's GPU (lavapipe in CI)."""
+
 import asyncio
 from pathlib import Path
 
 import pytest
-
 from gpu_harness import collect, device
+
 from py_engine.engine import Engine
 from py_engine.gpu import Read
 from py_engine.sampling import SamplingParams
@@ -72,12 +73,12 @@ def test_stop_rolls_back_the_forward_in_flight(engine, reference):
     k = next(i for i in range(3, 24) if reference[i] not in reference[:i])  # a first occurrence
     engine.reset()
     got = asyncio.run(collect(engine.generate(PROMPT, 24, GREEDY, stop_ids={reference[k]})))
-    assert got == reference[:k + 1]
+    assert got == reference[: k + 1]
     assert engine.pos == len(PROMPT) + k
     # Feeding the stop token now continues the uninterrupted answer: the KV cache holds exactly
     # the prompt and the first k answer tokens, whatever the discarded forward wrote past them.
     rest = asyncio.run(collect(engine.generate([reference[k]], 24 - k - 1, GREEDY)))
-    assert rest == reference[k + 1:]
+    assert rest == reference[k + 1 :]
 
 
 def test_cancel_mid_answer_rolls_back(engine, reference):
@@ -122,8 +123,9 @@ SAMPLED = [
 
 
 @pytest.mark.slow  # 14 cases of about a second
-@pytest.mark.parametrize("params", SAMPLED,
-                         ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}-r{p.repetition_penalty}")
+@pytest.mark.parametrize(
+    "params", SAMPLED, ids=lambda p: f"t{p.temperature}-k{p.top_k}-p{p.top_p}-r{p.repetition_penalty}"
+)
 def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):
     """Same seed, same tokens: sample_pick (f32 on the GPU) and choose() (Python) agree, the
     exact whole-row draw included; 24 draws per setting."""
@@ -181,6 +183,7 @@ def test_a_submit_carries_several_forwards(engine, reference):
 def test_a_cancel_rolls_back_at_once_in_a_running_loop(engine, reference):
     """The server and the worker keep one event loop: pos must be rolled back when the answer's
     generator is closed, not whenever the loop gets round to finalizing the loop inside it."""
+
     async def run():
         engine.reset()
         got = await collect(engine.generate(PROMPT, 24, GREEDY), limit=4)

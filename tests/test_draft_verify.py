@@ -2,13 +2,14 @@
 a forward of a few rows must be, bit for bit, what one-token decodes pick — the GEMV, the attention
 (rope_kv + attention vs ROPE_KV) and the LM head compute each row as a decode token's. Tiny
 fixtures of each family (bias, QK norm, sliding window) on this machine's GPU."""
+
 import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from gpu_harness import collect, device
+
 from py_engine import prompt_lookup
 from py_engine.engine import Engine
 from py_engine.linear_plan import GEMV_MAX_ROWS
@@ -95,10 +96,15 @@ def test_prompt_lookup_gives_greedy_decoding_s_tokens(name, streak, monkeypatch)
 
 
 @pytest.mark.slow  # several generations per case
-@pytest.mark.parametrize("sampling", [SamplingParams(temperature=0.1, seed=1),
-                                      SamplingParams(temperature=0.3, top_k=5, seed=1),
-                                      SamplingParams(temperature=0.8, top_p=0.9, seed=3),
-                                      SamplingParams(temperature=1.0, seed=7)])
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        SamplingParams(temperature=0.1, seed=1),
+        SamplingParams(temperature=0.3, top_k=5, seed=1),
+        SamplingParams(temperature=0.8, top_p=0.9, seed=3),
+        SamplingParams(temperature=1.0, seed=7),
+    ],
+)
 def test_prompt_lookup_draws_what_the_seed_draws(sampling, monkeypatch):
     """Sampling with lookup: each verified row is drawn at the u its token takes from the seed's
     sequence (rejected rows' u's go to the tokens after), so the answer is the GPU loop's for the

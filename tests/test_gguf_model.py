@@ -6,6 +6,7 @@ fused QKV spanning two formats). The same weights, dequantized by gguf-py, are s
 safetensors model. The engine must give the same logits on both: names, config, RoPE layout,
 format segments and dequantization are all on the path. (The real models, against transformers,
 are in test_real_models.py.)"""
+
 import asyncio
 import json
 import subprocess
@@ -16,20 +17,37 @@ import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
-from safetensors.numpy import load_file, save_file  # noqa: E402
-
 from gpu_harness import device  # noqa: E402
-from py_engine.engine import Engine  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 from test_gguf_reader import CASES  # noqa: E402
+
+from py_engine.engine import Engine  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 Q = gguf.GGMLQuantizationType
 # Per llama.cpp tensor kind: a mix of block formats (ffn_down's K = 112 fits no 32-block: F16).
-TYPES = {"token_embd": Q.Q5_0, "attn_q": Q.Q8_0, "attn_k": Q.Q8_0, "attn_v": Q.Q4_0, "attn_output": Q.Q4_1,
-         "ffn_gate": Q.Q5_1, "ffn_up": Q.Q5_1, "ffn_down": Q.F16, "output": Q.Q8_0}
-HF_TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-              "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+TYPES = {
+    "token_embd": Q.Q5_0,
+    "attn_q": Q.Q8_0,
+    "attn_k": Q.Q8_0,
+    "attn_v": Q.Q4_0,
+    "attn_output": Q.Q4_1,
+    "ffn_gate": Q.Q5_1,
+    "ffn_up": Q.Q5_1,
+    "ffn_down": Q.F16,
+    "output": Q.Q8_0,
+}
+HF_TO_GGUF = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+}
 
 
 def gguf_name(hf: str) -> str:
@@ -37,8 +55,11 @@ def gguf_name(hf: str) -> str:
         _, _, layer, rest = hf.split(".", 3)
         module, kind = rest.rsplit(".", 1)
         return f"blk.{layer}.{HF_TO_GGUF[module]}.{kind}"
-    return {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-            "lm_head.weight": "output.weight"}[hf]
+    return {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    }[hf]
 
 
 def permute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -113,8 +134,9 @@ def test_gguf_matches_its_dequantized_safetensors(fixture, tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "py_engine", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "py_engine", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 MALFORMED = ["bad_magic", "version_1", "truncated_metadata_value", "data_past_end", "unknown_ggml_type"]
@@ -141,7 +163,7 @@ def test_unsupported_quant_type_is_one_clear_line(tmp_path):
     del reader
     info_at = data.index(b"blk.0.attn_output.weight") + len("blk.0.attn_output.weight")
     type_at = info_at + 4 + 8 * len(field.shape)  # after n_dims and the dims
-    data[type_at:type_at + 4] = int(Q.Q2_K).to_bytes(4, "little")
+    data[type_at : type_at + 4] = int(Q.Q2_K).to_bytes(4, "little")
     broken = tmp_path / "q2k.gguf"
     broken.write_bytes(bytes(data))
     result = cli("generate", "--model", broken, "--ids", "1,2", "--json")

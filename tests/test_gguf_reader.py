@@ -3,6 +3,7 @@
 Valid files come from gguf-py's GGUFWriter; malformed ones are crafted byte by byte with `raw_gguf`.
 Also: llama.cpp -> HF tensor names, and the parse time of the real SmolLM2 header if it is cached.
 """
+
 import struct
 import time
 
@@ -20,16 +21,30 @@ VT = gguf.GGUFValueType
 QT = gguf.GGMLQuantizationType
 
 SCALARS = [
-    ("t.u8", 250, VT.UINT8), ("t.i8", -100, VT.INT8), ("t.u16", 65000, VT.UINT16), ("t.i16", -32000, VT.INT16),
-    ("t.u32", 4_000_000_000, VT.UINT32), ("t.i32", -2_000_000_000, VT.INT32), ("t.f32", 0.15625, VT.FLOAT32),
-    ("t.bool", True, VT.BOOL), ("t.false", False, VT.BOOL), ("t.str", "héllo ✓ 😀", VT.STRING),
-    ("t.empty_str", "", VT.STRING), ("t.u64", 2**63 + 5, VT.UINT64), ("t.i64", -(2**62), VT.INT64),
+    ("t.u8", 250, VT.UINT8),
+    ("t.i8", -100, VT.INT8),
+    ("t.u16", 65000, VT.UINT16),
+    ("t.i16", -32000, VT.INT16),
+    ("t.u32", 4_000_000_000, VT.UINT32),
+    ("t.i32", -2_000_000_000, VT.INT32),
+    ("t.f32", 0.15625, VT.FLOAT32),
+    ("t.bool", True, VT.BOOL),
+    ("t.false", False, VT.BOOL),
+    ("t.str", "héllo ✓ 😀", VT.STRING),
+    ("t.empty_str", "", VT.STRING),
+    ("t.u64", 2**63 + 5, VT.UINT64),
+    ("t.i64", -(2**62), VT.INT64),
     ("t.f64", 1e-300, VT.FLOAT64),
 ]
 ARRAYS = [
-    ("a.u8", [0, 1, 255], VT.UINT8), ("a.i16", [-5, 7], VT.INT16), ("a.i32", list(range(-3, 1000)), VT.INT32),
-    ("a.u64", [2**64 - 1, 0], VT.UINT64), ("a.f32", [0.5, -2.25, 1e10], VT.FLOAT32), ("a.f64", [1e-300], VT.FLOAT64),
-    ("a.bool", [True, False, True], VT.BOOL), ("a.str", ["a", "", "Ġhello", "日本", "x" * 300], VT.STRING),
+    ("a.u8", [0, 1, 255], VT.UINT8),
+    ("a.i16", [-5, 7], VT.INT16),
+    ("a.i32", list(range(-3, 1000)), VT.INT32),
+    ("a.u64", [2**64 - 1, 0], VT.UINT64),
+    ("a.f32", [0.5, -2.25, 1e10], VT.FLOAT32),
+    ("a.f64", [1e-300], VT.FLOAT64),
+    ("a.bool", [True, False, True], VT.BOOL),
+    ("a.str", ["a", "", "Ġhello", "日本", "x" * 300], VT.STRING),
 ]
 NESTED = [[1, 2, 3], [4], [5, 6]]
 
@@ -102,7 +117,7 @@ def test_matches_gguf_py(tmp_path, alignment):
     assert ours.tensors["q4_k.weight"].shape == (3, 512)
     raw = path.read_bytes()
     info = ours.tensors["f32.weight"]
-    assert np.array_equal(np.frombuffer(raw[info.start:info.start + info.nbytes], np.float32), np.arange(24))
+    assert np.array_equal(np.frombuffer(raw[info.start : info.start + info.nbytes], np.float32), np.arange(24))
 
 
 def test_version_2_and_chunked_reads(tmp_path, monkeypatch):
@@ -114,21 +129,23 @@ def test_version_2_and_chunked_reads(tmp_path, monkeypatch):
 
     def read_at(offset, length):
         calls.append((offset, length))
-        return bytes(data[offset:offset + length])
+        return bytes(data[offset : offset + length])
 
     expected = read_gguf(tmp_path / "full.gguf")
     monkeypatch.setattr(reader, "CHUNK", 7)
     got = parse_gguf(read_at, len(data), "mem.gguf")
     assert got.version == 2
     assert got.metadata == expected.metadata
-    assert [(t.name, t.dtype, t.shape, t.start, t.nbytes) for t in got.tensors.values()] == \
-           [(t.name, t.dtype, t.shape, t.start, t.nbytes) for t in expected.tensors.values()]
+    assert [(t.name, t.dtype, t.shape, t.start, t.nbytes) for t in got.tensors.values()] == [
+        (t.name, t.dtype, t.shape, t.start, t.nbytes) for t in expected.tensors.values()
+    ]
     assert got.tensors["q8_0.weight"].path == "mem.gguf"
     assert max(offset + length for offset, length in calls) <= got.data_offset
     assert all(b >= a for (a, _), (b, _) in zip(calls, calls[1:]))  # forward only
 
 
 # ---- malformed files ----
+
 
 def gguf_string(text: str | bytes) -> bytes:
     raw = text.encode("utf-8") if isinstance(text, str) else text
@@ -140,16 +157,27 @@ def kv(key: str, vtype: int, payload: bytes) -> bytes:
 
 
 def tensor_info(name: str, dims, type_id: int, offset: int) -> bytes:
-    return (gguf_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-            + struct.pack("<I", type_id) + struct.pack("<Q", offset))
+    return (
+        gguf_string(name)
+        + struct.pack("<I", len(dims))
+        + b"".join(struct.pack("<Q", d) for d in dims)
+        + struct.pack("<I", type_id)
+        + struct.pack("<Q", offset)
+    )
 
 
-def raw_gguf(kvs=(), tensors=(), data=b"", *, magic=b"GGUF", version=3, kv_count=None, tensor_count=None,
-             alignment=32) -> bytes:
-    head = (magic + struct.pack("<I", version)
-            + struct.pack("<QQ", len(tensors) if tensor_count is None else tensor_count,
-                          len(kvs) if kv_count is None else kv_count)
-            + b"".join(kvs) + b"".join(tensors))
+def raw_gguf(
+    kvs=(), tensors=(), data=b"", *, magic=b"GGUF", version=3, kv_count=None, tensor_count=None, alignment=32
+) -> bytes:
+    head = (
+        magic
+        + struct.pack("<I", version)
+        + struct.pack(
+            "<QQ", len(tensors) if tensor_count is None else tensor_count, len(kvs) if kv_count is None else kv_count
+        )
+        + b"".join(kvs)
+        + b"".join(tensors)
+    )
     return head + b"\0" * (-len(head) % alignment) + data
 
 
@@ -177,47 +205,75 @@ CASES = {
     "version_4": (raw_gguf(version=4), "unsupported GGUF version 4"),
     "big_endian": (b"GGUF" + struct.pack(">I", 3) + b"\0" * 16, "big-endian GGUF"),
     "truncated_header": (b"GGUF" + struct.pack("<I", 3) + b"\0\0", "truncated: the file ends inside the file header"),
-    "truncated_metadata_value": (raw_gguf([OK_KV, kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3)
-                                                     + gguf_string("a") + gguf_string("b"))], alignment=1),
-                                 "metadata key 'tokenizer.ggml.tokens': array length 3 runs past the end of the file"),
-    "truncated_scalar": (raw_gguf([OK_KV, kv("x.u64", 10, b"\0" * 8)], alignment=1)[:-3],
-                         "truncated: the file ends inside metadata key 'x.u64' (needs 8 bytes at offset"),
+    "truncated_metadata_value": (
+        raw_gguf(
+            [OK_KV, kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gguf_string("a") + gguf_string("b"))],
+            alignment=1,
+        ),
+        "metadata key 'tokenizer.ggml.tokens': array length 3 runs past the end of the file",
+    ),
+    "truncated_scalar": (
+        raw_gguf([OK_KV, kv("x.u64", 10, b"\0" * 8)], alignment=1)[:-3],
+        "truncated: the file ends inside metadata key 'x.u64' (needs 8 bytes at offset",
+    ),
     "truncated_metadata_key": (raw_gguf([OK_KV], kv_count=2, alignment=1), "the key of metadata entry #1"),
-    "truncated_tensor_info": (raw_gguf([OK_KV], [F32_ROW, tensor_info("blk.0.attn_q.weight", [4, 4], 0, 32)],
-                                       alignment=1)[:-5],
-                              "ends inside the info of tensor 'blk.0.attn_q.weight'"),
+    "truncated_tensor_info": (
+        raw_gguf([OK_KV], [F32_ROW, tensor_info("blk.0.attn_q.weight", [4, 4], 0, 32)], alignment=1)[:-5],
+        "ends inside the info of tensor 'blk.0.attn_q.weight'",
+    ),
     "unknown_value_type": (raw_gguf([kv("x.y", 13, b"\0" * 8)]), "metadata key 'x.y' has unknown value type 13"),
-    "unknown_array_type": (raw_gguf([kv("x.arr", 9, struct.pack("<IQ", 77, 1))]),
-                           "metadata key 'x.arr' is an array of unknown value type 77"),
-    "unknown_ggml_type": (raw_gguf([OK_KV], [tensor_info("blk.3.ffn_up.weight", [32], 4, 0)], b"\0" * 64),
-                          "tensor 'blk.3.ffn_up.weight' has unknown ggml type id 4"),
-    "data_past_end": (raw_gguf([OK_KV], [tensor_info("output.weight", [64, 2], 8, 0)], b"\0" * 100),
-                      "tensor 'output.weight': data ends at byte"),
-    "misaligned_offset": (raw_gguf([OK_KV], [tensor_info("a.weight", [4], 0, 16)], b"\0" * 64),
-                          "tensor 'a.weight': data offset 16 is not a multiple of the alignment 32"),
-    "block_size": (raw_gguf([OK_KV], [tensor_info("q.weight", [48, 2], 12, 0)], b"\0" * 1024),
-                   "tensor 'q.weight': its row length 48 is not a multiple of the Q4_K block size 256"),
-    "absurd_dims": (raw_gguf([OK_KV], [tensor_info("huge", [2**40, 2**40], 0, 0)], b"\0" * 32),
-                    "tensor 'huge': dimensions [1099511627776, 1099511627776] (1208925819614629174706176 elements) "
-                    "cannot fit in a file of"),
-    "too_many_dims": (raw_gguf([OK_KV], [tensor_info("t", [1, 1, 1, 1, 1], 0, 0)], b"\0" * 32),
-                      "tensor 't' has 5 dimensions (at most 4)"),
+    "unknown_array_type": (
+        raw_gguf([kv("x.arr", 9, struct.pack("<IQ", 77, 1))]),
+        "metadata key 'x.arr' is an array of unknown value type 77",
+    ),
+    "unknown_ggml_type": (
+        raw_gguf([OK_KV], [tensor_info("blk.3.ffn_up.weight", [32], 4, 0)], b"\0" * 64),
+        "tensor 'blk.3.ffn_up.weight' has unknown ggml type id 4",
+    ),
+    "data_past_end": (
+        raw_gguf([OK_KV], [tensor_info("output.weight", [64, 2], 8, 0)], b"\0" * 100),
+        "tensor 'output.weight': data ends at byte",
+    ),
+    "misaligned_offset": (
+        raw_gguf([OK_KV], [tensor_info("a.weight", [4], 0, 16)], b"\0" * 64),
+        "tensor 'a.weight': data offset 16 is not a multiple of the alignment 32",
+    ),
+    "block_size": (
+        raw_gguf([OK_KV], [tensor_info("q.weight", [48, 2], 12, 0)], b"\0" * 1024),
+        "tensor 'q.weight': its row length 48 is not a multiple of the Q4_K block size 256",
+    ),
+    "absurd_dims": (
+        raw_gguf([OK_KV], [tensor_info("huge", [2**40, 2**40], 0, 0)], b"\0" * 32),
+        "tensor 'huge': dimensions [1099511627776, 1099511627776] (1208925819614629174706176 elements) "
+        "cannot fit in a file of",
+    ),
+    "too_many_dims": (
+        raw_gguf([OK_KV], [tensor_info("t", [1, 1, 1, 1, 1], 0, 0)], b"\0" * 32),
+        "tensor 't' has 5 dimensions (at most 4)",
+    ),
     "absurd_kv_count": (raw_gguf([OK_KV], kv_count=2**60), "metadata count 1152921504606846976 runs past the end"),
     "absurd_tensor_count": (raw_gguf([OK_KV], tensor_count=2**40), "tensor count 1099511627776 runs past the end"),
-    "absurd_string": (raw_gguf([struct.pack("<Q", 2**62) + b"key"]), "string length 4611686018427387904 runs "
-                                                                     "past the end of the file"),
-    "absurd_array": (raw_gguf([kv("big", 9, struct.pack("<IQ", 8, 2**50))]),
-                     "metadata key 'big': array length 1125899906842624 runs past the end"),
-    "absurd_nested_string": (raw_gguf([kv("toks", 9, struct.pack("<IQ", 8, 2) + gguf_string("a")
-                                          + struct.pack("<Q", 2**40))]),
-                             "metadata key 'toks': string length 1099511627776 runs past the end"),
+    "absurd_string": (
+        raw_gguf([struct.pack("<Q", 2**62) + b"key"]),
+        "string length 4611686018427387904 runs past the end of the file",
+    ),
+    "absurd_array": (
+        raw_gguf([kv("big", 9, struct.pack("<IQ", 8, 2**50))]),
+        "metadata key 'big': array length 1125899906842624 runs past the end",
+    ),
+    "absurd_nested_string": (
+        raw_gguf([kv("toks", 9, struct.pack("<IQ", 8, 2) + gguf_string("a") + struct.pack("<Q", 2**40))]),
+        "metadata key 'toks': string length 1099511627776 runs past the end",
+    ),
     "duplicate_key": (raw_gguf([OK_KV, OK_KV]), "duplicate metadata key 'general.architecture'"),
     "duplicate_tensor": (raw_gguf([OK_KV], [F32_ROW, F32_ROW], b"\0" * 16), "duplicate tensor name 'row.weight'"),
     "bad_alignment": (raw_gguf([u32_kv("general.alignment", 48)]), "general.alignment must be a positive power of two"),
     "zero_alignment": (raw_gguf([u32_kv("general.alignment", 0)]), "general.alignment must be a positive power"),
     "bad_key_utf8": (raw_gguf([kv(b"\xff\xfe", 4, b"\0" * 4)]), "string is not valid UTF-8"),
-    "deep_nesting": (raw_gguf([kv("deep", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 9, 1) * 9)]),
-                     "arrays nested more than 8 deep"),
+    "deep_nesting": (
+        raw_gguf([kv("deep", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 9, 1) * 9)]),
+        "arrays nested more than 8 deep",
+    ),
 }
 
 
@@ -253,11 +309,13 @@ def test_truncated_file_names_the_numbers(tmp_path):
     full = write_full(tmp_path / "full.gguf").read_bytes()
     last = max(read_gguf(tmp_path / "full.gguf").tensors.values(), key=lambda t: t.start)
     cut = tmp_path / "cut.gguf"
-    cut.write_bytes(full[:last.start + last.nbytes - 1])
+    cut.write_bytes(full[: last.start + last.nbytes - 1])
     with pytest.raises(ModelFileError) as err:
         read_gguf(cut)
-    assert f"tensor {last.name!r}: data ends at byte {last.start + last.nbytes} (starts at {last.start}, " \
-           f"{last.nbytes} bytes)" in err.value.problem
+    assert (
+        f"tensor {last.name!r}: data ends at byte {last.start + last.nbytes} (starts at {last.start}, "
+        f"{last.nbytes} bytes)" in err.value.problem
+    )
     assert f"past the end of the file ({last.start + last.nbytes - 1} bytes): truncated" in err.value.problem
 
 
@@ -268,43 +326,62 @@ def test_type_table_matches_gguf_py():
 
 # ---- tensor names ----
 
+
 def test_hf_tensor_names():
     assert hf_tensor_name("token_embd.weight") == "model.embed_tokens.weight"
     assert hf_tensor_name("output_norm.weight") == "model.norm.weight"
     assert hf_tensor_name("output.weight") == "lm_head.weight"
     expected = {
-        "attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
-        "attn_k.bias": "self_attn.k_proj.bias", "attn_v.weight": "self_attn.v_proj.weight",
-        "attn_output.weight": "self_attn.o_proj.weight", "attn_q_norm.weight": "self_attn.q_norm.weight",
-        "attn_k_norm.weight": "self_attn.k_norm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
-        "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+        "attn_norm.weight": "input_layernorm.weight",
+        "attn_q.weight": "self_attn.q_proj.weight",
+        "attn_k.bias": "self_attn.k_proj.bias",
+        "attn_v.weight": "self_attn.v_proj.weight",
+        "attn_output.weight": "self_attn.o_proj.weight",
+        "attn_q_norm.weight": "self_attn.q_norm.weight",
+        "attn_k_norm.weight": "self_attn.k_norm.weight",
+        "ffn_norm.weight": "post_attention_layernorm.weight",
+        "ffn_gate.weight": "mlp.gate_proj.weight",
+        "ffn_up.weight": "mlp.up_proj.weight",
         "ffn_down.weight": "mlp.down_proj.weight",
     }
     for gguf_part, hf_part in expected.items():
         assert hf_tensor_name(f"blk.17.{gguf_part}") == f"model.layers.17.{hf_part}"
     assert hf_tensor_name("blk.0.ffn_norm.weight", "gemma3") == "model.layers.0.pre_feedforward_layernorm.weight"
-    assert hf_tensor_name("blk.2.post_attention_norm.weight", "gemma3") == \
-           "model.layers.2.post_attention_layernorm.weight"
+    assert (
+        hf_tensor_name("blk.2.post_attention_norm.weight", "gemma3") == "model.layers.2.post_attention_layernorm.weight"
+    )
     assert hf_tensor_name("blk.2.post_ffw_norm.weight", "gemma3") == "model.layers.2.post_feedforward_layernorm.weight"
     assert hf_tensor_name("rope_freqs.weight") is None
     assert hf_tensor_name("blk.0.ffn_gate_exps.weight") is None
-    assert (gguf_rope_interleaved("llama"), gguf_rope_interleaved("qwen2"), gguf_rope_interleaved("qwen3"),
-            gguf_rope_interleaved("gemma3")) == (True, False, False, False)
+    assert (
+        gguf_rope_interleaved("llama"),
+        gguf_rope_interleaved("qwen2"),
+        gguf_rope_interleaved("qwen3"),
+        gguf_rope_interleaved("gemma3"),
+    ) == (True, False, False, False)
 
 
 def test_hf_tensors(tmp_path):
     path = tmp_path / "m.gguf"
-    path.write_bytes(raw_gguf([OK_KV], [tensor_info("token_embd.weight", [4, 2], 0, 0),
-                                        tensor_info("blk.0.attn_q.weight", [4, 4], 0, 32),
-                                        tensor_info("rope_freqs.weight", [2], 0, 96)], b"\0" * 128))
+    path.write_bytes(
+        raw_gguf(
+            [OK_KV],
+            [
+                tensor_info("token_embd.weight", [4, 2], 0, 0),
+                tensor_info("blk.0.attn_q.weight", [4, 4], 0, 32),
+                tensor_info("rope_freqs.weight", [2], 0, 96),
+            ],
+            b"\0" * 128,
+        )
+    )
     tensors = hf_tensors(read_gguf(path))
-    assert list(tensors) == ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
-                             "rope_freqs.weight"]
+    assert list(tensors) == ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "rope_freqs.weight"]
     assert tensors["model.layers.0.self_attn.q_proj.weight"].name == "blk.0.attn_q.weight"
     assert tensors["model.embed_tokens.weight"].shape == (2, 4)
 
 
 # ---- the real SmolLM2 header, if it is in the model cache ----
+
 
 def test_real_smollm2_header_parses_fast():
     from py_engine.model_cache import cached_path

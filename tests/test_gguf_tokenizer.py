@@ -8,8 +8,9 @@ token types, small byte-level ones, and Gemma3 / Qwen3 configs, written with ggu
 transformers' answers for them are in tests/fixtures/gguf_tokenizer/synthetic.json, made by the
 same tool, so no test here imports transformers or torch.
 """
+
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,27 +23,37 @@ from py_engine.formats.gguf_tokenizer import tokenizer_from_gguf
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("numpy")  # gguf_synthetic writes numpy arrays
 
-from gguf_synthetic import (BYTE_LEVEL_HF_PRES, BYTE_LEVEL_HF_TEXTS, BYTE_LEVEL_TOKENS, RECIPES,  # noqa: E402
-                            SPM_BY_HAND, SPM_HF_TEXTS, byte_level_tokenizer, recipe_digest, spm_tokenizer,
-                            write_gguf, write_synthetic)
+from gguf_synthetic import (  # noqa: E402
+    BYTE_LEVEL_HF_PRES,
+    BYTE_LEVEL_HF_TEXTS,
+    BYTE_LEVEL_TOKENS,
+    RECIPES,
+    SPM_BY_HAND,
+    SPM_HF_TEXTS,
+    byte_level_tokenizer,
+    recipe_digest,
+    spm_tokenizer,
+    write_gguf,
+    write_synthetic,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gguf_tokenizer"
 MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_path(name: str) -> Path:
     from py_engine.model_cache import ensure_model
 
     return ensure_model(name)  # a failed fetch fails the test: CI must see the real files
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def ours(name: str):
     return tokenizer_from_gguf(read_gguf(model_path(name)))
 
@@ -124,12 +135,13 @@ def test_config_matches_hf(name):
 # ---- synthetic files (tests/gguf_synthetic.py) ----
 
 
-@lru_cache(maxsize=None)
+@cache
 def synthetic_reference(name: str) -> dict:
     """transformers' answers for gguf_synthetic.RECIPES[name], from tools/make_gguf_tokenizer_refs.py."""
     entry = json.loads((FIXTURES / "synthetic.json").read_text(encoding="utf-8"))["files"][name]
-    assert entry["recipe_sha256"] == recipe_digest(name), \
+    assert entry["recipe_sha256"] == recipe_digest(name), (
         f"{name}: the recipe changed; run tools/make_gguf_tokenizer_refs.py --only synthetic"
+    )
     return entry
 
 
@@ -191,14 +203,17 @@ def test_byte_level_matches_hf(tmp_path):
             assert tok.encode(entry["text"]) == entry["ids"], (pre, entry["text"])
 
 
-@pytest.mark.parametrize("tokenizer,problem", [
-    (byte_level_tokenizer("bogus-pre"), "unsupported tokenizer.ggml.pre 'bogus-pre'"),
-    ({**byte_level_tokenizer(), "tokenizer_model": "bert"}, "unsupported tokenizer.ggml.model 'bert'"),
-    ({k: v for k, v in byte_level_tokenizer().items() if k != "merges"}, "'tokenizer.ggml.merges'"),
-    ({**byte_level_tokenizer(), "eos_token_id": 99}, "tokenizer.ggml.eos_token_id = 99 is not a token id"),
-    ({**spm_tokenizer(), "scores": [0.0] * 3}, "tokenizer.ggml.scores has 3 entries"),
-    ({}, "'tokenizer.ggml.model'"),
-])
+@pytest.mark.parametrize(
+    "tokenizer,problem",
+    [
+        (byte_level_tokenizer("bogus-pre"), "unsupported tokenizer.ggml.pre 'bogus-pre'"),
+        ({**byte_level_tokenizer(), "tokenizer_model": "bert"}, "unsupported tokenizer.ggml.model 'bert'"),
+        ({k: v for k, v in byte_level_tokenizer().items() if k != "merges"}, "'tokenizer.ggml.merges'"),
+        ({**byte_level_tokenizer(), "eos_token_id": 99}, "tokenizer.ggml.eos_token_id = 99 is not a token id"),
+        ({**spm_tokenizer(), "scores": [0.0] * 3}, "tokenizer.ggml.scores has 3 entries"),
+        ({}, "'tokenizer.ggml.model'"),
+    ],
+)
 def test_bad_tokenizer_metadata(tmp_path, tokenizer, problem):
     path = write_gguf(tmp_path / "bad.gguf", tokenizer=tokenizer)
     with pytest.raises(ModelFileError) as err:
@@ -210,15 +225,23 @@ def test_bad_tokenizer_metadata(tmp_path, tokenizer, problem):
 
 
 def test_gemma3_and_qwen3_config_match_hf(tmp_path):
-    for name, arch, extra in (("gemma3", "Gemma3ForCausalLM", {"sliding_window": 512, "qk_norm": True}),
-                              ("qwen3", "Qwen3ForCausalLM", {"sliding_window": 0, "qk_norm": True})):
+    for name, arch, extra in (
+        ("gemma3", "Gemma3ForCausalLM", {"sliding_window": 512, "qk_norm": True}),
+        ("qwen3", "Qwen3ForCausalLM", {"sliding_window": 0, "qk_norm": True}),
+    ):
         cfg = config_from_gguf(read_gguf(write_synthetic(tmp_path, name)))
         hf = synthetic_reference(name)["config"]
         assert cfg.architecture == arch
-        assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers) == \
-               (hf["hidden_size"], hf["intermediate_size"], hf["num_hidden_layers"])
-        assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim) == \
-               (hf["num_attention_heads"], hf["num_key_value_heads"], hf["head_dim"])
+        assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_layers) == (
+            hf["hidden_size"],
+            hf["intermediate_size"],
+            hf["num_hidden_layers"],
+        )
+        assert (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim) == (
+            hf["num_attention_heads"],
+            hf["num_key_value_heads"],
+            hf["head_dim"],
+        )
         assert cfg.rms_norm_eps == hf["rms_norm_eps"]
         assert cfg.rope_theta == hf["rope_theta"]
         assert cfg.vocab_size == hf["vocab_size"] == len(BYTE_LEVEL_TOKENS)
@@ -246,10 +269,16 @@ def test_config_errors(tmp_path):
 
 
 def test_config_rope_and_partial_rotary(tmp_path):
-    path = write_gguf(tmp_path / "r.gguf", metadata=[
-        ("add_rope_dimension_count", 4), ("add_rope_scaling_type", gguf.RopeScalingType.LINEAR),
-        ("add_rope_scaling_factor", 4.0), ("add_vocab_size", 8), ("add_key_length", 8),
-    ])
+    path = write_gguf(
+        tmp_path / "r.gguf",
+        metadata=[
+            ("add_rope_dimension_count", 4),
+            ("add_rope_scaling_type", gguf.RopeScalingType.LINEAR),
+            ("add_rope_scaling_factor", 4.0),
+            ("add_vocab_size", 8),
+            ("add_key_length", 8),
+        ],
+    )
     cfg = config_from_gguf(read_gguf(path))
     assert cfg.head_dim == 8 and cfg.rotary_dim == 4 and cfg.partial_rotary_factor == 0.5
     assert cfg.rope_scaling == {"rope_type": "linear", "factor": 4.0}

@@ -1,6 +1,7 @@
 """The decoder graph's dispatch count per layer: a decode token pays for every dispatch, so a fused
 kernel that comes apart shows here first (at most 5 a layer for Llama, Qwen2/3 and Mistral). Built
 from each family's tiny fixture, no GPU needed."""
+
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def build(name: str, max_binding: int = 128 << 20):
     source = open_source(FIXTURES / name)
     cfg, tensors, _ = read_model(source)
-    builder = GraphBuilder(cfg, lambda n: _tensor_info(tensors, n, source.label), 16, 64, False,
-                           ("f32", "f32"), max_binding)
+    builder = GraphBuilder(
+        cfg, lambda n: _tensor_info(tensors, n, source.label), 16, 64, False, ("f32", "f32"), max_binding
+    )
     return cfg, graph_generator(cfg.architecture)(builder)
 
 

@@ -3,6 +3,7 @@ import one way: the device seam (py_engine/gpu) imports nothing above it, the br
 (py_engine/web) is imported by nothing in the engine, JavaScript is reached only from the browser host and
 web/, and no module imports itself around a cycle. And the browser tests stay out of the fast lane, each
 named test_browser_*.py."""
+
 import ast
 import re
 import subprocess
@@ -29,8 +30,11 @@ def test_engine_imports_without_numpy():
 
 def test_only_gpu_package_imports_wgpu():
     pattern = re.compile(r"^\s*(import|from)\s+wgpu\b", re.M)
-    offenders = [p for p in ENGINE.rglob("*.py") if "gpu" not in p.relative_to(ENGINE).parts[:1]
-                 and pattern.search(p.read_text())]
+    offenders = [
+        p
+        for p in ENGINE.rglob("*.py")
+        if "gpu" not in p.relative_to(ENGINE).parts[:1] and pattern.search(p.read_text())
+    ]
     assert not offenders
 
 
@@ -39,8 +43,11 @@ def test_browser_test_files_are_marked_browser():
     playwright or tests/browser_harness.py, or a test module that does, for its fixtures) carries a
     module-level `pytestmark` with pytest.mark.browser, so it cannot land in the fast lane."""
     tests = ROOT / "tests"
-    uses = re.compile(r"^\s*(?:import|from)\s+(playwright|browser_harness|test_\w+)\b"
-                      r"|importorskip\(\s*['\"](playwright)", re.M)
+    uses = re.compile(
+        r"^\s*(?:import|from)\s+(playwright|browser_harness|test_\w+)\b"
+        r"|importorskip\(\s*['\"](playwright)",
+        re.M,
+    )
     imports = {p.stem: {a or b for a, b in uses.findall(p.read_text())} for p in tests.glob("*.py")}
     browser = {"playwright", "browser_harness"}
     while new := {m for m, used in imports.items() if m not in browser and used & browser}:
@@ -54,8 +61,10 @@ def marked_browser(path: Path) -> bool:
     """Whether the module-level `pytestmark` of a test file carries pytest.mark.browser."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-            return any(isinstance(n, ast.Attribute) and n.attr == "browser"
-                       and getattr(n.value, "attr", None) == "mark" for n in ast.walk(node.value))
+            return any(
+                isinstance(n, ast.Attribute) and n.attr == "browser" and getattr(n.value, "attr", None) == "mark"
+                for n in ast.walk(node.value)
+            )
     return False
 
 
@@ -63,9 +72,11 @@ def test_test_files_are_named_for_their_lane():
     """One naming scheme, test_<subject>.py: a file marked browser is test_browser_<subject>.py and no
     other file is, so the name alone says whether a file runs in the fast lane (a browser file's
     pure-Python tests belong in a test_<subject>.py beside it)."""
-    wrong = {p.name: "marked browser" if marked_browser(p) else "not marked browser"
-             for p in sorted((ROOT / "tests").glob("test_*.py"))
-             if marked_browser(p) != p.name.startswith("test_browser_")}
+    wrong = {
+        p.name: "marked browser" if marked_browser(p) else "not marked browser"
+        for p in sorted((ROOT / "tests").glob("test_*.py"))
+        if marked_browser(p) != p.name.startswith("test_browser_")
+    }
     assert not wrong, f"browser files are test_browser_*.py, and only they: {wrong}"
 
 
@@ -87,8 +98,11 @@ def imports_of(path: Path) -> set[str]:
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             parts = package.split(".")
-            prefix = ".".join(parts[:len(parts) - node.level + 1] + [node.module or ""]).rstrip(".") \
-                if node.level else node.module
+            prefix = (
+                ".".join(parts[: len(parts) - node.level + 1] + [node.module or ""]).rstrip(".")
+                if node.level
+                else node.module
+            )
             submodules = {f"{prefix}.{a.name}" for a in node.names} & set(ENGINE_MODULES)
             out.update(submodules or {prefix})
     return out
@@ -100,14 +114,23 @@ def engine_graph() -> dict[str, set[str]]:
 
 def test_layers_import_one_way():
     graph = engine_graph()
-    up = {m: sorted(i for i in deps if not i.startswith(("py_engine.gpu", "py_engine.errors")))
-          for m, deps in graph.items() if m.startswith("py_engine.gpu")}
+    up = {
+        m: sorted(i for i in deps if not i.startswith(("py_engine.gpu", "py_engine.errors")))
+        for m, deps in graph.items()
+        if m.startswith("py_engine.gpu")
+    }
     assert not {m: d for m, d in up.items() if d}, "py_engine/gpu imports the engine above it"
-    web_users = {m for m, deps in graph.items() if not m.startswith("py_engine.web")
-                 and any(i.startswith("py_engine.web") for i in deps)}
+    web_users = {
+        m
+        for m, deps in graph.items()
+        if not m.startswith("py_engine.web") and any(i.startswith("py_engine.web") for i in deps)
+    }
     assert web_users <= {"py_engine.cli"}, f"only the CLI (its device check) may use py_engine/web: {web_users}"
-    js = {m for m, p in ENGINE_MODULES.items()
-          if {i.split(".")[0] for i in imports_of(p)} & {"js", "pyodide", "pyodide_js", "wisp_gpu", "wisp_store"}}
+    js = {
+        m
+        for m, p in ENGINE_MODULES.items()
+        if {i.split(".")[0] for i in imports_of(p)} & {"js", "pyodide", "pyodide_js", "wisp_gpu", "wisp_store"}
+    }
     assert all(m == "py_engine.gpu.browser_host" or m.startswith("py_engine.web.") for m in js), js
 
 
@@ -118,7 +141,7 @@ def test_no_import_cycle():
         seen.add(m)
         path.append(m)
         for n in sorted(graph[m]):
-            assert n not in path, f"import cycle: {' -> '.join(path[path.index(n):] + [n])}"
+            assert n not in path, f"import cycle: {' -> '.join(path[path.index(n) :] + [n])}"
             if n not in seen:
                 visit(n)
         path.pop()

@@ -1,8 +1,8 @@
 """Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window), vs numpy; and
 a one-row forward's attention doing the first's work itself (ROPE_KV)."""
+
 import numpy as np
 import pytest
-
 from gpu_harness import as_f32, device, run_combine, run_kernel
 
 
@@ -55,18 +55,34 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     angles = (positions[:, None] * inv_freq[None, :]).astype(np.float32)
     cos_sin = np.stack([np.cos(angles), np.sin(angles)], -1).astype(np.float32)
 
-    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "rotary_dim": rd, "qkv_stride": stride,
-              "capacity": cap, "has_qk_norm": int(qk_norm), "interleaved": int(interleaved),
-              "eps": 1e-6, "norm_offset": 0.0, "pad0": 0, "pad1": 0}
-    out = run_kernel("rope_kv", {"cos_sin": cos_sin, "q_norm": qn, "k_norm": kn, "qkv": qkv,
-                                 "k_cache": k_cache, "v_cache": v_cache}, params,
-                     grid=(nh + 2 * nkv, rows, 1), step=(rows, pos, pos + rows), defines=defines)
+    params = {
+        "n_heads": nh,
+        "n_kv_heads": nkv,
+        "head_dim": hd,
+        "rotary_dim": rd,
+        "qkv_stride": stride,
+        "capacity": cap,
+        "has_qk_norm": int(qk_norm),
+        "interleaved": int(interleaved),
+        "eps": 1e-6,
+        "norm_offset": 0.0,
+        "pad0": 0,
+        "pad1": 0,
+    }
+    out = run_kernel(
+        "rope_kv",
+        {"cos_sin": cos_sin, "q_norm": qn, "k_norm": kn, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
+        params,
+        grid=(nh + 2 * nkv, rows, 1),
+        step=(rows, pos, pos + rows),
+        defines=defines,
+    )
 
     heads = qkv.reshape(rows, nh + 2 * nkv, hd).astype(np.float64)
-    q, k, v = heads[:, :nh], heads[:, nh:nh + nkv], heads[:, nh + nkv:]
+    q, k, v = heads[:, :nh], heads[:, nh : nh + nkv], heads[:, nh + nkv :]
     if qk_norm:
-        q = q / np.sqrt((q ** 2).mean(-1, keepdims=True) + 1e-6) * qn
-        k = k / np.sqrt((k ** 2).mean(-1, keepdims=True) + 1e-6) * kn
+        q = q / np.sqrt((q**2).mean(-1, keepdims=True) + 1e-6) * qn
+        k = k / np.sqrt((k**2).mean(-1, keepdims=True) + 1e-6) * kn
     c, s = cos_sin[:, None, :, 0], cos_sin[:, None, :, 1]
     q, k = rope_ref(q, c, s, rd, interleaved), rope_ref(k, c, s, rd, interleaved)
     want_k = k_cache.astype(np.float64)
@@ -81,22 +97,45 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     np.testing.assert_allclose(got_k, want_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(got_v, want_v, rtol=v_tol, atol=v_tol)
 
-    attn = attend(got_qkv.reshape(rows, stride), np.frombuffer(out["k_cache"], k_dtype),
-                  np.frombuffer(out["v_cache"], v_dtype), params, rows, pos, window, defines, subgroups)
-    np.testing.assert_allclose(attn["y"], attention_reference(got_qkv[:, :nh], got_k, got_v, pos, window),
-                               rtol=1e-4, atol=1e-5)
+    attn = attend(
+        got_qkv.reshape(rows, stride),
+        np.frombuffer(out["k_cache"], k_dtype),
+        np.frombuffer(out["v_cache"], v_dtype),
+        params,
+        rows,
+        pos,
+        window,
+        defines,
+        subgroups,
+    )
+    np.testing.assert_allclose(
+        attn["y"], attention_reference(got_qkv[:, :nh], got_k, got_v, pos, window), rtol=1e-4, atol=1e-5
+    )
 
     # A one-row forward (decode) runs no rope_kv: attention takes its work in (ROPE_KV). Its last
     # row, over the caches as rope_kv left them before that row: the same caches and output.
     last = rows - 1
     before_k, before_v = got_k.astype(k_dtype), got_v.astype(v_dtype)
     before_k[:, pos + last], before_v[:, pos + last] = 7.0, -7.0  # stale: must be overwritten, never read
-    fused = attend(qkv[last:], before_k, before_v, params, 1, pos + last, window, defines, subgroups,
-                   cos_sin=cos_sin[last:], qn=qn, kn=kn)
+    fused = attend(
+        qkv[last:],
+        before_k,
+        before_v,
+        params,
+        1,
+        pos + last,
+        window,
+        defines,
+        subgroups,
+        cos_sin=cos_sin[last:],
+        qn=qn,
+        kn=kn,
+    )
     np.testing.assert_allclose(fused["k_cache"], got_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
-    np.testing.assert_allclose(fused["y"], attention_reference(got_qkv[last:, :nh], got_k, got_v, pos + last, window),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        fused["y"], attention_reference(got_qkv[last:, :nh], got_k, got_v, pos + last, window), rtol=1e-4, atol=1e-5
+    )
     # Bit for bit the many-row forward's row: rope_kv.wgsl and ROPE_KV reduce the QK norm in the
     # same order, rotate alike, and the new key is read as the cache would hold it.
     np.testing.assert_array_equal(fused["y"][0], attn["y"][last])
@@ -112,23 +151,49 @@ def attend(qkv, k_cache, v_cache, rope_params, rows, pos, window, defines, subgr
     k_dtype, v_dtype = k_cache.dtype, v_cache.dtype
     dummy = np.zeros(4, np.float32)
     fused = cos_sin is not None
-    out = run_kernel("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
-                                   "partials": rows * nh * splits * (hd + 2) * 4,
-                                   "cos_sin": cos_sin if fused else dummy, "q_norm": qn if fused else dummy,
-                                   "k_norm": kn if fused else dummy},
-                     {"n_heads": nh, "n_kv_heads": p["n_kv_heads"], "head_dim": hd, "q_stride": p["qkv_stride"],
-                      "capacity": cap, "window": window, "scale": hd ** -0.5, "softcap": 0.0,
-                      "split_len": split_len, "splits": splits, "rotary_dim": p["rotary_dim"],
-                      "has_qk_norm": p["has_qk_norm"], "interleaved": p["interleaved"], "eps": p["eps"],
-                      "norm_offset": 0.0, "partials_at": 0},
-                     grid=(nh, rows, splits), step=(rows, pos, pos + rows), defines={**defines, "ROPE_KV": fused},
-                     subgroups=subgroups, read=["partials", "k_cache", "v_cache"])
+    out = run_kernel(
+        "attention",
+        {
+            "qkv": qkv,
+            "k_cache": k_cache,
+            "v_cache": v_cache,
+            "partials": rows * nh * splits * (hd + 2) * 4,
+            "cos_sin": cos_sin if fused else dummy,
+            "q_norm": qn if fused else dummy,
+            "k_norm": kn if fused else dummy,
+        },
+        {
+            "n_heads": nh,
+            "n_kv_heads": p["n_kv_heads"],
+            "head_dim": hd,
+            "q_stride": p["qkv_stride"],
+            "capacity": cap,
+            "window": window,
+            "scale": hd**-0.5,
+            "softcap": 0.0,
+            "split_len": split_len,
+            "splits": splits,
+            "rotary_dim": p["rotary_dim"],
+            "has_qk_norm": p["has_qk_norm"],
+            "interleaved": p["interleaved"],
+            "eps": p["eps"],
+            "norm_offset": 0.0,
+            "partials_at": 0,
+        },
+        grid=(nh, rows, splits),
+        step=(rows, pos, pos + rows),
+        defines={**defines, "ROPE_KV": fused},
+        subgroups=subgroups,
+        read=["partials", "k_cache", "v_cache"],
+    )
     partials = np.frombuffer(out["partials"], np.float32)
     shape = (p["n_kv_heads"], cap, hd)
-    return {"y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
-            "partials": partials,
-            "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
-            "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64)}
+    return {
+        "y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
+        "partials": partials,
+        "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
+        "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64),
+    }
 
 
 def attention_reference(q, k, v, pos, window):
@@ -141,9 +206,9 @@ def attention_reference(q, k, v, pos, window):
         lo = max(0, qp + 1 - window) if window else 0
         for h in range(nh):
             kvh = h // (nh // nkv)
-            scores = k[kvh, lo:qp + 1] @ q[r, h].astype(np.float64) * hd ** -0.5
+            scores = k[kvh, lo : qp + 1] @ q[r, h].astype(np.float64) * hd**-0.5
             w = np.exp(scores - scores.max())
-            want[r, h] = (w / w.sum()) @ v[kvh, lo:qp + 1]
+            want[r, h] = (w / w.sum()) @ v[kvh, lo : qp + 1]
     return want
 
 
@@ -157,9 +222,9 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
     """A decode token's O projection (gemv.wgsl COMBINE) reads attention.wgsl's partials and merges
     them as attention_combine.wgsl does: its output equals the combine's then the plain GEMV's, bit
     for bit, so folding the combine away changes no logit."""
+    from gpu_harness import repacked
     from quant_ref import QuantMatrix
 
-    from gpu_harness import repacked
     from py_engine.linear_plan import attention_merge_params, gemv_features, linear_defines, linear_grid, linear_params
 
     rng = np.random.default_rng(pos + hd)
@@ -167,8 +232,17 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
     qkv = rng.standard_normal((1, stride)).astype(np.float32)
     k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
     v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
-    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "rotary_dim": hd, "qkv_stride": stride,
-              "capacity": cap, "has_qk_norm": 0, "interleaved": 0, "eps": 1e-6}
+    params = {
+        "n_heads": nh,
+        "n_kv_heads": nkv,
+        "head_dim": hd,
+        "rotary_dim": hd,
+        "qkv_stride": stride,
+        "capacity": cap,
+        "has_qk_norm": 0,
+        "interleaved": 0,
+        "eps": 1e-6,
+    }
     att = attend(qkv, k_cache, v_cache, params, 1, pos, window, {"K_CACHE": "f32", "V_CACHE": "f32"}, True)
     K, N, splits = nh * hd, 40, -(-cap // 64)
     m = QuantMatrix(fmt, N, K, rng, 64)
@@ -176,9 +250,14 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
 
     def project(x, combine):
         defines = {**linear_defines(K, N, fmt), "COMBINE": combine is not None}
-        out = run_kernel("gemv", {"x": x, "w": w, "bias": 16, "residual": 16, "norm": 16, "y": N * 4},
-                         linear_params(K, N, rows=1, combine=combine), defines=defines,
-                         grid=linear_grid("gemv", 1, N, gemv_per_group=gemv_features(defines)), step=(1, pos, pos + 1))
+        out = run_kernel(
+            "gemv",
+            {"x": x, "w": w, "bias": 16, "residual": 16, "norm": 16, "y": N * 4},
+            linear_params(K, N, rows=1, combine=combine),
+            defines=defines,
+            grid=linear_grid("gemv", 1, N, gemv_per_group=gemv_features(defines)),
+            step=(1, pos, pos + 1),
+        )
         return as_f32(out["y"], (1, N))
 
     want = project(att["y"].reshape(1, K).astype(np.float32), None)

@@ -1,7 +1,7 @@
 """Embedding gather, dtype conversion and SiLU·mul against numpy."""
+
 import numpy as np
 import pytest
-
 from gpu_harness import as_f32, device, run_kernel
 
 
@@ -31,9 +31,13 @@ def test_convert(src, out):
         expect = values
     kind = {"f16": 0, "bf16": 1, "f32": 2}[src]
     grid = grid_1d(values.size)
-    res = run_kernel("convert", {"src": raw, "dst": values.size * (2 if out == "f16" else 4)},
-                     {"count": values.size, "src_kind": kind, "grid_x": grid[0], "dst_offset": 0},
-                     grid=grid, defines={"OUT": out})
+    res = run_kernel(
+        "convert",
+        {"src": raw, "dst": values.size * (2 if out == "f16" else 4)},
+        {"count": values.size, "src_kind": kind, "grid_x": grid[0], "dst_offset": 0},
+        grid=grid,
+        defines={"OUT": out},
+    )
     got = np.frombuffer(res["dst"], np.float16 if out == "f16" else np.float32, count=values.size)
     want = expect.astype(np.float16) if out == "f16" else expect
     np.testing.assert_array_equal(got, want)
@@ -43,8 +47,13 @@ def test_silu_mul():
     rng = np.random.default_rng(3)
     rows, inter = 5, 176
     gate_up = (rng.standard_normal((rows, 2 * inter)) * 4).astype(np.float32)
-    res = run_kernel("gated_mul", {"gate_up": gate_up, "y": rows * inter * 4},
-                     {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                     grid=(1, rows, 1), step=(rows, 0, rows), defines={"GELU": False})
+    res = run_kernel(
+        "gated_mul",
+        {"gate_up": gate_up, "y": rows * inter * 4},
+        {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
+        grid=(1, rows, 1),
+        step=(rows, 0, rows),
+        defines={"GELU": False},
+    )
     g, u = gate_up[:, :inter].astype(np.float64), gate_up[:, inter:]
     np.testing.assert_allclose(as_f32(res["y"], (rows, inter)), g / (1 + np.exp(-g)) * u, rtol=1e-5, atol=1e-6)

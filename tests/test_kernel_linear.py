@@ -1,30 +1,58 @@
+import gpu_harness
 import numpy as np
 import pytest
-
-import gpu_harness
 from gpu_harness import as_f32, run_kernel
+
 from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
 from py_engine.linear_plan import choose_linear, gemv_features, linear_defines, linear_grid, linear_params
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 
 
-def run_linear(kernel, x, w, bias=None, residual=None, N=None, out_stride=None, out_offset=0,
-               rows_from_step=False, max_per_dim=65535):
+def run_linear(
+    kernel,
+    x,
+    w,
+    bias=None,
+    residual=None,
+    N=None,
+    out_stride=None,
+    out_offset=0,
+    rows_from_step=False,
+    max_per_dim=65535,
+):
     """y as the kernel leaves it: [rows, out_stride], zero outside the layer's N columns."""
     rows, K = x.shape
     N = w.shape[0] if N is None else N
     out_stride = N if out_stride is None else out_stride
     weight_dtype = "f16" if w.dtype == np.float16 else "f32"
-    params = linear_params(K, N, out_stride=out_stride, out_offset=out_offset, rows=0 if rows_from_step else rows,
-                           bias=bias is not None, residual=residual is not None)
-    buffers = {"x": x, "w": w, "bias": DUMMY if bias is None else bias,
-               "residual": DUMMY if residual is None else residual, "norm": DUMMY, "y": rows * out_stride * 4}
+    params = linear_params(
+        K,
+        N,
+        out_stride=out_stride,
+        out_offset=out_offset,
+        rows=0 if rows_from_step else rows,
+        bias=bias is not None,
+        residual=residual is not None,
+    )
+    buffers = {
+        "x": x,
+        "w": w,
+        "bias": DUMMY if bias is None else bias,
+        "residual": DUMMY if residual is None else residual,
+        "norm": DUMMY,
+        "y": rows * out_stride * 4,
+    }
     defines = linear_defines(K, N, weight_dtype)
-    out = run_kernel(kernel, buffers, params,
-                     grid=linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=gemv_features(defines)),
-                     step=(rows, 0, rows), defines=defines,
-                     f16=weight_dtype == "f16")
+    out = run_kernel(
+        kernel,
+        buffers,
+        params,
+        grid=linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=gemv_features(defines)),
+        step=(rows, 0, rows),
+        defines=defines,
+        f16=weight_dtype == "f16",
+    )
     return as_f32(out["y"], (rows, out_stride))
 
 
@@ -106,7 +134,7 @@ def test_choose_linear():
 @pytest.mark.parametrize("max_per_dim", [65535, 1000, 7])
 def test_linear_grid_covers_every_tile_within_limits(kernel, rows, N, max_per_dim):
     tiles = -(-N // 8) if kernel == "gemv" else -(-rows // 64) * -(-N // 64)
-    if tiles > max_per_dim ** 2:
+    if tiles > max_per_dim**2:
         with pytest.raises(ValueError):
             linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=8)
         return

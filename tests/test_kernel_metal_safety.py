@@ -8,14 +8,15 @@ reduction (no read of a partial racing its overwrite), and <= 16 KiB of var<work
 The numeric tests check that masked and extreme attention scores give no NaN/Inf and still match
 numpy, that the clamps change nothing at normal values, and the GELU gated-MLP kernel.
 """
+
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from gpu_harness import as_f32, device, run_combine, run_kernel  # noqa: F401 (device: a fixture)
+
 from py_engine import linear_plan, sampling
 from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
 
@@ -36,10 +37,11 @@ def function_body(src: str, name: str) -> str:
     while depth:
         depth += {"{": 1, "}": -1}.get(src[i], 0)
         i += 1
-    return src[m.start():i]
+    return src[m.start() : i]
 
 
 # ---- static rules ----------------------------------------------------------------------------
+
 
 def test_no_select_in_attention():
     files = sorted(SHADER_DIR.glob("attention*.wgsl"))
@@ -63,8 +65,9 @@ def test_exp_arguments_are_clamped(path):
 @pytest.mark.parametrize("path", SHADERS, ids=lambda p: p.name)
 def test_tanh_arguments_are_clamped(path):
     for arg in re.findall(r"\btanh\s*\(([^;]*)", code(path)):
-        assert arg.lstrip().startswith("clamp(") or re.match(r"\s*inner\s*\)", arg), \
+        assert arg.lstrip().startswith("clamp(") or re.match(r"\s*inner\s*\)", arg), (
             f"{path.name}: tanh() of an unclamped argument"
+        )
     if path.name == "activations.wgsl":
         assert re.search(r"let inner = clamp\(", code(path))
 
@@ -79,7 +82,7 @@ def test_tree_reductions_have_a_barrier_per_step(path):
         while depth:
             depth += {"{": 1, "}": -1}.get(src[i], 0)
             i += 1
-        body = src[m.end():i]
+        body = src[m.end() : i]
         if re.search(r"\bvar<workgroup>", src):
             assert "workgroupBarrier()" in body, f"{path.name}: reduction step without a barrier"
 
@@ -92,12 +95,16 @@ SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2), "bool": (
 LARGEST_VOCAB = 262144  # Gemma 3's vocabulary: the most topk_merge lists the engine asks for
 ENGINE_DEFINES = {
     "CANDIDATES": sampling.CANDIDATES,
-    "LISTS": -(-LARGEST_VOCAB // sampling.TILE), "TOPK_TILE": sampling.TILE,
+    "LISTS": -(-LARGEST_VOCAB // sampling.TILE),
+    "TOPK_TILE": sampling.TILE,
     "SAMPLING_THREADS": sampling.THREADS,
-    "MATMUL_TILE": linear_plan.MATMUL_TILE, "MERGE_HEADS": linear_plan.MERGE_HEADS,
+    "MATMUL_TILE": linear_plan.MATMUL_TILE,
+    "MERGE_HEADS": linear_plan.MERGE_HEADS,
     "MLX_GROUP": 64,
-    "FINAL": True, "VEC4": True,
-    "LANES": 256, "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
+    "FINAL": True,
+    "VEC4": True,
+    "LANES": 256,
+    "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
 }
 TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
@@ -139,7 +146,7 @@ def type_layout(t: str, src: str, consts: dict) -> tuple[int, int]:
         align = s * (4 if n == 3 else n)
         return s * n, align
     if t.startswith("array<") and t.endswith(">"):
-        elem, count = split_top(t[len("array<"):-1])
+        elem, count = split_top(t[len("array<") : -1])
         size, align = type_layout(elem, src, consts)
         stride = -(-size // align) * align
         n = eval(re.sub(r"\b(\d+)u\b", r"\1", count).replace("/", "//"), {"__builtins__": {}}, dict(consts))
@@ -169,8 +176,10 @@ def workgroup_bytes(path: Path) -> int:
 
 
 def test_workgroup_layout_rules():
-    src = "struct C { value: f32, id: u32 }\nconst T = 256u;\nvar<workgroup> a: array<C, T>;\n" \
-          "var<workgroup> b: array<array<vec4<f32>, 4>, T / 2u>;\nvar<workgroup> c: atomic<u32>;\n"
+    src = (
+        "struct C { value: f32, id: u32 }\nconst T = 256u;\nvar<workgroup> a: array<C, T>;\n"
+        "var<workgroup> b: array<array<vec4<f32>, 4>, T / 2u>;\nvar<workgroup> c: atomic<u32>;\n"
+    )
     consts = const_values(src)
     assert type_layout("array<C, T>", src, consts) == (2048, 4)
     assert type_layout("array<array<vec4<f32>, 4>, T / 2u>", src, consts) == (8192, 16)
@@ -187,8 +196,12 @@ def test_workgroup_storage_sizes_known():
     """Pin a few sizes so the parser is known to see the arrays at all."""
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
-    assert sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 4 * 128) * 4  # q, weights, tile max; ROPE_KV: new k, v; part sums
-    assert sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 64 * 8  # partial sums, the padded x chunk, its x sums, heads' merge
+    assert (
+        sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 4 * 128) * 4
+    )  # q, weights, tile max; ROPE_KV: new k, v; part sums
+    assert (
+        sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 64 * 8
+    )  # partial sums, the padded x chunk, its x sums, heads' merge
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4
@@ -198,20 +211,46 @@ def test_workgroup_storage_sizes_known():
 
 # ---- attention with masking and extreme scores --------------------------------------------------
 
+
 def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap, split_len):
     cap = k_cache.shape[1]
     splits = -(-cap // split_len)
     stride = qkv.shape[1]
     dummy = np.zeros(4, np.float32)  # RoPE's inputs: read only by the one-row variant (ROPE_KV)
-    out = run_kernel("attention", {"qkv": qkv, "k_cache": k_cache, "v_cache": v_cache,
-                                   "partials": rows * nh * splits * (hd + 2) * 4,
-                                   "cos_sin": dummy, "q_norm": dummy, "k_norm": dummy},
-                     {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": cap,
-                      "window": window, "scale": scale, "softcap": softcap, "split_len": split_len,
-                      "splits": splits, "rotary_dim": 0, "has_qk_norm": 0, "interleaved": 0, "eps": 0.0,
-                      "norm_offset": 0.0, "partials_at": 0},
-                     grid=(nh, rows, splits), step=(rows, pos, pos + rows),
-                     defines={"K_CACHE": "f32", "V_CACHE": "f32", "ROPE_KV": False}, read=["partials"])
+    out = run_kernel(
+        "attention",
+        {
+            "qkv": qkv,
+            "k_cache": k_cache,
+            "v_cache": v_cache,
+            "partials": rows * nh * splits * (hd + 2) * 4,
+            "cos_sin": dummy,
+            "q_norm": dummy,
+            "k_norm": dummy,
+        },
+        {
+            "n_heads": nh,
+            "n_kv_heads": nkv,
+            "head_dim": hd,
+            "q_stride": stride,
+            "capacity": cap,
+            "window": window,
+            "scale": scale,
+            "softcap": softcap,
+            "split_len": split_len,
+            "splits": splits,
+            "rotary_dim": 0,
+            "has_qk_norm": 0,
+            "interleaved": 0,
+            "eps": 0.0,
+            "norm_offset": 0.0,
+            "partials_at": 0,
+        },
+        grid=(nh, rows, splits),
+        step=(rows, pos, pos + rows),
+        defines={"K_CACHE": "f32", "V_CACHE": "f32", "ROPE_KV": False},
+        read=["partials"],
+    )
     partials = np.frombuffer(out["partials"], np.float32)
     return partials, run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows))
 
@@ -224,12 +263,12 @@ def attention_ref(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
         lo = max(0, qp + 1 - window) if window else 0
         for h in range(nh):
             kvh = h // (nh // nkv)
-            q = qkv[r, h * hd:(h + 1) * hd].astype(np.float64)
-            scores = k[kvh, lo:qp + 1] @ (q * np.float32(scale))
+            q = qkv[r, h * hd : (h + 1) * hd].astype(np.float64)
+            scores = k[kvh, lo : qp + 1] @ (q * np.float32(scale))
             if softcap > 0:
                 scores = np.tanh(scores / softcap) * softcap
             w = np.exp(scores - scores.max())
-            want[r, h] = (w / w.sum()) @ v[kvh, lo:qp + 1]
+            want[r, h] = (w / w.sum()) @ v[kvh, lo : qp + 1]
     return want
 
 
@@ -245,8 +284,9 @@ ATTN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap", ATTN_CASES,
-                         ids=[c[0] for c in ATTN_CASES])
+@pytest.mark.parametrize(
+    "name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap", ATTN_CASES, ids=[c[0] for c in ATTN_CASES]
+)
 def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap):
     rng = np.random.default_rng(len(name) * 31 + pos)
     cap = pos + rows + 9  # spare capacity past the last key: whole trailing splits are masked
@@ -261,7 +301,7 @@ def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len
         k_cache = (-np.abs(k_cache) * mag).astype(np.float32)
     else:
         qkv *= mag
-    kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=window, scale=hd ** -0.5, softcap=softcap)
+    kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=window, scale=hd**-0.5, softcap=softcap)
     partials, got = attention_gpu(qkv, k_cache, v_cache, split_len=split_len, **kw)
     assert np.isfinite(partials).all(), "NaN/Inf in the attention partials"
     assert np.isfinite(got).all(), "NaN/Inf in the attention output"
@@ -277,8 +317,20 @@ def test_empty_splits_carry_zero_weight():
     qkv = rng.standard_normal((rows, (nh + 2 * nkv) * hd)).astype(np.float32)
     k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
     v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
-    partials, _ = attention_gpu(qkv, k_cache, v_cache, nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos,
-                                window=window, scale=0.25, softcap=0.0, split_len=split_len)
+    partials, _ = attention_gpu(
+        qkv,
+        k_cache,
+        v_cache,
+        nh=nh,
+        nkv=nkv,
+        hd=hd,
+        rows=rows,
+        pos=pos,
+        window=window,
+        scale=0.25,
+        softcap=0.0,
+        split_len=split_len,
+    )
     parts = partials.reshape(rows, nh, cap // split_len, hd + 2)
     live = {pos // split_len, (pos - window + 1) // split_len}
     for s in range(cap // split_len):
@@ -289,17 +341,23 @@ def test_empty_splits_carry_zero_weight():
 
 # ---- elementwise activations at the extremes --------------------------------------------------
 
+
 def gelu_tanh_ref(g):
     g = g.astype(np.float64)
-    return 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+    return 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g**3)))
 
 
 def run_gated(gelu: bool, gate, up):
     rows, inter = gate.shape
     gate_up = np.concatenate([gate, up], axis=1).astype(np.float32)
-    res = run_kernel("gated_mul", {"gate_up": gate_up, "y": rows * inter * 4},
-                     {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                     grid=(-(-inter // 256), rows, 1), step=(rows, 0, rows), defines={"GELU": gelu})
+    res = run_kernel(
+        "gated_mul",
+        {"gate_up": gate_up, "y": rows * inter * 4},
+        {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
+        grid=(-(-inter // 256), rows, 1),
+        step=(rows, 0, rows),
+        defines={"GELU": gelu},
+    )
     return as_f32(res["y"], (rows, inter))
 
 
@@ -340,14 +398,17 @@ def test_safe_exp_keeps_normal_sampling_stats():
     logits[::97] = -np.inf
     logits[5] = -1e30
     inv_t = 1.3
-    res = run_kernel("topk_chunks", {"logits": logits, "lists": 2 * sampling.CANDIDATES * 8, "stats": 2 * 8},
-                     {"vocab": vocab, "logits_base": 0, "inv_temperature": inv_t},
-                     grid=(2, 1, 1), defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE,
-                                                            "SAMPLING_THREADS": sampling.THREADS})
+    res = run_kernel(
+        "topk_chunks",
+        {"logits": logits, "lists": 2 * sampling.CANDIDATES * 8, "stats": 2 * 8},
+        {"vocab": vocab, "logits_base": 0, "inv_temperature": inv_t},
+        grid=(2, 1, 1),
+        defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE, "SAMPLING_THREADS": sampling.THREADS},
+    )
     stats = np.frombuffer(res["stats"], np.float32).reshape(2, 2)
     assert np.isfinite(stats).all()
     for t in range(2):
-        tile = logits[t * 1024:(t + 1) * 1024].astype(np.float64) * np.float32(inv_t)
+        tile = logits[t * 1024 : (t + 1) * 1024].astype(np.float64) * np.float32(inv_t)
         m = tile.max()
         assert stats[t, 0] == pytest.approx(m, rel=1e-6)
         assert stats[t, 1] == pytest.approx(np.exp(tile - m).sum(), rel=1e-5)

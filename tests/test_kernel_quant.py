@@ -1,25 +1,41 @@
 """Weights read as stored and dequantized inside the GEMV, matmul and embedding kernels
 (shaders/weights/*.wgsl) against gguf-py's / numpy's float32 dequantization."""
+
 import gguf
+import gpu_harness
 import numpy as np
 import pytest
-
-import gpu_harness
 from gpu_harness import as_f32, run_kernel
+from quant_ref import QuantMatrix, repack_reference
+
 from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
 from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
-from quant_ref import QuantMatrix, repack_reference
 
 # (format, K, MLX group). Each ggml K is an odd number of blocks whose byte size is 2 mod 4 where
 # the format allows it (Q8_0, Q4_0, Q5_0, Q6_K), so every other row starts 2 bytes into a word;
 # K = 352 / 768 give the one-row GEMV loop unrolled pairs and an odd last block.
 CASES = [
-    ("f32", 100, 64), ("f32", 70, 64), ("f16", 96, 64), ("f16", 70, 64),
-    ("f16_packed", 96, 64), ("f16_packed", 70, 64), ("bf16", 96, 64), ("bf16", 69, 64),
-    ("q8_0", 352, 64), ("q8_0", 32, 64), ("q4_0", 352, 64), ("q4_1", 352, 64),
-    ("q5_0", 352, 64), ("q5_1", 352, 64), ("q4_k", 768, 64), ("q5_k", 768, 64),
-    ("q6_k", 768, 64), ("q6_k", 256, 64),
-    ("mlx4_f16", 352, 32), ("mlx4_f16", 384, 128), ("mlx4_bf16", 320, 64),
+    ("f32", 100, 64),
+    ("f32", 70, 64),
+    ("f16", 96, 64),
+    ("f16", 70, 64),
+    ("f16_packed", 96, 64),
+    ("f16_packed", 70, 64),
+    ("bf16", 96, 64),
+    ("bf16", 69, 64),
+    ("q8_0", 352, 64),
+    ("q8_0", 32, 64),
+    ("q4_0", 352, 64),
+    ("q4_1", 352, 64),
+    ("q5_0", 352, 64),
+    ("q5_1", 352, 64),
+    ("q4_k", 768, 64),
+    ("q5_k", 768, 64),
+    ("q6_k", 768, 64),
+    ("q6_k", 256, 64),
+    ("mlx4_f16", 352, 32),
+    ("mlx4_f16", 384, 128),
+    ("mlx4_bf16", 320, 64),
 ]
 CASE_IDS = [f"{f}-K{k}" + (f"-G{g}" if f.startswith("mlx") else "") for f, k, g in CASES]
 GEMV_N, MATMUL_N, VOCAB = 37, 75, 37  # odd (2-aligned MLX bias sections), not multiples of 8 / 64
@@ -37,18 +53,44 @@ def device_f16(fmt):
     return fmt == "f16"
 
 
-def run_linear(kernel, x, m: QuantMatrix, layout: dict | None = None, subgroups: bool = True,
-               norm: np.ndarray | None = None, norm_offset: float = 0.0, gated: bool = False, gelu: bool = False):
+def run_linear(
+    kernel,
+    x,
+    m: QuantMatrix,
+    layout: dict | None = None,
+    subgroups: bool = True,
+    norm: np.ndarray | None = None,
+    norm_offset: float = 0.0,
+    gated: bool = False,
+    gelu: bool = False,
+):
     """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up)."""
     rows, K = x.shape
     outputs = m.N // 2 if gated else m.N
     params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
-    buffers = {"x": x, "w": gpu_harness.repacked(m.raw(), m.fmt), "bias": 16, "residual": 16,
-               "norm": 16 if norm is None else norm, "y": rows * outputs * 4}
-    defines = {**linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu), **(layout or {})}
+    buffers = {
+        "x": x,
+        "w": gpu_harness.repacked(m.raw(), m.fmt),
+        "bias": 16,
+        "residual": 16,
+        "norm": 16 if norm is None else norm,
+        "y": rows * outputs * 4,
+    }
+    defines = {
+        **linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu),
+        **(layout or {}),
+    }
     grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated)
-    out = run_kernel(kernel, buffers, params, grid=grid, step=(rows, 0, rows), defines=defines,
-                     f16=device_f16(m.fmt), subgroups=subgroups)
+    out = run_kernel(
+        kernel,
+        buffers,
+        params,
+        grid=grid,
+        step=(rows, 0, rows),
+        defines=defines,
+        f16=device_f16(m.fmt),
+        subgroups=subgroups,
+    )
     return as_f32(out["y"], (rows, outputs))
 
 
@@ -59,13 +101,16 @@ def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, ge
     """float64: RMSNorm (when norm is given), the projection, the gated activation (when gated)."""
     h = x.astype(np.float64)
     if norm is not None:
-        h = h / np.sqrt((h ** 2).mean(-1, keepdims=True) + NORM_EPS) * (norm.astype(np.float64) + norm_offset)
+        h = h / np.sqrt((h**2).mean(-1, keepdims=True) + NORM_EPS) * (norm.astype(np.float64) + norm_offset)
     y = h @ m.ref.astype(np.float64).T
     if not gated:
         return y
-    gate, up = y[:, :m.N // 2], y[:, m.N // 2:]
-    act = (0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate ** 3))) if gelu
-           else gate / (1 + np.exp(-gate)))
+    gate, up = y[:, : m.N // 2], y[:, m.N // 2 :]
+    act = (
+        0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate**3)))
+        if gelu
+        else gate / (1 + np.exp(-gate))
+    )
     return act * up
 
 
@@ -88,12 +133,24 @@ LAYOUTS = [(64, 4, 4, 1), (16, 16, 2, 2), (256, 1, 3, 1), (8, 32, 1, 4)]
 
 
 @pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
-@pytest.mark.parametrize("fmt,K,group", [("f32", 70, 64), ("f16_packed", 96, 64), ("q4_0", 352, 64),
-                                         ("q6_k", 768, 64), ("q4_k", 768, 64), ("mlx4_bf16", 320, 64),
-                                         # K past gemv.wgsl's X_CHUNK of 2048: several staged chunks
-                                         # (with their x sums: Q4_K, MLX)
-                                         ("f32", 2054, 64), ("q4_0", 4160, 64), ("q6_k", 4352, 64),
-                                         ("q4_k", 4352, 64), ("mlx4_f16", 4160, 64)])
+@pytest.mark.parametrize(
+    "fmt,K,group",
+    [
+        ("f32", 70, 64),
+        ("f16_packed", 96, 64),
+        ("q4_0", 352, 64),
+        ("q6_k", 768, 64),
+        ("q4_k", 768, 64),
+        ("mlx4_bf16", 320, 64),
+        # K past gemv.wgsl's X_CHUNK of 2048: several staged chunks
+        # (with their x sums: Q4_K, MLX)
+        ("f32", 2054, 64),
+        ("q4_0", 4160, 64),
+        ("q6_k", 4352, 64),
+        ("q4_k", 4352, 64),
+        ("mlx4_f16", 4160, 64),
+    ],
+)
 def test_gemv_layouts(fmt, K, group, subgroups):
     m = matrix(fmt, GEMV_N, K, group)
     rng = np.random.default_rng(K + 1)
@@ -108,11 +165,17 @@ def test_gemv_layouts(fmt, K, group, subgroups):
 
 # (kernel, subgroups, format, K, rows, norm, gated): the scalar-x path (K = 70), an x-sum format
 # (Q4_1), K-quants, K past one staged chunk; 37 outputs end mid-workgroup and mid-tile.
-FUSED = [("gemv", True, "f32", 70, 3, True, True), ("gemv", False, "q4_1", 352, 2, True, True),
-         ("gemv", True, "q6_k", 768, 1, True, False), ("gemv", True, "q4_0", 2304, 2, True, True),
-         ("gemv", True, "f16_packed", 96, 1, False, True), ("gemv", False, "q4_k", 2304, 1, True, False),
-         ("matmul", True, "f32", 70, 70, True, True), ("matmul", True, "q4_1", 352, 17, True, False),
-         ("matmul", True, "q8_0", 2304, 33, False, True)]
+FUSED = [
+    ("gemv", True, "f32", 70, 3, True, True),
+    ("gemv", False, "q4_1", 352, 2, True, True),
+    ("gemv", True, "q6_k", 768, 1, True, False),
+    ("gemv", True, "q4_0", 2304, 2, True, True),
+    ("gemv", True, "f16_packed", 96, 1, False, True),
+    ("gemv", False, "q4_k", 2304, 1, True, False),
+    ("matmul", True, "f32", 70, 70, True, True),
+    ("matmul", True, "q4_1", 352, 17, True, False),
+    ("matmul", True, "q8_0", 2304, 33, False, True),
+]
 
 
 @pytest.mark.parametrize("kernel,subgroups,fmt,K,rows,with_norm,gated", FUSED)
@@ -139,10 +202,15 @@ def test_embedding(fmt, K, group):
     sentinel = np.float32(-7.5)
     out = np.full((ids.size, K), sentinel, np.float32)
     for start, stop in [(split, VOCAB), (0, split)]:
-        res = run_kernel("embedding", {"ids": ids, "w": gpu_harness.repacked(m.raw(start, stop), fmt), "y": out},
-                         {"dim": K, "row_start": start, "row_count": stop - start, "scale": 2.0},
-                         grid=(-(-K // 256), ids.size, 1), step=(ids.size, 0, ids.size),
-                         defines=weight_defines(K, fmt, group), f16=device_f16(fmt))
+        res = run_kernel(
+            "embedding",
+            {"ids": ids, "w": gpu_harness.repacked(m.raw(start, stop), fmt), "y": out},
+            {"dim": K, "row_start": start, "row_count": stop - start, "scale": 2.0},
+            grid=(-(-K // 256), ids.size, 1),
+            step=(ids.size, 0, ids.size),
+            defines=weight_defines(K, fmt, group),
+            f16=device_f16(fmt),
+        )
         out = as_f32(res["y"], (ids.size, K)).copy()
         if start == split:
             assert (out[ids < split] == sentinel).all(), "a shard wrote rows of ids outside it"
@@ -176,8 +244,14 @@ def test_quant_table():
     # MLX: N x K/8 words, then N x K/G scales and as many biases, 2 bytes each.
     assert FORMATS["mlx4_bf16"].matrix_bytes(3, 256, 64) == 3 * 128 + 2 * 3 * 4 * 2
     assert FORMATS["mlx4_f16"].row_bytes(256, 128) == 128
-    for fmt, K, group in [("q4_k", 128, 64), ("q8_0", 48, 64), ("f16_packed", 7, 64),
-                          ("mlx4_f16", 96, 64), ("mlx4_f16", 256, 16), ("q4_0", 0, 64)]:
+    for fmt, K, group in [
+        ("q4_k", 128, 64),
+        ("q8_0", 48, 64),
+        ("f16_packed", 7, 64),
+        ("mlx4_f16", 96, 64),
+        ("mlx4_f16", 256, 16),
+        ("q4_0", 0, 64),
+    ]:
         with pytest.raises(ValueError, match=fmt):
             weight_format(fmt).check_k(K, group)
     with pytest.raises(ValueError, match="unknown weight format"):
@@ -185,13 +259,27 @@ def test_quant_table():
 
 
 def test_weight_defines():
-    assert weight_defines(896, "f16") == {"WEIGHTS": "f16", "W": "f16", "VEC4": True,
-                                          "WBlock": "vec4<W>", "XBlock": "vec4<f32>"}
-    assert weight_defines(70, "f32") == {"WEIGHTS": "f32", "W": "f32", "VEC4": False,
-                                         "WBlock": "W", "XBlock": "f32"}
+    assert weight_defines(896, "f16") == {
+        "WEIGHTS": "f16",
+        "W": "f16",
+        "VEC4": True,
+        "WBlock": "vec4<W>",
+        "XBlock": "vec4<f32>",
+    }
+    assert weight_defines(70, "f32") == {"WEIGHTS": "f32", "W": "f32", "VEC4": False, "WBlock": "W", "XBlock": "f32"}
     assert weight_defines(69, "bf16") == {"WEIGHTS": "bf16", "VEC4": False, "WBlock": "u32", "XBlock": "f32"}
-    assert weight_defines(1024, "q4_k") == {"WEIGHTS": "q4_k", "VEC4": True, "WBlock": "vec4<u32>", "XBlock": "vec4<f32>"}
-    assert weight_defines(1024, "mlx4_bf16", 32) == {"WEIGHTS": "mlx4_bf16", "VEC4": True, "WBlock": "vec4<u32>",
-                                                     "XBlock": "vec4<f32>", "MLX_GROUP": 32}
+    assert weight_defines(1024, "q4_k") == {
+        "WEIGHTS": "q4_k",
+        "VEC4": True,
+        "WBlock": "vec4<u32>",
+        "XBlock": "vec4<f32>",
+    }
+    assert weight_defines(1024, "mlx4_bf16", 32) == {
+        "WEIGHTS": "mlx4_bf16",
+        "VEC4": True,
+        "WBlock": "vec4<u32>",
+        "XBlock": "vec4<f32>",
+        "MLX_GROUP": 32,
+    }
     with pytest.raises(ValueError):
         weight_defines(100, "q4_0")

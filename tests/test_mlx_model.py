@@ -4,6 +4,7 @@ The fixture is quantized the way mlx-lm does it (every linear layer and embeddin
 width is a multiple of the group: w ≈ scale * q + bias per group, 8 nibbles per uint32 word,
 `quantization` in config.json); the same weights, dequantized, are saved as f32 safetensors. The
 engine must give the same logits on both."""
+
 import asyncio
 import json
 import shutil
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_harness import device
 from safetensors.numpy import load_file, save_file
 
-from gpu_harness import device
 from py_engine.engine import Engine
 from py_engine.errors import ModelFileError
 
@@ -54,7 +55,7 @@ def convert(fixture: Path, out: Path, group: int, dtype: str) -> tuple[Path, Pat
     for name, w in load_file(fixture / "model.safetensors").items():
         w = w.astype(np.float32)
         if w.ndim == 2 and w.shape[1] % group == 0:
-            base = name[:-len(".weight")]
+            base = name[: -len(".weight")]
             packed, scales, biases, restored = quantize(w, group, dtype)
             quantized.update({name: packed, base + ".scales": scales, base + ".biases": biases})
             dequantized[name] = restored
@@ -73,13 +74,13 @@ def convert(fixture: Path, out: Path, group: int, dtype: str) -> tuple[Path, Pat
 def relabel_bf16(path: Path) -> None:
     raw = bytearray(path.read_bytes())
     size = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + size])
+    header = json.loads(raw[8 : 8 + size])
     for name, entry in header.items():
         if name.endswith((".scales", ".biases")):
             entry["dtype"] = "BF16"
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size:])
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + size :])
 
 
 async def logits(path: Path, dev, ids):

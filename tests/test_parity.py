@@ -4,14 +4,15 @@ Each fixture runs on the f16 path (where the adapter has shader-f16) and with th
 forced, and as WebKit runs it (the f32 path with the KV cache in packed f16: no native f16
 type in any kernel); max_rows 5 splits the 12-token prompt into chunks, max_rows 64 runs it in one forward.
 A 12-row forward still takes the GEMV; test_long_prefill_through_matmul covers the tiled matmul."""
+
 import asyncio
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from gpu_harness import device
+
 from py_engine.engine import Engine
 from py_engine.sampling import SamplingParams
 

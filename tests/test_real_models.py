@@ -7,6 +7,7 @@ Qwen2.5-Coder 0.5B 490 MB: a cold CI run downloads both). On lavapipe (2 CPU cor
 slowest test file; it runs the f16 path only, where the adapter has shader-f16 (the f32 path is the
 same dequantizing kernels with f32 activations and V cache: covered by the tiny fixtures and
 tests/test_kernel_quant.py)."""
+
 import asyncio
 import json
 import subprocess
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from gpu_harness import device
+
 from py_engine import prompt_lookup
 from py_engine.engine import Engine
 from py_engine.model_cache import ensure_model
@@ -40,11 +41,14 @@ async def check_model(path: Path, ref: dict, dev) -> list[str]:
         looked = tokens
         if i == len(ref["cases"]) - 1:  # one case: a verifying forward costs its rows on lavapipe
             engine.reset()
-            looked = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]),
-                                                       SamplingParams(lookup=True))]
+            looked = [
+                t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams(lookup=True))
+            ]
         if rel > 1e-2 or tokens != case["greedy"] or looked != tokens:
-            problems.append(f"{case['prompt']!r}: max|Δlogit|/max|ref| = {rel:.2e}, "
-                            f"greedy {tokens} (prompt lookup {looked}) vs reference {case['greedy']}")
+            problems.append(
+                f"{case['prompt']!r}: max|Δlogit|/max|ref| = {rel:.2e}, "
+                f"greedy {tokens} (prompt lookup {looked}) vs reference {case['greedy']}"
+            )
     return problems
 
 
@@ -59,8 +63,23 @@ def test_matches_transformers_gguf_loader(name, monkeypatch):
 
 def test_default_model_answers_paris():
     """The README's promise: the default model, greedy, through the CLI."""
-    out = subprocess.run([sys.executable, "-m", "py_engine", "generate", "--chat", "--prompt",
-                          "What is the capital of France?", "--temperature", "0", "--max-new-tokens", "12"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "py_engine",
+            "generate",
+            "--chat",
+            "--prompt",
+            "What is the capital of France?",
+            "--temperature",
+            "0",
+            "--max-new-tokens",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     assert "Paris" in out.stdout

@@ -1,12 +1,13 @@
 """Sampling against numpy: argmax, repetition penalty, the top-k candidates and lse, the exact
 full-vocabulary draw, and the distribution of whole draws (candidate path and GPU fallback)."""
+
 import asyncio
 import re
 
 import numpy as np
 import pytest
-
 from gpu_harness import device
+
 from py_engine.kernels import SHADER_DIR
 from py_engine.sampling import CANDIDATES, FullDraw, Sampler, SamplingParams
 
@@ -59,7 +60,7 @@ def logits_with_ties(vocab: int, seed: int) -> np.ndarray:
     order = rank_order(x)
     x[order[1]] = x[order[0]]  # a tie for the max, the higher id of the two listed first by index
     if vocab > CANDIDATES + 3:
-        x[order[CANDIDATES - 3:CANDIDATES + 3]] = x[order[CANDIDATES - 3]]  # a tie across the candidates' end
+        x[order[CANDIDATES - 3 : CANDIDATES + 3]] = x[order[CANDIDATES - 3]]  # a tie across the candidates' end
     x[rng.choice(vocab, 5, replace=False)] = -np.inf  # masked tokens
     return x
 
@@ -115,9 +116,11 @@ def full_draw_reference(x, temperature, draw: FullDraw) -> tuple[np.ndarray, np.
 
 
 @pytest.mark.parametrize("vocab", [384, 5000])
-@pytest.mark.parametrize("top_k,top_p,skip_candidates", [(0, 1.0, True), (100, 1.0, False), (0, 0.9, False),
-                                                         (150, 0.7, False), (CANDIDATES - 3, 1.0, False)],
-                         ids=["tail", "top_k", "top_p", "top_k+top_p", "tie_at_top_k"])
+@pytest.mark.parametrize(
+    "top_k,top_p,skip_candidates",
+    [(0, 1.0, True), (100, 1.0, False), (0, 0.9, False), (150, 0.7, False), (CANDIDATES - 3, 1.0, False)],
+    ids=["tail", "top_k", "top_p", "top_k+top_p", "tie_at_top_k"],
+)
 def test_full_draw_is_the_inverse_cdf(vocab, top_k, top_p, skip_candidates):
     """sample_full.wgsl maps u to the token the exact CDF gives (u near a step edge is skipped)."""
     x = logits_with_ties(vocab, 4)
@@ -131,7 +134,7 @@ def test_full_draw_is_the_inverse_cdf(vocab, top_k, top_p, skip_candidates):
     checked = 0
     for u in np.linspace(0.003, 0.997, 23):
         at = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
-        edges = cdf[max(at - 1, 0):at + 1] / cdf[-1]
+        edges = cdf[max(at - 1, 0) : at + 1] / cdf[-1]
         if np.min(np.abs(edges - u)) < 1e-5:
             continue
         draw.u = float(u)
@@ -171,14 +174,18 @@ def peaked_logits(vocab=384, seed=5) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("params,n", [
-    (SamplingParams(temperature=1.0, seed=1), 1500),  # candidates, or the tail on the GPU past their mass
-    (SamplingParams(temperature=1.0, top_k=10, seed=2), 1000),
-    (SamplingParams(temperature=0.8, top_p=0.5, seed=3), 1000),  # nucleus within the candidates
-    (SamplingParams(temperature=2.0, top_p=0.9, seed=4), 400),  # nucleus past them: GPU cut
-    (SamplingParams(temperature=1.0, top_k=100, seed=5), 400),  # top_k > CANDIDATES: GPU cut
-    (SamplingParams(temperature=1.0, top_k=100, top_p=0.8, seed=6), 400),
-], ids=["plain", "top_k", "top_p_inside", "top_p_past", "top_k_past", "top_k_past+top_p"])
+@pytest.mark.parametrize(
+    "params,n",
+    [
+        (SamplingParams(temperature=1.0, seed=1), 1500),  # candidates, or the tail on the GPU past their mass
+        (SamplingParams(temperature=1.0, top_k=10, seed=2), 1000),
+        (SamplingParams(temperature=0.8, top_p=0.5, seed=3), 1000),  # nucleus within the candidates
+        (SamplingParams(temperature=2.0, top_p=0.9, seed=4), 400),  # nucleus past them: GPU cut
+        (SamplingParams(temperature=1.0, top_k=100, seed=5), 400),  # top_k > CANDIDATES: GPU cut
+        (SamplingParams(temperature=1.0, top_k=100, top_p=0.8, seed=6), 400),
+    ],
+    ids=["plain", "top_k", "top_p_inside", "top_p_past", "top_k_past", "top_k_past+top_p"],
+)
 def test_draw_distribution(params, n):
     x = peaked_logits()
     probs = reference_probs(x, params.temperature, params.top_k, params.top_p)

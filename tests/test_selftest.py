@@ -1,5 +1,6 @@
 """The "Check this device" suite (py_engine/selftest/) on the desktop GPU (lavapipe here): every
 test passes, each can fail on its own without stopping the others, and the CLI prints the report."""
+
 import asyncio
 import json
 import subprocess
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
-
 from gpu_harness import device
+
 from py_engine.gpu import Limits
 from py_engine.selftest import compute_checks, kernel_checks, memory_checks
 from py_engine.selftest.runner import CheckFailed
@@ -125,7 +126,10 @@ def test_references():
 
 
 def test_report_text():
-    results = [{"name": "A", "ok": True, "detail": "fine", "ms": 1.5}, {"name": "B", "ok": False, "detail": "bad", "ms": 2}]
+    results = [
+        {"name": "A", "ok": True, "detail": "fine", "ms": 1.5},
+        {"name": "B", "ok": False, "detail": "bad", "ms": 2},
+    ]
     report = device_report(device()[0], results, submit={"strategy": "single-pass", "group": None, "reason": "desktop"})
     assert report["passed"] == 1 and report["failed"] == 1 and report["limits"]["max_storage_binding"] == 128 << 20
     text = format_report(report)
@@ -134,8 +138,9 @@ def test_report_text():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "py_engine", "check", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "py_engine", "check", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow  # the device check's CLI, twice
@@ -180,8 +185,14 @@ def test_worker_diagnose_is_refused_while_busy(worker):
     handle, state, events = worker
     state.serving = "load-1"
     handle({"type": "diagnose", "id": "d2", "options": {}})
-    assert events == [{"type": "error", "id": "d2", "kind": "diagnose",
-                       "message": "busy with request 'load-1'; wait for it or cancel it"}]
+    assert events == [
+        {
+            "type": "error",
+            "id": "d2",
+            "kind": "diagnose",
+            "message": "busy with request 'load-1'; wait for it or cancel it",
+        }
+    ]
     assert state.serving == "load-1"
 
 

@@ -3,6 +3,7 @@
 The server runs under uvicorn on a free loopback port in a thread, and requests go through
 http.client, which sends paths as written (httpx and browsers would fold "/../" before sending).
 """
+
 import base64
 import hashlib
 import http.client
@@ -22,9 +23,9 @@ import pytest
 pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
+from app.__main__ import bind  # noqa: E402
 from app.models import ModelPathError, ModelRegistry  # noqa: E402
 from app.server import create_app  # noqa: E402
-from app.__main__ import bind  # noqa: E402
 from py_engine.catalog import DEFAULT_MODEL, MODELS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,8 +101,9 @@ def test_api_models(server):
     assert set(models) == {"llama-f32", DEFAULT_MODEL}
     hf = models["llama-f32"]
     assert hf["kind"] == "hf" and hf["default"] is True  # the model named on the command line comes first
-    assert hf["files"] == {name: (FIXTURE / name).stat().st_size
-                           for name in ("config.json", "generation_config.json", "model.safetensors")}
+    assert hf["files"] == {
+        name: (FIXTURE / name).stat().st_size for name in ("config.json", "generation_config.json", "model.safetensors")
+    }
     gguf = models[DEFAULT_MODEL]
     assert gguf["kind"] == "gguf" and gguf["default"] is False
     assert gguf["files"] == {MODELS[DEFAULT_MODEL].filename: MODELS[DEFAULT_MODEL].size}
@@ -126,7 +128,9 @@ def test_sidecar_sha256_is_a_files_hash(tmp_path):
     path.write_bytes(b"GGUF1234")
     digest = hashlib.sha256(b"GGUF1234").hexdigest()
     st = path.stat()
-    (tmp_path / "m.gguf.sha256").write_text(json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    (tmp_path / "m.gguf.sha256").write_text(
+        json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    )
     assert file_hash(path, st) == {"sha256": digest}
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # changed since: the sidecar is stale
     assert "etag" in file_hash(path, path.stat())
@@ -145,7 +149,10 @@ def test_registry_defaults_and_ids(tmp_path):
     shutil.copy(gguf, tmp_path / "b" / gguf.name)
     both = ModelRegistry([gguf, tmp_path / "b" / gguf.name, DEFAULT_MODEL], include_cache=False, cache_dir=cache)
     assert [(m.id, m.kind, m.default) for m in both.models()] == [
-        ("my-model.q4_0", "gguf", True), ("my-model.q4_0-2", "gguf", False), (DEFAULT_MODEL, "gguf", False)]
+        ("my-model.q4_0", "gguf", True),
+        ("my-model.q4_0-2", "gguf", False),
+        (DEFAULT_MODEL, "gguf", False),
+    ]
     for bad in (tmp_path / "missing", tmp_path / "a", "qwen2.5-coder-0.5b-instruct"):  # no dir config; not cached
         with pytest.raises(ModelPathError):
             ModelRegistry([bad], cache_dir=cache)
@@ -186,24 +193,48 @@ def test_etag_and_not_modified(server):
     assert request(port, "/models/llama-f32/config.json", {"Range": "bytes=0-1", "If-Range": etag})[0] == 206
 
 
-@pytest.mark.parametrize("path", [
-    "/models/llama-f32/reference.json",  # exists, but not a listed model file
-    "/models/nope/config.json", "/models/llama-f32/", "/models/llama-f32/missing.json",
-    "/static/no-such-file.js", "/pyodide/nope.wasm", "/wheels/nope.whl", "/worker/nope.js", "/nope",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/models/llama-f32/reference.json",  # exists, but not a listed model file
+        "/models/nope/config.json",
+        "/models/llama-f32/",
+        "/models/llama-f32/missing.json",
+        "/static/no-such-file.js",
+        "/pyodide/nope.wasm",
+        "/wheels/nope.whl",
+        "/worker/nope.js",
+        "/nope",
+    ],
+)
 def test_missing_and_unlisted_files(server, path):
     assert request(server["port"], path)[0] == 404
 
 
 TRAVERSALS = [
-    "/models/llama-f32/../../pyproject.toml", "/models/llama-f32/%2e%2e/%2e%2e/pyproject.toml",
-    "/models/..%2f..%2f/pyproject.toml", "/models/llama-f32/..%2freference.json",
-    "/static/../Makefile", "/static/%2e%2e/Makefile", "/static/%2E%2E%2FMakefile", "/static/..%5cMakefile",
-    "/static//etc/passwd", "/static/%2fetc%2fpasswd", "/static/.%2e/Makefile", "/static/./index.html%00",
-    "/pyodide/../../..", "/pyodide/../../../Makefile", "/pyodide/%2e%2e/%2e%2e/%2e%2e/pyproject.toml",
-    "/wheels/../wisp-lock.json", "/wheels/%2e%2e/%2e%2e/%2e%2e/Makefile", "/worker/../app/server.py",
-    "/static/../.git/config", "/wisp-lock.json/../Makefile",
-    "/sw.js/../Makefile", "/manifest.webmanifest/%2e%2e/Makefile", "/version.json/../pyproject.toml",
+    "/models/llama-f32/../../pyproject.toml",
+    "/models/llama-f32/%2e%2e/%2e%2e/pyproject.toml",
+    "/models/..%2f..%2f/pyproject.toml",
+    "/models/llama-f32/..%2freference.json",
+    "/static/../Makefile",
+    "/static/%2e%2e/Makefile",
+    "/static/%2E%2E%2FMakefile",
+    "/static/..%5cMakefile",
+    "/static//etc/passwd",
+    "/static/%2fetc%2fpasswd",
+    "/static/.%2e/Makefile",
+    "/static/./index.html%00",
+    "/pyodide/../../..",
+    "/pyodide/../../../Makefile",
+    "/pyodide/%2e%2e/%2e%2e/%2e%2e/pyproject.toml",
+    "/wheels/../wisp-lock.json",
+    "/wheels/%2e%2e/%2e%2e/%2e%2e/Makefile",
+    "/worker/../app/server.py",
+    "/static/../.git/config",
+    "/wisp-lock.json/../Makefile",
+    "/sw.js/../Makefile",
+    "/manifest.webmanifest/%2e%2e/Makefile",
+    "/version.json/../pyproject.toml",
     "/static/sw.js/../../Makefile",
 ]
 
@@ -231,10 +262,14 @@ def test_symlink_out_of_a_root_refused(tmp_path, web_build):
 def test_mime_types(server, web_build):
     port = server["port"]
     wheel = next((web_build / "wheels").glob("wisp-*.whl")).name
-    for path, expected in [("/pyodide/pyodide.asm.wasm", "application/wasm"),
-                           ("/pyodide/pyodide.mjs", "text/javascript"), ("/wisp-lock.json", "application/json"),
-                           ("/pyodide/python_stdlib.zip", "application/zip"), (f"/wheels/{wheel}", "application/zip"),
-                           ("/models/llama-f32/model.safetensors", "application/octet-stream")]:
+    for path, expected in [
+        ("/pyodide/pyodide.asm.wasm", "application/wasm"),
+        ("/pyodide/pyodide.mjs", "text/javascript"),
+        ("/wisp-lock.json", "application/json"),
+        ("/pyodide/python_stdlib.zip", "application/zip"),
+        (f"/wheels/{wheel}", "application/zip"),
+        ("/models/llama-f32/model.safetensors", "application/octet-stream"),
+    ]:
         status, headers, _ = request(port, path, method="HEAD")
         assert status == 200 and headers["content-type"].split(";")[0] == expected, path
     if (ROOT / "static" / "index.html").exists():
@@ -263,8 +298,14 @@ def test_pwa_routes(server, web_build):
     shell = json.loads(body)
     assert shell == json.loads((web_build / "version.json").read_text())  # the build wrote the same
     files = shell["files"]
-    assert {"/", "/manifest.webmanifest", "/static/app.js", "/worker/worker.js", "/wisp-lock.json",
-            "/pyodide/pyodide.asm.wasm"} <= set(files)
+    assert {
+        "/",
+        "/manifest.webmanifest",
+        "/static/app.js",
+        "/worker/worker.js",
+        "/wisp-lock.json",
+        "/pyodide/pyodide.asm.wasm",
+    } <= set(files)
     assert any(f.startswith("/wheels/wisp-") for f in files)
     assert not [f for f in files if f.startswith(("/models/", "/api/")) or f in ("/sw.js", "/version.json")]
     for url in files:  # everything the service worker precaches is there (its install is all or nothing)
@@ -313,17 +354,28 @@ def test_lock_file(server, web_build):
 def test_wheels(web_build, tmp_path):
     wheel = next((web_build / "wheels").glob("wisp-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    shaders = {f"py_engine/shaders/{p.relative_to(ROOT / 'shaders').as_posix()}" for p in (ROOT / "shaders").rglob("*.wgsl")}
-    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "py_engine").rglob("*.py") if "__pycache__" not in p.parts}
+    shaders = {
+        f"py_engine/shaders/{p.relative_to(ROOT / 'shaders').as_posix()}" for p in (ROOT / "shaders").rglob("*.wgsl")
+    }
+    sources = {
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "py_engine").rglob("*.py") if "__pycache__" not in p.parts
+    }
     assert shaders and shaders <= names and sources <= names
     assert any(name.startswith("py_engine/shaders/weights/") for name in names)
     # Installed (a wheel is unpacked as is), the engine finds its shaders inside itself.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR; "
-            "print(SHADER_DIR, len((SHADER_DIR / 'gemv.wgsl').read_text()), (WEIGHTS_DIR / 'q4_k.wgsl').is_file())")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)},
-                         capture_output=True, text=True)
+    code = (
+        "from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR; "
+        "print(SHADER_DIR, len((SHADER_DIR / 'gemv.wgsl').read_text()), (WEIGHTS_DIR / 'q4_k.wgsl').is_file())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     shader_dir, length, weights = out.stdout.split()
     assert Path(shader_dir) == site / "py_engine" / "shaders" and int(length) > 0 and weights == "True"
@@ -368,11 +420,21 @@ def test_pyodide_boots_offline_in_node(web_build, tmp_path):
 
 def test_cli(web_build, tmp_path):
     env = {**os.environ, "WISP_MODEL_CACHE": str(tmp_path)}
-    bad = subprocess.run([sys.executable, "-m", "app", "--model", str(tmp_path / "nope.gguf")], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "app", "--model", str(tmp_path / "nope.gguf")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", "0", "--no-default", "--model", str(FIXTURE)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", "0", "--no-default", "--model", str(FIXTURE)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("Wisp: http://127.0.0.1:")

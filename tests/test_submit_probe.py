@@ -2,6 +2,7 @@
 chain: a probe message's arguments are checked, and run_probe compares the batched run with the
 one-by-one run and with the CPU reference, and sets the device's submit group back whatever happens.
 The page's half (the ladder, the crash breadcrumb) runs in Chromium: tests/test_browser_submit_probe.py."""
+
 import asyncio
 
 import pytest

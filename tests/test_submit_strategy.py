@@ -2,6 +2,7 @@
 submit_workarounds), as pure rules: a desktop engine gets the single pass, WebKit grouped submits of
 64 dispatches, ?group= overrides both, and a submit probe's answer (tests/test_submit_probe.py) sets
 WebKit's group. tests/test_browser_submit_strategy.py checks the same choices end to end in Chromium."""
+
 import pytest
 
 from py_engine.gpu.device import GpuError

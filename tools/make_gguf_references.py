@@ -9,6 +9,7 @@ first 16 greedy tokens. Needs torch, transformers>=5 and gguf (see ../shared/PLA
 
     python tools/make_gguf_references.py [--model NAME=PATH.gguf ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,24 +36,36 @@ def reference(path: Path) -> dict:
     model.eval()
     cases = []
     for prompt in PROMPTS:
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                      tokenize=True, return_dict=False)
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         ids = [int(i) for i in ids]
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0, -1].double()
-            out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False,
-                                 temperature=None, top_p=None, top_k=None)
-        greedy = [int(t) for t in out[0, len(ids):]]
+            out = model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+            )
+        greedy = [int(t) for t in out[0, len(ids) :]]
         top = torch.topk(logits, TOP).indices.tolist()
         sample = sorted(set(top) | set(range(0, logits.numel(), STRIDE)))
-        cases.append({
-            "prompt": prompt, "prompt_ids": ids, "greedy": greedy,
-            "greedy_text": tok.decode(greedy),
-            "logit_ids": sample, "logits": [round(float(logits[i]), 5) for i in sample],
-            "max_abs_logit": float(logits.abs().max()),
-        })
+        cases.append(
+            {
+                "prompt": prompt,
+                "prompt_ids": ids,
+                "greedy": greedy,
+                "greedy_text": tok.decode(greedy),
+                "logit_ids": sample,
+                "logits": [round(float(logits[i]), 5) for i in sample],
+                "max_abs_logit": float(logits.abs().max()),
+            }
+        )
         print(f"{path.name}: {prompt!r} → {tok.decode(greedy)!r}")
     return {"model": path.name, "cases": cases}
 

@@ -1,4 +1,4 @@
-"""Tokenizer and config references for the real GGUF models, from HF transformers' GGUF loader.
+r"""Tokenizer and config references for the real GGUF models, from HF transformers' GGUF loader.
 
 For each model: ~40 varied strings -> ids (with and without special tokens) and the decoded text,
 2-3 conversations rendered by the chat template stored in the GGUF (text and ids), and the config
@@ -21,6 +21,7 @@ transformers nor torch (transformers' GGUF loader imports torch).
 Without --model, the catalog models come from py_engine.model_cache.ensure_model (downloaded on
 first use).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,7 @@ TEXTS = [
     "for (int i = 0; i < n; ++i) { sum += a[i]; }",
     "const add = (a, b) => a + b; // arrow\nconsole.log(add(1, 2));",
     "SELECT name, COUNT(*) FROM users WHERE age >= 18 GROUP BY name;",
-    "<div class=\"x\">&amp; &lt;tag&gt;</div>",
+    '<div class="x">&amp; &lt;tag&gt;</div>',
     "1234567 3.14159 12 345",
     "2024-01-15T08:30:00Z",
     "$1,000,000.99 and 50% off; 0x1F, 1e-9, -42",
@@ -73,7 +74,7 @@ TEXTS = [
     "x<|endoftext|>y",
     "<|im_end|><|im_end|>",
     " <|im_start|> spaced <|im_end|> ",
-    "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+    '<tool_call>\n{"name": "f"}\n</tool_call>',
     "<|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>",
     "<repo_name>wisp<file_sep><filename>a.py",
     "<|not_a_token|> <s> </s> [INST]",
@@ -96,9 +97,21 @@ CONVERSATIONS = [
     ],
 ]
 
-CONFIG_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "rms_norm_eps", "max_position_embeddings",
-               "tie_word_embeddings", "bos_token_id", "eos_token_id", "model_type")
+CONFIG_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "bos_token_id",
+    "eos_token_id",
+    "model_type",
+)
 
 
 def sha256(path: Path) -> str:
@@ -127,10 +140,12 @@ def split_fixes() -> dict:
     from tokenizers import pre_tokenizers
 
     return {
-        "smollm": pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]),
+        "smollm": pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        ),
     }
 
 
@@ -194,21 +209,35 @@ def hf_rope_theta(hf) -> float:
     return params.get("rope_theta", getattr(hf, "rope_theta", None))
 
 
-SYNTHETIC_CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                         "num_key_value_heads", "head_dim", "rms_norm_eps", "vocab_size", "tie_word_embeddings",
-                         "max_position_embeddings", "sliding_window")
+SYNTHETIC_CONFIG_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "sliding_window",
+)
 
 
 def synthetic_reference() -> dict:
     """transformers' ids, decodings and config numbers for the files in gguf_synthetic.RECIPES."""
-    import transformers
-
     import gguf_synthetic as syn
+    import transformers
 
     def encode_entry(hf, text):
         ids = hf.encode(text, add_special_tokens=False)
-        return {"text": text, "ids": ids, "ids_with_special": hf.encode(text, add_special_tokens=True),
-                "decoded": hf.decode(ids), "decoded_skip_special": hf.decode(ids, skip_special_tokens=True)}
+        return {
+            "text": text,
+            "ids": ids,
+            "ids_with_special": hf.encode(text, add_special_tokens=True),
+            "decoded": hf.decode(ids),
+            "decoded_skip_special": hf.decode(ids, skip_special_tokens=True),
+        }
 
     files = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,8 +249,9 @@ def synthetic_reference() -> dict:
                 entry["encode"] = [encode_entry(hf, text) for text in syn.SPM_HF_TEXTS]
             elif name.startswith("byte-level-"):
                 hf = transformers.AutoTokenizer.from_pretrained(tmp, gguf_file=path.name)
-                entry["encode"] = [{"text": text, "ids": hf.encode(text, add_special_tokens=False)}
-                                   for text in syn.BYTE_LEVEL_HF_TEXTS]
+                entry["encode"] = [
+                    {"text": text, "ids": hf.encode(text, add_special_tokens=False)} for text in syn.BYTE_LEVEL_HF_TEXTS
+                ]
             else:
                 hf = transformers.AutoConfig.from_pretrained(tmp, gguf_file=path.name)
                 entry["config"] = {key: getattr(hf, key, None) for key in SYNTHETIC_CONFIG_KEYS}
@@ -232,10 +262,16 @@ def synthetic_reference() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH.gguf",
-                        help="a model and its file (default: the catalog models via ensure_model)")
-    parser.add_argument("--only", choices=("models", "synthetic"),
-                        help="write only the real models' references, or only synthetic.json")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=PATH.gguf",
+        help="a model and its file (default: the catalog models via ensure_model)",
+    )
+    parser.add_argument(
+        "--only", choices=("models", "synthetic"), help="write only the real models' references, or only synthetic.json"
+    )
     args = parser.parse_args(argv)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     if args.only != "synthetic":

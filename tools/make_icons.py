@@ -11,6 +11,7 @@ zlib + struct. No network, no imaging library. Outputs:
     icon-maskable-192.png, icon-maskable-512.png   purpose "maskable": full-bleed gradient, the flame scaled
                                                    into the central safe zone (a circle of radius 40%)
 """
+
 from __future__ import annotations
 
 import math
@@ -24,13 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 
 # From static/icon.svg (64 x 64 user units).
-STOPS = [(0.0, (0x5a, 0x46, 0xe8)), (0.55, (0x7c, 0x5c, 0xf5)), (1.0, (0x2f, 0xc4, 0xe8))]
+STOPS = [(0.0, (0x5A, 0x46, 0xE8)), (0.55, (0x7C, 0x5C, 0xF5)), (1.0, (0x2F, 0xC4, 0xE8))]
 GRADIENT = ((8.0, 60.0), (56.0, 4.0))
 CORNER = 15.0
-FLAME = ("M35.5 9c1.4 9.2 14.5 13.6 14.5 27.5C50 46.7 42 54 32 54s-18-7.3-18-17.2c0-8.3 5-13.5 9.2-16.8"
-         "-.3 5.9 1.8 9.6 5.6 11-2.4-8.8.1-16.4 6.7-22z")
-INNER = ("M32.3 48.5c-4.7 0-8.1-3.3-8.1-7.6 0-4.4 3.3-7 6.1-9.2.2 3.7 2.2 5.8 4.6 5.8 2 0 3.1-1.7 2.9-4.3"
-         " 2.7 2.3 3.4 5.1 3.4 7.7 0 4.3-3.7 7.6-8.9 7.6z")
+FLAME = (
+    "M35.5 9c1.4 9.2 14.5 13.6 14.5 27.5C50 46.7 42 54 32 54s-18-7.3-18-17.2c0-8.3 5-13.5 9.2-16.8"
+    "-.3 5.9 1.8 9.6 5.6 11-2.4-8.8.1-16.4 6.7-22z"
+)
+INNER = (
+    "M32.3 48.5c-4.7 0-8.1-3.3-8.1-7.6 0-4.4 3.3-7 6.1-9.2.2 3.7 2.2 5.8 4.6 5.8 2 0 3.1-1.7 2.9-4.3"
+    " 2.7 2.3 3.4 5.1 3.4 7.7 0 4.3-3.7 7.6-8.9 7.6z"
+)
 SUB = 4  # sub-rows per pixel
 
 
@@ -82,8 +87,12 @@ def parse_path(d: str) -> list[list[tuple[float, float]]]:
             for k in range(1, 25):
                 t = k / 24
                 u = 1 - t
-                poly.append((u ** 3 * p0[0] + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t ** 3 * end[0],
-                             u ** 3 * p0[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t ** 3 * end[1]))
+                poly.append(
+                    (
+                        u**3 * p0[0] + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t**3 * end[0],
+                        u**3 * p0[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t**3 * end[1],
+                    )
+                )
             last_ctrl = c2
             x, y = end
         else:
@@ -155,11 +164,14 @@ def render(size: int, maskable: bool) -> bytes:
         flame_scale, centre = 0.75, (32.0, 31.5)  # flame box ~36 x 45 units -> fits radius 25.6 units
 
         def to_px(p):
-            return ((centre[0] + (p[0] - centre[0]) * flame_scale) * scale,
-                    (centre[1] + (p[1] - centre[1]) * flame_scale) * scale)
+            return (
+                (centre[0] + (p[0] - centre[0]) * flame_scale) * scale,
+                (centre[1] + (p[1] - centre[1]) * flame_scale) * scale,
+            )
 
         background = [1.0] * (size * size)
     else:
+
         def to_px(p):
             return (p[0] * scale, p[1] * scale)
 

@@ -10,6 +10,7 @@ Block formats get random quants and small valid f16 scales (random bytes would m
 infinite scales); float vectors (norm weights, biases) get values near 1 and 0. numpy is fine here:
 this is a desktop tool.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,14 @@ from py_engine.formats.gguf import parse_gguf, read_gguf  # noqa: E402
 
 # Byte offsets of the f16 scale fields inside one block, and the block's size.
 SCALE_FIELDS = {
-    "Q8_0": ((0,), 34), "Q4_0": ((0,), 18), "Q4_1": ((0, 2), 20), "Q5_0": ((0,), 22), "Q5_1": ((0, 2), 24),
-    "Q4_K": ((0, 2), 144), "Q5_K": ((0, 2), 176), "Q6_K": ((208,), 210),
+    "Q8_0": ((0,), 34),
+    "Q4_0": ((0,), 18),
+    "Q4_1": ((0, 2), 20),
+    "Q5_0": ((0,), 22),
+    "Q5_1": ((0, 2), 24),
+    "Q4_K": ((0, 2), 144),
+    "Q5_K": ((0, 2), 176),
+    "Q6_K": ((208,), 210),
 }
 
 
@@ -47,13 +54,13 @@ def tensor_bytes(info, rng) -> bytes:
     blocks = rng.integers(0, 256, (info.nbytes // size, size), dtype=np.uint8)
     for at in fields:
         scales = (0.002 * (1 + rng.random(len(blocks)))).astype(np.float16)
-        blocks[:, at:at + 2] = scales.view(np.uint8).reshape(-1, 2)
+        blocks[:, at : at + 2] = scales.view(np.uint8).reshape(-1, 2)
     return blocks.tobytes()
 
 
 def expand(head: Path, out: Path, seed: int = 0) -> None:
     data = head.read_bytes()
-    gguf = parse_gguf(lambda offset, count: data[offset:offset + count], 1 << 50, head)
+    gguf = parse_gguf(lambda offset, count: data[offset : offset + count], 1 << 50, head)
     rng = np.random.default_rng(seed)
     with open(out, "wb") as f:
         f.write(data)

@@ -11,12 +11,13 @@ HTTP range request per chunk, and the tensor bytes are never touched here. Every
 is checked against the bytes left in the file before anything is allocated, so a corrupt header
 fails with a `ModelFileError` naming the file and the spot instead of exhausting memory.
 """
+
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import ModelFileError
 from .safetensors import TensorInfo
@@ -72,13 +73,33 @@ GGML_BLOCKS: dict[str, tuple[int, int]] = {name: (block, size) for name, block, 
 # Metadata value types.
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 _SCALARS: dict[int, struct.Struct] = {
-    UINT8: struct.Struct("<B"), INT8: struct.Struct("<b"), UINT16: struct.Struct("<H"),
-    INT16: struct.Struct("<h"), UINT32: struct.Struct("<I"), INT32: struct.Struct("<i"),
-    FLOAT32: struct.Struct("<f"), BOOL: struct.Struct("<?"), UINT64: struct.Struct("<Q"),
-    INT64: struct.Struct("<q"), FLOAT64: struct.Struct("<d"),
+    UINT8: struct.Struct("<B"),
+    INT8: struct.Struct("<b"),
+    UINT16: struct.Struct("<H"),
+    INT16: struct.Struct("<h"),
+    UINT32: struct.Struct("<I"),
+    INT32: struct.Struct("<i"),
+    FLOAT32: struct.Struct("<f"),
+    BOOL: struct.Struct("<?"),
+    UINT64: struct.Struct("<Q"),
+    INT64: struct.Struct("<q"),
+    FLOAT64: struct.Struct("<d"),
 }
-_TYPE_NAMES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array",
-               "uint64", "int64", "float64")
+_TYPE_NAMES = (
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "uint32",
+    "int32",
+    "float32",
+    "bool",
+    "string",
+    "array",
+    "uint64",
+    "int64",
+    "float64",
+)
 # The fewest bytes one value of each type takes: what the absurd-count guard multiplies by.
 _MIN_BYTES = {**{t: s.size for t, s in _SCALARS.items()}, STRING: 8, ARRAY: 12}
 
@@ -108,6 +129,7 @@ def read_gguf(path) -> GGUFFile:
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as file:
+
             def read_at(offset: int, length: int) -> bytes:
                 file.seek(offset)
                 return file.read(length)
@@ -147,8 +169,10 @@ class _Parser:
         return self.base + self.pos
 
     def truncated(self, needed: int):
-        self.fail(f"truncated: the file ends inside {self.where} (needs {needed} bytes at offset {self.offset()}, "
-                  f"the file has {self.size} bytes)")
+        self.fail(
+            f"truncated: the file ends inside {self.where} (needs {needed} bytes at offset {self.offset()}, "
+            f"the file has {self.size} bytes)"
+        )
 
     # ---- buffered reads ----
 
@@ -159,7 +183,7 @@ class _Parser:
         start = self.offset()
         if start + count > self.size:
             self.truncated(count)
-        keep = self.buf[self.pos:]
+        keep = self.buf[self.pos :]
         want = min(max(count - len(keep), CHUNK), self.size - start - len(keep))
         data = self.read_at(start + len(keep), want)
         if len(data) < count - len(keep):
@@ -174,7 +198,7 @@ class _Parser:
 
     def take(self, count: int) -> bytes:
         self.ensure(count)
-        data = self.buf[self.pos:self.pos + count]
+        data = self.buf[self.pos : self.pos + count]
         self.pos += count
         return data
 
@@ -183,8 +207,10 @@ class _Parser:
         left = self.size - self.offset()
         if count * item_bytes > left:
             need = f"{count} items need at least {count * item_bytes} bytes, " if item_bytes > 1 else ""
-            self.fail(f"{self.where}: {what} {count} runs past the end of the file ({need}only {left} bytes "
-                      f"remain): truncated or corrupt")
+            self.fail(
+                f"{self.where}: {what} {count} runs past the end of the file ({need}only {left} bytes "
+                f"remain): truncated or corrupt"
+            )
 
     def string(self, strict: bool = True) -> str:
         length = self.unpack(_U64)
@@ -250,7 +276,7 @@ class _Parser:
                 self.check_count(length, 1, "string length")
                 self.ensure(length)
                 buf, pos = self.buf, self.pos
-            raw = buf[pos:pos + length]
+            raw = buf[pos : pos + length]
             pos += length
             try:
                 append(raw.decode("utf-8"))
@@ -295,8 +321,12 @@ class _Parser:
                 types[key] = value_type
 
         alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 \
-                or alignment & (alignment - 1):
+        if (
+            isinstance(alignment, bool)
+            or not isinstance(alignment, int)
+            or alignment <= 0
+            or alignment & (alignment - 1)
+        ):
             self.fail(f"general.alignment must be a positive power of two, got {alignment!r}")
 
         self.where = "the file header"
@@ -321,8 +351,10 @@ class _Parser:
         end_of_infos = self.offset()
         data_offset = -(-end_of_infos // alignment) * alignment
         if raw_infos and data_offset > self.size:
-            self.fail(f"truncated: the data section would start at byte {data_offset}, past the end of the file "
-                      f"({self.size} bytes)")
+            self.fail(
+                f"truncated: the data section would start at byte {data_offset}, past the end of the file "
+                f"({self.size} bytes)"
+            )
         tensors = {}
         for name, dims, type_id, offset in raw_infos:
             tensors[name] = self.tensor_info(name, dims, type_id, offset, data_offset, alignment)
@@ -336,8 +368,9 @@ class _Parser:
         for dim in dims:
             count *= dim
         if count > self.size * 8:  # more elements than bits in the file: no ggml type packs that tight
-            self.fail(f"tensor {name!r}: dimensions {dims} ({count} elements) cannot fit in a file of "
-                      f"{self.size} bytes")
+            self.fail(
+                f"tensor {name!r}: dimensions {dims} ({count} elements) cannot fit in a file of {self.size} bytes"
+            )
         row = dims[0] if dims else 1
         if row % block:
             self.fail(f"tensor {name!r}: its row length {row} is not a multiple of the {dtype} block size {block}")
@@ -346,6 +379,8 @@ class _Parser:
             self.fail(f"tensor {name!r}: data offset {offset} is not a multiple of the alignment {alignment}")
         start = data_offset + offset
         if start + nbytes > self.size:
-            self.fail(f"tensor {name!r}: data ends at byte {start + nbytes} (starts at {start}, {nbytes} bytes), "
-                      f"past the end of the file ({self.size} bytes): truncated")
+            self.fail(
+                f"tensor {name!r}: data ends at byte {start + nbytes} (starts at {start}, {nbytes} bytes), "
+                f"past the end of the file ({self.size} bytes): truncated"
+            )
         return TensorInfo(name, dtype, tuple(reversed(dims)), start, nbytes, self.path)

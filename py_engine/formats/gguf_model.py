@@ -5,6 +5,7 @@ Everything comes from the header `gguf.read_gguf` / `parse_gguf` returns: `gener
 picks the `<arch>.*` keys of the config, and llama.cpp's tensor names are mapped onto the HF names
 our graph builders use.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,7 +47,8 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         raise ModelFileError(path, "missing metadata key 'general.architecture'")
     if arch not in HF_ARCHITECTURE:
         raise UnsupportedArchitectureError(
-            f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(HF_ARCHITECTURE))}")
+            f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(HF_ARCHITECTURE))}"
+        )
 
     def key(name: str, default=_REQUIRED, kind=int):
         full = f"{arch}.{name}"
@@ -121,9 +123,20 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
 
 
 # Token texts llama.cpp also stops on (llama-vocab.cpp's end-of-generation list), whatever eos says.
-END_OF_GENERATION_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-                           "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
-                           "<end_of_utterance>")
+END_OF_GENERATION_TEXTS = (
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+)
 
 
 def end_of_generation_ids(meta: dict) -> list[int]:
@@ -162,8 +175,11 @@ def _rope_scaling(key, path, arch) -> dict | None:
         scaling["low_freq_factor"] = key("rope.scaling.low_freq_factor", 1.0, float)
         scaling["high_freq_factor"] = key("rope.scaling.high_freq_factor", 4.0, float)
     elif kind == "yarn":
-        for name, hf_name in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow"),
-                              ("yarn_log_multiplier", "mscale")):
+        for name, hf_name in (
+            ("yarn_beta_fast", "beta_fast"),
+            ("yarn_beta_slow", "beta_slow"),
+            ("yarn_log_multiplier", "mscale"),
+        ):
             value = key(f"rope.scaling.{name}", None, float)
             if value is not None:
                 scaling[hf_name] = value

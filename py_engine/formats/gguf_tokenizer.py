@@ -5,6 +5,7 @@ The reference is what HF transformers builds from the same file
 (`AutoTokenizer.from_pretrained(dir, gguf_file=...)`); where llama.cpp and transformers disagree,
 the comments say which one we follow and why.
 """
+
 from __future__ import annotations
 
 from ..errors import ModelFileError
@@ -17,17 +18,24 @@ from .gguf_model import end_of_generation_ids
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 _GPT2_SPLIT = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
-_QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def _regex_then_bytes(regex: str) -> dict:
-    return {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
-    ]}
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+        ],
+    }
 
 
 # tokenizer.ggml.pre -> (HF pre_tokenizer section, ignore_merges). The splits are llama.cpp's
@@ -38,9 +46,13 @@ PRE_TOKENIZERS = {
     "default": (_GPT2_SPLIT, False),
     "gpt-2": (_GPT2_SPLIT, False),
     # Digits one by one, then GPT-2's split (SmolLM's and StarCoder's tokenizer.json).
-    **{name: ({"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": True}, _GPT2_SPLIT]}, False)
-       for name in ("smollm", "starcoder", "refact", "command-r", "codeshell")},
+    **{
+        name: (
+            {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _GPT2_SPLIT]},
+            False,
+        )
+        for name in ("smollm", "starcoder", "refact", "command-r", "codeshell")
+    },
     **{name: (_regex_then_bytes(_QWEN2_REGEX), False) for name in ("qwen2", "stablelm2", "deepseek-r1-qwen")},
     # Llama-3 matches a whole word that is itself a token before merging (ignore_merges), as its
     # tokenizer.json and llama.cpp do.
@@ -90,22 +102,32 @@ def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
     if chat_template is not None and not isinstance(chat_template, str):
         raise ModelFileError(path, "tokenizer.chat_template is not a string")
     common = dict(
-        bos_id=bos_id, eos_ids=eos_ids, add_eos=_flag(meta, path, "tokenizer.ggml.add_eos_token", False),
-        chat_template=chat_template, template_tokens=template_tokens, source=path,
+        bos_id=bos_id,
+        eos_ids=eos_ids,
+        add_eos=_flag(meta, path, "tokenizer.ggml.add_eos_token", False),
+        chat_template=chat_template,
+        template_tokens=template_tokens,
+        source=path,
     )
 
     if model == "gpt2":
         pre = meta.get("tokenizer.ggml.pre", "default")
         if pre not in PRE_TOKENIZERS:
-            raise ModelFileError(path, f"unsupported tokenizer.ggml.pre {pre!r} (supported: "
-                                       f"{', '.join(sorted(PRE_TOKENIZERS))})")
+            raise ModelFileError(
+                path, f"unsupported tokenizer.ggml.pre {pre!r} (supported: {', '.join(sorted(PRE_TOKENIZERS))})"
+            )
         pre_tokenizer, ignore_merges = PRE_TOKENIZERS[pre]
         merges = _list_of(meta, path, "tokenizer.ggml.merges", str)
         vocab, added = _byte_level_vocab(tokens, types, named_ids)
         return Tokenizer.from_spec(
-            model_type="bpe", vocab=vocab, merges=merges, added_tokens=added,
-            pre_tokenizer=pre_tokenizer, ignore_merges=ignore_merges,
-            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", False), **common,
+            model_type="bpe",
+            vocab=vocab,
+            merges=merges,
+            added_tokens=added,
+            pre_tokenizer=pre_tokenizer,
+            ignore_merges=ignore_merges,
+            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", False),
+            **common,
         )
     if model == "llama":
         scores = _list_of(meta, path, "tokenizer.ggml.scores", (int, float))
@@ -113,21 +135,34 @@ def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
             raise ModelFileError(path, f"tokenizer.ggml.scores has {len(scores)} entries for {len(tokens)} tokens")
         add_space_prefix = _flag(meta, path, "tokenizer.ggml.add_space_prefix", True)
         return Tokenizer.from_spec(
-            model_type="sentencepiece-bpe", vocab=_unique_vocab(tokens), scores=[float(s) for s in scores],
+            model_type="sentencepiece-bpe",
+            vocab=_unique_vocab(tokens),
+            scores=[float(s) for s in scores],
             added_tokens=_added_tokens(tokens, types, named_ids),
             # transformers' LlamaTokenizer: "▁" replaces spaces and is prepended to the input's
             # start only (llama.cpp also prepends it after every special token, the "legacy" way).
             normalizer=None,
-            pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "split": False,
-                           "prepend_scheme": "first" if add_space_prefix else "never"},
-            decoder={"type": "Sequence", "decoders": [
-                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                {"type": "ByteFallback"}, {"type": "Fuse"},
-                *([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if add_space_prefix else []),
-            ]},
-            unk_token=None if unk_id is None else tokens[unk_id], fuse_unk=True, byte_fallback=True,
+            pre_tokenizer={
+                "type": "Metaspace",
+                "replacement": "\u2581",
+                "split": False,
+                "prepend_scheme": "first" if add_space_prefix else "never",
+            },
+            decoder={
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                    {"type": "ByteFallback"},
+                    {"type": "Fuse"},
+                    *([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if add_space_prefix else []),
+                ],
+            },
+            unk_token=None if unk_id is None else tokens[unk_id],
+            fuse_unk=True,
+            byte_fallback=True,
             # SentencePiece vocabularies add BOS unless the file says otherwise (llama.cpp, transformers).
-            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", True), **common,
+            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", True),
+            **common,
         )
     raise ModelFileError(path, f"unsupported tokenizer.ggml.model {model!r} (supported: gpt2, llama)")
 
@@ -170,8 +205,9 @@ def _added_tokens(tokens: list[str], types: list[int] | None, special_ids, spell
     ]
 
 
-def _byte_level_vocab(tokens: list[str], types: list[int] | None,
-                      special_ids) -> tuple[dict[str, int], list[AddedToken]]:
+def _byte_level_vocab(
+    tokens: list[str], types: list[int] | None, special_ids
+) -> tuple[dict[str, int], list[AddedToken]]:
     """The vocabulary of a "gpt2" model, spelled in the byte alphabet, and its added tokens.
 
     Every regular token of a byte-level vocabulary is written in GPT-2's byte alphabet. A token

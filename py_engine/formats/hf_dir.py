@@ -1,5 +1,6 @@
 """A HuggingFace model directory: config.json plus one or many *.safetensors files, read through a
 model source (formats/source.py): small files from its small_dir, safetensors headers by range."""
+
 from __future__ import annotations
 
 from ..errors import ModelFileError
@@ -23,8 +24,13 @@ def read_tensor_index(source) -> dict[str, TensorInfo]:
             raise ModelFileError(source.label, "no *.safetensors weights in the model directory")
     tensors = {}
     for name in files:
-        tensors.update(parse_header(lambda start, length, name=name: source.read(name, start, length),
-                                    source.size(name), source.locate(name)))
+        tensors.update(
+            parse_header(
+                lambda start, length, name=name: source.read(name, start, length),
+                source.size(name),
+                source.locate(name),
+            )
+        )
     if source.exists(INDEX_FILE):
         missing = sorted(set(weight_map) - set(tensors))
         if missing:

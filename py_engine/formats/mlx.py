@@ -6,6 +6,7 @@ model's float dtype); w = scale * q + bias. Here the three become one logical te
 [N, K] whose dtype names the format, so the graph builder treats it like any other weight and the
 uploader copies the three byte ranges to the GPU as they are (see shaders/weights/mlx4_*.wgsl).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,25 +38,37 @@ def mlx_tensors(tensors: dict, quantization: dict, config_path) -> dict:
     """`tensors` with every (weight, scales, biases) triple replaced by one MlxQuantized."""
     bits, group = quantization.get("bits"), quantization.get("group_size", 64)
     if bits != 4 or group not in GROUP_SIZES:
-        raise ModelFileError(config_path, f"MLX quantization bits={bits} group_size={group} is not supported "
-                                          f"(supported: bits 4, group_size {', '.join(map(str, GROUP_SIZES))})")
+        raise ModelFileError(
+            config_path,
+            f"MLX quantization bits={bits} group_size={group} is not supported "
+            f"(supported: bits 4, group_size {', '.join(map(str, GROUP_SIZES))})",
+        )
     out = dict(tensors)
     for name, scales in tensors.items():
         if not name.endswith(".scales"):
             continue
-        base = name[:-len(".scales")]
+        base = name[: -len(".scales")]
         packed, biases = tensors.get(base + ".weight"), tensors.get(base + ".biases")
         if packed is None or biases is None:
             raise ModelFileError(scales.path, f"{name} has no matching {base}.weight and {base}.biases")
         n, words = packed.shape
         k = words * 8
-        if (packed.dtype != "U32" or scales.dtype not in SCALE_DTYPES or biases.dtype != scales.dtype
-                or scales.shape != (n, k // group) or biases.shape != scales.shape):
-            raise ModelFileError(packed.path, f"{base}: weight {packed.dtype}{list(packed.shape)}, scales "
-                                              f"{scales.dtype}{list(scales.shape)}, biases {biases.dtype}"
-                                              f"{list(biases.shape)} are not MLX 4-bit with group {group}")
+        if (
+            packed.dtype != "U32"
+            or scales.dtype not in SCALE_DTYPES
+            or biases.dtype != scales.dtype
+            or scales.shape != (n, k // group)
+            or biases.shape != scales.shape
+        ):
+            raise ModelFileError(
+                packed.path,
+                f"{base}: weight {packed.dtype}{list(packed.shape)}, scales "
+                f"{scales.dtype}{list(scales.shape)}, biases {biases.dtype}"
+                f"{list(biases.shape)} are not MLX 4-bit with group {group}",
+            )
         for suffix in (".weight", ".scales", ".biases"):
             del out[base + suffix]
-        out[base + ".weight"] = MlxQuantized(base + ".weight", SCALE_DTYPES[scales.dtype], (n, k), group,
-                                             packed, scales, biases, packed.path)
+        out[base + ".weight"] = MlxQuantized(
+            base + ".weight", SCALE_DTYPES[scales.dtype], (n, k), group, packed, scales, biases, packed.path
+        )
     return out

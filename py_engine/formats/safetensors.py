@@ -1,5 +1,6 @@
 """safetensors: our own reader. The JSON header is parsed and checked against the file size;
 tensor bytes are never read here (they move as placements: formats/source.py)."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,11 @@ def read_header(path) -> dict[str, TensorInfo]:
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
+
             def read(start, length):
                 f.seek(start)
                 return f.read(length)
+
             return parse_header(read, size, path)
     except FileNotFoundError:
         raise ModelFileError(path, "file not found") from None
@@ -71,8 +74,13 @@ def _tensor_info(path, name, entry, data_start, file_size) -> TensorInfo:
     for dim in shape:
         count *= dim
     if end - begin != count * DTYPE_BYTES[dtype] or begin < 0:
-        raise ModelFileError(path, f"tensor {name!r}: data_offsets {begin}..{end} do not fit shape {list(shape)} {dtype}")
+        raise ModelFileError(
+            path, f"tensor {name!r}: data_offsets {begin}..{end} do not fit shape {list(shape)} {dtype}"
+        )
     if data_start + end > file_size:
-        raise ModelFileError(path, f"tensor {name!r}: data ends at byte {data_start + end}, past the end of the file "
-                                   f"({file_size} bytes): truncated")
+        raise ModelFileError(
+            path,
+            f"tensor {name!r}: data ends at byte {data_start + end}, past the end of the file "
+            f"({file_size} bytes): truncated",
+        )
     return TensorInfo(name, dtype, shape, data_start + begin, end - begin, path)

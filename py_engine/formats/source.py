@@ -6,6 +6,7 @@ move only as *placements*: (GPU buffer, offset) ← (file, byte range). The loca
 straight from a memory map; the browser's (py_engine/web/files.py) hands the whole plan to
 JavaScript, which streams it from fetch into GPU buffers, never through the Python heap.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -100,14 +101,14 @@ class LocalModel(ModelSource):
         """Written at once, zero-copy from the map. GPU writes need 4-byte offsets and sizes:
         rows of some block formats (34-byte Q8_0, 210-byte Q6_K blocks) start at 2-byte offsets,
         so such a buffer is assembled on the host and written whole."""
-        views = [(dst, self._view(loc)[start:start + length]) for dst, loc, start, length in pieces]
+        views = [(dst, self._view(loc)[start : start + length]) for dst, loc, start, length in pieces]
         if all(dst % 4 == 0 and len(data) % 4 == 0 for dst, data in views):
             for dst, data in views:
                 device.write_buffer(buffer, dst, data)
         else:
             whole = bytearray(buffer.size)
             for dst, data in views:
-                whole[dst:dst + len(data)] = data
+                whole[dst : dst + len(data)] = data
             device.write_buffer(buffer, 0, whole)
         return sum(len(data) for _, data in views)
 

@@ -8,6 +8,7 @@ Every method is one FFI call: `submit` hands the whole command list over as one 
 
 The worker registers gpu.js as the JS module "wisp_gpu" before Python imports this module.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -80,11 +81,18 @@ def _js_group(group) -> int:
     return WHOLE_SUBMIT if group == "all" else int(group or 0)
 
 
-async def open_browser_device(allow_f16: bool = True, limits: str = "default", submit_group: int | str | None = None,
-                              gpu=None, allow_subgroups: bool = True) -> "BrowserDevice":
+async def open_browser_device(
+    allow_f16: bool = True,
+    limits: str = "default",
+    submit_group: int | str | None = None,
+    gpu=None,
+    allow_subgroups: bool = True,
+) -> BrowserDevice:
     gpu = gpu if gpu is not None else _js_module()
-    options = to_js({"allowF16": bool(allow_f16), "limits": limits, "allowSubgroups": bool(allow_subgroups)},
-                    dict_converter=_object_from_entries())
+    options = to_js(
+        {"allowF16": bool(allow_f16), "limits": limits, "allowSubgroups": bool(allow_subgroups)},
+        dict_converter=_object_from_entries(),
+    )
     with _js_errors():
         info = (await gpu.requestDevice(options)).to_py()
     lim = info["limits"]
@@ -136,8 +144,10 @@ class BrowserDevice(Device):
     def create_buffer(self, size, kind="storage", label=""):
         size = max(16, (size + 15) // 16 * 16)
         if size > self.caps.limits.max_buffer_size:
-            raise GpuError(f"buffer {label or ''} of {size} bytes exceeds the device's maximum "
-                           f"({self.caps.limits.max_buffer_size} bytes)")
+            raise GpuError(
+                f"buffer {label or ''} of {size} bytes exceeds the device's maximum "
+                f"({self.caps.limits.max_buffer_size} bytes)"
+            )
         with _js_errors():
             return GpuBuffer(self._gpu.createBuffer(size, kind, label), size, label)
 

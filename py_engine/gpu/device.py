@@ -9,6 +9,7 @@ the browser each FFI call costs tens of microseconds: one call per forward pass,
 A `Read` sets bytes aside at its point of the submit; `fetch` returns them once that work has run, so
 the engine can encode the next forward while the GPU still runs this one (`reads_overlap`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -123,4 +124,3 @@ class Device:
     def set_submit_group(self, group) -> None:
         """WebKit's grouped submits (the browser host): N dispatches per command buffer, "all", or
         None for one submit per forward. Hosts that never group (wgpu-native) ignore it."""
-

@@ -3,6 +3,7 @@
 By default it asks for WebGPU's *default* limits, so that what runs here also runs in a browser
 that grants no more; `limits="adapter"` takes the adapter's maxima (benchmarks may ask for that).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,9 @@ _BUFFER_TYPES = {
 }
 
 
-async def open_wgpu_device(allow_f16: bool = True, limits: str = "default", allow_subgroups: bool = True,
-                           extra_features: tuple = ()) -> "WgpuDevice":
+async def open_wgpu_device(
+    allow_f16: bool = True, limits: str = "default", allow_subgroups: bool = True, extra_features: tuple = ()
+) -> WgpuDevice:
     """extra_features: more wgpu features to request (benchmarks: "timestamp-query")."""
     adapter = await wgpu.gpu.request_adapter_async(power_preference="high-performance")
     if adapter is None:
@@ -203,7 +205,7 @@ class WgpuDevice(Device):
         if status != lib.WGPUMapAsyncStatus_Success:
             raise GpuError(f"reading back {size} bytes failed (map status {status})")
         try:
-            data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, span), span))[skip:skip + size]
+            data = bytes(ffi.buffer(lib.wgpuBufferGetConstMappedRange(handle, 0, span), span))[skip : skip + size]
         finally:
             lib.wgpuBufferUnmap(handle)
         self._staging.append(staging)

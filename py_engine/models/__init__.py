@@ -1,4 +1,5 @@
 """Architecture registry: HF `architectures[0]` → the generator that emits its graph."""
+
 from ..errors import UnsupportedArchitectureError
 from .llama import build_llama, build_mistral
 from .qwen2 import build_qwen2

@@ -3,19 +3,28 @@
 Family generators (llama.py, qwen2.py, …) call these; every tensor the builder creates is sized
 for the largest forward (graph.max_rows rows) and every weight it declares is split into shards
 that fit one storage binding."""
+
 from __future__ import annotations
 
 from itertools import groupby
 from typing import NamedTuple
 
-from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import (LOGIT_ROWS, MERGE_HEADS, attention_merge_params, choose_linear, embedding_grid,
-                           gemv_features, linear_defines, linear_grid, linear_params)
 from ..errors import ModelFileError
+from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..kernels import KV_BYTES
+from ..linear_plan import (
+    LOGIT_ROWS,
+    MERGE_HEADS,
+    attention_merge_params,
+    choose_linear,
+    embedding_grid,
+    gemv_features,
+    linear_defines,
+    linear_grid,
+    linear_params,
+)
 from ..quant import FORMATS, GGUF_TYPES
 from .config import ModelConfig
-
 
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
 # each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
@@ -47,8 +56,16 @@ class KVLayer(NamedTuple):
 
 
 class GraphBuilder:
-    def __init__(self, cfg: ModelConfig, tensor_info, max_rows: int, kv_capacity: int,
-                 half: bool, kv_formats: tuple[str, str], max_binding: int):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        tensor_info,
+        max_rows: int,
+        kv_capacity: int,
+        half: bool,
+        kv_formats: tuple[str, str],
+        max_binding: int,
+    ):
         self.cfg = cfg
         self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
         self.g = Graph(max_rows)
@@ -86,8 +103,11 @@ class GraphBuilder:
         fmt = GGUF_TYPES.get(info.dtype) or info.dtype.lower()
         if fmt not in FORMATS:
             known = ", ".join(sorted(set(GGUF_TYPES) - {"F32", "F16", "BF16"}))
-            raise ModelFileError(info.path, f"tensor {name!r}: weight type {info.dtype} is not supported "
-                                            f"(supported: F32, F16, BF16, {known}, MLX 4-bit)")
+            raise ModelFileError(
+                info.path,
+                f"tensor {name!r}: weight type {info.dtype} is not supported "
+                f"(supported: F32, F16, BF16, {known}, MLX 4-bit)",
+            )
         try:
             FORMATS[fmt].check_k(k, getattr(info, "group", 64))
         except ValueError as exc:
@@ -138,23 +158,39 @@ class GraphBuilder:
         shards, vocab, dim = self.matrix([name])
         y = self.act("embed", dim)
         for shard, start, defines in shards:
-            self.g.op("embedding", {"ids": self.ids, "w": shard, "y": y},
-                      {"dim": dim, "row_start": start, "row_count": shard.rows[1], "scale": scale},
-                      lambda rows, dim=dim: embedding_grid(dim, rows), defines)
+            self.g.op(
+                "embedding",
+                {"ids": self.ids, "w": shard, "y": y},
+                {"dim": dim, "row_start": start, "row_count": shard.rows[1], "scale": scale},
+                lambda rows, dim=dim: embedding_grid(dim, rows),
+                defines,
+            )
         return y
 
     def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
         """last_row_only: the rows the LM head scores (the forward's last, or its last Step.logit_rows)."""
         dim = self.shape(weight)[0]
         y = self.act("norm", dim, LOGIT_ROWS_MAX if last_row_only else None)
-        self.g.op("rmsnorm", {"x": x, "w": self.vector([weight]), "y": y},
-                  {"dim": dim, "eps": self.cfg.rms_norm_eps, "w_offset": offset, "last_row_only": int(last_row_only)},
-                  (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)))
+        self.g.op(
+            "rmsnorm",
+            {"x": x, "w": self.vector([weight]), "y": y},
+            {"dim": dim, "eps": self.cfg.rms_norm_eps, "w_offset": offset, "last_row_only": int(last_row_only)},
+            (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)),
+        )
         return y
 
-    def linear(self, x: Tensor, parts, bias=None, residual: Tensor | None = None, fixed_rows: int = 0,
-               out: Tensor | None = None, norm: str | None = None, norm_offset: float = 0.0,
-               rows: int | None = None) -> Tensor:
+    def linear(
+        self,
+        x: Tensor,
+        parts,
+        bias=None,
+        residual: Tensor | None = None,
+        fixed_rows: int = 0,
+        out: Tensor | None = None,
+        norm: str | None = None,
+        norm_offset: float = 0.0,
+        rows: int | None = None,
+    ) -> Tensor:
         """x (RMS-normalised by the `norm` weight first, when given) times the row-concatenation
         of `parts`, + bias, + residual. rows: the kernel's row count (linear_params; default
         fixed_rows)."""
@@ -164,40 +200,68 @@ class GraphBuilder:
         merges = self._merge is not None and x is self._merge[0]  # x: attention() with its partials
         for shard, start, defines in shards:
             count = shard.rows[1]
-            self._linear_op({"x": x, "w": shard, "bias": self.vector(bias, (start, count)) if bias else self.dummy,
-                             "residual": residual or self.dummy, "y": y, "norm": norm_weight},
-                            linear_params(k, count, out_stride=n, out_offset=start,
-                                          rows=fixed_rows if rows is None else rows,
-                                          bias=bias is not None, residual=residual is not None,
-                                          norm_eps=self.cfg.rms_norm_eps if norm else 0.0, norm_offset=norm_offset,
-                                          combine=self._merge[1] if merges else None),
-                            defines, fixed_rows, fold_defines={"COMBINE": True} if merges else None)
+            self._linear_op(
+                {
+                    "x": x,
+                    "w": shard,
+                    "bias": self.vector(bias, (start, count)) if bias else self.dummy,
+                    "residual": residual or self.dummy,
+                    "y": y,
+                    "norm": norm_weight,
+                },
+                linear_params(
+                    k,
+                    count,
+                    out_stride=n,
+                    out_offset=start,
+                    rows=fixed_rows if rows is None else rows,
+                    bias=bias is not None,
+                    residual=residual is not None,
+                    norm_eps=self.cfg.rms_norm_eps if norm else 0.0,
+                    norm_offset=norm_offset,
+                    combine=self._merge[1] if merges else None,
+                ),
+                defines,
+                fixed_rows,
+                fold_defines={"COMBINE": True} if merges else None,
+            )
         return y
 
-    def _linear_op(self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0,
-                   fold_defines: dict | None = None) -> None:
+    def _linear_op(
+        self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0, fold_defines: dict | None = None
+    ) -> None:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows."""
-        self.g.op("linear", bind, params,
-                  lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]:  # noqa: B008 (bound now, on purpose)
-                      linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated),
-                  defines, fixed_rows, fold_defines=fold_defines)
+        self.g.op(
+            "linear",
+            bind,
+            params,
+            lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]: (  # noqa: B008 (bound now, on purpose)
+                linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated)
+            ),
+            defines,
+            fixed_rows,
+            fold_defines=fold_defines,
+        )
 
-    def gated_mlp(self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
+    def gated_mlp(
+        self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0
+    ) -> Tensor:
         """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`: one dispatch where gate | up
         is one format in one binding, else the normalising gate | up projection and gated_mul."""
         if not self.one_shard([gate, up]):
-            return self.gated_mul(self.linear(x, [gate, up], norm=norm, norm_offset=norm_offset),
-                                  self.shape(gate)[0], gelu)
+            return self.gated_mul(
+                self.linear(x, [gate, up], norm=norm, norm_offset=norm_offset), self.shape(gate)[0], gelu
+            )
         [(shard, _, defines)], n, k = self.matrix([gate, up], norm=True, gated=True, gelu=gelu)
         y = self.act("mlp", n // 2)
-        self._linear_op({"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y,
-                         "norm": self.vector([norm])},
-                        linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
-                        defines)
+        self._linear_op(
+            {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": self.vector([norm])},
+            linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
+            defines,
+        )
         return y
 
-    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None,
-                interleaved=False) -> KVLayer:
+    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> KVLayer:
         """A new layer's KV caches, and Q/K norm, RoPE and KV append of qkv into them: its own op in
         a forward of many rows; in a one-row forward attention() does the same work (ROPE_KV) and
         this op is skipped."""
@@ -207,14 +271,35 @@ class GraphBuilder:
         k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
         v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
-        norms = {"cos_sin": self.cos_sin, "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
-                 "k_norm": self.vector([k_norm]) if k_norm else self.dummy}
-        rope = {"rotary_dim": cfg.rotary_dim, "has_qk_norm": int(q_norm is not None), "interleaved": int(interleaved),
-                "eps": cfg.rms_norm_eps, "norm_offset": 0.0}
-        self.g.op("rope_kv", {**norms, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
-                  {"n_heads": cfg.num_heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-                   "qkv_stride": heads * cfg.head_dim, "capacity": self.kv_capacity, **rope, "pad0": 0, "pad1": 0},
-                  lambda rows: (heads, rows, 1), self.kv_defines(), decode_skip=True)
+        norms = {
+            "cos_sin": self.cos_sin,
+            "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
+            "k_norm": self.vector([k_norm]) if k_norm else self.dummy,
+        }
+        rope = {
+            "rotary_dim": cfg.rotary_dim,
+            "has_qk_norm": int(q_norm is not None),
+            "interleaved": int(interleaved),
+            "eps": cfg.rms_norm_eps,
+            "norm_offset": 0.0,
+        }
+        self.g.op(
+            "rope_kv",
+            {**norms, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
+            {
+                "n_heads": cfg.num_heads,
+                "n_kv_heads": cfg.num_kv_heads,
+                "head_dim": cfg.head_dim,
+                "qkv_stride": heads * cfg.head_dim,
+                "capacity": self.kv_capacity,
+                **rope,
+                "pad0": 0,
+                "pad1": 0,
+            },
+            lambda rows: (heads, rows, 1),
+            self.kv_defines(),
+            decode_skip=True,
+        )
         return KVLayer(qkv, k_cache, v_cache, norms, rope)
 
     def kv_defines(self) -> dict:
@@ -230,17 +315,34 @@ class GraphBuilder:
         # projection's GEMV as it reads them (COMBINE): one dispatch fewer.
         y = self.act("attn", heads * hd + heads * splits * (hd + 2))
         partials_at = self.g.max_rows * heads * hd
-        self.g.op("attention", {"qkv": kv.qkv, "k_cache": kv.k_cache, "v_cache": kv.v_cache, "partials": y,
-                                **kv.norms},
-                  {"n_heads": heads, "n_kv_heads": cfg.num_kv_heads, "head_dim": hd,
-                   "q_stride": (heads + 2 * cfg.num_kv_heads) * hd, "capacity": self.kv_capacity,
-                   "window": window, "scale": scale if scale is not None else hd ** -0.5, "softcap": softcap,
-                   "split_len": split_len, "splits": splits, **kv.rope, "partials_at": partials_at},
-                  lambda rows: (heads, rows, splits), {**self.kv_defines(), "ROPE_KV": False},
-                  decode_defines={"ROPE_KV": True})
-        self.g.op("attention_combine", {"attn": y},
-                  {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
-                  lambda rows: (heads, rows, 1), fold_skip=True)
+        self.g.op(
+            "attention",
+            {"qkv": kv.qkv, "k_cache": kv.k_cache, "v_cache": kv.v_cache, "partials": y, **kv.norms},
+            {
+                "n_heads": heads,
+                "n_kv_heads": cfg.num_kv_heads,
+                "head_dim": hd,
+                "q_stride": (heads + 2 * cfg.num_kv_heads) * hd,
+                "capacity": self.kv_capacity,
+                "window": window,
+                "scale": scale if scale is not None else hd**-0.5,
+                "softcap": softcap,
+                "split_len": split_len,
+                "splits": splits,
+                **kv.rope,
+                "partials_at": partials_at,
+            },
+            lambda rows: (heads, rows, splits),
+            {**self.kv_defines(), "ROPE_KV": False},
+            decode_defines={"ROPE_KV": True},
+        )
+        self.g.op(
+            "attention_combine",
+            {"attn": y},
+            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
+            lambda rows: (heads, rows, 1),
+            fold_skip=True,
+        )
         blocks_per_thread = ceil_div(heads * hd // 4, GEMV_THREADS)
         # COMBINE merges 4 dims of one head at a time, and keeps up to MERGE_HEADS heads' sums
         if hd % 4 == 0 and heads <= MERGE_HEADS and MERGE_WORK // blocks_per_thread:
@@ -251,8 +353,13 @@ class GraphBuilder:
     def gated_mul(self, gate_up: Tensor, inter: int, gelu: bool = False) -> Tensor:
         """act(gate) * up of the fused gate|up projection: SiLU, or GELU-tanh (Gemma)."""
         y = self.act("mlp", inter)
-        self.g.op("gated_mul", {"gate_up": gate_up, "y": y}, {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
-                  lambda rows: (ceil_div(inter, 256), rows, 1), {"GELU": gelu})
+        self.g.op(
+            "gated_mul",
+            {"gate_up": gate_up, "y": y},
+            {"inter": inter, "pad0": 0, "pad1": 0, "pad2": 0},
+            lambda rows: (ceil_div(inter, 256), rows, 1),
+            {"GELU": gelu},
+        )
         return y
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:

@@ -1,4 +1,5 @@
 """ModelConfig: the few numbers a decoder-only transformer needs, read from an HF config.json."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Llama (incl. SmolLM, Llama-3 RoPE scaling) and Mistral (sliding-window attention)."""
+
 from .decoder import build_decoder
 
 

@@ -1,4 +1,5 @@
 """Qwen3: per-head RMSNorm on q and k before RoPE; head_dim is its own config key (≠ hidden/heads)."""
+
 from .decoder import build_decoder
 
 

@@ -2,6 +2,7 @@
 
 Both are tiny (head_dim/2 numbers per position) and computed with the reference's float32
 rounding, so RoPE matches transformers to the last bit instead of depending on a GPU's cos()."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ compute pass on Dawn, grouped command buffers on WebKit); submitted one dispatch
 the correctness floor. The submit probe promotes a group size only when both give the same bytes,
 and those bytes equal the CPU reference below.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -24,8 +25,7 @@ def reference(steps: int, n: int = WORDS) -> bytes:
     """What the chain leaves in its output buffer, computed on the CPU (pure Python)."""
     words = list(seed_words(n))
     for _ in range(steps):
-        words = [((w * 1664525 + 1013904223) + (words[(i + 1) % n] ^ (w >> 7))) & _MASK
-                 for i, w in enumerate(words)]
+        words = [((w * 1664525 + 1013904223) + (words[(i + 1) % n] ^ (w >> 7))) & _MASK for i, w in enumerate(words)]
     return array("I", words).tobytes()
 
 
@@ -38,8 +38,10 @@ class Chain:
         nbytes = n * 4
         self.buffers = [device.create_buffer(nbytes, label=f"chain.{i}") for i in range(2)]
         a, b = ((buf, 0, nbytes) for buf in self.buffers)
-        self.groups = [device.create_bind_group(self.kernel.handle, [a, b]),
-                       device.create_bind_group(self.kernel.handle, [b, a])]
+        self.groups = [
+            device.create_bind_group(self.kernel.handle, [a, b]),
+            device.create_bind_group(self.kernel.handle, [b, a]),
+        ]
 
     def dispatch(self, step: int) -> Dispatch:
         return Dispatch(self.kernel.handle, self.groups[step % 2], (self.n // 64, 1, 1))

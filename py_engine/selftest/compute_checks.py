@@ -4,6 +4,7 @@ shared-memory tree reduction, half floats packed in u32 words, and the clamped e
 Each check is `async (device, kernels) -> detail`: it returns a line saying what was verified,
 or raises CheckFailed saying what differed. Kernels: shaders/selftest/<name>.wgsl.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,12 @@ def basic_reference(x) -> array:
 
 async def check_basic_compute(device, kernels) -> str:
     x = lcg_words(BASIC_WORDS, seed=1)
-    out = await run_kernel(device, kernels.get("selftest/basic"), {"x": x.tobytes(), "y": 4 * BASIC_WORDS},
-                           grid=(-(-BASIC_WORDS // 64), 1, 1))
+    out = await run_kernel(
+        device,
+        kernels.get("selftest/basic"),
+        {"x": x.tobytes(), "y": 4 * BASIC_WORDS},
+        grid=(-(-BASIC_WORDS // 64), 1, 1),
+    )
     got, want = array("I", out["y"]), basic_reference(x)
     bad = first_difference(got, want)
     if bad is not None:
@@ -39,21 +44,26 @@ REDUCE_GROUPS = 8
 
 
 def reduce_reference(x, rows: int) -> array:
-    return array("I", (sum(x[r * REDUCE_ROW_WORDS:(r + 1) * REDUCE_ROW_WORDS]) & _MASK for r in range(rows)))
+    return array("I", (sum(x[r * REDUCE_ROW_WORDS : (r + 1) * REDUCE_ROW_WORDS]) & _MASK for r in range(rows)))
 
 
 async def check_reduction(device, kernels) -> str:
     rows = REDUCE_GROUPS * REDUCE_ROWS
     x = lcg_words(rows * REDUCE_ROW_WORDS, seed=2)
-    out = await run_kernel(device, kernels.get("selftest/reduce"), {"x": x.tobytes(), "sums": 4 * rows},
-                           grid=(REDUCE_GROUPS, 1, 1))
+    out = await run_kernel(
+        device, kernels.get("selftest/reduce"), {"x": x.tobytes(), "sums": 4 * rows}, grid=(REDUCE_GROUPS, 1, 1)
+    )
     got, want = array("I", out["sums"]), reduce_reference(x, rows)
     bad = first_difference(got, want)
     if bad is not None:
-        raise CheckFailed(f"row {bad} (workgroup {bad // REDUCE_ROWS}, its row {bad % REDUCE_ROWS}): "
-                          f"sum {got[bad]:#010x}, expected {want[bad]:#010x}")
-    return (f"{rows} rows of {REDUCE_ROW_WORDS} words summed by 256-thread trees, "
-            f"{REDUCE_ROWS} rows per workgroup through one shared array")
+        raise CheckFailed(
+            f"row {bad} (workgroup {bad // REDUCE_ROWS}, its row {bad % REDUCE_ROWS}): "
+            f"sum {got[bad]:#010x}, expected {want[bad]:#010x}"
+        )
+    return (
+        f"{rows} rows of {REDUCE_ROW_WORDS} words summed by 256-thread trees, "
+        f"{REDUCE_ROWS} rows per workgroup through one shared array"
+    )
 
 
 # --- 3. packed f16 round trip --------------------------------------------------------------------
@@ -62,7 +72,7 @@ async def check_reduction(device, kernels) -> str:
 EXACT_HALVES = (0x0000, 0x8000, 0x3C00, 0xBC00, 0x3800, 0xC000, 0x3E00, 0x0400, 0x7BFF, 0x67FF, 0x2E66, 0xB4CD)
 # Not representable: each must round to one of its two f16 neighbours (WGSL leaves the rounding
 # direction to the implementation).
-ROUNDED = (1 / 3, -0.1, 1.0 + 2.0 ** -12, 3.14159265)
+ROUNDED = (1 / 3, -0.1, 1.0 + 2.0**-12, 3.14159265)
 
 
 def half_bits(value: float) -> int:
@@ -92,9 +102,17 @@ async def check_f16_packing(device, kernels) -> str:
     n = len(floats) // 2
     words = [halves[2 * i] | halves[2 * i + 1] << 16 for i in range(len(halves) // 2)]
     words += [0] * (n - len(words))
-    out = await run_kernel(device, kernels.get("selftest/f16_pack"),
-                           {"pairs": array("f", floats).tobytes(), "halves": array("I", words).tobytes(),
-                            "packed": 4 * n, "unpacked": 8 * n}, grid=(-(-n // 64), 1, 1))
+    out = await run_kernel(
+        device,
+        kernels.get("selftest/f16_pack"),
+        {
+            "pairs": array("f", floats).tobytes(),
+            "halves": array("I", words).tobytes(),
+            "packed": 4 * n,
+            "unpacked": 8 * n,
+        },
+        grid=(-(-n // 64), 1, 1),
+    )
     packed, unpacked = array("I", out["packed"]), array("f", out["unpacked"])
     got_halves = [w >> (16 * k) & 0xFFFF for w in packed for k in (0, 1)]
     for i, h in enumerate(halves):  # pack2x16float of exact values: bit-exact
@@ -106,8 +124,10 @@ async def check_f16_packing(device, kernels) -> str:
     for j, value in enumerate(ROUNDED):
         got = got_halves[len(halves) + j]
         if got not in half_neighbours(f32(value)):
-            raise CheckFailed(f"pack2x16float({value!r}) gave {got:#06x} ({half_value(got)!r}), not one of its "
-                              f"f16 neighbours {sorted(hex(b) for b in half_neighbours(f32(value)))}")
+            raise CheckFailed(
+                f"pack2x16float({value!r}) gave {got:#06x} ({half_value(got)!r}), not one of its "
+                f"f16 neighbours {sorted(hex(b) for b in half_neighbours(f32(value)))}"
+            )
     return f"{len(halves)} exact halves packed and unpacked bit-exactly; {len(ROUNDED)} inexact values rounded to a neighbour"
 
 
@@ -123,8 +143,9 @@ def safe_exp_reference(x: float) -> float:
 
 async def check_exp_clamp(device, kernels) -> str:
     n = len(EXP_ARGS)
-    out = await run_kernel(device, kernels.get("selftest/exp_clamp"),
-                           {"x": array("f", EXP_ARGS).tobytes(), "y": 4 * n}, grid=(1, 1, 1))
+    out = await run_kernel(
+        device, kernels.get("selftest/exp_clamp"), {"x": array("f", EXP_ARGS).tobytes(), "y": 4 * n}, grid=(1, 1, 1)
+    )
     got = array("f", out["y"])
     for x, y in zip(EXP_ARGS, got):
         want = safe_exp_reference(x)

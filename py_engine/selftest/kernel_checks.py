@@ -5,13 +5,14 @@ py_engine/executor.py binds them: the shared Step uniform plus Params packed by 
 
 Each check is `async (device, kernels) -> detail` (see compute_checks.py).
 """
+
 from __future__ import annotations
 
 import math
 import struct
 from array import array
 
-from ..linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
+from ..linear_plan import gemv_features, linear_defines, linear_grid, linear_params
 from ..quant import weight_format
 from ..weights import repack_params
 from .runner import CheckFailed, first_difference, lcg_floats, lcg_words, run_kernel
@@ -29,7 +30,7 @@ def q4_0_matrix(N: int, K: int, seed: int) -> bytes:
     out = bytearray()
     for b in range(blocks):
         d = scales[b] * (-1 if b % 3 == 1 else 1)
-        quants = b"\x00" * 16 if b == 0 else b"\xff" * 16 if b == 1 else nibbles[16 * b:16 * b + 16]
+        quants = b"\x00" * 16 if b == 0 else b"\xff" * 16 if b == 1 else nibbles[16 * b : 16 * b + 16]
         out += struct.pack("<e", d) + quants
     return bytes(out)
 
@@ -40,7 +41,7 @@ def q4_0_dequant(raw: bytes, N: int, K: int) -> array:
     out = array("f")
     for at in range(0, N * K // Q4_0.block_elems * Q4_0.block_bytes, Q4_0.block_bytes):
         d = struct.unpack_from("<e", raw, at)[0]
-        quants = raw[at + 2:at + 18]
+        quants = raw[at + 2 : at + 18]
         out.extend((q - 8) * d for q in [b & 15 for b in quants] + [b >> 4 for b in quants])
     return out
 
@@ -58,9 +59,13 @@ async def check_q4_0_dequant(device, kernels) -> str:
     N, K = DEQUANT_N, DEQUANT_K
     raw = q4_0_matrix(N, K, seed=4)
     packed = await repacked_q4_0(device, kernels, raw, N, K)
-    out = await run_kernel(device, kernels.get("selftest/dequant", WEIGHTS="q4_0"),
-                           {"w": packed, "y": 4 * N * K}, {"K": K, "N": N, "pad0": 0, "pad1": 0},
-                           grid=(-(-N * K // 4 // 64), 1, 1))
+    out = await run_kernel(
+        device,
+        kernels.get("selftest/dequant", WEIGHTS="q4_0"),
+        {"w": packed, "y": 4 * N * K},
+        {"K": K, "N": N, "pad0": 0, "pad1": 0},
+        grid=(-(-N * K // 4 // 64), 1, 1),
+    )
     got, want = array("f", out["y"]), q4_0_dequant(raw, N, K)
     bad = first_difference(got, want)
     if bad is not None:
@@ -76,7 +81,7 @@ RTOL, ATOL = 1e-4, 1e-5
 def rmsnorm_reference(x, w, rows: int, dim: int, eps: float) -> list[float]:
     out = []
     for r in range(rows):
-        row = x[r * dim:(r + 1) * dim]
+        row = x[r * dim : (r + 1) * dim]
         scale = 1.0 / math.sqrt(sum(v * v for v in row) / dim + eps)
         out.extend(v * scale * g for v, g in zip(row, w))
     return out
@@ -90,9 +95,14 @@ async def check_rmsnorm(device, kernels) -> str:
     rows, dim = NORM_ROWS, NORM_DIM
     x = lcg_floats(rows * dim, seed=9, low=-3.0, high=3.0)
     w = lcg_floats(dim, seed=10, low=-1.0, high=1.0)
-    out = await run_kernel(device, kernels.get("rmsnorm"), {"x": x.tobytes(), "w": w.tobytes(), "y": 4 * rows * dim},
-                           {"dim": dim, "eps": NORM_EPS, "w_offset": 0.0, "last_row_only": 0},
-                           grid=(rows, 1, 1), step=(rows, 0, rows))
+    out = await run_kernel(
+        device,
+        kernels.get("rmsnorm"),
+        {"x": x.tobytes(), "w": w.tobytes(), "y": 4 * rows * dim},
+        {"dim": dim, "eps": NORM_EPS, "w_offset": 0.0, "last_row_only": 0},
+        grid=(rows, 1, 1),
+        step=(rows, 0, rows),
+    )
     got, want = array("f", out["y"]), rmsnorm_reference(x, w, rows, dim, NORM_EPS)
     bad = first_difference(got, want, _close)
     if bad is not None:
@@ -108,8 +118,11 @@ GEMV_ROWS, GEMV_K, GEMV_N = 2, 2304, 20
 
 def gemv_reference(x, weights, bias, rows: int, K: int, N: int) -> list[float]:
     """y[r, n] = x[r, :] . weights[n, :] + bias[n], in double precision."""
-    return [sum(a * b for a, b in zip(x[r * K:(r + 1) * K], weights[n * K:(n + 1) * K])) + bias[n]
-            for r in range(rows) for n in range(N)]
+    return [
+        sum(a * b for a, b in zip(x[r * K : (r + 1) * K], weights[n * K : (n + 1) * K])) + bias[n]
+        for r in range(rows)
+        for n in range(N)
+    ]
 
 
 async def check_gemv(device, kernels) -> str:
@@ -120,12 +133,16 @@ async def check_gemv(device, kernels) -> str:
     packed = await repacked_q4_0(device, kernels, raw, N, K)
     defines = linear_defines(K, N, "q4_0")
     kernel = kernels.get("gemv", **defines)
-    out = await run_kernel(device, kernel, {"x": x.tobytes(), "w": packed, "bias": bias.tobytes(), "residual": 16,
-                                            "norm": 16, "y": 4 * rows * N},
-                           linear_params(K, N, rows=rows, bias=True),
-                           grid=linear_grid("gemv", rows, N, device.caps.limits.max_workgroups_per_dim,
-                                            gemv_per_group=gemv_features(defines)),
-                           step=(rows, 0, rows))
+    out = await run_kernel(
+        device,
+        kernel,
+        {"x": x.tobytes(), "w": packed, "bias": bias.tobytes(), "residual": 16, "norm": 16, "y": 4 * rows * N},
+        linear_params(K, N, rows=rows, bias=True),
+        grid=linear_grid(
+            "gemv", rows, N, device.caps.limits.max_workgroups_per_dim, gemv_per_group=gemv_features(defines)
+        ),
+        step=(rows, 0, rows),
+    )
     got = array("f", out["y"])
     want = gemv_reference(x, q4_0_dequant(raw, N, K), bias, rows, K, N)
     scale = max(abs(v) for v in want)

@@ -3,6 +3,7 @@ one), 300 dispatches in one submit, and a large buffer filled and verified on th
 
 Each check is `async (device, kernels) -> detail` (see compute_checks.py).
 """
+
 from __future__ import annotations
 
 import struct
@@ -36,8 +37,10 @@ async def check_dependent_chain(device, kernels) -> str:
     if one_by_one != want:
         raise CheckFailed(f"one dispatch per submit differs from the CPU: {_first_word_difference(one_by_one, want)}")
     if batched != want:
-        raise CheckFailed(f"{CHAIN_STEPS} dispatches in one submit differ from the CPU (one per submit is right): "
-                          f"{_first_word_difference(batched, want)}")
+        raise CheckFailed(
+            f"{CHAIN_STEPS} dispatches in one submit differ from the CPU (one per submit is right): "
+            f"{_first_word_difference(batched, want)}"
+        )
     return f"{CHAIN_STEPS} dependent dispatches: one submit, one submit each and the CPU agree"
 
 
@@ -90,20 +93,25 @@ async def check_large_buffer(device, kernels) -> str:
         device.write_buffer(params, 0, fill.pack_params({"words": words, "seed": SEED, "pad0": 0, "pad1": 0}))
         await device.prepare()
         fill_group = device.create_bind_group(fill.handle, [(params, 0, 16), (big, 0, size)])
-        check_group = device.create_bind_group(check.handle, [(params, 0, 16), (big, 0, size),
-                                                              (counts, 0, counts.size)])
+        check_group = device.create_bind_group(
+            check.handle, [(params, 0, 16), (big, 0, size), (counts, 0, counts.size)]
+        )
         device.submit([Dispatch(fill.handle, fill_group, (groups, 1, 1))])
         found = await _count_mismatches(device, check, check_group, counts, groups)
         if sum(found):
             first = next(g for g, c in enumerate(found) if c)
-            raise CheckFailed(f"{sum(found)} of {words} words wrong, the first in bytes "
-                              f"{first * GROUP_WORDS * 4}..{(first + 1) * GROUP_WORDS * 4}")
+            raise CheckFailed(
+                f"{sum(found)} of {words} words wrong, the first in bytes "
+                f"{first * GROUP_WORDS * 4}..{(first + 1) * GROUP_WORDS * 4}"
+            )
         # Read-back probes: the start, across 16 MiB, the middle and the last words.
         for offset in sorted({0, min(16 << 20, size) - 8, size // 2 + 4, size - 16}):
             got = array("I", await device.read_buffer(big, offset, 16))
             want = [pattern(offset // 4 + k) for k in range(4)]
             if list(got) != want:
-                raise CheckFailed(f"read back at byte {offset}: {[hex(v) for v in got]}, expected {[hex(v) for v in want]}")
+                raise CheckFailed(
+                    f"read back at byte {offset}: {[hex(v) for v in got]}, expected {[hex(v) for v in want]}"
+                )
         # Plant one wrong word: the GPU check must find exactly it (else it would pass anything).
         planted = words - GROUP_WORDS // 2 - 3
         device.write_buffer(big, 4 * planted, struct.pack("<I", pattern(planted) ^ 0x100))

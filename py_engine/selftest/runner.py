@@ -4,6 +4,7 @@ a check raises when the GPU's answer differs from the CPU's.
 Pure Python (it runs in Pyodide): data is built with `array` and `struct`, never numpy, and kept
 small so that the CPU references stay quick there.
 """
+
 from __future__ import annotations
 
 import struct
@@ -41,8 +42,15 @@ def first_difference(got, want, close=None) -> int | None:
     return None
 
 
-async def run_kernel(device, kernel: Kernel, buffers: dict, params: dict | None = None, grid=(1, 1, 1),
-                     step=(1, 0, 1), read: list[str] | None = None) -> dict:
+async def run_kernel(
+    device,
+    kernel: Kernel,
+    buffers: dict,
+    params: dict | None = None,
+    grid=(1, 1, 1),
+    step=(1, 0, 1),
+    read: list[str] | None = None,
+) -> dict:
     """Run `kernel` once with fresh buffers and return what it wrote.
 
     buffers: binding name → bytes-like (uploaded) or int (that many zeroed bytes). The `step`

@@ -8,6 +8,7 @@ Every test compares the GPU's answer with a pure-Python one (no numpy: the suite
 as well). A test that fails, or raises, becomes ok=False with the reason, and the suite goes on:
 on a device with no console (an iPad) the report must say *which* parts work.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -72,21 +73,32 @@ def adapter_summary(device) -> dict:
 def device_report(device, results: list[dict], **extra) -> dict:
     """The whole report: adapter, features, limits, anything in `extra` (e.g. submit), results."""
     summary = adapter_summary(device)
-    return {"adapter": summary["name"], "features": summary["features"], "limits": summary["limits"], **extra,
-            "passed": sum(1 for r in results if r["ok"]), "failed": sum(1 for r in results if not r["ok"]),
-            "results": results}
+    return {
+        "adapter": summary["name"],
+        "features": summary["features"],
+        "limits": summary["limits"],
+        **extra,
+        "passed": sum(1 for r in results if r["ok"]),
+        "failed": sum(1 for r in results if not r["ok"]),
+        "results": results,
+    }
 
 
 def format_report(report: dict) -> str:
     """The report as plain text, for a terminal or a bug report."""
     results = report["results"]
-    lines = [f"Wisp device check: {report['passed']} of {len(results)} passed",
-             f"adapter: {report['adapter']}",
-             f"features: {', '.join(report['features']) or 'none'}"]
+    lines = [
+        f"Wisp device check: {report['passed']} of {len(results)} passed",
+        f"adapter: {report['adapter']}",
+        f"features: {', '.join(report['features']) or 'none'}",
+    ]
     submit = report.get("submit")
     if submit:
-        lines.append(f"submit: {submit['strategy']}" + (f" (group {submit['group']})" if submit.get("group") else "")
-                     + (f" - {submit['reason']}" if submit.get("reason") else ""))
+        lines.append(
+            f"submit: {submit['strategy']}"
+            + (f" (group {submit['group']})" if submit.get("group") else "")
+            + (f" - {submit['reason']}" if submit.get("reason") else "")
+        )
     lines.append("limits:")
     lines += [f"  {key} = {value}" for key, value in sorted(report["limits"].items())]
     lines.append("results:")

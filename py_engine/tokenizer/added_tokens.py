@@ -6,8 +6,8 @@ Matching is leftmost-longest, with the lstrip / rstrip / single_word options.
 """
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .normalize import Normalizer
 from .regex_compat import compile_pattern
@@ -50,8 +50,7 @@ class _Matcher:
             start, stop = match.span()
             token = self.tokens_by_text[match.group()]
             if token.single_word and (
-                (start > 0 and _is_word_char(text[start - 1]))
-                or (stop < len(text) and _is_word_char(text[stop]))
+                (start > 0 and _is_word_char(text[start - 1])) or (stop < len(text) and _is_word_char(text[stop]))
             ):
                 continue
             if token.lstrip:

@@ -4,7 +4,7 @@ Like HF, each step maps the list of token strings to a new list; the text is the
 """
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from .byte_level import token_bytes
 from .normalize import compose, replacer

@@ -3,9 +3,9 @@ the keyword arguments of `Tokenizer.from_spec`."""
 
 from pathlib import Path
 
-from .added_tokens import AddedToken
 from ..errors import ModelFileError
 from ..json_file import read_json
+from .added_tokens import AddedToken
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"

@@ -1,7 +1,7 @@
 """Normalizers: text -> text rewrites run before pre-tokenization (HF `normalizer` section)."""
 
 import unicodedata
-from typing import Callable
+from collections.abc import Callable
 
 from .regex_compat import compile_pattern
 from .spec_error import SpecError
@@ -34,6 +34,7 @@ def _unicode_form(form: str) -> Normalizer:
 
 def compose(steps: list):
     """Apply `steps` in order: the `Sequence` of normalizers and of decoders alike."""
+
     def run(value):
         for step in steps:
             value = step(value)

@@ -1,6 +1,6 @@
 """Post-processors: the special tokens `encode(add_special_tokens=True)` puts around the text."""
 
-from typing import Callable
+from collections.abc import Callable
 
 from .spec_error import SpecError
 

@@ -17,9 +17,7 @@ from .unicode_classes import WHITE_SPACE, Range, category_ranges, complement, me
 
 def _word_ranges() -> list[Range]:
     # Oniguruma's Unicode \w: letters, marks, decimal digits and connector punctuation.
-    return merge_ranges(
-        category_ranges("L") + category_ranges("M") + category_ranges("Nd") + category_ranges("Pc")
-    )
+    return merge_ranges(category_ranges("L") + category_ranges("M") + category_ranges("Nd") + category_ranges("Pc"))
 
 
 _SHORTHAND_CLASSES = {

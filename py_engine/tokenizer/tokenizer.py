@@ -9,6 +9,7 @@ metadata, leaving the pipeline at the model type's defaults.
 import re
 from contextlib import contextmanager
 
+from ..errors import ModelFileError, WispError
 from . import chat
 from .added_tokens import AddedToken, AddedTokenSplitter
 from .bpe import BPE
@@ -18,7 +19,6 @@ from .normalize import build_normalizer
 from .postprocess import special_token_affixes
 from .pretokenize import build_pre_tokenizer
 from .spec_error import SpecError
-from ..errors import ModelFileError, WispError
 
 # Pass for normalizer / pre_tokenizer / decoder to get the usual pipeline of `model_type`.
 MODEL_DEFAULT = "model-default"
@@ -60,8 +60,21 @@ _BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 
 
 class Tokenizer:
-    def __init__(self, *, model, id_to_token, added_tokens, normalizer, pre_tokenizer, decoder,
-                 affixes, bos_id, eos_ids, chat_template, template_tokens):
+    def __init__(
+        self,
+        *,
+        model,
+        id_to_token,
+        added_tokens,
+        normalizer,
+        pre_tokenizer,
+        decoder,
+        affixes,
+        bos_id,
+        eos_ids,
+        chat_template,
+        template_tokens,
+    ):
         """Use `from_file`, `from_model_dir` or `from_spec`."""
         self._model = model
         self._id_to_token = id_to_token
@@ -137,7 +150,10 @@ class Tokenizer:
             if added_tokens is None:
                 added_tokens = _added_tokens_from_types(vocab, token_types)
             model = _build_model(
-                token_ids, merges, scores, added_tokens,
+                token_ids,
+                merges,
+                scores,
+                added_tokens,
                 unk_id=None if unk_token is None else token_ids[unk_token],
                 fuse_unk=fuse_unk,
                 byte_fallback=model_type == "sentencepiece-bpe" if byte_fallback is None else byte_fallback,

@@ -6,7 +6,7 @@ each general category once and spell them out as explicit character-class ranges
 """
 
 import unicodedata
-from functools import lru_cache
+from functools import cache, lru_cache
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -19,14 +19,31 @@ _UNASSIGNED_PLANES = (0x40000, 0xDFFFF)
 # Oniguruma's and Rust's \s is the Unicode White_Space property. Python's \s differs
 # (it includes U+001C..U+001F), so we spell the property out. It is small and stable.
 WHITE_SPACE: list[Range] = [
-    (0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
-    (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
 ]
 
 _LONG_NAMES = {
-    "Letter": "L", "Mark": "M", "Number": "N", "Punctuation": "P", "Symbol": "S",
-    "Separator": "Z", "Other": "C", "Uppercase_Letter": "Lu", "Lowercase_Letter": "Ll",
-    "Decimal_Number": "Nd", "Nonspacing_Mark": "Mn", "Space_Separator": "Zs",
+    "Letter": "L",
+    "Mark": "M",
+    "Number": "N",
+    "Punctuation": "P",
+    "Symbol": "S",
+    "Separator": "Z",
+    "Other": "C",
+    "Uppercase_Letter": "Lu",
+    "Lowercase_Letter": "Ll",
+    "Decimal_Number": "Nd",
+    "Nonspacing_Mark": "Mn",
+    "Space_Separator": "Zs",
 }
 
 
@@ -75,7 +92,7 @@ def complement(ranges: list[Range]) -> list[Range]:
     return result
 
 
-@lru_cache(maxsize=None)
+@cache
 def category_ranges(name: str) -> list[Range]:
     """Ranges of a general category given as `L`, `Lu`, or a long name like `Letter`.
 

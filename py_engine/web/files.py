@@ -8,6 +8,7 @@ offline. Weight bytes are only *planned* here:
 `flush` hands the placements to JavaScript (BrowserDevice.upload_plan), which streams them from
 fetch into GPU buffers — they never enter the Python heap or wasm memory.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,14 @@ from pathlib import Path
 from ..errors import ModelFileError, StorageQuotaError, WispError
 from ..formats.source import ModelSource
 
-SMALL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-               "chat_template.jinja", "model.safetensors.index.json")
+SMALL_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "model.safetensors.index.json",
+)
 FIRST_PREFIX = 4 << 20  # GGUF headers: SmolLM2 1.8 MB, Qwen2.5 (152k tokens) 6 MB; doubled as needed
 MAX_PREFIX = 256 << 20
 
@@ -26,9 +33,8 @@ class PrefixTooShort(Exception):
 
 
 async def fetch_bytes(url: str, start: int | None = None, length: int | None = None) -> bytes:
-    from pyodide.ffi import JsException
-
     import wisp_store  # worker/store.js, registered by worker/worker.js
+    from pyodide.ffi import JsException
 
     try:
         data = await wisp_store.read(url, start, length)
@@ -55,7 +61,7 @@ class RemoteModel(ModelSource):
         self.plan: list[tuple] = []
 
     @classmethod
-    async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> "RemoteModel":
+    async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> RemoteModel:
         source = cls(model_id, name, kind, base.rstrip("/") + "/", files)
         source.dir.mkdir(parents=True, exist_ok=True)
         if kind == "gguf":

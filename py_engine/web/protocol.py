@@ -13,6 +13,7 @@ How to read a field: "name" must be present, "name?" may be absent; its value is
   {field: t, ...}    an object with exactly these fields;  dict  any object
 Events name the request they answer by `id` (null: boot progress and errors of no request).
 """
+
 from __future__ import annotations
 
 from ..errors import WispError
@@ -41,25 +42,42 @@ ID = Or(str, int)  # the page's request id (client.js: "load-1", "gen-2", ...)
 PLATFORM = dict  # static/platform.js detectPlatform(): {webkit, reason, ...}
 GROUP = Or(str, int, None)  # dispatches per command buffer, or "all"
 DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_policy, submit_strategy)
-    "context?": Or(int, str, None), "f32?": bool, "gpu_budget_mb?": Or(int, str, None),
-    "platform?": PLATFORM, "group?": GROUP,
+    "context?": Or(int, str, None),
+    "f32?": bool,
+    "gpu_budget_mb?": Or(int, str, None),
+    "platform?": PLATFORM,
+    "group?": GROUP,
     "probe?": Or({"group": Or(str, int), "reason?": str, "ceiling?": GROUP}, {"error": str}),
 }
 MODEL = {  # what /api/models lists, plus where its files are served (client.js modelRef)
-    "id": str, "name?": str, "kind": Enum("gguf", "hf", "mlx"), "base": str, "files": Map(int),
+    "id": str,
+    "name?": str,
+    "kind": Enum("gguf", "hf", "mlx"),
+    "base": str,
+    "files": Map(int),
     "hashes?": Or(Map(Or({"sha256": str}, {"etag": str})), None),
 }
 SAMPLING = {  # py_engine/token_choice.py SamplingParams, plus the answer's length
-    "temperature?": Or(float, None), "top_k?": Or(int, None), "top_p?": Or(float, None),
-    "repetition_penalty?": Or(float, None), "seed?": Or(int, None), "lookup?": Or(bool, None),
+    "temperature?": Or(float, None),
+    "top_k?": Or(int, None),
+    "top_p?": Or(float, None),
+    "repetition_penalty?": Or(float, None),
+    "seed?": Or(int, None),
+    "lookup?": Or(bool, None),
     "max_new_tokens?": Or(int, None),
 }
 
 MESSAGES = {  # page -> worker
     "load": {"id": ID, "model": MODEL, "options?": DEVICE_OPTIONS},
     # exactly one of messages, prompt, ids (token ids: models without a tokenizer)
-    "generate": {"id": ID, "messages?": [{"role": str, "content": str}], "prompt?": str, "ids?": [int],
-                 "sampling?": SAMPLING, "ignore_eos?": bool},  # ignore_eos: benchmarks decode a fixed count
+    "generate": {
+        "id": ID,
+        "messages?": [{"role": str, "content": str}],
+        "prompt?": str,
+        "ids?": [int],
+        "sampling?": SAMPLING,
+        "ignore_eos?": bool,
+    },  # ignore_eos: benchmarks decode a fixed count
     "cancel": {"id": ID},
     "unload": {"id?": ID},
     "store_list": {"id": ID},
@@ -70,37 +88,84 @@ MESSAGES = {  # page -> worker
 }
 ONE_OF = {"generate": ("messages", "prompt", "ids")}
 
-SUBMIT = {"strategy": Enum("single-pass", "grouped"), "group": GROUP, "reason": str,
-          "probed?": bool, "ceiling?": Or(int, None)}
-ADAPTER = {"name": str, "features": [str], "limits": Map(int), "webkit": bool, "platform_reason": str,
-           "submit": SUBMIT, "workarounds": [str]}
+SUBMIT = {
+    "strategy": Enum("single-pass", "grouped"),
+    "group": GROUP,
+    "reason": str,
+    "probed?": bool,
+    "ceiling?": Or(int, None),
+}
+ADAPTER = {
+    "name": str,
+    "features": [str],
+    "limits": Map(int),
+    "webkit": bool,
+    "platform_reason": str,
+    "submit": SUBMIT,
+    "workarounds": [str],
+}
 RESULT = {"name": str, "ok": bool, "detail": str, "ms": float}  # one self-test
-STORED = {"model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
-          "files": [{"name": str, "size": int, "written": int, "complete": bool}], "bytes": int}
+STORED = {
+    "model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
+    "files": [{"name": str, "size": int, "written": int, "complete": bool}],
+    "bytes": int,
+}
 
 EVENTS = {  # worker -> page
     "booted": {"pyodide_ms": float},
     # download also has bytes_per_s and eta_s; verify counts one file's bytes read back (file: its name),
     # upload the bytes landed in GPU buffers
-    "progress": {"id": Or(ID, None), "phase": Enum("boot", "store", "download", "verify", "upload", "compile"),
-                 "done": float, "total": float, "bytes_per_s?": float, "eta_s?": Or(float, None), "file?": str},
+    "progress": {
+        "id": Or(ID, None),
+        "phase": Enum("boot", "store", "download", "verify", "upload", "compile"),
+        "done": float,
+        "total": float,
+        "bytes_per_s?": float,
+        "eta_s?": Or(float, None),
+        "file?": str,
+    },
     "store": {"id": ID, "models": [STORED], "usage": float, "quota": float, "persisted": bool, "backend?": str},
-    "loaded": {"id": ID, "model": str, "adapter": ADAPTER, "load_ms": float, "context": int,
-               "kv_cache": str,  # "K/V" formats
-               "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
-               "wasm_memory_bytes": int},  # weights never pass through the worker's heap
-    "probe": {"id": ID, "group": int, "steps": int, "ok": bool, "detail": str, "ms": float,
-              "command_buffers": int,
-              "adapter": {"name": str, "vendor": str, "architecture": str, "description": str}},
+    "loaded": {
+        "id": ID,
+        "model": str,
+        "adapter": ADAPTER,
+        "load_ms": float,
+        "context": int,
+        "kv_cache": str,  # "K/V" formats
+        "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
+        "wasm_memory_bytes": int,
+    },  # weights never pass through the worker's heap
+    "probe": {
+        "id": ID,
+        "group": int,
+        "steps": int,
+        "ok": bool,
+        "detail": str,
+        "ms": float,
+        "command_buffers": int,
+        "adapter": {"name": str, "vendor": str, "architecture": str, "description": str},
+    },
     "token": {"id": ID, "text": str, "token_id": int, "index": int},  # token_id -1: the decoder's tail
-    "done": {"id": ID, "tokens": [int], "prompt_tokens": int, "dropped_exchanges": int, "prefilled_tokens": int,
-             "ttft_ms": float, "prefill_tok_s": float, "decode_tok_s": float, "host_ms_per_token": float,
-             "stop": Enum("eos", "length", "cancel"), "command_buffers": int},
+    "done": {
+        "id": ID,
+        "tokens": [int],
+        "prompt_tokens": int,
+        "dropped_exchanges": int,
+        "prefilled_tokens": int,
+        "ttft_ms": float,
+        "prefill_tok_s": float,
+        "decode_tok_s": float,
+        "host_ms_per_token": float,
+        "stop": Enum("eos", "length", "cancel"),
+        "command_buffers": int,
+    },
     "diagnostic": {"id": ID, "result": RESULT},  # one per self-test, as it finishes
     "diagnostics": {"id": ID, "adapter": ADAPTER, "results": [RESULT]},
-    "error": {"id": Or(ID, None), "message": str,
-              "kind": Enum("no-webgpu", "protocol", "load", "quota", "generate", "store", "probe", "diagnose",
-                           "internal")},
+    "error": {
+        "id": Or(ID, None),
+        "message": str,
+        "kind": Enum("no-webgpu", "protocol", "load", "quota", "generate", "store", "probe", "diagnose", "internal"),
+    },
 }
 TEST_HOOK = {  # only a worker started as /worker/worker.js?test (worker.js; tests/test_browser_gpu.py)
     "test_exec": {"id": ID, "code": str},
@@ -186,8 +251,15 @@ def _fits(value, spec, where: str) -> bool:
 
 
 def _json_kind(value) -> str:
-    return {type(None): "null", bool: "bool", int: "number", float: "number", str: "string", list: "list",
-            dict: "object"}.get(type(value), "other")
+    return {
+        type(None): "null",
+        bool: "bool",
+        int: "number",
+        float: "number",
+        str: "string",
+        list: "list",
+        dict: "object",
+    }.get(type(value), "other")
 
 
 def _json_kinds(spec) -> set:
@@ -208,8 +280,14 @@ def describe(spec) -> str:
     if spec is None:
         return "null"
     if isinstance(spec, type):
-        return {str: "a string", int: "a whole number", bool: "true or false", float: "a number",
-                dict: "an object", object: "any value"}[spec]
+        return {
+            str: "a string",
+            int: "a whole number",
+            bool: "true or false",
+            float: "a number",
+            dict: "an object",
+            object: "any value",
+        }[spec]
     if isinstance(spec, Enum):
         return "one of " + ", ".join(repr(n) for n in spec.names)
     if isinstance(spec, Or):
@@ -222,5 +300,11 @@ def describe(spec) -> str:
 
 
 def _name(value) -> str:
-    return {"null": "null", "bool": "true/false", "number": repr(value), "string": repr(value)[:40], "list": "a list",
-            "object": "an object"}.get(_json_kind(value), type(value).__name__)
+    return {
+        "null": "null",
+        "bool": "true/false",
+        "number": repr(value),
+        "string": repr(value)[:40],
+        "list": "a list",
+        "object": "an object",
+    }.get(_json_kind(value), type(value).__name__)

@@ -2,6 +2,7 @@
 worker uses): how events leave, the open device and the settings it was opened with, the loaded
 model, the request being served and the requests cancelled. Also the device a request runs on
 (device_for) and the adapter reply that `loaded` and `diagnostics` share."""
+
 from __future__ import annotations
 
 import contextlib
@@ -78,6 +79,10 @@ def adapter_reply(device, platform: dict, submit: dict, policy: dict) -> dict:
     from ..selftest.suite import adapter_summary
     from .webkit import submit_workarounds
 
-    return {**adapter_summary(device), "webkit": bool(platform.get("webkit")),
-            "platform_reason": platform.get("reason", ""), "submit": submit,
-            "workarounds": submit_workarounds(submit) + policy["workarounds"]}
+    return {
+        **adapter_summary(device),
+        "webkit": bool(platform.get("webkit")),
+        "platform_reason": platform.get("reason", ""),
+        "submit": submit,
+        "workarounds": submit_workarounds(submit) + policy["workarounds"],
+    }

@@ -6,6 +6,7 @@ compares both with each other and with the CPU reference. The page promotes a gr
 when the bytes are identical. The page, not the worker, remembers the outcome: a group size that
 crashes WebKit's GPU process takes the page with it, and only the page has localStorage.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,7 +43,7 @@ def _reference(steps: int) -> bytes:
 def _first_difference(got: bytes, want: bytes) -> str:
     """Where two chain outputs part, in words, for the record the page keeps."""
     for word in range(min(len(got), len(want)) // 4):
-        a, b = got[4 * word:4 * word + 4], want[4 * word:4 * word + 4]
+        a, b = got[4 * word : 4 * word + 4], want[4 * word : 4 * word + 4]
         if a != b:
             return f"word {word}: {int.from_bytes(a, 'little'):#010x} != {int.from_bytes(b, 'little'):#010x}"
     return f"{len(got)} bytes != {len(want)} bytes"
@@ -67,8 +68,12 @@ async def run_probe(device, chain, group: int, steps: int, restore_group: int | 
         detail = f"both differ from the CPU reference at {_first_difference(one_by_one, want)}"
     else:
         detail = ""
-    return {"ok": not detail, "detail": detail, "ms": round(1000 * (time.perf_counter() - start), 1),
-            "command_buffers": command_buffers}
+    return {
+        "ok": not detail,
+        "detail": detail,
+        "ms": round(1000 * (time.perf_counter() - start), 1),
+        "command_buffers": command_buffers,
+    }
 
 
 def adapter_identity(device) -> dict:

@@ -12,6 +12,7 @@ And there submits are grouped: N dispatches per command buffer, one in flight, N
 the page's submit probe (static/submit_probe.js). Elsewhere nothing changes: no workaround may be
 active on Dawn or wgpu-native.
 """
+
 from __future__ import annotations
 
 from ..errors import WispError
@@ -45,13 +46,23 @@ def load_policy(platform: dict | None, options: dict) -> dict:
     context = _positive_int(options, "context")
     budget_mb = _positive_int(options, "gpu_budget_mb")
     if not webkit:
-        return {"context": context or DESKTOP_CONTEXT, "allow_f16": not options.get("f32", False),
-                "packed_kv": False, "gpu_budget": budget_mb << 20 if budget_mb else None, "workarounds": []}
+        return {
+            "context": context or DESKTOP_CONTEXT,
+            "allow_f16": not options.get("f32", False),
+            "packed_kv": False,
+            "gpu_budget": budget_mb << 20 if budget_mb else None,
+            "workarounds": [],
+        }
     workarounds = ["no-native-f16", "packed-f16-kv", "gpu-budget"]
     if context is None or context > WEBKIT_MAX_CONTEXT:
         workarounds.append(f"context-{WEBKIT_MAX_CONTEXT if context else WEBKIT_CONTEXT}")
-    return {"context": min(context or WEBKIT_CONTEXT, WEBKIT_MAX_CONTEXT), "allow_f16": False, "packed_kv": True,
-            "gpu_budget": (budget_mb or WEBKIT_GPU_BUDGET_MB) << 20, "workarounds": workarounds}
+    return {
+        "context": min(context or WEBKIT_CONTEXT, WEBKIT_MAX_CONTEXT),
+        "allow_f16": False,
+        "packed_kv": True,
+        "gpu_budget": (budget_mb or WEBKIT_GPU_BUDGET_MB) << 20,
+        "workarounds": workarounds,
+    }
 
 
 # WebKit's group when the page cannot probe (no localStorage: a crash would leave no memory, so a
@@ -87,15 +98,24 @@ def submit_strategy(platform: dict | None = None, group=None, probed: dict | Non
     if probed and probed.get("group") is not None:
         g = _parse_group(probed["group"], "the probed group")
         reason = probed.get("reason") or "probed on this device"
-        return {"strategy": "grouped", "group": "all" if g is None else g, "probed": True,
-                "ceiling": probed.get("ceiling"), "reason": f"{where}: {reason}"}
+        return {
+            "strategy": "grouped",
+            "group": "all" if g is None else g,
+            "probed": True,
+            "ceiling": probed.get("ceiling"),
+            "reason": f"{where}: {reason}",
+        }
     unprobed = f"could not probe ({probed['error']}); " if probed and probed.get("error") else ""
-    return {"strategy": "grouped", "group": WEBKIT_GROUP,
-            "reason": f"{where}: {unprobed}{WEBKIT_GROUP} dispatches per command buffer, one in flight"}
+    return {
+        "strategy": "grouped",
+        "group": WEBKIT_GROUP,
+        "reason": f"{where}: {unprobed}{WEBKIT_GROUP} dispatches per command buffer, one in flight",
+    }
 
 
 def submit_workarounds(submit: dict) -> list[str]:
     """The WebKit measures in force, for the `loaded` event: a desktop engine must show none (a
     hardware-keyed gate once made one 8x slower)."""
     return (["submit-probe"] if submit.get("probed") else []) + (
-        ["grouped-submits"] if submit["strategy"] == "grouped" else [])
+        ["grouped-submits"] if submit["strategy"] == "grouped" else []
+    )

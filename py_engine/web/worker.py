@@ -5,6 +5,7 @@ without awaiting the previous one, so a `cancel` is handled while a `generate` a
 Messages and events are plain dicts here; `init`'s post converts events at the boundary. What
 the worker holds between messages is one WorkerState (state.py); tests hand `handle` their own.
 """
+
 from __future__ import annotations
 
 import time
@@ -61,8 +62,9 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
         state.emit({"type": "error", "id": request, "kind": error_kind(exc, kind), "message": str(exc)})
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
-        state.emit({"type": "error", "id": request, "kind": "internal",
-                    "message": f"{type(exc).__name__}: {exc}\n{frames}"})
+        state.emit(
+            {"type": "error", "id": request, "kind": "internal", "message": f"{type(exc).__name__}: {exc}\n{frames}"}
+        )
 
 
 def error_kind(exc: WispError, message_type: str | None) -> str:
@@ -97,8 +99,9 @@ async def load(state: WorkerState, message: dict) -> None:
     state.model = None  # the previous model's buffers go with it
     emit({"type": "progress", "id": request, "phase": "store", "done": 0, "total": 0})
     await begin_store(model, request)
-    source = await RemoteModel.open(model["id"], model.get("name", model["id"]), model["kind"], model["base"],
-                                    model["files"])
+    source = await RemoteModel.open(
+        model["id"], model.get("name", model["id"]), model["kind"], model["base"], model["files"]
+    )
 
     def progress(done, total):
         # Weights reach the GPU in the same pass that downloads (or reads back and verifies) them, and
@@ -109,26 +112,39 @@ async def load(state: WorkerState, message: dict) -> None:
             emit({"type": "progress", "id": request, "phase": "compile", "done": 0, "total": 0})
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
-    engine, tok, stop_ids = await load_model(source, device, context=policy["context"], with_tokenizer=has_tokenizer,
-                                             progress=progress, packed_kv=policy["packed_kv"],
-                                             gpu_budget=policy["gpu_budget"])
+    engine, tok, stop_ids = await load_model(
+        source,
+        device,
+        context=policy["context"],
+        with_tokenizer=has_tokenizer,
+        progress=progress,
+        packed_kv=policy["packed_kv"],
+        gpu_budget=policy["gpu_budget"],
+    )
     state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
-    emit({"type": "loaded", "id": request, "model": model["id"], "load_ms": round(1000 * (time.perf_counter() - start)),
-          "adapter": adapter_reply(device, platform, submit, policy),
-          "context": engine.context, "kv_cache": "/".join(engine.kv_formats),
-          "gpu_bytes": {k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
-          "wasm_memory_bytes": wasm_memory_bytes()})
+    emit(
+        {
+            "type": "loaded",
+            "id": request,
+            "model": model["id"],
+            "load_ms": round(1000 * (time.perf_counter() - start)),
+            "adapter": adapter_reply(device, platform, submit, policy),
+            "context": engine.context,
+            "kv_cache": "/".join(engine.kv_formats),
+            "gpu_bytes": {k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
+            "wasm_memory_bytes": wasm_memory_bytes(),
+        }
+    )
 
 
 async def begin_store(model: dict, request) -> None:
     """Tell the weight store which files this load reads (and their hashes): it drops stale copies
     and refuses, writing nothing, when the missing bytes do not fit the origin's quota."""
+    import wisp_store
     from js import Object
     from pyodide.ffi import JsException, to_js
 
     from .files import store_error
-
-    import wisp_store
 
     try:
         await wisp_store.begin(to_js(model, dict_converter=Object.fromEntries), request)
@@ -207,8 +223,15 @@ async def generate(state: WorkerState, message: dict) -> None:
             if token in stop_ids:
                 stop = "eos"
                 break
-            emit({"type": "token", "id": request, "text": stream.push(token) if stream else "", "token_id": token,
-                  "index": len(tokens) - 1})
+            emit(
+                {
+                    "type": "token",
+                    "id": request,
+                    "text": stream.push(token) if stream else "",
+                    "token_id": token,
+                    "index": len(tokens) - 1,
+                }
+            )
             if request in state.cancelled:
                 stop = "cancel"
                 break
@@ -220,8 +243,19 @@ async def generate(state: WorkerState, message: dict) -> None:
         emit({"type": "token", "id": request, "text": tail, "token_id": -1, "index": len(tokens)})
     ttft = times[0] - start if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-    emit({"type": "done", "id": request, "tokens": tokens, "prompt_tokens": len(ids), "dropped_exchanges": dropped,
-          "prefilled_tokens": cache.prefilled, "ttft_ms": round(1000 * ttft, 1),
-          "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
-          "decode_tok_s": round(decode, 1), "stop": stop, "command_buffers": _command_buffers(state) - buffers_before,
-          "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3)})
+    emit(
+        {
+            "type": "done",
+            "id": request,
+            "tokens": tokens,
+            "prompt_tokens": len(ids),
+            "dropped_exchanges": dropped,
+            "prefilled_tokens": cache.prefilled,
+            "ttft_ms": round(1000 * ttft, 1),
+            "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
+            "decode_tok_s": round(decode, 1),
+            "stop": stop,
+            "command_buffers": _command_buffers(state) - buffers_before,
+            "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
+        }
+    )
