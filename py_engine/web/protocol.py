@@ -52,7 +52,7 @@ DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_
 MODEL = {  # what /api/models lists, plus where its files are served (client.js modelRef)
     "id": str,
     "name?": str,
-    "kind": Enum("gguf", "hf", "mlx"),
+    "kind": Enum("gguf", "hf"),  # hf: a safetensors folder (MLX-quantized or not)
     "base": str,
     "files": Map(int),
     "hashes?": Or(Map(Or({"sha256": str}, {"etag": str})), None),
@@ -93,7 +93,7 @@ SUBMIT = {
     "group": GROUP,
     "reason": str,
     "probed?": bool,
-    "ceiling?": Or(int, None),
+    "ceiling?": GROUP,
 }
 ADAPTER = {
     "name": str,
