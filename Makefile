@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: serve chat web test test-fast install vulkan chromium clean
+.PHONY: serve chat web test test-fast format install vulkan chromium biome clean
 
 # The main job: the chat page. Builds build/web, fetches the default model (SmolLM2-135M-Instruct,
 # into ~/.cache/wisp/models) or MODEL=name, and serves http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name
@@ -21,12 +21,18 @@ chat: install
 web: $(VENV)/.installed
 	$(PY) tools/build_web.py
 
-test: install web chromium
+test: install web chromium biome
 	$(PY) -m pytest -q
 
 # The inner loop: everything but the `browser` and `slow` tests (markers in pyproject.toml), under 2 minutes.
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not browser"
+
+# The house style (tests/test_style.py checks it): ruff formats and fixes the Python, Biome the JavaScript.
+format: install biome
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+	$(BIOME) lint --write --error-on-warnings .
 
 install: vulkan $(VENV)/.installed
 
@@ -44,6 +50,16 @@ chromium:
 		echo "installing chromium"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+# Biome, the JavaScript linter (one binary), from npm into .cache/biome.
+BIOME_VERSION := 2.6.8
+BIOME := .cache/biome/node_modules/.bin/biome
+biome:
+	@if [ ! -x $(BIOME) ]; then \
+		if command -v npm >/dev/null; then echo "installing biome"; \
+			npm install --silent --no-save --prefix .cache/biome @biomejs/biome@$(BIOME_VERSION) >/dev/null; \
+		else echo "no npm here: the JavaScript lint test is skipped"; fi; \
 	fi
 
 $(VENV)/.installed: pyproject.toml
