@@ -8,7 +8,8 @@ import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
-from test_browser_page import MODELS, Handler, context, expect, open_page, page, tid  # noqa: F401 (fixtures)
+from browser_harness import check_protocol
+from test_browser_page import MODELS, Handler, context, expect, open_page, page, tid, traffic  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser  # the page tests' Chromium fixtures
 
@@ -195,3 +196,9 @@ def test_quota_banner(page, base_url):
     expect(tid(page, "storage-panel")).to_be_visible()
     expect(tid(page, "storage-model")).to_have_count(2)
     assert page.errors == []
+
+
+def test_traffic_fits_the_protocol_table(traffic):
+    """The storage manager's messages and the fake worker's answers fit py_engine/web/protocol.py."""
+    seen = check_protocol(traffic[0])
+    assert {"store_list", "store_remove", "store", "error"} <= set(seen), seen

@@ -32,16 +32,7 @@ async def probe(state: WorkerState, message: dict) -> None:
         except GpuError as exc:  # this size failed; a device that errored is not reused: the next request reopens
             state.drop_device()
             result = {"ok": False, "detail": f"GPU error: {exc}", "ms": 0, "command_buffers": 0}
-        state.emit(
-            {
-                "type": "probe",
-                "id": message.get("id"),
-                "group": group,
-                "steps": steps,
-                **result,
-                "adapter": adapter_identity(device),
-            }
-        )
+        state.emit("probe", message["id"], group=group, steps=steps, **result, adapter=adapter_identity(device))
 
 
 async def diagnose(state: WorkerState, message: dict) -> None:
@@ -58,19 +49,11 @@ async def diagnose(state: WorkerState, message: dict) -> None:
     submit = submit_strategy(platform, options.get("group"), options.get("probe"))
     with state.busy(request):
         device, cached = await device_for(state, policy["allow_f16"], submit["group"], keep_model=True)
-        results = await run_suite(
-            device, on_result=lambda r: state.emit({"type": "diagnostic", "id": request, "result": r})
-        )
+        results = await run_suite(device, on_result=lambda r: state.emit("diagnostic", request, result=r))
         try:
             await device.prepare()
         except GpuError:  # lost during the suite: the next request opens a fresh device
             if cached:
                 state.drop_device()
-        state.emit(
-            {
-                "type": "diagnostics",
-                "id": request,
-                "results": results,
-                "adapter": adapter_reply(device, platform, submit, policy),
-            }
-        )
+        adapter = adapter_reply(device, platform, submit, policy)
+        state.emit("diagnostics", request, results=results, adapter=adapter)

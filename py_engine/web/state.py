@@ -31,8 +31,10 @@ class WorkerState:
     loading: str | None = None  # the model id the last load was for
     cancelled: set = field(default_factory=set)
 
-    def emit(self, event: dict) -> None:
-        self.post(event)
+    def emit(self, kind: str, request, /, **fields) -> None:
+        """An event of protocol.py's table: its type, the request it answers, its fields (an
+        error's own `kind` among them: the first two are positional only)."""
+        self.post({"type": kind, "id": request, **fields})
 
     def drop_device(self) -> None:
         """Forget the device and all that lives on it (a new one replaces it, or it failed)."""

@@ -59,12 +59,10 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
             with state.busy(request):
                 await (load(state, message) if kind == "load" else generate(state, message))
     except WispError as exc:
-        state.emit({"type": "error", "id": request, "kind": error_kind(exc, kind), "message": str(exc)})
+        state.emit("error", request, kind=error_kind(exc, kind), message=str(exc))
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
         frames = "".join(traceback.format_exception(exc)[-3:])
-        state.emit(
-            {"type": "error", "id": request, "kind": "internal", "message": f"{type(exc).__name__}: {exc}\n{frames}"}
-        )
+        state.emit("error", request, kind="internal", message=f"{type(exc).__name__}: {exc}\n{frames}")
 
 
 def error_kind(exc: WispError, message_type: str | None) -> str:
@@ -97,7 +95,7 @@ async def load(state: WorkerState, message: dict) -> None:
     submit = submit_strategy(platform, options.get("group"), options.get("probe"))  # probe: WebKit's calibration
     device, _ = await device_for(state, policy["allow_f16"], submit["group"])
     state.model = None  # the previous model's buffers go with it
-    emit({"type": "progress", "id": request, "phase": "store", "done": 0, "total": 0})
+    emit("progress", request, phase="store", done=0, total=0)
     await begin_store(model, request)
     source = await RemoteModel.open(
         model["id"], model.get("name", model["id"]), model["kind"], model["base"], model["files"]
@@ -108,8 +106,8 @@ async def load(state: WorkerState, message: dict) -> None:
         # the store narrates that pass (download / verify): "upload" is reported once all have landed,
         # so the page's steps run in order: store, download, verify, upload, compile.
         if done >= total:
-            emit({"type": "progress", "id": request, "phase": "upload", "done": done, "total": total})
-            emit({"type": "progress", "id": request, "phase": "compile", "done": 0, "total": 0})
+            emit("progress", request, phase="upload", done=done, total=total)
+            emit("progress", request, phase="compile", done=0, total=0)
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
     engine, tok, stop_ids = await load_model(
@@ -123,17 +121,15 @@ async def load(state: WorkerState, message: dict) -> None:
     )
     state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
     emit(
-        {
-            "type": "loaded",
-            "id": request,
-            "model": model["id"],
-            "load_ms": round(1000 * (time.perf_counter() - start)),
-            "adapter": adapter_reply(device, platform, submit, policy),
-            "context": engine.context,
-            "kv_cache": "/".join(engine.kv_formats),
-            "gpu_bytes": {k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
-            "wasm_memory_bytes": wasm_memory_bytes(),
-        }
+        "loaded",
+        request,
+        model=model["id"],
+        load_ms=round(1000 * (time.perf_counter() - start)),
+        adapter=adapter_reply(device, platform, submit, policy),
+        context=engine.context,
+        kv_cache="/".join(engine.kv_formats),
+        gpu_bytes={k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
+        wasm_memory_bytes=wasm_memory_bytes(),
     )
 
 
@@ -171,7 +167,7 @@ async def store_message(state: WorkerState, message: dict) -> None:
     report = (await wisp_store.report()).to_py()
     if persisted is not None:
         report["persisted"] = persisted
-    state.emit({"type": "store", "id": request, **report})
+    state.emit("store", request, **report)
 
 
 def wasm_memory_bytes() -> int:
@@ -223,15 +219,7 @@ async def generate(state: WorkerState, message: dict) -> None:
             if token in stop_ids:
                 stop = "eos"
                 break
-            emit(
-                {
-                    "type": "token",
-                    "id": request,
-                    "text": stream.push(token) if stream else "",
-                    "token_id": token,
-                    "index": len(tokens) - 1,
-                }
-            )
+            emit("token", request, text=stream.push(token) if stream else "", token_id=token, index=len(tokens) - 1)
             if request in state.cancelled:
                 stop = "cancel"
                 break
@@ -240,22 +228,20 @@ async def generate(state: WorkerState, message: dict) -> None:
         state.cancelled.discard(request)
     tail = stream.flush() if stream else ""
     if tail:
-        emit({"type": "token", "id": request, "text": tail, "token_id": -1, "index": len(tokens)})
+        emit("token", request, text=tail, token_id=-1, index=len(tokens))
     ttft = times[0] - start if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
     emit(
-        {
-            "type": "done",
-            "id": request,
-            "tokens": tokens,
-            "prompt_tokens": len(ids),
-            "dropped_exchanges": dropped,
-            "prefilled_tokens": cache.prefilled,
-            "ttft_ms": round(1000 * ttft, 1),
-            "prefill_tok_s": round(cache.prefilled / ttft, 1) if ttft else 0.0,
-            "decode_tok_s": round(decode, 1),
-            "stop": stop,
-            "command_buffers": _command_buffers(state) - buffers_before,
-            "host_ms_per_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
-        }
+        "done",
+        request,
+        tokens=tokens,
+        prompt_tokens=len(ids),
+        dropped_exchanges=dropped,
+        prefilled_tokens=cache.prefilled,
+        ttft_ms=round(1000 * ttft, 1),
+        prefill_tok_s=round(cache.prefilled / ttft, 1) if ttft else 0.0,
+        decode_tok_s=round(decode, 1),
+        stop=stop,
+        command_buffers=_command_buffers(state) - buffers_before,
+        host_ms_per_token=round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
     )
