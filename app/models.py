@@ -16,17 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from py_engine.catalog import DEFAULT_MODEL, MODELS
+from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.model_cache import cached_path
-
-# The files of an HF directory the engine reads (py_engine/formats/hf_dir.py, tokenizer/hf_json.py).
-HF_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "chat_template.jinja",
-    "model.safetensors.index.json",
-)
 
 
 class ModelPathError(Exception):
@@ -101,7 +92,7 @@ def gguf_model(model_id: str, path: Path, description: str = "", sha256: str | N
 
 
 def hf_model(model_id: str, path: Path) -> ServedModel:
-    files = {name: path / name for name in HF_FILES if (path / name).is_file()}
+    files = {name: path / name for name in SMALL_FILES if (path / name).is_file()}
     for weights in sorted(path.glob("*.safetensors")):
         if weights.is_file():
             files[weights.name] = weights

@@ -21,22 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_harness import CHROMIUM, ROOT, launch
 from quant_ref import QuantMatrix
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--enable-unsafe-webgpu",
-    "--enable-features=Vulkan",
-    "--use-angle=swiftshader",
-    "--use-webgpu-adapter=swiftshader",
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 PLAN_FILE = "plan-data.gguf"  # any bytes: the app serves a .gguf file as a model, with Range requests
 PLAN_FILE_BYTES = 20 << 20 | 4242  # more than one 16 MiB read, and not a whole number of words
 
@@ -161,12 +148,7 @@ def worker(server, tmp_path_factory):
 
     base, _ = server
     with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-        )
+        context = launch(p, tmp_path_factory.mktemp("chromium-profile"))
         try:
             page = context.new_page()
             page.goto(f"{base}/tests/web/worker_test.html")

@@ -7,15 +7,13 @@ Screenshots land in tests/artifacts/ (gitignored).
 
 import json
 import re
-import shutil
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from browser_harness import check_protocol, record_protocol
+from browser_harness import CHROMIUM, check_protocol, launch, record_protocol
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -24,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 FAKE_WORKER = Path(__file__).parent / "web" / "fake_worker.js"
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
 
 MODELS = [
     {
@@ -113,28 +110,12 @@ def traffic():
 
 
 @pytest.fixture(scope="module")
-def context(traffic):
-    profile = tempfile.mkdtemp(prefix="wisp-page-")
+def context(traffic, tmp_path_factory):
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            headless=True,
-            viewport={"width": 1280, "height": 860},
-            args=[
-                "--enable-unsafe-webgpu",
-                "--no-sandbox",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
+        ctx = launch(p, tmp_path_factory.mktemp("page-profile"), viewport={"width": 1280, "height": 860})
         traffic.append(record_protocol(ctx))
         yield ctx
         ctx.close()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture

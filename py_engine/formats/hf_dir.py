@@ -8,6 +8,16 @@ from ..json_file import read_json
 from .safetensors import TensorInfo, parse_header
 
 INDEX_FILE = "model.safetensors.index.json"
+# The files of an HF directory the engine reads besides the weights (here and tokenizer/hf_json.py):
+# the server offers them with a model, the browser fetches them whole.
+SMALL_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    INDEX_FILE,
+)
 
 
 def read_tensor_index(source) -> dict[str, TensorInfo]:

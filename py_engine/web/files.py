@@ -14,16 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ModelFileError, StorageQuotaError, WispError
+from ..formats.hf_dir import SMALL_FILES
 from ..formats.source import ModelSource
 
-SMALL_FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "chat_template.jinja",
-    "model.safetensors.index.json",
-)
 FIRST_PREFIX = 4 << 20  # GGUF headers: SmolLM2 1.8 MB, Qwen2.5 (152k tokens) 6 MB; doubled as needed
 MAX_PREFIX = 256 << 20
 
