@@ -11,7 +11,7 @@ reload after a real crash would. A desktop Chrome UA must never probe."""
 import json
 
 import pytest
-from browser_harness import browser  # noqa: F401  (its fixture)
+from browser_harness import browser, check_protocol, record_protocol  # noqa: F401  (browser: its fixture)
 from test_browser_engine import FIXTURES
 from test_browser_submit_strategy import CHROME_LINUX, server  # noqa: F401  (its fixture)
 
@@ -73,6 +73,7 @@ def probes_sent(result):
 def test_ipad_probes_then_crash_steps_down_then_reuses(browser, server):
     p, chromium = browser
     context = chromium.new_context(**p.devices[IPAD])
+    traffic = record_protocol(context)
     try:
         # (a) first load: the floor (1), then "all", which SwiftShader takes: promoted
         first = load_in_new_page(context, server + "/")
@@ -126,6 +127,8 @@ def test_ipad_probes_then_crash_steps_down_then_reuses(browser, server):
         assert later["loaded"]["adapter"]["submit"]["group"] == 64
         assert "earlier" in later["loaded"]["adapter"]["submit"]["reason"]
         assert later["records"] == after["records"]
+        # the probes, the WebKit loads and every event of the real worker fit protocol.py's table
+        assert {"probe", "load", "loaded", "generate", "done"} <= set(check_protocol(traffic))
     finally:
         context.close()
 
