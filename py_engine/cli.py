@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernel.add_argument("--subgroups", action="store_true", help="as on a device with subgroups")
     kernel.add_argument("--browser", action="store_true", help="as the browser's WGSL wants it (enable subgroups;)")
     tok = sub.add_parser("tokenize", help='read text on stdin, print {"ids": [...]}')
-    tok.add_argument("--model", required=True, help="model directory or tokenizer.json")
+    tok.add_argument("--model", required=True, help="a GGUF file, a model directory or a tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
     return parser
 
@@ -163,8 +163,14 @@ async def check_device(args) -> int:
 
 
 def load_tokenizer(path: Path):
+    """A GGUF file's tokenizer (its metadata), a tokenizer.json, or an HF directory's."""
+    from .formats.gguf import read_gguf, starts_like_gguf
     from .tokenizer import Tokenizer
 
+    if path.is_file() and (path.suffix == ".gguf" or starts_like_gguf(path)):
+        from .formats.gguf_tokenizer import tokenizer_from_gguf
+
+        return tokenizer_from_gguf(read_gguf(path))
     return Tokenizer.from_file(path) if path.is_file() else Tokenizer.from_model_dir(path)
 
 

@@ -202,6 +202,21 @@ def test_tokenize_matches_hf():
         assert json.loads(result.stdout) == {"ids": want}
 
 
+@pytest.mark.slow  # CLI runs
+def test_tokenize_a_gguf_by_its_metadata(tmp_path):
+    """The GGUF's own tokenizer (not its bytes read as JSON), whatever the file is called."""
+    from gguf_synthetic import byte_level_tokenizer, spm_tokenizer, write_gguf
+
+    spm = write_gguf(tmp_path / "spm.gguf", tokenizer=spm_tokenizer())
+    result = cli("tokenize", "--model", spm, "--special", stdin="hello")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"ids": [1, 279]}  # BOS, then "▁hello" (test_gguf_tokenizer's by hand)
+    renamed = write_gguf(tmp_path / "model.bin", tokenizer=byte_level_tokenizer())
+    result = cli("tokenize", "--model", renamed, stdin="ab abc")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"ids": [6, 3, 9]}
+
+
 def test_bad_sampling_arguments():
     result = cli("generate", "--model", FIXTURE, "--ids", "1", "--json", "--top-p", "1.5")
     assert result.returncode == 2 and "--top-p" in result.stderr and "Traceback" not in result.stderr

@@ -154,6 +154,22 @@ def test_malformed_gguf_is_one_clear_line(case, tmp_path):
     assert str(path) in lines[0] and problem in lines[0]
 
 
+def test_a_gguf_is_known_by_its_magic_not_its_name(tmp_path):
+    """A GGUF called model.bin is read as GGUF (not taken for an HF folder); a .gguf with another
+    magic still reaches the GGUF reader, which says what is wrong."""
+    from py_engine.formats.source import open_source
+
+    renamed = tmp_path / "model.bin"
+    renamed.write_bytes(convert(FIXTURES / "llama-f32", tmp_path).read_bytes())
+    assert open_source(renamed).kind == "gguf"
+    result = cli("generate", "--model", renamed, "--ids", "1,2", "--max-new-tokens", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "other.bin").write_bytes(b"PK\x03\x04 not a model")
+    assert open_source(tmp_path / "other.bin").kind == "hf"
+    (tmp_path / "bad.gguf").write_bytes(b"PK\x03\x04 not a model")
+    assert open_source(tmp_path / "bad.gguf").kind == "gguf"
+
+
 def test_unsupported_quant_type_is_one_clear_line(tmp_path):
     """A known ggml type we have no kernel for (Q2_K) is refused by name, not misread."""
     path = convert(FIXTURES / "qwen2-f32", tmp_path)

@@ -123,6 +123,15 @@ class GGUFFile:
     metadata_types: dict = field(default_factory=dict)  # key -> value type, or (ARRAY, item type)
 
 
+def starts_like_gguf(path) -> bool:
+    """Does the file at path begin with GGUF's magic? (Its name need not end in .gguf.)"""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def read_gguf(path) -> GGUFFile:
     """Parse the header of the GGUF file at `path` (the tensor data is not read)."""
     path = str(path)

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelFileError
+from .gguf import starts_like_gguf
 
 
 class ModelSource:
@@ -59,7 +60,8 @@ class LocalModel(ModelSource):
         self.path = Path(path)
         if not self.path.exists():
             raise ModelFileError(self.path, "model path not found")
-        self.kind = "gguf" if self.path.is_file() and self.path.suffix == ".gguf" else "hf"
+        is_gguf = self.path.suffix == ".gguf" or starts_like_gguf(self.path)  # a bad .gguf: the reader says why
+        self.kind = "gguf" if self.path.is_file() and is_gguf else "hf"
         self.label = str(self.path)
         self._maps = {}
 
