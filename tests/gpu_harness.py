@@ -110,3 +110,75 @@ async def collect(tokens, limit: int | None = None) -> list[int]:
             await tokens.aclose()
             break
     return out
+
+
+def attend(
+    qkv,
+    k_cache,
+    v_cache,
+    rope_params,
+    rows,
+    pos,
+    window,
+    defines,
+    subgroups=True,
+    cos_sin=None,
+    qn=None,
+    kn=None,
+    *,
+    scale=None,
+    softcap=0.0,
+    split_len=64,
+):
+    """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd], the
+    partials and the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the
+    row's k/v not yet cached). scale: head_dim ** -0.5 unless given."""
+    p = rope_params
+    nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
+    splits = -(-cap // split_len)  # several splits once pos > split_len
+    k_dtype, v_dtype = k_cache.dtype, v_cache.dtype
+    dummy = np.zeros(4, np.float32)
+    fused = cos_sin is not None
+    out = run_kernel(
+        "attention",
+        {
+            "qkv": qkv,
+            "k_cache": k_cache,
+            "v_cache": v_cache,
+            "partials": rows * nh * splits * (hd + 2) * 4,
+            "cos_sin": cos_sin if fused else dummy,
+            "q_norm": qn if fused else dummy,
+            "k_norm": kn if fused else dummy,
+        },
+        {
+            "n_heads": nh,
+            "n_kv_heads": p["n_kv_heads"],
+            "head_dim": hd,
+            "q_stride": p["qkv_stride"],
+            "capacity": cap,
+            "window": window,
+            "scale": hd**-0.5 if scale is None else scale,
+            "softcap": softcap,
+            "split_len": split_len,
+            "splits": splits,
+            "rotary_dim": p["rotary_dim"],
+            "has_qk_norm": p["has_qk_norm"],
+            "interleaved": p["interleaved"],
+            "eps": p["eps"],
+            "norm_offset": 0.0,
+            "partials_at": 0,
+        },
+        grid=(nh, rows, splits),
+        step=(rows, pos, pos + rows),
+        defines={**defines, "ROPE_KV": fused},
+        subgroups=subgroups,
+        read=["partials", "k_cache", "v_cache"],
+    )
+    partials = np.frombuffer(out["partials"], np.float32)
+    shape = (p["n_kv_heads"], cap, hd)
+    return {
+        "y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
+        "partials": partials,
+        "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
+        "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64),
+    }

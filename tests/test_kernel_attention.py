@@ -3,7 +3,7 @@ a one-row forward's attention doing the first's work itself (ROPE_KV)."""
 
 import numpy as np
 import pytest
-from gpu_harness import as_f32, device, run_combine, run_kernel
+from gpu_harness import as_f32, attend, device, run_kernel
 
 
 def rope_ref(x, cos, sin, rotary_dim, interleaved):
@@ -139,61 +139,6 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     # Bit for bit the many-row forward's row: rope_kv.wgsl and ROPE_KV reduce the QK norm in the
     # same order, rotate alike, and the new key is read as the cache would hold it.
     np.testing.assert_array_equal(fused["y"][0], attn["y"][last])
-
-
-def attend(qkv, k_cache, v_cache, rope_params, rows, pos, window, defines, subgroups, cos_sin=None, qn=None, kn=None):
-    """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd] and
-    the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the row's k/v not
-    yet cached)."""
-    p = rope_params
-    nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
-    split_len, splits = 64, -(-cap // 64)  # several splits once pos > 64
-    k_dtype, v_dtype = k_cache.dtype, v_cache.dtype
-    dummy = np.zeros(4, np.float32)
-    fused = cos_sin is not None
-    out = run_kernel(
-        "attention",
-        {
-            "qkv": qkv,
-            "k_cache": k_cache,
-            "v_cache": v_cache,
-            "partials": rows * nh * splits * (hd + 2) * 4,
-            "cos_sin": cos_sin if fused else dummy,
-            "q_norm": qn if fused else dummy,
-            "k_norm": kn if fused else dummy,
-        },
-        {
-            "n_heads": nh,
-            "n_kv_heads": p["n_kv_heads"],
-            "head_dim": hd,
-            "q_stride": p["qkv_stride"],
-            "capacity": cap,
-            "window": window,
-            "scale": hd**-0.5,
-            "softcap": 0.0,
-            "split_len": split_len,
-            "splits": splits,
-            "rotary_dim": p["rotary_dim"],
-            "has_qk_norm": p["has_qk_norm"],
-            "interleaved": p["interleaved"],
-            "eps": p["eps"],
-            "norm_offset": 0.0,
-            "partials_at": 0,
-        },
-        grid=(nh, rows, splits),
-        step=(rows, pos, pos + rows),
-        defines={**defines, "ROPE_KV": fused},
-        subgroups=subgroups,
-        read=["partials", "k_cache", "v_cache"],
-    )
-    partials = np.frombuffer(out["partials"], np.float32)
-    shape = (p["n_kv_heads"], cap, hd)
-    return {
-        "y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
-        "partials": partials,
-        "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
-        "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64),
-    }
 
 
 def attention_reference(q, k, v, pos, window):

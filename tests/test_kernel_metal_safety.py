@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_harness import as_f32, device, run_combine, run_kernel  # noqa: F401 (device: a fixture)
+from gpu_harness import as_f32, attend, device, run_combine, run_kernel  # noqa: F401 (device: a fixture)
 
 from py_engine import linear_plan, sampling
 from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
@@ -213,46 +213,23 @@ def test_workgroup_storage_sizes_known():
 
 
 def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap, split_len):
-    cap = k_cache.shape[1]
-    splits = -(-cap // split_len)
-    stride = qkv.shape[1]
-    dummy = np.zeros(4, np.float32)  # RoPE's inputs: read only by the one-row variant (ROPE_KV)
-    out = run_kernel(
-        "attention",
-        {
-            "qkv": qkv,
-            "k_cache": k_cache,
-            "v_cache": v_cache,
-            "partials": rows * nh * splits * (hd + 2) * 4,
-            "cos_sin": dummy,
-            "q_norm": dummy,
-            "k_norm": dummy,
-        },
-        {
-            "n_heads": nh,
-            "n_kv_heads": nkv,
-            "head_dim": hd,
-            "q_stride": stride,
-            "capacity": cap,
-            "window": window,
-            "scale": scale,
-            "softcap": softcap,
-            "split_len": split_len,
-            "splits": splits,
-            "rotary_dim": 0,
-            "has_qk_norm": 0,
-            "interleaved": 0,
-            "eps": 0.0,
-            "norm_offset": 0.0,
-            "partials_at": 0,
-        },
-        grid=(nh, rows, splits),
-        step=(rows, pos, pos + rows),
-        defines={"K_CACHE": "f32", "V_CACHE": "f32", "ROPE_KV": False},
-        read=["partials"],
+    """(partials, y) of the many-row attention (no RoPE: its inputs are read only by ROPE_KV)."""
+    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "capacity": k_cache.shape[1]}
+    params |= {"qkv_stride": qkv.shape[1], "rotary_dim": 0, "has_qk_norm": 0, "interleaved": 0, "eps": 0.0}
+    out = attend(
+        qkv,
+        k_cache,
+        v_cache,
+        params,
+        rows,
+        pos,
+        window,
+        {"K_CACHE": "f32", "V_CACHE": "f32"},
+        scale=scale,
+        softcap=softcap,
+        split_len=split_len,
     )
-    partials = np.frombuffer(out["partials"], np.float32)
-    return partials, run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows))
+    return out["partials"], out["y"]
 
 
 def attention_ref(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap):
