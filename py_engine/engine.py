@@ -8,21 +8,15 @@ import time
 from array import array
 from collections import deque
 
-from .errors import ModelFileError
 from .executor import STEP_BYTES, Executor, step_bytes
-from .formats.gguf import parse_gguf
-from .formats.gguf_model import config_from_gguf, hf_tensors
-from .formats.hf_dir import read_tensor_index
-from .formats.mlx import mlx_tensors
+from .formats.model_files import read_model, tensor_info
 from .formats.source import open_source
 from .gpu import Copy
-from .json_file import read_json
 from .kernels import KernelCache
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
 from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
-from .models.config import ModelConfig, config_from_hf
-from .models.rope import cos_sin_table, inv_frequencies
+from .models.config import ModelConfig
 from .prompt_lookup import lookup_decode
 from .sampling import Sampler, SamplingParams
 from .weights import WeightUploader
@@ -43,7 +37,6 @@ class Engine:
         self.weight_bytes = weight_bytes
         self.context = context
         self.max_rows = executor.graph.max_rows
-        self.inv_freq = inv_frequencies(cfg.rotary_dim, cfg.rope_theta, cfg.rope_scaling)
         self.logits_buffer = executor.buffer("logits")
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
@@ -51,10 +44,17 @@ class Engine:
         # the host waited for a token the GPU had not finished (the GPU-fed loop only).
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (LIVE_SECONDS)
-        # A decode forward's staged inputs, one slot each: its Step, its cos/sin row, its draw.
-        self._rope_bytes = len(cos_sin_table(self.inv_freq, 0, 1))
-        self._slot = STEP_BYTES + -(-self._rope_bytes // 16) * 16 + 64
-        self._cos_sin = executor.buffer("cos_sin")
+        # A decode forward's staged inputs, one slot each: its Step, its cos/sin rows (one per
+        # RoPE table of the graph), its draw.
+        self._rotary = [(executor.buffer(name), rotary) for name, rotary in executor.graph.rotary.items()]
+        # LongRoPE (Phi-3): a sequence longer than long_after positions is rotated with the long
+        # factors, every key of it, as transformers does (it recomputes the cache when a generation
+        # grows past that length). rope_long: how the keys in the cache were rotated.
+        switches = [r.long_after for _, r in self._rotary if r.long_after is not None]
+        self.long_after = min(switches) if switches else None
+        self.rope_long = False
+        self._rope_bytes = sum(-(-rotary.row_bytes // 16) * 16 for _, rotary in self._rotary)
+        self._slot = STEP_BYTES + self._rope_bytes + 64
         self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
 
     @classmethod
@@ -91,7 +91,7 @@ class Engine:
         def plan(context):
             builder = GraphBuilder(
                 cfg,
-                lambda name: _tensor_info(tensors, name, source.label),
+                lambda name: tensor_info(tensors, name, source.label),
                 max_rows,
                 context,
                 half,
@@ -131,7 +131,8 @@ class Engine:
         ex = self.executor
         if ids is not None:
             self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
-        self.device.write_buffer(ex.buffer("cos_sin"), 0, cos_sin_table(self.inv_freq, self.pos, rows))
+        for buffer, rotary in self._rotary:
+            self.device.write_buffer(buffer, 0, rotary.table(self.pos, rows, self.rope_long))
         commands = ex.commands(rows, self.pos, logit_rows)
         self.pos += rows
         return commands
@@ -153,6 +154,8 @@ class Engine:
 
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
+        if self.pos == 0 and self.long_after is not None:  # a sequence from its start: its length picks
+            self.rope_long = len(ids) > self.long_after
         for start in range(0, len(ids) - self.max_rows, self.max_rows):
             self.device.submit(self.forward_commands(ids[start : start + self.max_rows]))
         tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
@@ -182,16 +185,47 @@ class Engine:
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
-        tokens = (
-            lookup_decode(self, prompt, max_new_tokens, sampling, stop_ids, history)
-            if sampling.lookup and sampling.repetition_penalty == 1
-            else self._on_gpu(prompt, max_new_tokens, sampling, stop_ids, history)
-        )
-        try:
-            async for token in tokens:
-                yield token
-        finally:  # closed early (a cancel): the inner loop rolls pos back now, not when collected
-            await tokens.aclose()
+        answer = []
+        while True:
+            prompt = self._rotate_for(prompt, history)
+            first_input = self.pos + len(prompt)
+            count = max_new_tokens - len(answer)
+            if self.long_after is not None and not self.rope_long:  # stop before a forward passes long_after
+                count = min(count, self.long_after - first_input + 1)
+            tokens = (
+                lookup_decode(self, prompt, count, sampling, stop_ids, list(history))
+                if sampling.lookup and sampling.repetition_penalty == 1
+                else self._on_gpu(prompt, count, sampling, stop_ids, list(history))
+            )
+            produced = 0
+            try:
+                async for token in tokens:
+                    produced += 1
+                    answer.append(token)
+                    yield token
+            finally:  # closed early (a cancel): the inner loop rolls pos back now, not when collected
+                await tokens.aclose()
+            if produced < count or len(answer) == max_new_tokens or answer[-1] in stop_ids:
+                return
+            # The next forward would pass long_after: the whole sequence again, with the long factors.
+            history = history + answer[-produced:]
+            if len(history) >= self.context:
+                return
+            self.pos, prompt = 0, history
+
+    def _rotate_for(self, prompt: list[int], history: list[int]) -> list[int]:
+        """The prompt to prefill so that every key is rotated as a sequence ending with it is
+        (LongRoPE): where the cache's keys were rotated the other way, all of history from
+        position 0 (history ends with the prompt)."""
+        if self.long_after is None:
+            return prompt
+        long = self.pos + len(prompt) > self.long_after
+        if long != self.rope_long and self.pos:
+            if history[-len(prompt) :] != prompt or len(history) != self.pos + len(prompt):
+                raise ValueError("context_ids must hold the cached tokens and the prompt")
+            self.pos, prompt = 0, history
+        self.rope_long = long
+        return prompt
 
     async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids, history=None):
         """One token per round trip, the host picking it: the reference the GPU-fed loop is tested
@@ -280,8 +314,10 @@ class Engine:
             at = i * self._slot
             staged[at : at + STEP_BYTES] = step_bytes(1, self.pos)
             rope_at = at + STEP_BYTES
-            staged[rope_at : rope_at + self._rope_bytes] = cos_sin_table(self.inv_freq, self.pos, 1)
-            commands.append(Copy(self._staging, rope_at, self._cos_sin, 0, self._rope_bytes))
+            for buffer, rotary in self._rotary:
+                staged[rope_at : rope_at + rotary.row_bytes] = rotary.table(self.pos, 1, self.rope_long)
+                commands.append(Copy(self._staging, rope_at, buffer, 0, rotary.row_bytes))
+                rope_at += -(-rotary.row_bytes // 16) * 16
             commands += self.executor.staged_commands(1, self.pos, self._staging, at)
             draw = self.sampler.draw_params(sampling)
             if draw is not None:
@@ -294,31 +330,8 @@ class Engine:
         return commands
 
 
-def read_model(source):
-    """(config, tensors by HF name, the parsed GGUF or None) of a model source."""
-    if source.kind == "gguf":
-        name = source.files()[0]
-        gguf = parse_gguf(
-            lambda start, length: source.read(name, start, length), source.size(name), source.locate(name)
-        )
-        return config_from_gguf(gguf), hf_tensors(gguf), gguf  # config_from_gguf sets the RoPE layout
-    config_path = source.small_dir() / "config.json"
-    raw = read_json(config_path)
-    cfg = config_from_hf(raw, config_path)
-    tensors = read_tensor_index(source)
-    if raw.get("quantization"):
-        tensors = mlx_tensors(tensors, raw["quantization"], config_path)
-    return cfg, tensors, None
-
-
 def v_cache_dtype(tensors: dict, half: bool) -> str:
     """The V cache follows the checkpoint's precision: f16 on shader-f16 devices unless a matrix
     is stored in f32 (its owner asked for full precision); quantized models take f16."""
     matrices = [t for t in tensors.values() if len(t.shape) == 2]
     return "f16" if half and all(t.dtype != "F32" for t in matrices) else "f32"
-
-
-def _tensor_info(tensors, name, path):
-    if name not in tensors:
-        raise ModelFileError(path, f"missing tensor {name!r}")
-    return tensors[name]

@@ -60,6 +60,7 @@ class Graph:
         self.outputs: dict[str, Tensor] = {}
         self.inputs: dict[str, Tensor] = {}
         self.fold_until = 0  # the most keys (KV length) at which a decode token folds (Op.fold_*)
+        self.rotary: dict = {}  # cos/sin input name -> models.rope.Rotary (the engine fills each per forward)
 
     def folds(self, rows: int, kv_len: int) -> bool:
         """Whether a forward of `rows` tokens ending at KV length kv_len takes the folded plan."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .engine import Engine, read_model
+from .engine import Engine
+from .formats.model_files import read_model
 from .formats.source import open_source
 from .json_file import read_json
 

@@ -1,19 +1,22 @@
 // RMSNorm: y[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * (w + w_offset)
+//          (+ residual[r, :] when add_residual = 1: a post-norm, Gemma 2/3's sublayer outputs)
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, dim]),
-//           3 w (read, f32 [dim]), 4 y (read_write, f32 [rows, dim]).
+//           3 w (read, f32 [dim]), 4 residual (read, f32 [rows, dim]; read only with add_residual),
+//           5 y (read_write, f32 [rows, dim]).
 // Defines: SUBGROUPS (kernels.py, from the device): the sum of squares reduces by subgroups.
 // Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each. With p.last_row_only = 1
 //           (the LM head's input), workgroup i < step.logit_rows normalises row step.rows -
 //           step.logit_rows + i into row i of y (1 row: the last position; more when drafted
 //           tokens are verified); dispatch at least that many, the rest return at once.
 //           w_offset is 1 for Gemma-style (1 + w) weights.
-struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32 }
+struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32, add_residual: u32, pad0: u32, pad1: u32, pad2: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> residual: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -65,13 +68,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (; j + 768u < p.dim; j += 1024u) {
         let v = vec4<f32>(x[src + j], x[src + j + 256u], x[src + j + 512u], x[src + j + 768u]);
         let g = vec4<f32>(w[j], w[j + 256u], w[j + 512u], w[j + 768u]) + p.w_offset;
-        let out = v * scale * g;
+        var out = v * scale * g;
+        if (p.add_residual == 1u) {
+            out += vec4<f32>(residual[src + j], residual[src + j + 256u], residual[src + j + 512u], residual[src + j + 768u]);
+        }
         y[dst + j] = out.x;
         y[dst + j + 256u] = out.y;
         y[dst + j + 512u] = out.z;
         y[dst + j + 768u] = out.w;
     }
     for (; j < p.dim; j += 256u) {
-        y[dst + j] = x[src + j] * scale * (w[j] + p.w_offset);
+        var out = x[src + j] * scale * (w[j] + p.w_offset);
+        if (p.add_residual == 1u) { out += residual[src + j]; }
+        y[dst + j] = out;
     }
 }

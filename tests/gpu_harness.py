@@ -41,7 +41,7 @@ def run_kernel(
     resources, handles = [], {}
     for b in kernel.bindings:
         if b.name == "step":
-            data = struct.pack(STEP_FORMAT, *step, 1)  # the LM head's rows: the last
+            data = struct.pack(STEP_FORMAT, *step, *(1,)[len(step) - 3 :])  # logit_rows: 1 unless given
             buf = dev.create_buffer(len(data), "uniform")
         elif b.name == "p":
             data = kernel.pack_params(params or {})

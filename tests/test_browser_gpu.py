@@ -244,8 +244,9 @@ def test_rmsnorm_and_q4_1_gemv(worker):
     out = worker.exec(f"""
         from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params
         from py_engine.weights import repack_params
-        norm = await run_kernel("rmsnorm", {{"x": "{enc(x)}", "w": "{enc(w)}", "y": {x.nbytes}}},
-                                {{"dim": {dim}, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0}},
+        norm = await run_kernel("rmsnorm", {{"x": "{enc(x)}", "w": "{enc(w)}", "residual": 16, "y": {x.nbytes}}},
+                                {{"dim": {dim}, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0,
+                                  "add_residual": 0, "pad0": 0, "pad1": 0, "pad2": 0}},
                                 grid=({rows}, 1, 1), step=({rows}, 0, {rows}))
         params, grid = repack_params("q4_1", 37 * 352 // 32)
         packed = await run_kernel("repack", {{"w": "{enc(m.raw())}"}}, params, grid=grid)

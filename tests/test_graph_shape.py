@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from py_engine.engine import _tensor_info, read_model
+from py_engine.formats.model_files import read_model, tensor_info
 from py_engine.formats.source import open_source
 from py_engine.models import graph_generator
 from py_engine.models.builder import GraphBuilder
@@ -18,7 +18,7 @@ def build(name: str, max_binding: int = 128 << 20):
     source = open_source(FIXTURES / name)
     cfg, tensors, _ = read_model(source)
     builder = GraphBuilder(
-        cfg, lambda n: _tensor_info(tensors, n, source.label), 16, 64, False, ("f32", "f32"), max_binding
+        cfg, lambda n: tensor_info(tensors, n, source.label), 16, 64, False, ("f32", "f32"), max_binding
     )
     return cfg, graph_generator(cfg.architecture)(builder)
 

@@ -7,6 +7,19 @@ def rmsnorm_ref(x, w, eps, offset=0.0):
     return x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps) * (w + offset)
 
 
+def rmsnorm_params(dim, eps, offset=0.0, last_row_only=False, add_residual=False):
+    return {
+        "dim": dim,
+        "eps": eps,
+        "w_offset": offset,
+        "last_row_only": int(last_row_only),
+        "add_residual": int(add_residual),
+        "pad0": 0,
+        "pad1": 0,
+        "pad2": 0,
+    }
+
+
 @pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
 @pytest.mark.parametrize("rows,dim", [(1, 64), (5, 576), (3, 1000), (2, 4096)])
 def test_rmsnorm(rows, dim, subgroups):
@@ -15,8 +28,8 @@ def test_rmsnorm(rows, dim, subgroups):
     w = rng.standard_normal(dim, dtype=np.float32)
     out = run_kernel(
         "rmsnorm",
-        {"x": x, "w": w, "y": x.nbytes},
-        {"dim": dim, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0},
+        {"x": x, "w": w, "residual": 16, "y": x.nbytes},
+        rmsnorm_params(dim, 1e-5),
         grid=(rows, 1, 1),
         step=(rows, 0, rows),
         subgroups=subgroups,
@@ -30,8 +43,45 @@ def test_rmsnorm_last_row_with_offset():
     w = rng.standard_normal(96, dtype=np.float32)
     out = run_kernel(
         "rmsnorm",
-        {"x": x, "w": w, "y": 96 * 4},
-        {"dim": 96, "eps": 1e-6, "w_offset": 1.0, "last_row_only": 1},
+        {"x": x, "w": w, "residual": 16, "y": 96 * 4},
+        rmsnorm_params(96, 1e-6, offset=1.0, last_row_only=True),
         step=(7, 0, 7),
     )
     np.testing.assert_allclose(as_f32(out["y"], (96,)), rmsnorm_ref(x[-1], w, 1e-6, 1.0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [640, 1000])
+def test_post_norm_adds_the_residual(dim):
+    """Gemma 2/3's post-norms: residual + norm(sublayer output), both vector and tail loops."""
+    rng = np.random.default_rng(dim)
+    rows = 3
+    x = rng.standard_normal((rows, dim), dtype=np.float32)
+    w = rng.standard_normal(dim, dtype=np.float32) * 0.1
+    residual = rng.standard_normal((rows, dim), dtype=np.float32) * 5
+    out = run_kernel(
+        "rmsnorm",
+        {"x": x, "w": w, "residual": residual, "y": x.nbytes},
+        rmsnorm_params(dim, 1e-6, offset=1.0, add_residual=True),
+        grid=(rows, 1, 1),
+        step=(rows, 0, rows),
+    )
+    ref = residual + rmsnorm_ref(x, w, 1e-6, 1.0)
+    np.testing.assert_allclose(as_f32(out["y"], (rows, dim)), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_softcap_caps_the_scored_rows_only():
+    rng = np.random.default_rng(3)
+    vocab, cap = 700, 30.0
+    logits = (rng.standard_normal((3, vocab)) * 40).astype(np.float32)
+    logits[0, :3] = [1e30, -1e30, 0.0]  # tanh's argument is clamped, never NaN
+    out = run_kernel(
+        "softcap",
+        {"y": logits},
+        {"count": vocab, "cap": cap, "pad0": 0, "pad1": 0},
+        grid=(3, 8, 1),
+        step=(5, 0, 5, 2),  # two scored rows: the third stays as it was
+    )
+    y = as_f32(out["y"], (3, vocab))
+    ref = np.tanh(logits[:2].astype(np.float64) / cap) * cap
+    np.testing.assert_allclose(y[:2], ref, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(y[2], logits[2])

@@ -88,7 +88,10 @@ async def logits(path: Path, dev, ids):
     return engine, np.array(await engine.prompt_logits(ids))
 
 
-@pytest.mark.parametrize("fixture,group,dtype", [("qwen3-f32", 64, "bf16"), ("llama-f32", 32, "f16")])
+@pytest.mark.parametrize(
+    "fixture,group,dtype",
+    [("qwen3-f32", 64, "bf16"), ("llama-f32", 32, "f16"), ("gemma3-f32", 32, "bf16"), ("phi3-f32", 32, "f16")],
+)
 def test_mlx_matches_its_dequantized_safetensors(fixture, group, dtype, tmp_path):
     mlx, plain = convert(FIXTURES / fixture, tmp_path, group, dtype)
     ids = json.loads((FIXTURES / fixture / "reference.json").read_text())["prompt_ids"]

@@ -86,3 +86,38 @@ def test_long_prefill_through_matmul(name, f16):
         return np.array(await engine.prompt_logits(ids))
 
     assert int(np.argmax(asyncio.run(logits(device(f16)[0])))) == ref["greedy"][-1]
+
+
+def test_longrope_keys_follow_the_sequence_length():
+    """Phi-3's LongRoPE rotates a whole sequence with the long factors once it is longer than the
+    original context (16 in the fixture): a generation that crosses it, a cached turn after it and
+    a new short conversation after that give what a fresh engine gives on the same ids."""
+    from py_engine.prompt_cache import PromptCache
+
+    ref = json.loads((FIXTURES / "phi3-f32" / "reference.json").read_text())
+    prompt = ref["prompt_ids"]
+
+    async def fresh(dev, ids, n):
+        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64)
+        return [t async for t in engine.generate(ids, n, SamplingParams())], await last_logits(engine)
+
+    async def last_logits(engine):  # of the last forward's LM head
+        return np.frombuffer(await engine.device.read_buffer(engine.logits_buffer, 0, 384 * 4), np.float32)
+
+    async def turns(dev):
+        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64)
+        cache, out = PromptCache(engine), []
+        for turn, n in ((1, 8), (2, 6), (3, 1)):
+            # 2: turn 1 + its answer + 3 ids; 3: its first 16 ids (short again: cached keys are long)
+            first = out[0][1] if out else []
+            ids = {1: prompt, 2: prompt + first + [5, 6, 7], 3: prompt + first[:4]}[turn]
+            answer = [t async for t in cache.generate(ids, n, SamplingParams(), ())]
+            out.append((ids, answer, engine.rope_long, await last_logits(engine), *await fresh(dev, ids, n)))
+        return out
+
+    out = asyncio.run(turns(device(False)[0]))
+    assert out[0][1] == ref["greedy"][:8]
+    assert [o[2] for o in out] == [True, True, False]
+    for ids, answer, _, logits, fresh_answer, fresh_logits in out:
+        assert answer == fresh_answer, len(ids)
+        np.testing.assert_allclose(logits, fresh_logits, rtol=0, atol=1e-4 * np.abs(fresh_logits).max())

@@ -26,7 +26,7 @@ from py_engine.sampling import SamplingParams
 pytestmark = pytest.mark.slow  # two real GGUFs on lavapipe: minutes
 
 REFERENCES = Path(__file__).parent / "fixtures" / "gguf_reference"
-MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
+MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"]
 
 
 async def check_model(path: Path, ref: dict, dev) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from fixture_archs import ARCHS, COMMON, FEATURES, NOTES
 from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
 PROMPT_LEN = 12
@@ -30,70 +31,12 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 SHARDED = ("qwen2", "bf16")  # saved as >= 2 shards + model.safetensors.index.json
 LEGACY_CONFIG = ("llama", "f16")  # config.json rewritten in the pre-transformers-5 spelling
 
-# Shapes deliberately avoid powers of two / multiples of 64 where the engine tiles.
-COMMON = dict(
-    vocab_size=384,
-    hidden_size=64,
-    intermediate_size=112,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=256,
-    initializer_range=0.2,  # 0.02 gives near-tied logits
-    # No eos: generation (HF's and the engine's) must never stop before NEW_TOKENS.
-    bos_token_id=None,
-    eos_token_id=None,
-    pad_token_id=None,
-)
-
-LLAMA3_ROPE = dict(
-    rope_type="llama3",
-    rope_theta=10000.0,
-    factor=8.0,
-    low_freq_factor=1.0,
-    high_freq_factor=4.0,
-    # Small so that with head_dim 16 the low-, mid- and high-frequency bands all occur.
-    original_max_position_embeddings=32,
-)
-
-ARCHS = {
-    "llama": dict(
-        model_type="llama",
-        rms_norm_eps=1e-5,
-        rope_parameters=LLAMA3_ROPE,
-        tie_word_embeddings=False,
-    ),
-    "mistral": dict(
-        model_type="mistral",
-        rms_norm_eps=1e-6,
-        sliding_window=8,  # < prompt length, so the window cuts attention from the prompt on
-        tie_word_embeddings=False,
-    ),
-    "qwen2": dict(
-        model_type="qwen2",
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-    ),
-    "qwen3": dict(
-        model_type="qwen3",
-        rms_norm_eps=1e-6,
-        head_dim=24,  # != hidden_size / num_attention_heads (16)
-        rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
-        tie_word_embeddings=False,
-    ),
-}
-
-NOTES = {
-    "llama": "llama3 RoPE scaling (factor 8, low 1, high 4, original_max 32), theta 1e4, untied lm_head, eps 1e-5",
-    "mistral": "sliding_window 8: position q attends to keys q-7..q; prompt 12 + 16 new tokens, so the window cuts",
-    "qwen2": "random non-zero q/k/v biases, tied embeddings (no lm_head.weight stored)",
-    "qwen3": "random q_norm/k_norm, head_dim 24 != hidden/heads, theta 1e6",
-}
+GEMMA_FAMILY = ("gemma", "gemma2", "gemma3")
 
 
 def make_config(arch):
-    spec = dict(ARCHS[arch])
-    return AutoConfig.for_model(spec.pop("model_type"), **COMMON, **spec)
+    spec = {**COMMON, **ARCHS[arch]}
+    return AutoConfig.for_model(spec.pop("model_type"), **spec)
 
 
 def build_model(arch, seed):
@@ -104,19 +47,23 @@ def build_model(arch, seed):
     std = model.config.initializer_range
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith("norm.weight"):
-                param.copy_(1 + 0.1 * torch.randn_like(param))
+            if name.endswith("norm.weight"):  # Gemma's norms multiply by (1 + w)
+                param.copy_((arch not in GEMMA_FAMILY) + 0.1 * torch.randn_like(param))
             elif name.endswith(".bias"):
                 param.normal_(0.0, std)
     return model
 
 
-def load_f32(path, **config_overrides):
-    """Load a saved fixture back as float32 (bf16/f16 weights are upcast exactly)."""
+def load_f32(path, dtype_name="f32", attn=ATTN, **config_overrides):
+    """Load a saved fixture back as float32 (bf16/f16 weights are upcast exactly). Gemma's
+    embedding scale is rounded to the stored dtype, as transformers computes it in that dtype."""
     cfg = AutoConfig.from_pretrained(path)
     for key, value in config_overrides.items():
         setattr(cfg, key, value)
-    model = AutoModelForCausalLM.from_pretrained(path, config=cfg, dtype=torch.float32, attn_implementation=ATTN)
+    model = AutoModelForCausalLM.from_pretrained(path, config=cfg, dtype=torch.float32, attn_implementation=attn)
+    embed = model.model.embed_tokens
+    if hasattr(embed, "embed_scale"):
+        embed.embed_scale.copy_(torch.tensor(embed.scalar_embed_scale).to(DTYPES[dtype_name]).float())
     return model.eval()
 
 
@@ -126,9 +73,12 @@ def last_logits(model, prompt):
 
 
 @torch.no_grad()
-def greedy(model, prompt):
+def greedy(model, prompt, recompute=True):
     """Greedy ids plus per-step logits, cross-checked against a cache-free recompute so the
-    reference does not depend on how HF's KV cache (e.g. its sliding-window layer) works."""
+    reference does not depend on how HF's KV cache (e.g. its sliding-window layer) works.
+    recompute False: LongRoPE picks its factors per forward by the longest position, so a
+    recompute of the whole sequence rotates differently from the cached decode (which the engine
+    follows, forward by forward)."""
     gen_cfg = GenerationConfig(
         max_new_tokens=NEW_TOKENS,
         min_new_tokens=NEW_TOKENS,
@@ -139,8 +89,9 @@ def greedy(model, prompt):
     out = model.generate(prompt, generation_config=gen_cfg)
     ids = out.sequences[0, prompt.shape[1] :].tolist()
     assert len(ids) == NEW_TOKENS, f"generated {len(ids)} tokens"
-    full = model(out.sequences[:, :-1], use_cache=False).logits[0, prompt.shape[1] - 1 :]
-    assert full.argmax(-1).tolist() == ids, "cached generate disagrees with full recompute"
+    if recompute:
+        full = model(out.sequences[:, :-1], use_cache=False).logits[0, prompt.shape[1] - 1 :]
+        assert full.argmax(-1).tolist() == ids, "cached generate disagrees with full recompute"
     return ids, torch.stack(out.logits)[:, 0]
 
 
@@ -173,28 +124,32 @@ def save(model, arch, dtype_name, path):
         assert (path / "model.safetensors.index.json").exists()
 
 
-def check_features(arch, path, prompt, logits):
+def check_features(arch, dtype_name, path, prompt, logits, ids):
     """Each arch-specific feature must change the output, or the fixture tests nothing."""
-    if arch == "mistral":
-        windowless = last_logits(load_f32(path, sliding_window=None), prompt)
-        assert not torch.allclose(windowless, logits, atol=1e-4), "sliding window had no effect"
-    if arch == "llama":
-        plain = dict(rope_type="default", rope_theta=LLAMA3_ROPE["rope_theta"])
-        unscaled = last_logits(load_f32(path, rope_parameters=plain), prompt)
-        assert not torch.allclose(unscaled, logits, atol=1e-4), "llama3 rope scaling had no effect"
-    sdpa = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
-    assert torch.allclose(last_logits(sdpa.eval(), prompt), logits, atol=1e-4), "eager and sdpa disagree"
+    for what, overrides, changes in FEATURES.get(arch, ()):
+        model = load_f32(path, dtype_name, **overrides)
+        if changes == "logits":
+            assert not torch.allclose(last_logits(model, prompt), logits, atol=1e-4), f"{what} had no effect"
+        else:
+            assert greedy(model, prompt, recompute=False)[0] != ids, f"{what} had no effect on the greedy ids"
+    if arch in GEMMA_FAMILY and dtype_name != "f32":
+        unrounded = load_f32(path)  # the f32 embedding scale
+        assert not torch.equal(last_logits(unrounded, prompt), logits), "the embedding scale's rounding had no effect"
+    if arch == "gemma2":  # sdpa has no attention softcapping
+        return
+    sdpa = load_f32(path, dtype_name, attn="sdpa")
+    assert torch.allclose(last_logits(sdpa, prompt), logits, atol=1e-4), "eager and sdpa disagree"
 
 
 def reference(arch, dtype_name, path, prompt):
     """Compute reference.json from the saved dir, or None if this seed is unusable."""
-    model = load_f32(path)
+    model = load_f32(path, dtype_name)
     logits = last_logits(model, prompt)
-    ids, step_logits = greedy(model, prompt)
+    ids, step_logits = greedy(model, prompt, recompute=arch != "phi3")
     abs_margin, rel_margin = min_margins(step_logits)
     if len(set(ids)) < MIN_DISTINCT_GREEDY or rel_margin < MIN_REL_MARGIN:
         return None
-    check_features(arch, path, prompt, logits)
+    check_features(arch, dtype_name, path, prompt, logits, ids)
     if (arch, dtype_name) == LEGACY_CONFIG:
         write_legacy_llama_config(path)
         legacy = load_f32(path)
@@ -241,10 +196,13 @@ def make_arch(arch, out, first_seed, max_tries=50):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures"))
+    parser.add_argument("--only", nargs="*", choices=list(ARCHS), help="these architectures (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.use_deterministic_algorithms(True)
     for i, arch in enumerate(ARCHS):
+        if args.only and arch not in args.only:
+            continue
         seed = make_arch(arch, args.out, first_seed=1000 * (i + 1))
         print(f"{arch}: wrote {', '.join(f'{arch}-{d}' for d in DTYPES)} (seed {seed})")
 

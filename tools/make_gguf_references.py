@@ -2,8 +2,8 @@
 
 transformers dequantizes every tensor to float32 and un-permutes llama.cpp's Q/K rows, so this is
 an independent implementation of the whole path (reader, dequantization, RoPE layout, model).
-For each model and chat prompt it records the prompt ids (the HF tokenizer built from the GGUF,
-with the GGUF's chat template), the last prompt position's logits (the top 100 plus every
+For each model and prompt it records the prompt ids (the HF tokenizer built from the GGUF, with
+the GGUF's chat template; a base model without one gets the plain text), the last prompt position's logits (the top 100 plus every
 `STRIDE`-th vocabulary entry: small enough to commit, wide enough to catch a wrong row) and the
 first 16 greedy tokens. Needs torch, transformers>=5 and gguf (see ../shared/PLATFORM-NOTES.md).
 
@@ -36,9 +36,12 @@ def reference(path: Path) -> dict:
     model.eval()
     cases = []
     for prompt in PROMPTS:
-        ids = tok.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
-        )
+        if tok.chat_template:
+            ids = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        else:  # a base model (Gemma-3-270M): the text itself, BOS as the file asks
+            ids = tok(prompt)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         ids = [int(i) for i in ids]

@@ -9,6 +9,7 @@ our graph builders use.
 from __future__ import annotations
 
 import re
+import struct
 
 from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
@@ -23,8 +24,12 @@ HF_ARCHITECTURE = {  # GGUF general.architecture -> the HF class of the same mod
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
+    "gemma": "GemmaForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
 }
+GEMMAS = ("gemma", "gemma2", "gemma3")
 
 
 def gguf_rope_interleaved(arch: str | None) -> bool:
@@ -33,14 +38,15 @@ def gguf_rope_interleaved(arch: str | None) -> bool:
     llama.cpp's converter permutes the rows of Llama-family attn_q / attn_k so that its "normal"
     RoPE (rotating pairs (x[2i], x[2i+1])) computes what HF's rotate-half RoPE computes on the
     original rows. We keep the rows as stored, so for those models the engine must rotate
-    interleaved pairs. Qwen2/Qwen3/Gemma3 use llama.cpp's NEOX RoPE (rotate-half, like HF) and
-    are stored unpermuted."""
+    interleaved pairs. Qwen2/Qwen3, the Gemmas and Phi-3 use llama.cpp's NEOX RoPE (rotate-half,
+    like HF) and are stored unpermuted."""
     return arch == "llama"
 
 
 def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
-    """The ModelConfig of a GGUF model (llama, qwen2, qwen3, gemma3). Raises ModelFileError naming
-    a missing or malformed key, UnsupportedArchitectureError for other architectures."""
+    """The ModelConfig of a GGUF model (HF_ARCHITECTURE's). Raises ModelFileError naming a missing
+    or malformed key, UnsupportedArchitectureError for other architectures. A Phi-3's LongRoPE
+    factors are tensors: longrope_scaling reads them."""
     meta, path = gguf.metadata, gguf.path
     arch = meta.get("general.architecture")
     if arch is None:
@@ -112,14 +118,72 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         max_position=key("context_length"),
         # llama.cpp reuses token_embd for the output when there is no output.weight.
         tie_word_embeddings="output.weight" not in gguf.tensors,
-        sliding_window=key("attention.sliding_window", 0) if arch == "gemma3" else 0,
         attention_bias=arch == "qwen2" or "blk.0.attn_q.bias" in gguf.tensors,
         qk_norm=arch in ("qwen3", "gemma3"),
         eos_token_ids=eos_ids,
         bos_token_id=bos_id if isinstance(bos_id, int) else None,
+        norm_weights_include_one=arch in GEMMAS,
     )
     cfg.rope_interleaved = gguf_rope_interleaved(arch)
+    if arch in ("gemma2", "gemma3"):
+        _gemma_attention(cfg, key, meta, arch, path)
     return cfg
+
+
+def _gemma_attention(cfg: ModelConfig, key, meta: dict, arch: str, path) -> None:
+    """Gemma 2/3's attention as llama.cpp reads it: sliding layers by a pattern (every 2nd / 6th
+    layer full, or a per-layer list), their own RoPE base, softcapping (Gemma 2), and a scale of
+    head_dim^-0.5 (hidden/heads for the 27B models, which llama.cpp knows by their layer count:
+    the files do not store query_pre_attn_scalar)."""
+    window = key("attention.sliding_window", 4096 if arch == "gemma2" else 0)
+    if window > 0:
+        cfg.sliding_window = window
+        pattern = meta.get(f"{arch}.attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
+        if isinstance(pattern, list):  # one flag per layer
+            pattern = [bool(swa) for swa in pattern]
+        elif isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0:
+            pattern = [pattern == 0 or i % pattern < pattern - 1 for i in range(cfg.num_layers)]
+        if not isinstance(pattern, list) or len(pattern) != cfg.num_layers:
+            raise ModelFileError(
+                path, f"{arch}.attention.sliding_window_pattern: expected a count or one flag per layer"
+            )
+        cfg.layer_types = ["sliding_attention" if swa else "full_attention" for swa in pattern]
+    if arch == "gemma2":  # sliding layers share the global base and scaling unless told otherwise
+        cfg.local_rope_theta, cfg.local_rope_scaling = (
+            key("rope.freq_base_swa", cfg.rope_theta, float),
+            cfg.rope_scaling,
+        )
+        cfg.attn_logit_softcapping = key("attn_logit_softcapping", 50.0, float)
+        cfg.final_logit_softcapping = key("final_logit_softcapping", 30.0, float)
+    else:
+        cfg.local_rope_theta = key("rope.freq_base_swa", 10000.0, float)
+        cfg.final_logit_softcapping = key("final_logit_softcapping", 0.0, float)
+    large = (arch, cfg.num_layers) in (("gemma2", 46), ("gemma3", 62))
+    cfg.query_pre_attn_scalar = cfg.hidden_size / cfg.num_heads if large else cfg.head_dim
+
+
+def longrope_scaling(gguf: GGUFFile, read) -> dict | None:
+    """A Phi-3 file's LongRoPE (HF's rope_scaling dict), from its rope_factors_short / _long
+    tensors (rotary_dim / 2 floats each, read with read(start, length)) and rope.scaling keys;
+    None without those tensors. The attention factor defaults to 1, as llama.cpp's does."""
+    tensors, meta = gguf.tensors, gguf.metadata
+    if "rope_factors_long.weight" not in tensors or "rope_factors_short.weight" not in tensors:
+        return None
+    factors = {}
+    for which in ("short", "long"):
+        info = tensors[f"rope_factors_{which}.weight"]
+        if info.dtype != "F32" or len(info.shape) != 1:
+            raise ModelFileError(gguf.path, f"rope_factors_{which}.weight should be a 1-D F32 tensor")
+        factors[which] = list(struct.unpack(f"<{info.shape[0]}f", read(info.start, info.nbytes)))
+    arch = meta.get("general.architecture")
+    original = meta.get(f"{arch}.rope.scaling.original_context_length", meta.get(f"{arch}.context_length"))
+    return {
+        "rope_type": "longrope",
+        "short_factor": factors["short"],
+        "long_factor": factors["long"],
+        "original_max_position_embeddings": original,
+        "attention_factor": meta.get(f"{arch}.rope.scaling.attn_factor", 1.0),
+    }
 
 
 # Token texts llama.cpp also stops on (llama-vocab.cpp's end-of-generation list), whatever eos says.
@@ -208,15 +272,18 @@ HF_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-# Gemma3 has four norms per block: llama.cpp's attn_norm / post_attention_norm / ffn_norm /
+# Gemma 2/3 have four norms per block: llama.cpp's attn_norm / post_attention_norm / ffn_norm /
 # post_ffw_norm are HF's input / post_attention / pre_feedforward / post_feedforward layernorms.
 # (llama.cpp's converter stores Gemma's norm weights with HF's "+1" already added.)
-GEMMA3_HF_NAMES = {
+FOUR_NORM_HF_NAMES = {
     **HF_NAMES,
     "post_attention_norm": "post_attention_layernorm",
     "ffn_norm": "pre_feedforward_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
+# Phi-3's fused weights: attn_qkv, and ffn_up holding gate rows then up rows.
+PHI3_HF_NAMES = {**HF_NAMES, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+HF_NAMES_OF = {"gemma2": FOUR_NORM_HF_NAMES, "gemma3": FOUR_NORM_HF_NAMES, "phi3": PHI3_HF_NAMES}
 _BLOCK_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
@@ -228,7 +295,7 @@ def hf_tensor_name(gguf_name: str, arch: str = "llama") -> str | None:
     if match is None:
         return None
     layer, part, kind = match.groups()
-    hf_part = (GEMMA3_HF_NAMES if arch == "gemma3" else HF_NAMES).get(part)
+    hf_part = HF_NAMES_OF.get(arch, HF_NAMES).get(part)
     return None if hf_part is None else f"model.layers.{int(layer)}.{hf_part}.{kind}"
 
 

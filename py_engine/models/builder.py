@@ -25,6 +25,7 @@ from ..linear_plan import (
 )
 from ..quant import FORMATS, GGUF_TYPES
 from .config import ModelConfig
+from .rope import Rotary
 
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
 # each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
@@ -75,10 +76,18 @@ class GraphBuilder:
         self.max_binding = max_binding
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
-        self.cos_sin = self.g.inputs["cos_sin"] = self.g.tensor("cos_sin", max_rows * cfg.rotary_dim * 4, "input")
+        self.cos_sin = self.rope_table("cos_sin", cfg.rope_theta, cfg.rope_scaling)
         self.kv_layers = 0
         self._merge = None  # (output, merge params) of the last attention(): its partials for the O projection
         self._count = 0
+
+    def rope_table(self, name: str, theta: float, scaling: dict | None) -> Tensor:
+        """A cos/sin input of every forward (Graph.rotary: the engine fills it per forward) for
+        RoPE of this base and scaling; rope_kv() takes it. A model has one, or one per layer kind."""
+        rotary = Rotary(self.cfg.rotary_dim, theta, scaling)
+        self.g.rotary[name] = rotary
+        self.g.inputs[name] = self.g.tensor(name, self.g.max_rows * rotary.row_bytes, "input")
+        return self.g.inputs[name]
 
     def act(self, label: str, width: int, rows: int | None = None) -> Tensor:
         self._count += 1
@@ -167,14 +176,32 @@ class GraphBuilder:
             )
         return y
 
-    def rmsnorm(self, x: Tensor, weight: str, last_row_only: bool = False, offset: float = 0.0) -> Tensor:
-        """last_row_only: the rows the LM head scores (the forward's last, or its last Step.logit_rows)."""
+    def rmsnorm(
+        self,
+        x: Tensor,
+        weight: str,
+        last_row_only: bool = False,
+        offset: float = 0.0,
+        residual: Tensor | None = None,
+    ) -> Tensor:
+        """x RMS-normalised by `weight` (+ offset: Gemma's 1 + w), + residual (a post-norm:
+        Gemma 2/3 normalise a sublayer's output before adding it). last_row_only: the rows the
+        LM head scores (the forward's last, or its last Step.logit_rows)."""
         dim = self.shape(weight)[0]
         y = self.act("norm", dim, LOGIT_ROWS_MAX if last_row_only else None)
         self.g.op(
             "rmsnorm",
-            {"x": x, "w": self.vector([weight]), "y": y},
-            {"dim": dim, "eps": self.cfg.rms_norm_eps, "w_offset": offset, "last_row_only": int(last_row_only)},
+            {"x": x, "w": self.vector([weight]), "residual": residual or self.dummy, "y": y},
+            {
+                "dim": dim,
+                "eps": self.cfg.rms_norm_eps,
+                "w_offset": offset,
+                "last_row_only": int(last_row_only),
+                "add_residual": int(residual is not None),
+                "pad0": 0,
+                "pad1": 0,
+                "pad2": 0,
+            },
             (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)),
         )
         return y
@@ -227,6 +254,19 @@ class GraphBuilder:
             )
         return y
 
+    def qkv(self, x: Tensor, attn: str, norm: str, norm_offset: float = 0.0, bias: bool | None = None) -> Tensor:
+        """A layer's fused q|k|v projection (`attn`: its "model.layers.N.self_attn." prefix) of x
+        RMS-normalised by `norm`, with the q/k/v biases where bias (default: the config's
+        attention_bias) says so."""
+        bias = self.cfg.attention_bias if bias is None else bias
+        return self.linear(
+            x,
+            [attn + f"{p}_proj.weight" for p in "qkv"],
+            bias=[attn + f"{p}_proj.bias" for p in "qkv"] if bias else None,
+            norm=norm,
+            norm_offset=norm_offset,
+        )
+
     def _linear_op(
         self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0, fold_defines: dict | None = None
     ) -> None:
@@ -243,16 +283,15 @@ class GraphBuilder:
             fold_defines=fold_defines,
         )
 
-    def gated_mlp(
-        self, x: Tensor, gate: str, up: str, norm: str, gelu: bool = False, norm_offset: float = 0.0
-    ) -> Tensor:
-        """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`: one dispatch where gate | up
-        is one format in one binding, else the normalising gate | up projection and gated_mul."""
-        if not self.one_shard([gate, up]):
-            return self.gated_mul(
-                self.linear(x, [gate, up], norm=norm, norm_offset=norm_offset), self.shape(gate)[0], gelu
-            )
-        [(shard, _, defines)], n, k = self.matrix([gate, up], norm=True, gated=True, gelu=gelu)
+    def gated_mlp(self, x: Tensor, gate_up: list, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
+        """act(gate . h) * (up . h) with h = x RMS-normalised by `norm`; gate_up: the gate and up
+        matrices ([gate, up], or one fused tensor of gate rows then up rows). One dispatch where
+        gate | up is one format in one binding, else the normalising gate | up projection and
+        gated_mul."""
+        if not self.one_shard(gate_up):
+            inter = sum(self.shape(p)[0] for p in gate_up) // 2
+            return self.gated_mul(self.linear(x, gate_up, norm=norm, norm_offset=norm_offset), inter, gelu)
+        [(shard, _, defines)], n, k = self.matrix(gate_up, norm=True, gated=True, gelu=gelu)
         y = self.act("mlp", n // 2)
         self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": self.vector([norm])},
@@ -261,10 +300,19 @@ class GraphBuilder:
         )
         return y
 
-    def rope_kv(self, qkv: Tensor, q_norm: str | None = None, k_norm: str | None = None, interleaved=False) -> KVLayer:
-        """A new layer's KV caches, and Q/K norm, RoPE and KV append of qkv into them: its own op in
-        a forward of many rows; in a one-row forward attention() does the same work (ROPE_KV) and
-        this op is skipped."""
+    def rope_kv(
+        self,
+        qkv: Tensor,
+        q_norm: str | None = None,
+        k_norm: str | None = None,
+        interleaved=False,
+        cos_sin: Tensor | None = None,
+        norm_offset: float = 0.0,
+    ) -> KVLayer:
+        """A new layer's KV caches, and Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the
+        cos_sin table: rope_table's, default the model's) and KV append of qkv into them: its own
+        op in a forward of many rows; in a one-row forward attention() does the same work
+        (ROPE_KV) and this op is skipped."""
         cfg = self.cfg
         cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
         layer, self.kv_layers = self.kv_layers, self.kv_layers + 1
@@ -272,7 +320,7 @@ class GraphBuilder:
         v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
         heads = cfg.num_heads + 2 * cfg.num_kv_heads
         norms = {
-            "cos_sin": self.cos_sin,
+            "cos_sin": cos_sin or self.cos_sin,
             "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
             "k_norm": self.vector([k_norm]) if k_norm else self.dummy,
         }
@@ -281,7 +329,7 @@ class GraphBuilder:
             "has_qk_norm": int(q_norm is not None),
             "interleaved": int(interleaved),
             "eps": cfg.rms_norm_eps,
-            "norm_offset": 0.0,
+            "norm_offset": norm_offset,
         }
         self.g.op(
             "rope_kv",
@@ -368,3 +416,14 @@ class GraphBuilder:
         vocab = self.shape(head)[0]
         out = self.g.outputs["logits"] = self.g.tensor("logits", LOGIT_ROWS_MAX * vocab * 4, "output")
         return self.linear(x_last, [head], fixed_rows=1, out=out, rows=LOGIT_ROWS)
+
+    def softcap(self, logits: Tensor, cap: float) -> Tensor:
+        """cap * tanh(logits / cap) in place over the scored rows (Gemma 2's final softcapping)."""
+        vocab = logits.nbytes // (LOGIT_ROWS_MAX * 4)
+        self.g.op(
+            "softcap",
+            {"y": logits},
+            {"count": vocab, "cap": cap, "pad0": 0, "pad1": 0},
+            lambda rows: (ceil_div(vocab, 256), LOGIT_ROWS_MAX, 1),
+        )
+        return logits

@@ -31,22 +31,55 @@ class ModelConfig:
     rope_interleaved: bool = False
     eos_token_ids: list = field(default_factory=list)
     bos_token_id: int | None = None
+    # Per-layer attention ("sliding_attention" / "full_attention"); empty: every layer is full,
+    # windowed by sliding_window when that is set (Mistral, Phi-3).
+    layer_types: list = field(default_factory=list)
+    # Sliding layers' own RoPE (Gemma 3: base 1e4 beside the full layers' 1e6); None: the same.
+    local_rope_theta: float | None = None
+    local_rope_scaling: dict | None = None
+    query_pre_attn_scalar: float | None = None  # attention scale (Gemma 2/3): its inverse square root
+    attn_logit_softcapping: float = 0.0  # 0: none
+    final_logit_softcapping: float = 0.0
+    dtype: str | None = None  # the checkpoint's compute dtype ("bfloat16", …): Gemma rounds its embedding scale to it
+    # llama.cpp's converter stores Gemma's (1 + w) RMSNorm weights with the 1 already added.
+    norm_weights_include_one: bool = False
 
     @property
     def rotary_dim(self) -> int:
         return int(self.head_dim * self.partial_rotary_factor)
 
+    def sliding(self, layer: int) -> bool:
+        """Whether a layer attends only to its sliding window (layer_types, else every layer
+        when sliding_window is set)."""
+        if self.layer_types:
+            return self.layer_types[layer] == "sliding_attention"
+        return self.sliding_window > 0
 
-def _rope_settings(raw: dict) -> tuple[float, dict | None]:
-    """transformers 5 writes `rope_parameters` (with rope_theta inside); hub configs often still
-    carry `rope_theta` + `rope_scaling`. Accept both."""
+
+# Defaults where a family's config leaves RoPE's base out (transformers' own defaults).
+GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
+LEGACY_ROPE_TYPES = {"su": "longrope", "yarn": "longrope"}  # Phi-3's older names
+
+
+def _rope_settings(raw: dict, layer_type: str | None = None) -> tuple[float, dict | None]:
+    """(theta, scaling) of a layer type. transformers 5 writes `rope_parameters` (with rope_theta
+    inside; Gemma 3: one dict per layer type); hub configs often still carry `rope_theta` +
+    `rope_scaling` (Gemma 3: `rope_local_base_freq` for sliding layers). Accept both."""
     params = raw.get("rope_parameters") or {}
-    scaling = raw.get("rope_scaling") or None
-    theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
-    if params.get("rope_type", "default") not in ("default", None):
+    if layer_type in params:
+        params = params[layer_type]
+    elif layer_type is not None:  # old Gemma 3 spelling: rope_scaling belongs to the full layers only
+        local = layer_type == "sliding_attention"
+        theta = raw.get("rope_local_base_freq" if local else "rope_theta", GEMMA3_THETA[layer_type])
+        params = {"rope_theta": theta, **({} if local else raw.get("rope_scaling") or {})}
+    scaling = None if layer_type else raw.get("rope_scaling") or None
+    default_theta = GEMMA3_THETA[layer_type] if layer_type else 10000.0
+    theta = params.get("rope_theta", raw.get("rope_theta", default_theta) if not layer_type else default_theta)
+    if params.get("rope_type", params.get("type", "default")) not in ("default", None):
         scaling = params
     if scaling is not None:
         kind = scaling.get("rope_type", scaling.get("type", "default"))
+        kind = LEGACY_ROPE_TYPES.get(kind, kind)
         scaling = None if kind == "default" else dict(scaling, rope_type=kind)
     return float(theta), scaling
 
@@ -57,38 +90,84 @@ def _ids(value) -> list:
     return list(value) if isinstance(value, list) else [value]
 
 
+# Multimodal checkpoints whose text tower is a causal LM of its own: its config is `text_config`
+# (weights: read_model drops the tower's prefix).
+TEXT_TOWERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
+
+
 def config_from_hf(raw: dict, path) -> ModelConfig:
     archs = raw.get("architectures") or []
     if not archs:
         raise ModelFileError(path, "no 'architectures' entry")
+    architecture = archs[0]
+    if architecture in TEXT_TOWERS and isinstance(raw.get("text_config"), dict):
+        raw = {**raw["text_config"], "dtype": raw.get("dtype", raw.get("torch_dtype"))}
+        architecture = TEXT_TOWERS[architecture]
     try:
         heads = int(raw["num_attention_heads"])
         hidden = int(raw["hidden_size"])
-        theta, scaling = _rope_settings(raw)
+        per_layer_type = architecture in PER_LAYER_TYPE_ROPE
+        theta, scaling = _rope_settings(raw, "full_attention" if per_layer_type else None)
+        local_theta, local_scaling = _rope_settings(raw, "sliding_attention") if per_layer_type else (None, None)
         window = raw.get("sliding_window") or 0
         if raw.get("use_sliding_window") is False:
             window = 0
+        layers = int(raw["num_hidden_layers"])
+        layer_types = list(raw.get("layer_types") or _default_layer_types(architecture, raw, layers))
+        if layer_types and len(layer_types) != layers:
+            raise ModelFileError(path, f"layer_types has {len(layer_types)} entries for {layers} layers")
+        if scaling is not None and scaling["rope_type"] == "longrope":
+            # Phi-3 keeps these beside rope_scaling; the long factors start past the original length.
+            scaling = {
+                "original_max_position_embeddings": int(raw.get("original_max_position_embeddings") or 0),
+                "max_position_embeddings": int(raw.get("max_position_embeddings", 4096)),
+                **scaling,
+            }
+        rope_params = raw.get("rope_parameters") or {}
+        partial = raw.get("partial_rotary_factor", rope_params.get("partial_rotary_factor", 1.0))
         return ModelConfig(
-            architecture=archs[0],
+            architecture=architecture,
             vocab_size=int(raw["vocab_size"]),
             hidden_size=hidden,
             intermediate_size=int(raw["intermediate_size"]),
-            num_layers=int(raw["num_hidden_layers"]),
+            num_layers=layers,
             num_heads=heads,
             num_kv_heads=int(raw.get("num_key_value_heads") or heads),
             head_dim=int(raw.get("head_dim") or hidden // heads),
             rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
             rope_theta=theta,
             rope_scaling=scaling,
-            partial_rotary_factor=float(raw.get("partial_rotary_factor", 1.0)),
+            partial_rotary_factor=float(partial),
             max_position=int(raw.get("max_position_embeddings", 4096)),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
             sliding_window=int(window),
             attention_bias=bool(raw.get("attention_bias", False)),
             eos_token_ids=_ids(raw.get("eos_token_id")),
             bos_token_id=raw.get("bos_token_id"),
+            layer_types=layer_types,
+            local_rope_theta=local_theta,
+            local_rope_scaling=local_scaling,
+            query_pre_attn_scalar=_optional_float(raw.get("query_pre_attn_scalar")),
+            attn_logit_softcapping=_optional_float(raw.get("attn_logit_softcapping")) or 0.0,
+            final_logit_softcapping=_optional_float(raw.get("final_logit_softcapping")) or 0.0,
+            dtype=raw.get("dtype", raw.get("torch_dtype")),
         )
     except KeyError as exc:
         raise ModelFileError(path, f"missing key {exc.args[0]!r}") from None
     except (TypeError, ValueError) as exc:
         raise ModelFileError(path, f"bad value ({exc})") from None
+
+
+def _optional_float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def _default_layer_types(architecture: str, raw: dict, layers: int) -> list[str]:
+    """transformers' defaults where a config has no layer_types: Gemma 2 alternates sliding and
+    full layers; Gemma 3 makes every `sliding_window_pattern`-th (6) layer full."""
+    pattern = {"Gemma2ForCausalLM": 2, "Gemma3ForCausalLM": int(raw.get("sliding_window_pattern") or 6)}
+    if architecture not in pattern:
+        return []
+    every = pattern[architecture]
+    return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)]

@@ -15,12 +15,7 @@ def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = Fa
     for i in range(cfg.num_layers):
         p = f"model.layers.{i}."
         attn = p + "self_attn."
-        qkv = b.linear(
-            x,
-            [attn + "q_proj.weight", attn + "k_proj.weight", attn + "v_proj.weight"],
-            bias=[attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"] if qkv_bias else None,
-            norm=p + "input_layernorm.weight",
-        )
+        qkv = b.qkv(x, attn, norm=p + "input_layernorm.weight", bias=qkv_bias)
         kv = b.rope_kv(
             qkv,
             q_norm=attn + "q_norm.weight" if qk_norm else None,
@@ -30,7 +25,7 @@ def build_decoder(b: GraphBuilder, *, qkv_bias: bool = False, qk_norm: bool = Fa
         a = b.attention(kv, window=window)
         x = b.linear(a, [attn + "o_proj.weight"], residual=x)
         m = b.gated_mlp(
-            x, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", norm=p + "post_attention_layernorm.weight"
+            x, [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"], norm=p + "post_attention_layernorm.weight"
         )
         x = b.linear(m, [p + "mlp.down_proj.weight"], residual=x)
     last = b.rmsnorm(x, "model.norm.weight", last_row_only=True)

@@ -1,6 +1,7 @@
-"""Rotary embedding frequencies (incl. llama3 scaling) and the per-forward cos/sin table.
+"""Rotary embedding frequencies (default, linear, llama3, longrope) and the per-forward cos/sin
+table.
 
-Both are tiny (head_dim/2 numbers per position) and computed with the reference's float32
+Both are tiny (rotary_dim / 2 numbers per position) and computed with the reference's float32
 rounding, so RoPE matches transformers to the last bit instead of depending on a GPU's cos()."""
 
 from __future__ import annotations
@@ -11,21 +12,74 @@ from array import array
 
 from ..errors import ModelFileError
 
+SCALINGS = ("default", "linear", "llama3", "longrope")
+
 
 def f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def inv_frequencies(rotary_dim: int, theta: float, scaling: dict | None) -> list[float]:
-    base = [f32(1.0 / f32(theta ** f32(f32(i) / rotary_dim))) for i in range(0, rotary_dim, 2)]
-    if scaling is None:
-        return base
-    kind = scaling["rope_type"]
-    if kind == "llama3":
-        return _llama3(base, scaling)
-    if kind == "linear":
-        return [f32(f / scaling["factor"]) for f in base]
-    raise ModelFileError("config.json", f"unsupported rope scaling type {kind!r} (supported: default, linear, llama3)")
+class Rotary:
+    """One RoPE variant of a model (Gemma 3 has two: its sliding layers' and its full layers').
+    table(first_pos, rows, long) is the cos/sin input of a forward over those positions; long
+    (LongRoPE only) picks the long factors, which the engine uses for every key in its cache once
+    a sequence is longer than long_after positions."""
+
+    def __init__(self, rotary_dim: int, theta: float, scaling: dict | None, source="config.json"):
+        self.rotary_dim = rotary_dim
+        exponents = [f32(f32(i) / rotary_dim) for i in range(0, rotary_dim, 2)]
+        powers = [f32(theta**e) for e in exponents]
+        base = [f32(1.0 / p) for p in powers]
+        self.inv_freq, self.long_inv_freq, self.long_after, self.scale = base, None, None, 1.0
+        kind = scaling["rope_type"] if scaling else "default"
+        if kind == "llama3":
+            self.inv_freq = _llama3(base, scaling)
+        elif kind == "linear":
+            self.inv_freq = [f32(f / scaling["factor"]) for f in base]
+        elif kind == "longrope":
+            self._longrope(powers, scaling, source)
+        elif kind != "default":
+            raise ModelFileError(source, f"unsupported rope scaling type {kind!r} (supported: {', '.join(SCALINGS)})")
+
+    def _longrope(self, powers: list[float], s: dict, source) -> None:
+        """Phi-3's LongRoPE as transformers computes it: frequencies divided by the short factors,
+        or by the long ones for a sequence longer than the original context; cos and sin scaled by
+        the attention factor either way."""
+        half = len(powers)
+        short, long = s.get("short_factor"), s.get("long_factor")
+        original = s.get("original_max_position_embeddings") or 0
+        for name, factors in (("short_factor", short), ("long_factor", long)):
+            if not isinstance(factors, list) or len(factors) != half:
+                raise ModelFileError(source, f"longrope {name} must be a list of {half} numbers")
+        if original <= 0:
+            raise ModelFileError(source, "longrope needs original_max_position_embeddings")
+        self.inv_freq = [f32(1.0 / f32(f32(float(f)) * p)) for f, p in zip(short, powers)]
+        self.long_inv_freq = [f32(1.0 / f32(f32(float(f)) * p)) for f, p in zip(long, powers)]
+        self.long_after = original
+        factor = s.get("factor") or s.get("max_position_embeddings", original) / original
+        attention = s.get("attention_factor")
+        if attention is None:
+            attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+        self.scale = f32(attention)
+
+    def table(self, first_pos: int, rows: int, long: bool = False) -> bytes:
+        """[rows, rotary_dim / 2, 2] float32: (cos, sin) of the float32 angle pos * inv_freq."""
+        inv_freq = self.long_inv_freq if long and self.long_inv_freq is not None else self.inv_freq
+        values = array("f")
+        for pos in range(first_pos, first_pos + rows):
+            for f in inv_freq:
+                angle = f32(pos * f)
+                if self.scale == 1.0:
+                    values.append(math.cos(angle))
+                    values.append(math.sin(angle))
+                else:
+                    values.append(f32(math.cos(angle)) * self.scale)
+                    values.append(f32(math.sin(angle)) * self.scale)
+        return values.tobytes()
+
+    @property
+    def row_bytes(self) -> int:
+        return self.rotary_dim * 4
 
 
 def _llama3(inv_freq: list[float], s: dict) -> list[float]:
@@ -43,14 +97,3 @@ def _llama3(inv_freq: list[float], s: dict) -> list[float]:
             smooth = (old_len / wavelen - low) / (high - low)
             out.append(f32((1 - smooth) * f / factor + smooth * f))
     return out
-
-
-def cos_sin_table(inv_freq: list[float], first_pos: int, rows: int) -> bytes:
-    """[rows, len(inv_freq), 2] float32: (cos, sin) of the float32 angle pos * inv_freq."""
-    values = array("f")
-    for pos in range(first_pos, first_pos + rows):
-        for f in inv_freq:
-            angle = f32(pos * f)
-            values.append(math.cos(angle))
-            values.append(math.sin(angle))
-    return values.tobytes()

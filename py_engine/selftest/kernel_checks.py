@@ -98,8 +98,8 @@ async def check_rmsnorm(device, kernels) -> str:
     out = await run_kernel(
         device,
         kernels.get("rmsnorm"),
-        {"x": x.tobytes(), "w": w.tobytes(), "y": 4 * rows * dim},
-        {"dim": dim, "eps": NORM_EPS, "w_offset": 0.0, "last_row_only": 0},
+        {"x": x.tobytes(), "w": w.tobytes(), "residual": 16, "y": 4 * rows * dim},
+        dict(dim=dim, eps=NORM_EPS, w_offset=0.0, last_row_only=0, add_residual=0, pad0=0, pad1=0, pad2=0),
         grid=(rows, 1, 1),
         step=(rows, 0, rows),
     )

@@ -1,0 +1,58 @@
+"""A model's files read into what the engine plans from: its ModelConfig and its tensors under HF
+names (GGUF header, HF config.json + safetensors, MLX quantization, multimodal text towers)."""
+
+from __future__ import annotations
+
+from ..errors import ModelFileError
+from ..json_file import read_json
+from ..models.config import TEXT_TOWERS, config_from_hf
+from .gguf import parse_gguf
+from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling
+from .hf_dir import read_tensor_index
+from .mlx import mlx_tensors
+
+
+def read_model(source):
+    """(config, tensors by HF name, the parsed GGUF or None) of a model source."""
+    if source.kind == "gguf":
+        name = source.files()[0]
+        gguf = parse_gguf(
+            lambda start, length: source.read(name, start, length), source.size(name), source.locate(name)
+        )
+        cfg = config_from_gguf(gguf)  # with the RoPE layout
+        longrope = longrope_scaling(gguf, lambda start, length: source.read(name, start, length))
+        if longrope is not None:
+            cfg.rope_scaling = longrope
+        return cfg, hf_tensors(gguf), gguf
+    config_path = source.small_dir() / "config.json"
+    raw = read_json(config_path)
+    cfg = config_from_hf(raw, config_path)
+    tensors = read_tensor_index(source)
+    if raw.get("quantization"):
+        tensors = mlx_tensors(tensors, raw["quantization"], config_path)
+    if raw.get("architectures", [None])[0] in TEXT_TOWERS:
+        tensors = text_tower(tensors)
+    return cfg, tensors, None
+
+
+# Where multimodal checkpoints keep their text tower's weights (transformers 5, then older files).
+TEXT_TOWER_PREFIXES = ("model.language_model.", "language_model.model.")
+
+
+def text_tower(tensors: dict) -> dict:
+    """A multimodal checkpoint's text-tower tensors under the causal LM's names (the vision
+    tower's are left out): model.language_model.X / language_model.model.X -> model.X."""
+    out = {}
+    for name, info in tensors.items():
+        for prefix in TEXT_TOWER_PREFIXES:
+            if name.startswith(prefix):
+                out["model." + name[len(prefix) :]] = info
+        if name in ("lm_head.weight", "language_model.lm_head.weight"):
+            out["lm_head.weight"] = info
+    return out
+
+
+def tensor_info(tensors, name, path):
+    if name not in tensors:
+        raise ModelFileError(path, f"missing tensor {name!r}")
+    return tensors[name]
