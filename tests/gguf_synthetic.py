@@ -1,9 +1,11 @@
 """Small synthetic GGUF files, shared by tests/test_gguf_tokenizer.py and
-tools/make_gguf_tokenizer_refs.py (which records transformers' answers for the files in RECIPES
-into tests/fixtures/gguf_tokenizer/synthetic.json, so the tests need neither transformers nor torch).
+tools/make_gguf_tokenizer_refs.py (which records llama.cpp's tokenization and transformers' configs
+for the files in RECIPES into tests/fixtures/gguf_tokenizer/synthetic.json, so the tests need
+neither llama.cpp nor transformers).
 
 A recipe is write_gguf's arguments with tensors given as shapes (float32 zeros); recipe_digest
-fingerprints one so that a test notices a recipe changed after the references were made.
+fingerprints one (metadata_digest a metadata dict) so that a test notices a recipe changed after
+the references were made.
 """
 
 import hashlib
@@ -51,48 +53,38 @@ def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
     return path
 
 
+def write_metadata(path, metadata: dict, arch="llama"):
+    """A small GGUF holding `metadata` (key -> value, e.g. tokenizer_vocab.gguf_metadata's) with
+    GGUF's usual types: uint32 ids, float32 scores, int32 token types, uint8 charsmap."""
+    types = gguf.GGUFValueType
+    writer = gguf.GGUFWriter(str(path), arch)
+    for adder, value in BASE_METADATA:
+        getattr(writer, adder)(value)
+    for key, value in metadata.items():
+        if isinstance(value, list):
+            item = {"tokenizer.ggml.scores": types.FLOAT32, "tokenizer.ggml.token_type": types.INT32}.get(key)
+            item = types.UINT8 if key.endswith("charsmap") else item or types.STRING
+            writer.add_key_value(key, value, types.ARRAY, sub_type=item)
+        elif isinstance(value, bool):
+            writer.add_bool(key, value)
+        elif isinstance(value, int):
+            writer.add_uint32(key, value)
+        else:
+            writer.add_string(key, value)
+    writer.add_tensor("token_embd.weight", np.zeros((8, 16), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 # ---- a SentencePiece ("llama") vocabulary with scores and token types ----
 
-SPM_PIECES = [
-    "▁",
-    "a",
-    "b",
-    "c",
-    "h",
-    "e",
-    "l",
-    "o",
-    "w",
-    "r",
-    "d",
-    "▁a",
-    "ab",
-    "▁ab",
-    "abc",
-    "▁abc",
-    "he",
-    "ll",
-    "llo",
-    "hello",
-    "▁hello",
-    "▁w",
-    "or",
-    "ld",
-    "▁wor",
-    "▁world",
-    "▁▁",
-    "▁▁▁",
-    "bc",
-    "ca",
-    "▁c",
-    "é",
-    "▁é",
-    "lo",
-    "el",
-    "hel",
-    "▁he",
-    "▁hel",
-]
+SPM_PIECES = (
+    "▁ a b c h e l o w r d ▁a ab ▁ab abc ▁abc he ll llo hello ▁hello ▁w or ld ▁wor ▁world ▁▁ ▁▁▁ bc ca ▁c é ▁é lo el"
+    " hel ▁he ▁hel"
+).split()
 
 
 def spm_tokenizer(add_space_prefix=True, add_bos=None) -> dict:
@@ -147,16 +139,17 @@ SPM_TEXTS = [
 # Derived by hand from the vocabulary above (ids: <unk> 0, <s> 1, </s> 2, <0xNN> 3 + NN, pieces from 259).
 SPM_BY_HAND = {
     "hello world": [279, 284],  # ▁hello ▁world
+    " hello": [259, 279],  # ▁ ▁hello: "▁" is prepended even to a leading space
     "abc abcab": [274, 274, 271],  # ▁abc ▁abc ab
-    "<s>hello</s>": [1, 278, 2],  # <s> hello </s>: no "▁" after a token, only at the input's start
-    "hello<|user|>world": [279, 297, 267, 281, 282],  # ▁hello <|user|> w or ld
+    "<s>hello</s>": [1, 279, 2],  # <s> ▁hello </s>: "▁" is prepended after every special token too
+    "hello<|user|>world": [279, 297, 284],  # ▁hello <|user|> ▁world
     "héllo zz": [259, 263, 290, 277, 259, 125, 125],  # ▁ h é llo ▁ <0x7A> <0x7A>
-    "  a": [259, 270],  # ▁ ▁a: "▁a" outscores "▁▁"
+    "  a": [285, 270],  # ▁▁ ▁a: of "▁▁▁a", "▁▁" (score -26) merges before "▁a" (-11) can
     "[UNUSED]": [259] + [3 + b for b in b"[UNUSED]"],  # unused tokens are never matched
 }
 
-# The strings whose ids, ids with special tokens and decodings are compared with transformers.
-SPM_HF_TEXTS = SPM_TEXTS + list(SPM_BY_HAND)
+# The strings whose ids and decodings are compared with llama.cpp.
+SPM_REFERENCE_TEXTS = SPM_TEXTS + [text for text in SPM_BY_HAND if text not in SPM_TEXTS]
 
 
 # ---- small byte-level ("gpt2") vocabularies ----
@@ -180,16 +173,63 @@ def byte_level_tokenizer(pre="gpt-2", **extra) -> dict:
     )
 
 
-# The pre-tokenizers and strings whose ids (without special tokens) are compared with transformers.
-BYTE_LEVEL_HF_PRES = ("gpt-2", "qwen2", "llama-bpe")
-BYTE_LEVEL_HF_TEXTS = ["ab abc", "abc<|end|>a<|u|>", "<raw tok>", "12 12 123", "ab\n\n  abc", "cab'sab"]
+# The pre-tokenizers and strings whose ids are compared with llama.cpp.
+BYTE_LEVEL_PRES = ("gpt-2", "qwen2", "llama-bpe", "smollm", "default")
+BYTE_LEVEL_TEXTS = ["ab abc", "abc<|end|>a<|u|>", "<raw tok>", "12 12 123", "ab\n\n  abc", "cab'sab", " ab . ab"]
+
+
+# Texts for llama.cpp's references: every pre-tokenizer rule, white space of all kinds, scripts,
+# numbers, marks, emoji, special-token look-alikes.
+GGUF_TEXTS = [
+    "Hello world",
+    " Hello",
+    "  Hello  ",
+    "",
+    " ",
+    "   ",
+    "\n",
+    "\n\n\n\n",
+    "x",
+    "  leading, trailing  ",
+    "I'm, you'll, they've, DON'T, She'S, it'd, O'Neil's, 'tis",
+    "1234567 3.14159 12 345 1,000,000 x² ½ ① Ⅻ ٣٤٥٦ ١٢٣٤٥٦٧",
+    "12abc345def6789 x1234y",
+    "a\tb\t\tc\n\n\nd\r\ne \r\n\r\n  f\n \n  g",
+    "def f(x):\n    if x:\n        return x * 2\n    return None\n",
+    "$1,000.99 + 50% <tag> ^x~y|z` @user #hash",
+    "é ñ Ångström naïve café e\u0301 résumé",
+    "日本語のテキストと中文混在 カタカナ ひらがな",
+    "한국어 텍스트 ㄱㄴ",
+    "Привет, мир! Ελληνικά ΑΒΓ αβγ",
+    "مرحبا بالعالم ۔،",
+    "नमस्ते दुनिया। ক্ষ",
+    "👩‍👩‍👧‍👦 🏳️‍🌈 👍🏽 😀🤖",
+    "non\u00a0breaking\u2009thin\u3000ideographic\u2028sep\u0085nel",
+    "zero\u200bwidth soft\u00adhyphen \u001fUS\u001c",
+    "ＡＢＣ ﬁ ｶﾀｶﾅ ｶﾞ …",
+    "CamelCaseWord HTTPServer iPhone ÉCOLE Éclair",
+    "<sentinel:12> IMGIMGABCZ tab\there  two  spaces    four",
+    "snake_case-kebab.dot/slash\\back",
+    "unassigned \U000e0080 \U0010ffff \ue000 private",
+    "Þorður ı İ ß ẞ ǅungla Ⓐ",
+    "ไทย ລາວ ខ្មែរ မြန်မာ ꩠ",
+    "wait... what?! (yes) [no] {maybe} — “quotes” ‘single’",
+    "!!!abc ?hello ...ok",
+    "<s> hi</s>",
+    "<|im_start|>user\nhi<|im_end|>\n",
+    "<start_of_turn>user\nhi<end_of_turn>",
+    "<bos>x<eos> <|begin_of_text|>y<|eot_id|>",
+    "[INST] hi [/INST] <0x41> <unk> <mask> [MASK] [CLS] [SEP] <sep> <pad>",
+    "x" * 50,
+    "the quick brown fox . isn't it ? don 't ' quoted '",
+]
 
 
 # ---- the files compared with transformers (tools/make_gguf_tokenizer_refs.py) ----
 
 RECIPES = {
     "spm": dict(tokenizer=spm_tokenizer()),
-    **{f"byte-level-{pre}": dict(tokenizer=byte_level_tokenizer(pre)) for pre in BYTE_LEVEL_HF_PRES},
+    **{f"byte-level-{pre}": dict(tokenizer=byte_level_tokenizer(pre)) for pre in BYTE_LEVEL_PRES},
     "gemma3": dict(
         arch="gemma3",
         metadata=[
@@ -217,6 +257,11 @@ def write_synthetic(directory, name):
     if "tensors" in recipe:
         recipe["tensors"] = {key: np.zeros(shape, np.float32) for key, shape in recipe["tensors"].items()}
     return write_gguf(directory / f"{name}.gguf", **recipe)
+
+
+def metadata_digest(metadata: dict) -> str:
+    text = json.dumps(metadata, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def recipe_digest(name) -> str:

@@ -1,12 +1,14 @@
-"""The GGUF tokenizer and config against HF transformers' GGUF loader.
+"""The GGUF tokenizer against llama.cpp, and the GGUF config against HF transformers' GGUF loader.
 
-Real files: SmolLM2-135M-Instruct (llama arch, "gpt2" tokenizer, pre "smollm") and
-Qwen2.5-Coder-0.5B-Instruct (qwen2 arch, pre "qwen2"), fetched by py_engine.model_cache; the
-references in tests/fixtures/gguf_tokenizer/ come from tools/make_gguf_tokenizer_refs.py.
-Synthetic files (tests/gguf_synthetic.py): a SentencePiece ("llama") vocabulary with scores and
-token types, small byte-level ones, and Gemma3 / Qwen3 configs, written with gguf-py's GGUFWriter;
-transformers' answers for them are in tests/fixtures/gguf_tokenizer/synthetic.json, made by the
-same tool, so no test here imports transformers or torch.
+Real files: SmolLM2-135M-Instruct (llama arch, "gpt2" tokenizer, pre "smollm"),
+Qwen2.5-Coder-0.5B-Instruct (qwen2 arch, pre "qwen2") and Gemma-3-270M ("llama" SentencePiece
+tokenizer with Gemma's vocabulary), fetched by py_engine.model_cache; the references in
+tests/fixtures/gguf_tokenizer/ come from tools/make_gguf_tokenizer_refs.py: ids and decodings from
+llama.cpp, chat template text and configs from transformers. Synthetic files
+(tests/gguf_synthetic.py): a SentencePiece ("llama") vocabulary with scores and token types, small
+byte-level ones, and Gemma3 / Qwen3 configs, written with gguf-py's GGUFWriter; their references
+are in tests/fixtures/gguf_tokenizer/synthetic.json, made by the same tool, so no test here needs
+llama.cpp, transformers or torch.
 """
 
 import json
@@ -24,21 +26,24 @@ gguf = pytest.importorskip("gguf")
 pytest.importorskip("numpy")  # gguf_synthetic writes numpy arrays
 
 from gguf_synthetic import (  # noqa: E402
-    BYTE_LEVEL_HF_PRES,
-    BYTE_LEVEL_HF_TEXTS,
+    BYTE_LEVEL_PRES,
+    BYTE_LEVEL_TEXTS,
     BYTE_LEVEL_TOKENS,
     RECIPES,
     SPM_BY_HAND,
-    SPM_HF_TEXTS,
+    SPM_REFERENCE_TEXTS,
     byte_level_tokenizer,
     recipe_digest,
     spm_tokenizer,
     write_gguf,
     write_synthetic,
 )
+from tokenizer_vocab import assert_matches_llama_cpp  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gguf_tokenizer"
-MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
+CHAT_MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
+# Gemma's 262144-token vocabulary takes a second to read.
+MODELS = [*CHAT_MODELS, pytest.param("gemma-3-270m", marks=pytest.mark.slow)]
 
 
 @cache
@@ -58,41 +63,23 @@ def ours(name: str):
     return tokenizer_from_gguf(read_gguf(model_path(name)))
 
 
-def expected_ids(entry: dict, key: str) -> list:
-    # Where transformers' split differs from llama.cpp's, the reference also holds transformers'
-    # ids under llama.cpp's split (see tools/make_gguf_tokenizer_refs.py); we follow llama.cpp.
-    return entry.get(f"{key}_split_fixed", entry[key])
-
-
 @pytest.mark.parametrize("name", MODELS)
-def test_encode_decode_match_hf(name):
+def test_encode_decode_match_llama_cpp(name):
     tok, ref = ours(name), reference(name)
     assert len(ref["encode"]) >= 40
-    for entry in ref["encode"]:
-        text = entry["text"]
-        assert tok.encode(text) == expected_ids(entry, "ids"), text
-        assert tok.encode(text, add_special_tokens=True) == expected_ids(entry, "ids_with_special"), text
-        assert tok.decode(entry["ids"]) == entry["decoded"], text
-        assert tok.decode(entry["ids"], skip_special_tokens=True) == entry["decoded_skip_special"], text
+    assert_matches_llama_cpp(tok, ref["encode"])
+    # Generation stops where llama.cpp's does: eos, end-of-turn and FIM tokens.
+    assert tok.eos_ids == set(ref["eog"])
 
 
-def test_smollm_split_differs_from_hf_only_where_recorded():
-    """The one known disagreement with transformers: "smollm" cuts \\p{N} characters off alone
-    (llama.cpp, SmolLM's tokenizer.json); transformers' GGUF loader does not."""
-    ref = reference("smollm2-135m-instruct")
-    assert ref["tokenizer_ggml_pre"] == "smollm"
-    differing = [entry["text"] for entry in ref["encode"] if "ids_split_fixed" in entry]
-    assert differing == ["x² + y³ = z½ ① Ⅻ ٣"]
-    assert not any("ids_split_fixed" in entry for entry in reference("qwen2.5-coder-0.5b-instruct")["encode"])
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_chat_template_matches_hf(name):
+@pytest.mark.parametrize("name", CHAT_MODELS)
+def test_chat_template_matches_hf_and_tokenizes_like_llama_cpp(name):
     tok, ref = ours(name), reference(name)
+    assert ref["chat"]
     for case in ref["chat"]:
         text = tok.apply_chat_template(case["messages"], add_generation_prompt=True)
         assert text == case["text"]
-        assert tok.encode(text) == expected_ids(case, "ids")
+        assert tok.encode(text) == case["ids"]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -101,12 +88,10 @@ def test_special_tokens(name):
     special = ref["special"]
     assert tok.id_to_token(tok.bos_id) == special["bos_token"]
     assert tok.id_to_token(ref["config"]["eos_token_id"]) == special["eos_token"]
-    # Besides eos, generation stops on the end-of-turn tokens llama.cpp recognises by their text.
-    assert {tok.id_to_token(i) for i in tok.eos_ids} == {"<|im_end|>", "<|endoftext|>"}
     assert tok.vocab_size == ref["config"]["vocab_size"]
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", CHAT_MODELS)
 def test_config_matches_hf(name):
     path = model_path(name)
     ref = reference(name)
@@ -147,12 +132,15 @@ def synthetic_reference(name: str) -> dict:
 
 def test_sentencepiece_by_hand(tmp_path):
     tok = tokenizer_from_gguf(read_gguf(write_gguf(tmp_path / "spm.gguf", tokenizer=spm_tokenizer())))
+    # Decoding strips the "▁" prepended to the text, but keeps those after special tokens.
+    spaced = {"<s>hello</s>": "<s> hello</s>", "hello<|user|>world": "hello<|user|> world"}
     for text, ids in SPM_BY_HAND.items():
         assert tok.encode(text) == ids, text
-        # The text starts with "▁" already, so none is prepended, but decoding strips one.
-        assert tok.decode(ids) == (" a" if text == "  a" else text)
+        assert tok.decode(ids) == spaced.get(text, text)
     assert tok.encode("hello", add_special_tokens=True) == [1, 278 + 1]  # BOS by default for "llama"
-    assert tok.decode([1, 279, 2], skip_special_tokens=True) == "hello"
+    assert tok.decode([1, 279, 2], skip_special_tokens=True) == " hello"  # only a leading "▁" is stripped
+    assert tok.decode([279, 298, 259, 261]) == "hello<ctrl> b"
+    assert tok.decode([279, 298, 259, 261], skip_special_tokens=True) == "hello b"
     assert tok.apply_chat_template([{"role": "user", "content": "hi"}]) == "<s>[user] hi</s>"
     assert (tok.bos_id, tok.eos_ids) == (1, {2})
 
@@ -165,16 +153,11 @@ def test_sentencepiece_flags(tmp_path):
     assert tok.encode("hello", add_special_tokens=True) == [278]
 
 
-def test_sentencepiece_matches_hf(tmp_path):
+def test_sentencepiece_matches_llama_cpp(tmp_path):
     tok = tokenizer_from_gguf(read_gguf(write_synthetic(tmp_path, "spm")))
     entries = synthetic_reference("spm")["encode"]
-    assert [entry["text"] for entry in entries] == SPM_HF_TEXTS
-    for entry in entries:
-        text, ids = entry["text"], entry["ids"]
-        assert tok.encode(text) == ids, text
-        assert tok.encode(text, add_special_tokens=True) == entry["ids_with_special"], text
-        assert tok.decode(ids) == entry["decoded"], text
-        assert tok.decode(ids, skip_special_tokens=True) == entry["decoded_skip_special"], text
+    assert [entry["text"] for entry in entries] == SPM_REFERENCE_TEXTS
+    assert_matches_llama_cpp(tok, entries)
 
 
 def test_byte_level_synthetic(tmp_path):
@@ -182,34 +165,64 @@ def test_byte_level_synthetic(tmp_path):
     assert tok.encode("ab abc") == [6, 3, 9]  # ab Ġ abc: "a b" outranks "Ġ a", then "ab c"
     assert tok.encode(" abab") == [3, 6, 6]  # Ġ ab ab: there is no "Ġ ab" merge
     assert tok.encode("abc<|end|>a<|u|>") == [9, 10, 0, 12]
-    # A control token spelled outside the byte alphabet is not matched in text (as in
-    # transformers); it stays in the vocabulary under its byte-alphabet spelling.
-    assert 11 not in tok.encode("<raw tok>")
-    assert tok.token_to_id("<rawĠtok>") == 11
+    # A control token spelled outside the byte alphabet is matched in text all the same.
+    assert tok.encode("a<raw tok>") == [0, 11]
     assert tok.decode([9, 10, 0], skip_special_tokens=True) == "abca"
+    assert tok.decode([0, 3, 6]) == "a ab"
     assert tok.encode("12 12") == [13, 3, 13]  # GPT-2's split keeps " 12" together, but "Ġ1" is no merge
     smollm = write_gguf(tmp_path / "s.gguf", tokenizer=byte_level_tokenizer("smollm"))
     assert tokenizer_from_gguf(read_gguf(smollm)).encode("12 12") == [4, 5, 3, 4, 5]  # digits one by one
 
 
-def test_byte_level_matches_hf(tmp_path):
-    for pre in BYTE_LEVEL_HF_PRES:
+def test_byte_level_matches_llama_cpp(tmp_path):
+    for pre in BYTE_LEVEL_PRES:
         name = f"byte-level-{pre}"
         assert RECIPES[name]["tokenizer"]["pre"] == pre
         tok = tokenizer_from_gguf(read_gguf(write_synthetic(tmp_path, name)))
         entries = synthetic_reference(name)["encode"]
-        assert [entry["text"] for entry in entries] == BYTE_LEVEL_HF_TEXTS
-        for entry in entries:
-            assert tok.encode(entry["text"]) == entry["ids"], (pre, entry["text"])
+        assert [entry["text"] for entry in entries] == BYTE_LEVEL_TEXTS
+        assert_matches_llama_cpp(tok, entries)
+
+
+def test_default_bos_follows_llama_cpp(tmp_path):
+    """Without tokenizer.ggml.add_bos_token: BOS for SentencePiece and the Llama-3 family of
+    pre-tokenizers, none for other byte-level ones."""
+    for tokenizer, adds_bos in (
+        (spm_tokenizer(), True),
+        (byte_level_tokenizer("llama-bpe"), True),
+        (byte_level_tokenizer("tekken"), True),
+        (byte_level_tokenizer("qwen2"), False),
+        (byte_level_tokenizer("default"), False),
+    ):
+        tok = tokenizer_from_gguf(read_gguf(write_gguf(tmp_path / "x.gguf", tokenizer=tokenizer)))
+        assert (tok.encode("a", add_special_tokens=True)[0] == tok.bos_id) == adds_bos, tokenizer.get("pre")
+
+
+def test_special_id_outside_the_vocabulary_is_ignored(tmp_path, caplog):
+    """llama.cpp warns and keeps its default (11 for "gpt2" vocabularies)."""
+    path = write_gguf(tmp_path / "x.gguf", tokenizer={**byte_level_tokenizer(), "eos_token_id": 99})
+    tok = tokenizer_from_gguf(read_gguf(path))
+    assert 11 in tok.eos_ids and "tokenizer.ggml.eos_token_id = 99 is not a token id" in caplog.text
+
+
+def test_user_defined_space_runs_are_matched_whole(tmp_path):
+    """MPT's vocabulary has user-defined tokens for runs of spaces; llama.cpp cuts them out of the
+    text before splitting, longest first."""
+    tokens = [*BYTE_LEVEL_TOKENS, "  ", "   "]
+    mpt = {**byte_level_tokenizer("mpt"), "tokens": tokens, "types": [1] * 10 + [3, 3, 4, 1, 4, 4]}
+    tok = tokenizer_from_gguf(read_gguf(write_gguf(tmp_path / "mpt.gguf", tokenizer=mpt)))
+    assert tok.encode("a     b") == [0, 15, 14, 1]  # a, "   ", "  ", b
+    assert tok.decode([0, 15, 14, 1]) == "a     b"
 
 
 @pytest.mark.parametrize(
     "tokenizer,problem",
     [
-        (byte_level_tokenizer("bogus-pre"), "unsupported tokenizer.ggml.pre 'bogus-pre'"),
-        ({**byte_level_tokenizer(), "tokenizer_model": "bert"}, "unsupported tokenizer.ggml.model 'bert'"),
+        (byte_level_tokenizer("bogus-pre"), "unknown tokenizer.ggml.pre 'bogus-pre': llama.cpp does not know"),
+        ({**byte_level_tokenizer(), "tokenizer_model": "rwkv"}, "unsupported tokenizer.ggml.model 'rwkv'"),
         ({k: v for k, v in byte_level_tokenizer().items() if k != "merges"}, "'tokenizer.ggml.merges'"),
-        ({**byte_level_tokenizer(), "eos_token_id": 99}, "tokenizer.ggml.eos_token_id = 99 is not a token id"),
+        # llama.cpp's BERT default SEP (102) lies outside this vocabulary.
+        ({**byte_level_tokenizer(), "tokenizer_model": "bert"}, "adds a SEP token but has none"),
         ({**spm_tokenizer(), "scores": [0.0] * 3}, "tokenizer.ggml.scores has 3 entries"),
         ({}, "'tokenizer.ggml.model'"),
     ],

@@ -1,25 +1,25 @@
-r"""Tokenizer and config references for the real GGUF models, from HF transformers' GGUF loader.
+r"""References for the GGUF tokenizer tests: llama.cpp's tokenization, transformers' configs and chat text.
 
-For each model: ~40 varied strings -> ids (with and without special tokens) and the decoded text,
-2-3 conversations rendered by the chat template stored in the GGUF (text and ids), and the config
-numbers transformers' AutoConfig derives from the file. tests/test_gguf_tokenizer.py checks
-py_engine's GGUF tokenizer and config against these. Needs transformers>=5, gguf and tokenizers.
+llama.cpp is the reference for GGUF tokenization: every id and decoded text here comes from
+llama_tokenize / llama_detokenize (tools/make_tokenizer_oracle.py builds a small program against a
+llama.cpp build tree). Written to tests/fixtures/gguf_tokenizer/:
 
-One known disagreement: transformers has no split for `tokenizer.ggml.pre` "smollm" and falls back
-to GGUF-less GPT-2 splitting, while llama.cpp (and SmolLM's own tokenizer.json) first cut every
-\p{N} character off on its own. The two differ where a space precedes a non-ASCII number such as
-"①". We follow llama.cpp; for those strings the file also records `ids_split_fixed`: the ids of
-transformers' own tokenizer with the pre-tokenizer replaced by llama.cpp's split (see SPLIT_FIXES).
+- <model>.json for the real catalog models: ~40 strings -> ids (with and without the special
+  tokens llama.cpp adds) and their decodings, the end-of-generation ids, 2-3 conversations rendered
+  by the GGUF's chat template (the text as transformers renders it, the ids from llama.cpp), and the
+  config numbers transformers' AutoConfig derives from the file.
+- synthetic.json for tests/gguf_synthetic.py's small files (built in a temporary directory exactly
+  as the tests build them): llama.cpp's answers for the SentencePiece and byte-level ones,
+  transformers' configs for the Gemma3 / Qwen3 ones.
+- vocabs.json for the real vocabularies of tests/tokenizer_vocab.py in GGUF form (Mistral's
+  SentencePiece, all-MiniLM-L6-v2's WordPiece, the test Unigram one, and a cut-down Llama-3
+  byte-level one under every `tokenizer.ggml.pre` llama.cpp accepts).
 
-It also writes synthetic.json: transformers' answers for the small synthetic GGUF files of
-tests/gguf_synthetic.py (a SentencePiece vocabulary, byte-level ones, Gemma3 and Qwen3 configs),
-which it builds in a temporary directory exactly as the tests do. The tests then need neither
-transformers nor torch (transformers' GGUF loader imports torch).
+    python tools/make_gguf_tokenizer_refs.py --llama-cpp /tmp/llamacpp [--model NAME=PATH.gguf ...]
+        [--only models|synthetic|vocabs]
 
-    python tools/make_gguf_tokenizer_refs.py [--model NAME=PATH.gguf ...] [--only models|synthetic]
-
-Without --model, the catalog models come from py_engine.model_cache.ensure_model (downloaded on
-first use).
+Needs transformers>=5, gguf, tokenizers, torch (transformers' GGUF loader) and a llama.cpp build.
+Without --model, the catalog models come from py_engine.model_cache.ensure_model.
 """
 
 from __future__ import annotations
@@ -32,9 +32,23 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # gguf_synthetic: the synthetic files, shared with the tests
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tools")]  # the test vocabularies and the oracle
 OUT_DIR = ROOT / "tests" / "fixtures" / "gguf_tokenizer"
-MODELS = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct")
+MODELS = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m")
+# Real vocabularies in GGUF form (tests/tokenizer_vocab.py), and the pre-tokenizer test texts.
+VOCABS = ("mistral", "minilm", "unigram")
+PRE_TEXTS = [
+    "Hello world",
+    "  leading, trailing  ",
+    "I'm, you'll, they've, DON'T, She'S, it'd",
+    "1234567 3.14159 12 345 x² ① ٣٤٥",
+    "a\tb\t\tc\n\n\nd\r\ne \r\n\r\n  f",
+    "$1,000.99 + 50% <tag> ^x~y|z`",
+    "é ñ Ångström CamelCaseWord HTTPServer",
+    "日本語のテキストと中文 한국어 Привет",
+    "wait... what?! don 't ' quoted '",
+    "<|begin_of_text|>x<|eot_id|>",
+]
 
 TEXTS = [
     "",
@@ -135,70 +149,26 @@ def config_reference(path: Path) -> dict:
     return out
 
 
-def split_fixes() -> dict:
-    """tokenizer.ggml.pre -> the pre-tokenizer llama.cpp applies, where transformers differs."""
-    from tokenizers import pre_tokenizers
-
-    return {
-        "smollm": pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Digits(individual_digits=True),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-            ]
-        ),
-    }
-
-
-def pre_type(path: Path) -> str | None:
-    from gguf import GGUFReader
-
-    field = GGUFReader(path).fields.get("tokenizer.ggml.pre")
-    return None if field is None else field.contents()
-
-
-def reference(path: Path) -> dict:
+def reference(path: Path, oracle) -> dict:
+    """llama.cpp's tokenization of TEXTS and the chat conversations (text rendered by transformers)."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    pre = pre_type(path)
-    fixed = None
-    if pre in split_fixes():
-        fixed = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        fixed.backend_tokenizer.pre_tokenizer = split_fixes()[pre]
-    encode = []
-    for text in TEXTS:
-        ids = tok.encode(text, add_special_tokens=False)
-        entry = {
-            "text": text,
-            "ids": ids,
-            "ids_with_special": tok.encode(text, add_special_tokens=True),
-            "decoded": tok.decode(ids),
-            "decoded_skip_special": tok.decode(ids, skip_special_tokens=True),
+    hf = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    with oracle.open(path) as vocab:
+        chat = []
+        for messages in CONVERSATIONS if hf.chat_template else ():  # base models have none
+            text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            chat.append({"messages": messages, "text": text, "ids": vocab.tokenize(text)["ids"]})
+        return {
+            "file": path.name,
+            "sha256": sha256(path),
+            "transformers": __import__("transformers").__version__,
+            "special": {name: getattr(hf, name) for name in ("bos_token", "eos_token", "unk_token", "pad_token")},
+            "config": config_reference(path),
+            "eog": vocab.tokens()["eog"],
+            "encode": [{"text": text, **vocab.tokenize(text)} for text in TEXTS],
+            "chat": chat,
         }
-        if fixed is not None and fixed.encode(text, add_special_tokens=False) != ids:
-            entry["ids_split_fixed"] = fixed.encode(text, add_special_tokens=False)
-            entry["ids_with_special_split_fixed"] = fixed.encode(text, add_special_tokens=True)
-        encode.append(entry)
-    chat = []
-    for messages in CONVERSATIONS:
-        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
-        if hasattr(ids, "keys"):  # some versions return a BatchEncoding
-            ids = ids["input_ids"]
-        entry = {"messages": messages, "text": text, "ids": list(ids)}
-        if fixed is not None and fixed.encode(text, add_special_tokens=False) != entry["ids"]:
-            entry["ids_split_fixed"] = fixed.encode(text, add_special_tokens=False)
-        chat.append(entry)
-    return {
-        "file": path.name,
-        "tokenizer_ggml_pre": pre,
-        "sha256": sha256(path),
-        "transformers": __import__("transformers").__version__,
-        "special": {name: getattr(tok, name) for name in ("bos_token", "eos_token", "unk_token", "pad_token")},
-        "config": config_reference(path),
-        "encode": encode,
-        "chat": chat,
-    }
 
 
 def hf_rope_theta(hf) -> float:
@@ -224,34 +194,20 @@ SYNTHETIC_CONFIG_KEYS = (
 )
 
 
-def synthetic_reference() -> dict:
-    """transformers' ids, decodings and config numbers for the files in gguf_synthetic.RECIPES."""
+def synthetic_reference(oracle) -> dict:
+    """llama.cpp's answers for the tokenizers and transformers' configs of gguf_synthetic.RECIPES."""
     import gguf_synthetic as syn
     import transformers
-
-    def encode_entry(hf, text):
-        ids = hf.encode(text, add_special_tokens=False)
-        return {
-            "text": text,
-            "ids": ids,
-            "ids_with_special": hf.encode(text, add_special_tokens=True),
-            "decoded": hf.decode(ids),
-            "decoded_skip_special": hf.decode(ids, skip_special_tokens=True),
-        }
 
     files = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in syn.RECIPES:
             path = syn.write_synthetic(Path(tmp), name)
             entry = {"recipe_sha256": syn.recipe_digest(name)}
-            if name == "spm":
-                hf = transformers.AutoTokenizer.from_pretrained(tmp, gguf_file=path.name)
-                entry["encode"] = [encode_entry(hf, text) for text in syn.SPM_HF_TEXTS]
-            elif name.startswith("byte-level-"):
-                hf = transformers.AutoTokenizer.from_pretrained(tmp, gguf_file=path.name)
-                entry["encode"] = [
-                    {"text": text, "ids": hf.encode(text, add_special_tokens=False)} for text in syn.BYTE_LEVEL_HF_TEXTS
-                ]
+            if name == "spm" or name.startswith("byte-level-"):
+                texts = syn.SPM_REFERENCE_TEXTS if name == "spm" else syn.BYTE_LEVEL_TEXTS
+                with oracle.open(path) as vocab:
+                    entry["encode"] = [{"text": text, **vocab.tokenize(text)} for text in texts]
             else:
                 hf = transformers.AutoConfig.from_pretrained(tmp, gguf_file=path.name)
                 entry["config"] = {key: getattr(hf, key, None) for key in SYNTHETIC_CONFIG_KEYS}
@@ -260,8 +216,53 @@ def synthetic_reference() -> dict:
     return {"transformers": transformers.__version__, "files": files}
 
 
+def vocabs_reference(oracle) -> dict:
+    """llama.cpp's tokenization of the real vocabularies in GGUF form (tokenizer_vocab.gguf_metadata),
+    and of the cut-down Llama-3 one under each pre-tokenizer whose split suits byte-level text."""
+    import gguf_synthetic as syn
+    from tokenizer_vocab import gguf_metadata
+
+    from py_engine.tokenizer.llama_pre import PRE_TOKENIZERS, SPLITS
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in VOCABS:
+            metadata = gguf_metadata(name)
+            with oracle.open(syn.write_metadata(Path(tmp) / f"{name}.gguf", metadata)) as vocab:
+                encode = [{"text": text, **vocab.tokenize(text)} for text in syn.GGUF_TEXTS]
+                out[name] = {
+                    "metadata_sha256": syn.metadata_digest(metadata),
+                    "eog": vocab.tokens()["eog"],
+                    "encode": encode,
+                }
+        metadata = gguf_metadata("llama3-small")
+        pres, answers = {}, []
+        # SentencePiece-style splits (gemma4, whitespace) need a vocabulary of that kind.
+        for pre in (name for name, value in PRE_TOKENIZERS.items() if SPLITS[value.split][1]):
+            path = syn.write_metadata(Path(tmp) / "llama3.gguf", {**metadata, "tokenizer.ggml.pre": pre})
+            with oracle.open(path) as vocab:
+                answer = [[result["ids_special"], result["decoded"]] for result in map(vocab.tokenize, PRE_TEXTS)]
+            if answer not in answers:
+                answers.append(answer)
+            pres[pre] = answers.index(answer)  # many pre-tokenizers tokenize alike
+        out["llama3-small"] = {
+            "metadata_sha256": syn.metadata_digest(metadata),
+            "texts": PRE_TEXTS,
+            "pre": pres,
+            "answers": answers,
+        }
+    return out
+
+
+def write(name: str, data: dict) -> None:
+    out = OUT_DIR / name
+    out.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"{out}: {out.stat().st_size} bytes")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp source tree with build/")
     parser.add_argument(
         "--model",
         action="append",
@@ -269,29 +270,26 @@ def main(argv=None) -> int:
         metavar="NAME=PATH.gguf",
         help="a model and its file (default: the catalog models via ensure_model)",
     )
-    parser.add_argument(
-        "--only", choices=("models", "synthetic"), help="write only the real models' references, or only synthetic.json"
-    )
+    parser.add_argument("--only", choices=("models", "synthetic", "vocabs"), help="write only these references")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from make_tokenizer_oracle import Oracle
+
+    oracle = Oracle.build(args.llama_cpp)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    if args.only != "synthetic":
+    if args.only in (None, "models"):
         if args.model:
             models = dict(spec.split("=", 1) for spec in args.model)
         else:
-            sys.path.insert(0, str(ROOT))
             from py_engine.model_cache import ensure_model
 
             models = {name: ensure_model(name) for name in MODELS}
         for name, path in models.items():
-            data = reference(Path(path))
-            out = OUT_DIR / f"{name}.json"
-            out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-            print(f"{out}: {len(data['encode'])} strings, {len(data['chat'])} conversations")
-    if args.only != "models":
-        data = synthetic_reference()
-        out = OUT_DIR / "synthetic.json"
-        out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        print(f"{out}: {len(data['files'])} synthetic files")
+            write(f"{name}.json", reference(Path(path), oracle))
+    if args.only in (None, "synthetic"):
+        write("synthetic.json", synthetic_reference(oracle))
+    if args.only in (None, "vocabs"):
+        write("vocabs.json", vocabs_reference(oracle))
     return 0
 
 

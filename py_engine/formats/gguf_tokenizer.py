@@ -1,223 +1,175 @@
-"""A GGUF file's tokenizer: `tokenizer.ggml.*` keys (vocabulary, merges or SentencePiece scores,
-token types, special ids, flags) and `tokenizer.chat_template`, built into our Tokenizer.
-
-The reference is what HF transformers builds from the same file
-(`AutoTokenizer.from_pretrained(dir, gguf_file=...)`); where llama.cpp and transformers disagree,
-the comments say which one we follow and why.
+"""A GGUF file's tokenizer: the `tokenizer.ggml.*` keys read the way llama.cpp reads them
+(src/llama-vocab.cpp, llama_vocab::impl::load), with its defaults where a key is missing, and
+`tokenizer.chat_template`. llama.cpp is the reference: the tokenizer encodes and decodes as
+llama_tokenize and llama_detokenize do (see py_engine/tokenizer/llama_tokenizer.py).
 """
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
+
 from ..errors import ModelFileError
-from ..tokenizer import AddedToken, Tokenizer
-from ..tokenizer.byte_level import CHAR_TO_BYTE, text_to_byte_chars
+from ..tokenizer.llama_pre import PRE_TOKENIZERS
+from ..tokenizer.llama_tokenizer import LlamaTokenizer
+from ..tokenizer.llama_vocab import NORMAL, TYPE_ATTRS, LlamaVocab, apply_text_rules
+from ..tokenizer.spec_error import SpecError
 from .gguf import GGUFFile
-from .gguf_model import end_of_generation_ids
 
-# GGUF token types (llama.cpp's llama_token_type).
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+log = logging.getLogger("wisp")
 
-_GPT2_SPLIT = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
-_QWEN2_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_LLAMA3_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+KEY = "tokenizer.ggml."
 
-
-def _regex_then_bytes(regex: str) -> dict:
-    return {
-        "type": "Sequence",
-        "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
-        ],
-    }
-
-
-# tokenizer.ggml.pre -> (HF pre_tokenizer section, ignore_merges). The splits are llama.cpp's
-# (llama-vocab.cpp), which are those of each model's original tokenizer.json.
-PRE_TOKENIZERS = {
-    # GPT-2's split. llama.cpp's "default" is a guess for unrecognised vocabularies; like
-    # transformers we use GPT-2's split for it.
-    "default": (_GPT2_SPLIT, False),
-    "gpt-2": (_GPT2_SPLIT, False),
-    # Digits one by one, then GPT-2's split (SmolLM's and StarCoder's tokenizer.json).
-    **{
-        name: (
-            {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _GPT2_SPLIT]},
-            False,
-        )
-        for name in ("smollm", "starcoder", "refact", "command-r", "codeshell")
-    },
-    **{name: (_regex_then_bytes(_QWEN2_REGEX), False) for name in ("qwen2", "stablelm2", "deepseek-r1-qwen")},
-    # Llama-3 matches a whole word that is itself a token before merging (ignore_merges), as its
-    # tokenizer.json and llama.cpp do.
-    **{name: (_regex_then_bytes(_LLAMA3_REGEX), True) for name in ("llama-bpe", "llama3", "llama-v3")},
+# tokenizer.ggml.model -> (our kind, llama.cpp's default special ids)
+_MODELS = {
+    "llama": ("spm", {"bos": 1, "eos": 2, "unk": 0}),
+    "gpt2": ("bpe", {"bos": 11, "eos": 11}),
+    "bert": ("wpm", {"bos": 101, "unk": 100, "sep": 102, "pad": 0, "mask": 103}),
+    "t5": ("ugm", {"eos": 1, "unk": 2, "pad": 0}),
 }
 
-_TEMPLATE_TOKEN_KEYS = {
-    "bos_token": "tokenizer.ggml.bos_token_id",
-    "eos_token": "tokenizer.ggml.eos_token_id",
-    "unk_token": "tokenizer.ggml.unknown_token_id",
-    "pad_token": "tokenizer.ggml.padding_token_id",
-}
+# Our name of a special token -> its key (after "tokenizer.ggml."); later keys win.
+_SPECIAL_KEYS = (
+    ("bos", "bos_token_id"),
+    ("eos", "eos_token_id"),
+    ("eot", "eot_token_id"),
+    ("eom", "eom_token_id"),
+    ("unk", "unknown_token_id"),
+    ("sep", "seperator_token_id"),  # sic: llama.cpp's spelling
+    ("pad", "padding_token_id"),
+    ("mask", "mask_token_id"),
+    ("fim_pre", "fim_pre_token_id"),
+    ("fim_suf", "fim_suf_token_id"),
+    ("fim_mid", "fim_mid_token_id"),
+    ("fim_pad", "fim_pad_token_id"),
+    ("fim_rep", "fim_rep_token_id"),
+    ("fim_sep", "fim_sep_token_id"),
+    ("fim_pre", "prefix_token_id"),
+    ("fim_suf", "suffix_token_id"),
+    ("fim_mid", "middle_token_id"),
+)
 
 
-def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
-    """The tokenizer a GGUF file describes: `tokenizer.ggml.model` "gpt2" (byte-level BPE with
-    merges) or "llama" (SentencePiece BPE with scores). Raises ModelFileError."""
+def tokenizer_from_gguf(gguf: GGUFFile) -> LlamaTokenizer:
+    """The tokenizer a GGUF file describes. Raises ModelFileError."""
     meta, path = gguf.metadata, gguf.path
-    model = meta.get("tokenizer.ggml.model")
-    if model is None:
-        raise ModelFileError(path, "missing metadata key 'tokenizer.ggml.model' (the file has no tokenizer)")
-    tokens = _list_of(meta, path, "tokenizer.ggml.tokens", str)
-    if not tokens:
-        raise ModelFileError(path, "metadata key 'tokenizer.ggml.tokens' is empty")
-    types = meta.get("tokenizer.ggml.token_type")
-    if types is not None:
-        types = _list_of(meta, path, "tokenizer.ggml.token_type", int)
-        if len(types) != len(tokens):
-            raise ModelFileError(path, f"tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens")
-
-    def token_id(name: str) -> int | None:
-        value = meta.get(name)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(tokens):
-            raise ModelFileError(path, f"{name} = {value!r} is not a token id (vocabulary of {len(tokens)})")
-        return value
-
-    special_ids = {name: token_id(key) for name, key in _TEMPLATE_TOKEN_KEYS.items()}
-    template_tokens = {name: tokens[i] for name, i in special_ids.items() if i is not None}
-    named_ids = {i for i in special_ids.values() if i is not None}
-    bos_id, unk_id = special_ids["bos_token"], special_ids["unk_token"]
-    for name in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
-        token_id(name)  # validated; end_of_generation_ids collects them
-    eos_ids = end_of_generation_ids(meta)
     chat_template = meta.get("tokenizer.chat_template")
     if chat_template is not None and not isinstance(chat_template, str):
         raise ModelFileError(path, "tokenizer.chat_template is not a string")
-    common = dict(
-        bos_id=bos_id,
-        eos_ids=eos_ids,
-        add_eos=_flag(meta, path, "tokenizer.ggml.add_eos_token", False),
-        chat_template=chat_template,
-        template_tokens=template_tokens,
-        source=path,
+    with _errors_naming(path):
+        return LlamaTokenizer(read_vocab(meta, path), chat_template=chat_template)
+
+
+@contextmanager
+def _errors_naming(path):
+    try:
+        yield
+    except SpecError as err:
+        raise ModelFileError(path, str(err)) from None
+
+
+def read_vocab(meta: dict, path) -> LlamaVocab:
+    model = _value(meta, path, "model", str)
+    if model is None:
+        raise ModelFileError(path, f"missing metadata key '{KEY}model' (the file has no tokenizer)")
+    if model not in _MODELS:
+        raise ModelFileError(path, f"unsupported {KEY}model {model!r} (supported: {', '.join(_MODELS)})")
+    kind, special = _MODELS[model]
+    special = dict(special)
+    pre_name = _value(meta, path, "pre", str) or "default"
+    tokens = _array(meta, path, "tokens", str, required=True)
+    if not tokens:
+        raise ModelFileError(path, f"metadata key '{KEY}tokens' is empty")
+    # llama.cpp names empty tokens so that no text matches them.
+    tokens = [token or f"[EMPTY_{index}]" for index, token in enumerate(tokens)]
+    scores = _array(meta, path, "scores", (int, float), length=len(tokens))
+    types = _array(meta, path, "token_type", int, length=len(tokens))
+    vocab = LlamaVocab(
+        kind=kind,
+        tokens=tokens,
+        scores=[float(score) for score in scores] if scores else [0.0] * len(tokens),
+        attrs=[TYPE_ATTRS.get(kind_, 0) for kind_ in types] if types else [NORMAL] * len(tokens),
+        special=special,
+        add_bos=kind in ("spm", "wpm"),
+        add_eos=kind == "ugm",
+        add_space_prefix=kind == "spm",
+        clean_spaces=kind in ("bpe", "wpm"),
     )
-
-    if model == "gpt2":
-        pre = meta.get("tokenizer.ggml.pre", "default")
-        if pre not in PRE_TOKENIZERS:
-            raise ModelFileError(
-                path, f"unsupported tokenizer.ggml.pre {pre!r} (supported: {', '.join(sorted(PRE_TOKENIZERS))})"
-            )
-        pre_tokenizer, ignore_merges = PRE_TOKENIZERS[pre]
-        merges = _list_of(meta, path, "tokenizer.ggml.merges", str)
-        vocab, added = _byte_level_vocab(tokens, types, named_ids)
-        return Tokenizer.from_spec(
-            model_type="bpe",
-            vocab=vocab,
-            merges=merges,
-            added_tokens=added,
-            pre_tokenizer=pre_tokenizer,
-            ignore_merges=ignore_merges,
-            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", False),
-            **common,
-        )
-    if model == "llama":
-        scores = _list_of(meta, path, "tokenizer.ggml.scores", (int, float))
-        if len(scores) != len(tokens):
-            raise ModelFileError(path, f"tokenizer.ggml.scores has {len(scores)} entries for {len(tokens)} tokens")
-        add_space_prefix = _flag(meta, path, "tokenizer.ggml.add_space_prefix", True)
-        return Tokenizer.from_spec(
-            model_type="sentencepiece-bpe",
-            vocab=_unique_vocab(tokens),
-            scores=[float(s) for s in scores],
-            added_tokens=_added_tokens(tokens, types, named_ids),
-            # transformers' LlamaTokenizer: "▁" replaces spaces and is prepended to the input's
-            # start only (llama.cpp also prepends it after every special token, the "legacy" way).
-            normalizer=None,
-            pre_tokenizer={
-                "type": "Metaspace",
-                "replacement": "\u2581",
-                "split": False,
-                "prepend_scheme": "first" if add_space_prefix else "never",
-            },
-            decoder={
-                "type": "Sequence",
-                "decoders": [
-                    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                    {"type": "ByteFallback"},
-                    {"type": "Fuse"},
-                    *([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if add_space_prefix else []),
-                ],
-            },
-            unk_token=None if unk_id is None else tokens[unk_id],
-            fuse_unk=True,
-            byte_fallback=True,
-            # SentencePiece vocabularies add BOS unless the file says otherwise (llama.cpp, transformers).
-            add_bos=_flag(meta, path, "tokenizer.ggml.add_bos_token", True),
-            **common,
-        )
-    raise ModelFileError(path, f"unsupported tokenizer.ggml.model {model!r} (supported: gpt2, llama)")
+    if kind == "bpe":
+        _read_bpe(vocab, meta, path, pre_name)
+    if kind == "ugm":
+        charsmap = _array(meta, path, "precompiled_charsmap", int) or []
+        vocab.charsmap = bytes(value & 0xFF for value in charsmap)
+    vocab.add_space_prefix = _flag(meta, path, "add_space_prefix", vocab.add_space_prefix)
+    vocab.remove_extra_whitespaces = _flag(meta, path, "remove_extra_whitespaces", False)
+    _read_special_ids(vocab, meta, path)
+    vocab.add_bos = _flag(meta, path, "add_bos_token", vocab.add_bos)
+    vocab.add_eos = _flag(meta, path, "add_eos_token", vocab.add_eos)
+    if vocab.pre is not None and vocab.pre.force_bos:
+        vocab.add_bos = True
+    vocab.lowercase = _flag(meta, path, "normalizer.lowercase", False)
+    vocab.strip_accents = _flag(meta, path, "normalizer.strip_accents", vocab.lowercase)
+    apply_text_rules(
+        vocab,
+        model_name=_value(meta, path, "general.name", str, prefix="") or "",
+        pre_name=pre_name,
+        architecture=_value(meta, path, "general.architecture", str, prefix="") or "",
+    )
+    return vocab
 
 
-def _list_of(meta: dict, path, key: str, kind) -> list:
-    value = meta.get(key)
-    if value is None:
-        raise ModelFileError(path, f"missing metadata key {key!r}")
-    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kind) for v in value):
-        raise ModelFileError(path, f"metadata key {key!r} has the wrong type")
+def _read_bpe(vocab: LlamaVocab, meta: dict, path, pre_name: str) -> None:
+    pre = PRE_TOKENIZERS.get(pre_name)
+    if pre is None:
+        raise ModelFileError(path, f"unknown {KEY}pre {pre_name!r}: llama.cpp does not know this pre-tokenizer either")
+    vocab.pre = pre
+    # Kimi-K2 files may have no merges: llama.cpp accepts that for it alone.
+    vocab.merges = _array(meta, path, "merges", str, required=pre_name != "kimi-k2") or []
+    vocab.add_space_prefix = False
+    vocab.escape_whitespaces = pre.escape_whitespaces
+    vocab.clean_spaces = pre.clean_spaces
+    vocab.ignore_merges = pre.ignore_merges
+    vocab.add_bos = pre.add_bos
+    if pre.no_bos_token:
+        vocab.special["bos"] = None
+
+
+def _read_special_ids(vocab: LlamaVocab, meta: dict, path) -> None:
+    """Defaults outside the vocabulary are dropped; a key outside it is ignored with a warning."""
+    special, n_tokens = vocab.special, len(vocab.tokens)
+    for name, value in list(special.items()):
+        if value is not None and value >= n_tokens:
+            special[name] = None
+    for name, key in _SPECIAL_KEYS:
+        value = _value(meta, path, key, int)
+        if value is None:
+            continue
+        if not 0 <= value < n_tokens:
+            log.warning("%s: %s%s = %d is not a token id; using %s", path, KEY, key, value, special.get(name))
+            continue
+        special[name] = value
+
+
+def _value(meta: dict, path, key: str, kind, prefix: str = KEY):
+    value = meta.get(prefix + key)
+    if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
+        raise ModelFileError(path, f"metadata key {prefix + key!r} has the wrong type")
     return value
 
 
 def _flag(meta: dict, path, key: str, default: bool) -> bool:
-    value = meta.get(key, default)
-    if not isinstance(value, bool):
-        raise ModelFileError(path, f"metadata key {key!r} should be a bool, got {value!r}")
+    value = _value(meta, path, key, bool)
+    return default if value is None else value
+
+
+def _array(meta: dict, path, key: str, kind, *, required: bool = False, length: int | None = None) -> list | None:
+    value = meta.get(KEY + key)
+    if value is None:
+        if required:
+            raise ModelFileError(path, f"missing metadata key '{KEY}{key}'")
+        return None
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kind) for v in value):
+        raise ModelFileError(path, f"metadata key '{KEY}{key}' has the wrong type")
+    if length is not None and len(value) < length:
+        raise ModelFileError(path, f"{KEY}{key} has {len(value)} entries for {length} tokens")
     return value
-
-
-def _unique_vocab(tokens: list[str]) -> dict[str, int]:
-    """{token: id}; like HF's vocab dict, a repeated token keeps its last id."""
-    return {token: index for index, token in enumerate(tokens)}
-
-
-def _added_tokens(tokens: list[str], types: list[int] | None, special_ids, spellable=None) -> list[AddedToken]:
-    """Tokens matched whole in the raw text, as transformers' GGUF loader adds them: control
-    tokens and the bos / eos / unk / pad tokens as special tokens, user-defined ones as plain
-    added tokens. `spellable` filters out tokens transformers cannot add (see `_byte_level_vocab`)."""
-    kinds = {}
-    for index, kind in enumerate(types or ()):
-        if kind in (CONTROL, USER_DEFINED):
-            kinds[index] = kind
-    for index in special_ids:
-        kinds[index] = CONTROL
-    return [
-        AddedToken(id=index, content=tokens[index], special=kinds[index] == CONTROL, normalized=False)
-        for index in sorted(kinds)
-        if tokens[index] and (spellable is None or spellable(tokens[index]))
-    ]
-
-
-def _byte_level_vocab(
-    tokens: list[str], types: list[int] | None, special_ids
-) -> tuple[dict[str, int], list[AddedToken]]:
-    """The vocabulary of a "gpt2" model, spelled in the byte alphabet, and its added tokens.
-
-    Every regular token of a byte-level vocabulary is written in GPT-2's byte alphabet. A token
-    with any other character (an added token stored as raw text, e.g. with a real space) is
-    respelled into it, as transformers does, and transformers only adds control and user-defined
-    tokens that are spelled in the alphabet: we follow it, so that such tokens are cut into
-    pieces here exactly as there."""
-
-    def spelled(token: str) -> bool:
-        return all(char in CHAR_TO_BYTE for char in token)
-
-    vocab = _unique_vocab([token if spelled(token) else text_to_byte_chars(token) for token in tokens])
-    return vocab, _added_tokens(tokens, types, special_ids, spelled)

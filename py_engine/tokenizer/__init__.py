@@ -1,8 +1,13 @@
-"""Pure-Python tokenizer (runs under CPython and Pyodide): HF tokenizer.json BPE models,
-byte-level (GPT-2, Llama-3, Qwen) and SentencePiece-style (Llama-2, Mistral, Gemma)."""
+"""Pure-Python tokenizers (run under CPython and Pyodide).
+
+Tokenizer: HF tokenizer.json files, matching HF `tokenizers`: BPE (byte-level as GPT-2, Llama-3,
+Qwen; SentencePiece-style with byte fallback as Llama-2, Mistral, Gemma), WordPiece (BERT) and
+Unigram (T5). LlamaTokenizer: GGUF vocabularies, matching llama.cpp (built by
+py_engine.formats.gguf_tokenizer)."""
 
 from .added_tokens import AddedToken
 from .decode import StreamDecoder
+from .llama_tokenizer import LlamaTokenizer
 from .tokenizer import MODEL_DEFAULT, Tokenizer
 
-__all__ = ["AddedToken", "MODEL_DEFAULT", "StreamDecoder", "Tokenizer"]
+__all__ = ["AddedToken", "LlamaTokenizer", "MODEL_DEFAULT", "StreamDecoder", "Tokenizer"]

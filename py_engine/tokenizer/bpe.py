@@ -1,11 +1,12 @@
 """The BPE model: one pre-tokenized word -> token ids.
 
 Merge order follows HF tokenizers exactly: repeatedly apply the applicable merge of lowest
-rank, leftmost first. A heap keeps that O(n log n), which matters for SentencePiece-style
-vocabularies, where a whole paragraph without pre-tokenization is a single word.
+rank, leftmost first (llama.cpp's order too). A heap keeps that O(n log n), which matters for
+SentencePiece-style vocabularies, where a whole paragraph without pre-tokenization is a single word.
 """
 
 import heapq
+from collections.abc import Callable
 
 from .spec_error import SpecError
 
@@ -28,13 +29,18 @@ class BPE:
         fuse_unk: bool = False,
         byte_fallback: bool = False,
         ignore_merges: bool = False,
+        spell_unknown: Callable[[str], list[int]] | None = None,
     ):
-        """`merges` maps a packed pair (see `pack_pair`) to (rank, id of the merged token)."""
+        """`merges` maps a packed pair (see `pack_pair`) to (rank, id of the merged token).
+
+        spell_unknown: llama.cpp's way with a character missing from the vocab: it stays in the
+        word (no merge crosses it) and is spelled by this function once merging is done."""
         self.vocab = vocab
         self.merges = merges
         self.unk_id = unk_id
         self.fuse_unk = fuse_unk
         self.ignore_merges = ignore_merges
+        self.spell_unknown = spell_unknown
         # Ids of the <0xNN> tokens, or None where byte fallback cannot spell a byte.
         self.byte_ids = [vocab.get(f"<0x{byte:02X}>") for byte in range(256)] if byte_fallback else None
         self._cache: dict[str, tuple[int, ...]] = {}
@@ -53,26 +59,9 @@ class BPE:
                 left, right = merge
             try:
                 # HF keeps the last rank of a repeated merge.
-                table[(vocab[left] << _PAIR_SHIFT) | vocab[right]] = (rank, vocab[left + right])
+                table[pack_pair(vocab[left], vocab[right])] = (rank, vocab[left + right])
             except KeyError as err:
                 raise SpecError(f"merge {left!r} {right!r} uses a token missing from the vocab: {err}") from None
-        return cls(vocab, table, **options)
-
-    @classmethod
-    def from_scores(cls, vocab: dict[str, int], scores: list[float], unmergeable_ids=frozenset(), **options) -> "BPE":
-        """Merges implied by SentencePiece scores (GGUF `llama` models ship no merge list).
-
-        SentencePiece BPE joins the adjacent pair whose joined piece has the highest score, so
-        every way to cut a vocab piece into two vocab pieces is a merge ranked by -score.
-        Pieces in `unmergeable_ids` (control and byte tokens) are never produced by merging."""
-        table: dict[int, tuple[float, int]] = {}
-        for piece, piece_id in vocab.items():
-            if piece_id in unmergeable_ids:
-                continue
-            for cut in range(1, len(piece)):
-                left, right = vocab.get(piece[:cut]), vocab.get(piece[cut:])
-                if left is not None and right is not None:
-                    table[pack_pair(left, right)] = (-scores[piece_id], piece_id)
         return cls(vocab, table, **options)
 
     def tokenize(self, word: str) -> tuple[int, ...]:
@@ -84,13 +73,20 @@ class BPE:
         cached = self._cache.get(word)
         if cached is not None:
             return cached
-        ids = tuple(self._merge(self._initial_symbols(word)))
+        unknown: list[str] = []
+        ids = tuple(self._merge(self._initial_symbols(word, unknown)))
+        if unknown:
+            # Placeholder -1 - k stands for unknown[k].
+            ids = tuple(
+                i for token in ids for i in (self.spell_unknown(unknown[-1 - token]) if token < 0 else (token,))
+            )
         if len(self._cache) < _CACHE_CAPACITY and len(word) < _CACHE_MAX_WORD_LENGTH:
             self._cache[word] = ids
         return ids
 
-    def _initial_symbols(self, word: str) -> list[int]:
-        """One id per character; unknown characters become byte tokens or the unk token."""
+    def _initial_symbols(self, word: str, unknown: list[str]) -> list[int]:
+        """One id per character; unknown characters become byte tokens or the unk token, or
+        placeholders (negative: they never merge) collected in `unknown`."""
         symbols: list[int] = []
         previous_was_unk = False
         for char in word:
@@ -98,6 +94,10 @@ class BPE:
             if char_id is not None:
                 symbols.append(char_id)
                 previous_was_unk = False
+                continue
+            if self.spell_unknown is not None:
+                symbols.append(-1 - len(unknown))
+                unknown.append(char)
                 continue
             if self.byte_ids is not None:
                 byte_ids = [self.byte_ids[byte] for byte in char.encode("utf-8")]

@@ -74,6 +74,39 @@ def _metaspace(replacement: str, prepend_scheme: str) -> DecodeStep:
     return decode
 
 
+# HF's WordPiece decoder cleanup, applied to each token with its joining space.
+_WORDPIECE_CLEANUPS = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
+
+
+def _wordpiece(prefix: str, cleanup: bool) -> DecodeStep:
+    """Continuation tokens ("##ing") join the previous one; other tokens get a space before them."""
+
+    def decode(tokens: list[str]) -> list[str]:
+        out = []
+        for index, token in enumerate(tokens):
+            if index:
+                token = token[len(prefix) :] if token.startswith(prefix) else " " + token
+            if cleanup:
+                for dirty, clean in _WORDPIECE_CLEANUPS:
+                    token = token.replace(dirty, clean)
+            out.append(token)
+        return out
+
+    return decode
+
+
 def _replace(pattern: dict, content: str) -> DecodeStep:
     replace = replacer(pattern, content)
     return lambda tokens: [replace(token) for token in tokens]
@@ -93,6 +126,8 @@ def build_decoder(config: dict | None) -> DecodeStep | None:
         return _stripper(config["content"], config.get("start", 0), config.get("stop", 0))
     if kind == "Replace":
         return _replace(config["pattern"], config["content"])
+    if kind == "WordPiece":
+        return _wordpiece(config.get("prefix", "##"), config.get("cleanup", True))
     if kind == "Metaspace":
         scheme = config.get("prepend_scheme")
         if scheme is None:  # files written before prepend_scheme existed

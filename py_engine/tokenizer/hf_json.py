@@ -15,20 +15,55 @@ CHAT_TEMPLATE_FILE = "chat_template.jinja"
 _TEMPLATE_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
 
-def _model_section(path, data: dict) -> dict:
+def _model_spec(path, data: dict) -> dict:
+    """The `model` section as Tokenizer.from_spec arguments."""
     model = data.get("model")
     if not isinstance(model, dict):
         raise ModelFileError(path, "missing 'model' section")
     # Old files leave out the type; a merge list marks BPE.
     model_type = model.get("type", "BPE" if "merges" in model else None)
-    if model_type != "BPE":
-        raise ModelFileError(path, f"unsupported tokenizer model type {model_type!r} (only BPE is supported)")
+    if model_type == "BPE":
+        return _bpe_spec(path, model)
+    if model_type == "WordPiece":
+        if not isinstance(model.get("vocab"), dict):
+            raise ModelFileError(path, "WordPiece model needs a 'vocab' object")
+        return dict(
+            model_type="wordpiece",
+            vocab=model["vocab"],
+            unk_token=model.get("unk_token", "[UNK]"),
+            continuing_subword_prefix=model.get("continuing_subword_prefix", "##"),
+            max_input_chars_per_word=model.get("max_input_chars_per_word", 100),
+        )
+    if model_type == "Unigram":
+        pieces = model.get("vocab")
+        if not isinstance(pieces, list) or not all(isinstance(p, list) and len(p) == 2 for p in pieces):
+            raise ModelFileError(path, "Unigram model needs a 'vocab' list of [piece, score] pairs")
+        unk_id = model.get("unk_id")
+        return dict(
+            model_type="unigram",
+            vocab=[piece for piece, _ in pieces],
+            scores=[score for _, score in pieces],
+            unk_token=None if unk_id is None else pieces[unk_id][0],
+            byte_fallback=model.get("byte_fallback", False),
+        )
+    raise ModelFileError(path, f"unsupported tokenizer model type {model_type!r} (supported: BPE, WordPiece, Unigram)")
+
+
+def _bpe_spec(path, model: dict) -> dict:
     if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
         raise ModelFileError(path, "BPE model needs a 'vocab' object and a 'merges' list")
     for option in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(option):
             raise ModelFileError(path, f"BPE option {option}={model[option]!r} is not supported")
-    return model
+    return dict(
+        model_type="bpe",
+        vocab=model["vocab"],
+        merges=model["merges"],
+        unk_token=model.get("unk_token"),
+        fuse_unk=model.get("fuse_unk", False),
+        byte_fallback=model.get("byte_fallback", False),
+        ignore_merges=model.get("ignore_merges", False),
+    )
 
 
 def _added_tokens(path, data: dict) -> list[AddedToken]:
@@ -67,25 +102,20 @@ def _config_template(config: dict) -> str | None:
 
 def read_tokenizer_files(path, config_path=None, chat_template_path=None) -> dict:
     data = read_json(path)
-    model = _model_section(path, data)
     added_tokens = _added_tokens(path, data)
     spec = dict(
-        model_type="bpe",
-        vocab=model["vocab"],
-        merges=model["merges"],
+        **_model_spec(path, data),
         added_tokens=added_tokens,
         normalizer=data.get("normalizer"),
         pre_tokenizer=data.get("pre_tokenizer"),
         decoder=data.get("decoder"),
         post_processor=data.get("post_processor"),
-        unk_token=model.get("unk_token"),
-        fuse_unk=model.get("fuse_unk", False),
-        byte_fallback=model.get("byte_fallback", False),
-        ignore_merges=model.get("ignore_merges", False),
         source=str(path),
     )
     if config_path is not None:
-        spec.update(_config_spec(config_path, model["vocab"], added_tokens))
+        vocab = spec["vocab"]
+        vocab = vocab if isinstance(vocab, dict) else {token: index for index, token in enumerate(vocab)}
+        spec.update(_config_spec(config_path, vocab, added_tokens))
     if chat_template_path is not None:
         try:
             spec["chat_template"] = Path(chat_template_path).read_text(encoding="utf-8")

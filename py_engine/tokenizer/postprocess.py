@@ -18,6 +18,8 @@ def special_token_affixes(config: dict | None, token_to_id: Callable[[str], int 
             step_prefix, step_suffix = special_token_affixes(step, token_to_id)
             prefix, suffix = prefix + step_prefix, suffix + step_suffix
         return prefix, suffix
+    if kind == "BertProcessing":
+        return [config["cls"][1]], [config["sep"][1]]
     if kind == "TemplateProcessing":
         return _template_affixes(config, token_to_id)
     raise SpecError(f"unsupported post_processor type {kind!r}")

@@ -7,8 +7,9 @@ the whole input (HF's "original offset 0"), which Metaspace's prepend_scheme "fi
 import re
 
 from .byte_level import text_to_byte_chars
-from .regex_compat import compile_pattern
+from .regex_compat import class_body, compile_pattern
 from .spec_error import SpecError
+from .unicode_classes import category_ranges, merge_ranges
 
 # The split pattern HF's ByteLevel pre-tokenizer applies when use_regex is true (GPT-2's).
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -118,6 +119,21 @@ class PreTokenizer:
         return [piece for piece, _ in pieces]
 
 
+def _punctuation_ranges() -> list:
+    # HF's BERT punctuation: ASCII punctuation (which includes symbols such as $ + < = > ^ ` | ~)
+    # and every Unicode punctuation character.
+    ascii_punctuation = [(c, c) for c in range(0x21, 0x7F) if not chr(c).isalnum()]
+    return merge_ranges(ascii_punctuation + category_ranges("P"))
+
+
+def _bert_steps() -> list:
+    """HF's BertPreTokenizer: split at white space (dropped), then isolate each punctuation mark."""
+    return [
+        Split(compile_pattern(r"\s+"), "Removed", False),
+        Split(re.compile(f"[{class_body(_punctuation_ranges())}]"), "Isolated", False),
+    ]
+
+
 def _steps(config: dict) -> list:
     kind = config.get("type")
     if kind == "Sequence":
@@ -137,6 +153,12 @@ def _steps(config: dict) -> list:
         # HF tests char::is_numeric, i.e. any \p{N}; runs are kept together unless individual.
         behavior = "Isolated" if config.get("individual_digits", False) else "Contiguous"
         return [Split(compile_pattern(r"\p{N}"), behavior, False)]
+    if kind == "BertPreTokenizer":
+        return _bert_steps()
+    if kind == "WhitespaceSplit":
+        return [Split(compile_pattern(r"\s+"), "Removed", False)]
+    if kind == "Whitespace":
+        return [Split(compile_pattern(r"\w+|[^\w\s]+"), "Removed", True)]
     if kind == "Metaspace":
         scheme = config.get("prepend_scheme")
         if scheme is None:  # files written before prepend_scheme existed

@@ -35,7 +35,7 @@ def _escape_code_point(code_point: int) -> str:
     return f"\\U{code_point:08x}"
 
 
-def _class_body(ranges: list[Range]) -> str:
+def class_body(ranges: list[Range]) -> str:
     """Ranges written as the inside of a `[...]` class."""
     parts = []
     for start, end in ranges:
@@ -96,7 +96,7 @@ def translate(pattern: str) -> str:
                 out.append(pattern[pos : pos + 2])
                 pos += 2
             if ranges is not None:
-                body = _class_body(ranges)
+                body = class_body(ranges)
                 out.append(body if in_class else f"[{body}]")
             continue
         if char == "[":

@@ -1,24 +1,25 @@
-"""The Tokenizer: text <-> token ids, chat templates, streaming decode.
+"""The Tokenizer of HF tokenizer.json files: text <-> token ids, chat templates, streaming decode.
 
 Everything is built by `from_spec`, which takes the pieces of a tokenizer the way HF's
-tokenizer.json describes them (normalizer, pre_tokenizer, decoder, post_processor as dicts).
-`from_file` only reads tokenizer.json into that shape; a GGUF loader does the same from GGUF
-metadata, leaving the pipeline at the model type's defaults.
+tokenizer.json describes them (model, normalizer, pre_tokenizer, decoder, post_processor as
+dicts); `from_file` only reads tokenizer.json into that shape. HF `tokenizers` is the reference.
+(GGUF files have their own tokenizer, llama_tokenizer, which follows llama.cpp.)
 """
 
-import re
 from contextlib import contextmanager
 
-from ..errors import ModelFileError, WispError
-from . import chat
+from ..errors import ModelFileError
 from .added_tokens import AddedToken, AddedTokenSplitter
+from .base import TokenizerBase
 from .bpe import BPE
-from .decode import StreamDecoder, build_decoder
+from .decode import build_decoder
 from .hf_json import read_model_dir, read_tokenizer_files
 from .normalize import build_normalizer
 from .postprocess import special_token_affixes
 from .pretokenize import build_pre_tokenizer
 from .spec_error import SpecError
+from .unigram import Unigram
+from .wordpiece import WordPiece
 
 # Pass for normalizer / pre_tokenizer / decoder to get the usual pipeline of `model_type`.
 MODEL_DEFAULT = "model-default"
@@ -30,36 +31,13 @@ _DEFAULT_PIPELINES = {
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
         "decoder": {"type": "ByteLevel"},
     },
-    # SentencePiece BPE (Llama-2, Mistral): spaces become "▁", with a leading one, and
-    # characters missing from the vocab are spelled as <0xNN> byte tokens.
-    "sentencepiece-bpe": {
-        "normalizer": {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": "\u2581"},
-                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
-            ],
-        },
-        "pre_tokenizer": None,
-        "decoder": {
-            "type": "Sequence",
-            "decoders": [
-                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                {"type": "ByteFallback"},
-                {"type": "Fuse"},
-                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
-            ],
-        },
-    },
+    # WordPiece and Unigram come from tokenizer.json, which always describes its pipeline.
+    "wordpiece": {"normalizer": None, "pre_tokenizer": None, "decoder": None},
+    "unigram": {"normalizer": None, "pre_tokenizer": None, "decoder": None},
 }
 
-# GGUF token types that mark added tokens: control tokens are special, user-defined ones are not.
-_GGUF_CONTROL, _GGUF_USER_DEFINED = 3, 4
 
-_BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
-
-
-class Tokenizer:
+class Tokenizer(TokenizerBase):
     def __init__(
         self,
         *,
@@ -76,6 +54,7 @@ class Tokenizer:
         template_tokens,
     ):
         """Use `from_file`, `from_model_dir` or `from_spec`."""
+        super().__init__(bos_id=bos_id, eos_ids=eos_ids, chat_template=chat_template, template_tokens=template_tokens)
         self._model = model
         self._id_to_token = id_to_token
         self._vocab_size = max(id_to_token) + 1
@@ -86,11 +65,6 @@ class Tokenizer:
         self._pre_tokenizer = pre_tokenizer
         self._decoder = decoder
         self._prefix_ids, self._suffix_ids = affixes
-        self.bos_id: int | None = bos_id
-        self.eos_ids: set[int] = set(eos_ids)
-        self.chat_template: str | None = chat_template
-        self._template_tokens = template_tokens
-        self._compiled_template = None
 
     # ---- construction ----
 
@@ -102,16 +76,17 @@ class Tokenizer:
         vocab: list[str] | dict[str, int],
         merges: list[str] | list[tuple[str, str]] | None = None,
         scores: list[float] | None = None,
-        token_types: list[int] | None = None,
-        added_tokens: list[AddedToken] | None = None,
+        added_tokens: list[AddedToken] = (),
         normalizer: dict | None | str = MODEL_DEFAULT,
         pre_tokenizer: dict | None | str = MODEL_DEFAULT,
         decoder: dict | None | str = MODEL_DEFAULT,
         post_processor: dict | None = None,
         unk_token: str | None = None,
         fuse_unk: bool = False,
-        byte_fallback: bool | None = None,
+        byte_fallback: bool = False,
         ignore_merges: bool = False,
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = 100,
         bos_id: int | None = None,
         eos_ids: list[int] = (),
         add_bos: bool = False,
@@ -122,13 +97,12 @@ class Tokenizer:
     ) -> "Tokenizer":
         """Build a tokenizer from its parts.
 
-        model_type: "bpe" (byte-level, GPT-2 style) or "sentencepiece-bpe"; it picks the
-            defaults of normalizer / pre_tokenizer / decoder / byte_fallback.
+        model_type: "bpe" (its defaults: GPT-2's byte-level pipeline), "wordpiece" or "unigram".
         vocab: token strings indexed by id, or a {token: id} mapping.
-        merges: "left right" strings or (left, right) pairs, best first. Without merges,
-            SentencePiece `scores` imply them (GGUF `llama` models).
-        token_types: GGUF token types; when `added_tokens` is not given, control (3) and
-            user-defined (4) tokens become added tokens, matched in input text.
+        merges: BPE's "left right" strings or (left, right) pairs, best first.
+        scores: Unigram's piece scores, indexed like `vocab`.
+        unk_token / fuse_unk / byte_fallback / ignore_merges / continuing_subword_prefix /
+            max_input_chars_per_word: the model options of tokenizer.json.
         normalizer / pre_tokenizer / decoder / post_processor: HF tokenizer.json sections.
         add_bos / add_eos: without a post_processor, what add_special_tokens=True adds.
         bos_id: if None, the single token the post_processor puts before the text, if any.
@@ -147,18 +121,21 @@ class Tokenizer:
                 return defaults[part] if given == MODEL_DEFAULT else given
 
             token_ids = dict(vocab) if isinstance(vocab, dict) else {t: i for i, t in enumerate(vocab)}
-            if added_tokens is None:
-                added_tokens = _added_tokens_from_types(vocab, token_types)
-            model = _build_model(
-                token_ids,
-                merges,
-                scores,
-                added_tokens,
-                unk_id=None if unk_token is None else token_ids[unk_token],
-                fuse_unk=fuse_unk,
-                byte_fallback=model_type == "sentencepiece-bpe" if byte_fallback is None else byte_fallback,
-                ignore_merges=ignore_merges,
-            )
+            added_tokens = list(added_tokens)
+            if model_type == "wordpiece":
+                model = WordPiece(token_ids, unk_token, continuing_subword_prefix, max_input_chars_per_word)
+            elif model_type == "unigram":
+                unk_id = None if unk_token is None else token_ids[unk_token]
+                model = Unigram(list(zip(vocab, scores, strict=True)), unk_id, byte_fallback)
+            else:
+                model = BPE.from_merge_list(
+                    token_ids,
+                    merges,
+                    unk_id=None if unk_token is None else token_ids[unk_token],
+                    fuse_unk=fuse_unk,
+                    byte_fallback=byte_fallback,
+                    ignore_merges=ignore_merges,
+                )
             normalizer = build_normalizer(chosen("normalizer", normalizer))
             id_to_token = {i: t for t, i in token_ids.items()}
             # Like HF, a token matched in normalized text decodes from its normalized form,
@@ -217,10 +194,6 @@ class Tokenizer:
     def id_to_token(self, token_id: int) -> str | None:
         return self._id_to_token.get(token_id)
 
-    def add_eos_ids(self, ids) -> None:
-        """Also stop on these ids (e.g. generation_config.json's eos_token_id list)."""
-        self.eos_ids.update(ids)
-
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids: list[int] = list(self._prefix_ids) if add_special_tokens else []
         for piece, added_id, at_start in self._splitter.split(text):
@@ -245,25 +218,8 @@ class Tokenizer:
             return " ".join(tokens)
         return "".join(self._decoder(tokens))
 
-    def stream_decoder(self, skip_special_tokens: bool = True) -> StreamDecoder:
-        def is_skipped(token_id: int) -> bool:
-            return skip_special_tokens and self._id_to_token.get(token_id) in self._special_texts
-
-        return StreamDecoder(self.decode, is_skipped)
-
-    # ---- chat ----
-
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, **variables) -> str:
-        """Render `messages` ([{"role": ..., "content": ...}]) to prompt text.
-
-        Extra keyword arguments (tools, enable_thinking, ...) are passed to the template."""
-        if self.chat_template is None:
-            raise WispError("this model has no chat template")
-        if self._compiled_template is None:
-            self._compiled_template = chat.compile_template(self.chat_template)
-        return chat.render(
-            self._compiled_template, messages, add_generation_prompt, {**self._template_tokens, **variables}
-        )
+    def _skipped(self, token_id: int) -> bool:
+        return self._id_to_token.get(token_id) in self._special_texts
 
 
 @contextmanager
@@ -277,16 +233,6 @@ def _errors_naming(source: str):
         raise ModelFileError(source, f"malformed tokenizer description ({type(err).__name__}: {err})") from None
 
 
-def _build_model(token_ids, merges, scores, added_tokens, **options) -> BPE:
-    if merges is not None:
-        return BPE.from_merge_list(token_ids, merges, **options)
-    if scores is not None:
-        unmergeable = {token.id for token in added_tokens}
-        unmergeable.update(i for t, i in token_ids.items() if _BYTE_TOKEN.fullmatch(t))
-        return BPE.from_scores(token_ids, scores, unmergeable, **options)
-    raise SpecError("BPE needs merges or scores")
-
-
 def _default_template_tokens(id_to_token: dict[int, str], bos_id: int | None, eos_ids: list[int]) -> dict:
     template_tokens = {}
     if bos_id is not None:
@@ -294,14 +240,3 @@ def _default_template_tokens(id_to_token: dict[int, str], bos_id: int | None, eo
     if eos_ids:
         template_tokens["eos_token"] = id_to_token[eos_ids[0]]
     return template_tokens
-
-
-def _added_tokens_from_types(vocab, token_types) -> list[AddedToken]:
-    if token_types is None:
-        return []
-    tokens = vocab if not isinstance(vocab, dict) else {i: t for t, i in vocab.items()}
-    return [
-        AddedToken(id=token_id, content=tokens[token_id], special=token_type == _GGUF_CONTROL)
-        for token_id, token_type in enumerate(token_types)
-        if token_type in (_GGUF_CONTROL, _GGUF_USER_DEFINED)
-    ]
