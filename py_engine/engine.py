@@ -13,6 +13,7 @@ from .formats.model_files import read_model, tensor_info
 from .formats.source import open_source
 from .gpu import Copy
 from .kernels import KernelCache
+from .kv_cache import SUBMITS_AHEAD, TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
 from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
@@ -23,9 +24,8 @@ from .weights import WeightUploader
 
 log = logging.getLogger("wisp")
 
-# Decode forwards one submit carries at most, and how often a group's tokens must reach the page:
-# each group is sized from the last one's time per token so that it lasts about LIVE_SECONDS.
-TOKENS_PER_SUBMIT = 8
+# How often a group's tokens must reach the page: each group (at most TOKENS_PER_SUBMIT forwards)
+# is sized from the last one's time per token so that it lasts about LIVE_SECONDS.
 LIVE_SECONDS = 0.1
 
 
@@ -40,6 +40,7 @@ class Engine:
         self.logits_buffer = executor.buffer("logits")
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
+        self.kv_writes = KVWrites(executor.graph.ring_slack)  # where the sliding layers' rings hold their windows
         # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
         # the host waited for a token the GPU had not finished (the GPU-fed loop only).
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
@@ -70,6 +71,7 @@ class Engine:
         packed_kv: bool = False,
         gpu_budget: int | None = None,
         read=None,
+        kv_rings: bool = True,
     ) -> Engine:
         """The one way a model becomes an Engine (session.load_model adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
@@ -79,14 +81,16 @@ class Engine:
         reach the GPU. packed_kv: keep K and V as f16 pairs in u32 words (WebKit: half the memory,
         no native f16). gpu_budget: refuse (ModelTooLargeError) before any upload when the model
         needs more bytes. read: read_model(model)'s result when the caller has it already
-        (session.load_model: a GGUF header holds the tokenizer too, and is parsed once)."""
+        (session.load_model: a GGUF header holds the tokenizer too, and is parsed once).
+        kv_rings: a sliding layer caches only its window's keys (kv_cache.py); False: the whole
+        context, as a layer without a window does."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source) if read is None else read
         generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
-        kv = ("f16_packed", "f16_packed") if packed_kv else ("f32", v_cache_dtype(tensors, half))
+        kv = kv_formats(tensors, half, packed_kv)
 
         def plan(context):
             builder = GraphBuilder(
@@ -97,6 +101,7 @@ class Engine:
                 half,
                 kv,
                 max_binding or device.caps.limits.max_storage_binding,
+                ring_slack(max_rows) if kv_rings else 0,
             )
             graph = generate_graph(builder)
             return graph, footprint(graph, cfg.vocab_size, context)
@@ -126,8 +131,7 @@ class Engine:
     def _forward(self, rows: int, ids: list[int] | None = None, logit_rows: int = 1) -> list:
         """A forward of `rows` tokens at the engine's position, its LM head scoring the last
         `logit_rows`; ids None: the token is already on the GPU (Sampler.gpu_feedback copied it there)."""
-        if self.pos + rows > self.context:
-            raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
+        self._check_room(rows)
         ex = self.executor
         if ids is not None:
             self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
@@ -136,6 +140,13 @@ class Engine:
         commands = ex.commands(rows, self.pos, logit_rows)
         self.pos += rows
         return commands
+
+    def _check_room(self, rows: int) -> None:
+        """Refuse a forward of `rows` at pos past the context or (kv_cache.py) past what the
+        sliding layers' rings hold; else record its writes."""
+        if self.pos + rows > self.context:
+            raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
+        self.kv_writes.forward(self.pos, rows)
 
     async def picks_after(
         self, ids: list[int], sampling: SamplingParams | None = None, us: list[float] = ()
@@ -257,7 +268,7 @@ class Engine:
         no bound; 0: submit no more, end when those in flight have been yielded — prompt lookup
         takes over from there)."""
         first_input = self.pos + len(prompt)  # the position the first answer token is fed at
-        ahead = 2 if self.device.reads_overlap else 1  # submits in flight
+        ahead = SUBMITS_AHEAD if self.device.reads_overlap else 1  # submits in flight
         feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
         groups = deque()  # each submit in flight: its pending reads, one per forward
         group_size = self.tokens_per_submit or 1
@@ -309,8 +320,7 @@ class Engine:
         (Step, cos/sin row, draw) and followed by the feedback that feeds the next."""
         staged, commands = bytearray(count * self._slot), []
         for i in range(count):
-            if self.pos + 1 > self.context:
-                raise ValueError(f"context full: {self.pos} + 1 tokens > {self.context}")
+            self._check_room(1)
             at = i * self._slot
             staged[at : at + STEP_BYTES] = step_bytes(1, self.pos)
             rope_at = at + STEP_BYTES
@@ -328,10 +338,3 @@ class Engine:
             self.pos += 1
         self.device.write_buffer(self._staging, 0, bytes(staged))
         return commands
-
-
-def v_cache_dtype(tensors: dict, half: bool) -> str:
-    """The V cache follows the checkpoint's precision: f16 on shader-f16 devices unless a matrix
-    is stored in f32 (its owner asked for full precision); quantized models take f16."""
-    matrices = [t for t in tensors.values() if len(t.shape) == 2]
-    return "f16" if half and all(t.dtype != "F32" for t in matrices) else "f32"

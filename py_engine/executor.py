@@ -39,7 +39,7 @@ class Executor:
         self._last_step = None
         self._params = device.create_buffer(256 * len(graph.ops), "uniform", label="op params")
         self._bind = [self._prepare(i, op) for i, op in enumerate(graph.ops)]
-        self._dispatches = {}  # (rows, fold) → the forward's dispatch list (grids depend on rows only)
+        self._dispatches = {}  # (rows, fold level) → the forward's dispatch list (grids depend on rows only)
         self.kv_bytes = sum(t.nbytes for t in graph.tensors if t.kind == "state")
 
     # buffers ---------------------------------------------------------------------------------
@@ -115,9 +115,9 @@ class Executor:
             ]
         return list(self._dispatches[key])
 
-    def _plan(self, rows: int, fold: bool = False) -> list:
-        """(op index, op, kernel variant) of each dispatch of a forward of `rows` tokens (fold: the
-        folded decode plan, Graph.folds)."""
+    def _plan(self, rows: int, fold: int = 0) -> list:
+        """(op index, op, kernel variant) of each dispatch of a forward of `rows` tokens at fold
+        level `fold` (Graph.folds: which layers merge their attention in the O projection)."""
         plan = []
         for i, op in enumerate(self.graph.ops):
             one_row = (op.fixed_rows or rows) == 1
@@ -125,16 +125,17 @@ class Executor:
                 continue
             if op.kernel == "linear":
                 variant = choose_linear(op.fixed_rows or rows)
-                if fold and op.fold_defines:
+                if op.fold_defines and op.folded(fold):
                     variant = "gemv_fold"
             else:
                 variant = "decode" if one_row and op.decode_defines else op.kernel
             plan.append((i, op, variant))
         return plan
 
-    def kernel_names(self, rows: int, fold: bool = False) -> list[str]:
+    def kernel_names(self, rows: int, fold: int = 0) -> list[str]:
         """The kernel of each dispatch of a forward of `rows` tokens (linear ops: gemv or matmul;
         a one-row forward's attention takes RoPE + KV append in, and rope_kv is not dispatched;
-        fold: the attention's merge runs inside the O projection's GEMV)."""
+        fold: Graph.folds' level, True for every layer: the attention's merge runs inside the O
+        projection's GEMV)."""
         shader = {"decode": None, "gemv_fold": "gemv"}  # variants of a kernel (None: the op's own)
         return [shader.get(variant, variant) or op.kernel for _, op, variant in self._plan(rows, fold)]

@@ -42,10 +42,16 @@ class Op:
     # RoPE + KV append in), and a decode_skip op is not dispatched (its work is done by such a one).
     decode_defines: dict | None = None
     decode_skip: bool = False
-    # A decode token whose keys fit Graph.fold_until merges the attention's splits inside the O
-    # projection's GEMV (fold_defines, e.g. COMBINE) and skips the fold_skip op (the merge).
+    # A decode token whose KV length is at most fold_until merges its layer's attention splits inside
+    # the O projection's GEMV (fold_defines, e.g. COMBINE) and skips the fold_skip op (the merge).
+    # Per layer: a sliding layer's ring has fewer splits than a full layer's cache.
     fold_defines: dict | None = None
     fold_skip: bool = False
+    fold_until: int = 0
+
+    def folded(self, fold: int) -> bool:
+        """Whether this op takes its folded form in a forward of fold level `fold` (Graph.folds)."""
+        return bool(fold) and self.fold_until >= fold
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -59,12 +65,26 @@ class Graph:
         self.tensors: list[Tensor] = []
         self.outputs: dict[str, Tensor] = {}
         self.inputs: dict[str, Tensor] = {}
-        self.fold_until = 0  # the most keys (KV length) at which a decode token folds (Op.fold_*)
+        self.fold_levels: list[int] = []  # the ops' distinct fold_until, ascending
         self.rotary: dict = {}  # cos/sin input name -> models.rope.Rotary (the engine fills each per forward)
+        # How far past a forward's first position the sliding layers' KV rings tolerate writes
+        # (kv_cache.py); None: every layer caches the whole context.
+        self.ring_slack: int | None = None
 
-    def folds(self, rows: int, kv_len: int) -> bool:
-        """Whether a forward of `rows` tokens ending at KV length kv_len takes the folded plan."""
-        return rows == 1 and kv_len <= self.fold_until
+    @property
+    def fold_until(self) -> int:
+        """The most keys (KV length) at which a decode token folds every layer's merge (0: none)."""
+        return self.fold_levels[0] if self.fold_levels else 0
+
+    def folds(self, rows: int, kv_len: int) -> int:
+        """The fold level of a forward of `rows` tokens ending at KV length kv_len: 0 where no op
+        folds, else the least Op.fold_until that kv_len fits; the ops whose fold_until reaches it
+        fold (Op.folded). The forwards of one level share one plan."""
+        if rows == 1:
+            for level in self.fold_levels:
+                if kv_len <= level:
+                    return level
+        return 0
 
     def tensor(self, name: str, nbytes: int, kind: str = "activation", **extra) -> Tensor:
         t = Tensor(name, nbytes, kind, **extra)
@@ -72,18 +92,23 @@ class Graph:
         return t
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
-        """decode: decode_defines / decode_skip / fold_defines / fold_skip (Op)."""
+        """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
+        level = self.ops[-1].fold_until
+        if level and level not in self.fold_levels:
+            self.fold_levels = sorted([*self.fold_levels, level])
         return self.ops[-1]
 
-    def dispatched(self, op: Op, rows: int, fold: bool = False) -> bool:
-        """Whether `op` runs in a forward of `rows` tokens (fold: the folded decode plan)."""
-        return not (rows == 1 and op.decode_skip) and not (fold and op.fold_skip)
+    def dispatched(self, op: Op, rows: int, fold: int = 0) -> bool:
+        """Whether `op` runs in a forward of `rows` tokens of fold level `fold` (folds(); True:
+        every op that can fold does)."""
+        return not (rows == 1 and op.decode_skip) and not (op.fold_skip and op.folded(fold))
 
-    def ops_per_layer(self, layers: int, rows: int = 1, fold: bool = False) -> float:
-        """Dispatches per layer of a forward of `rows` (1: a decode token; fold: one whose keys fit
-        fold_until): ops from the first that binds a weight or cache of layer 0 to the last that
-        binds one of the last layer (the embedding, final norm and LM head are outside)."""
+    def ops_per_layer(self, layers: int, rows: int = 1, fold: int = 0) -> float:
+        """Dispatches per layer of a forward of `rows` (1: a decode token) at fold level `fold`
+        (folds(); True: every layer folds): ops from the first that binds a weight or cache of
+        layer 0 to the last that binds one of the last layer (the embedding, final norm and LM
+        head are outside)."""
         marked = [
             (i, int(m.group(1)))
             for i, op in enumerate(self.ops)

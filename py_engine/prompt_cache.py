@@ -29,8 +29,11 @@ class PromptCache:
 
     async def generate(self, ids: list[int], max_new_tokens: int, sampling, stop_ids):
         """Async generator of new token ids, as Engine.generate. At least one prompt token is
-        always prefilled (its logits pick the first answer token)."""
-        keep = self.reused = min(common_prefix(self.cached, ids), len(ids) - 1)
+        always prefilled (its logits pick the first answer token). Where the cache was written too
+        far past the shared prefix for a sliding layer's ring to hold the window before it
+        (kv_cache.py), everything is computed again."""
+        keep = min(common_prefix(self.cached, ids), len(ids) - 1)
+        keep = self.reused = keep if self.engine.kv_writes.holds(keep) else 0
         self.prefilled = len(ids) - keep
         self.engine.reset()
         self.engine.pos = keep  # keys/values past `keep` are stale; attention reads positions < pos only

@@ -4,6 +4,11 @@
 // Splitting gives a decode token heads × splits workgroups instead of just one per head.
 // GQA: query head h reads kv head h / (n_heads / n_kv_heads). Query row r sits at absolute
 // position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
+// RING (a sliding layer, py_engine/kv_cache.py): the caches are a ring of `capacity` rows, key
+// position k at row k % capacity, holding positions [step.kv_len - capacity, step.kv_len) once
+// this forward's keys are in; the splits cut that range of positions, not the rows, so the keys
+// are visited in the order of a cache with a row for every position. Without it (a define, so a
+// full layer's kernel is as before) position k is row k.
 // ROPE_KV (a one-row forward: decode): rope_kv.wgsl's work is done here instead, saving its
 // dispatch: the q head is normalised (has_qk_norm) and rotated in workgroup memory, and the new
 // key and value (position q) come from qkv: the split holding q reads them from workgroup memory
@@ -11,13 +16,14 @@
 // in this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
 //           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
-//           capacity, head_dim] elements), 4 v_cache (read_write, V words, same shape); formats
+//           capacity, head_dim] elements; capacity: the context's positions, or RING's rows),
+//           4 v_cache (read_write, V words, same shape); formats
 //           from K_CACHE / V_CACHE, through k_pair / v_at / *_store_pair (shaders/kv/),
 //           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum;
 //           from element partials_at),
 //           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
 //           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
-// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV.
+// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV. RING.
 // Dispatch: (n_heads, step.rows, splits) workgroups of 128 threads, splits = ceil(capacity /
 //           split_len); head_dim ≤ 256, even. Workgroup storage is 5.5 KiB (16 KiB are granted).
 // A tile's memory reads are spread over twice as many threads as it has keys: LANES_PER_KEY
@@ -110,9 +116,18 @@ fn add_weighted(acc: f32, j: u32, v: vec4<f32>) -> f32 {
     return (((acc + weights[j] * v.x) + weights[j + 1u] * v.y) + weights[j + 2u] * v.z) + weights[j + 3u] * v.w;
 }
 
-// ROPE_KV: the cache row (kv_head * capacity + position) of the new key, which is read from
-// new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
+// ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
+// is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
 var<private> new_row: u32;
+// RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
+// wraps to the head's first rows.
+var<private> ring_end: u32;
+
+// The cache row of kv_base + a key position: itself, or (RING) less capacity past the wrap.
+fn cache_row(at: u32) -> u32 {
+    if (RING && at >= ring_end) { return at - p.capacity; }
+    return at;
+}
 
 // Pair e of cache row `row`'s key. The cache is read for every row, before the branch that takes
 // the new key instead (a stale row is read and dropped): with the load inside the branch, an f16
@@ -131,10 +146,10 @@ fn value_at(row: u32, d: u32) -> f32 {
     return cached;
 }
 
-// Element d of keys at .. at + 3 (cache rows), each at most last_key.
+// Element d of keys at .. at + 3 (kv_base + positions), each at most last_key.
 fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
-    return vec4<f32>(value_at(at, d), value_at(min(at + 1u, last_key), d),
-                     value_at(min(at + 2u, last_key), d), value_at(min(at + 3u, last_key), d));
+    return vec4<f32>(value_at(cache_row(at), d), value_at(cache_row(min(at + 1u, last_key)), d),
+                     value_at(cache_row(min(at + 2u, last_key)), d), value_at(cache_row(min(at + 3u, last_key)), d));
 }
 
 @compute @workgroup_size(THREADS)
@@ -148,16 +163,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let hd = p.head_dim;
     let kvh = h / (p.n_heads / p.n_kv_heads);
     let q_pos = step.pos + row;
-    var first = wid.z * p.split_len;
+    // kv_base + a key position: its row (RING: before the wrap, cache_row). RING: the positions
+    // the cache holds start at oldest; the rows of the lap before oldest's are kv_base's offset.
+    var kv_base = kvh * p.capacity;
+    var oldest = 0u;
+    if (RING && step.kv_len > p.capacity) {
+        oldest = step.kv_len - p.capacity;
+        kv_base -= oldest - oldest % p.capacity;
+    }
+    ring_end = kvh * p.capacity + p.capacity;
+    var first = oldest + wid.z * p.split_len;
     if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
-    let split_end = (wid.z + 1u) * p.split_len;
+    let split_end = oldest + (wid.z + 1u) * p.split_len;
     // ROPE_KV: the new key (q_pos) is not in the cache yet: the split holding it reads it from
     // workgroup memory where the cache would hold it (key_pair, value_at), with the same
     // arithmetic as the other keys, so a decode token's attention equals that of a forward of
     // many rows, where rope_kv cached it first. end is exclusive; first >= end: no key here.
     let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
     let end = min(q_pos + 1u, split_end);
-    new_row = kvh * p.capacity + q_pos;
+    new_row = cache_row(kv_base + q_pos);
 
     for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
     if (ROPE_KV && holds_new) {
@@ -182,7 +206,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             workgroupBarrier();
             if (h % (p.n_heads / p.n_kv_heads) == 0u) {  // the group's first q head stores them
-                let first_pair = (kvh * p.capacity + q_pos) * hd / 2u;
+                let first_pair = new_row * hd / 2u;
                 for (var e = lid; e < hd / 2u; e += THREADS) {
                     k_store_pair(first_pair + e, vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
                     v_store_pair(first_pair + e, vec2<f32>(new_v[2u * e], new_v[2u * e + 1u]));
@@ -197,7 +221,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
     var running_max = -3.0e38;
     var running_sum = 0.0;
-    let kv_base = kvh * p.capacity;
     // This thread's share of a key's score: pairs [pair_lo, pair_hi) of the key it works on.
     let pairs = hd / 2u;
     let lane = lid % LANES_PER_KEY;
@@ -209,7 +232,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let key = start + lid / LANES_PER_KEY;
         var dot = 0.0;
         if (key < end) {
-            let row = kv_base + key;
+            let row = cache_row(kv_base + key);
             // Eight pairs' loads issued before their adds: drivers do not unroll a loop of one load
             // then its use, which waits a memory latency per pair.
             var e = pair_lo;

@@ -77,7 +77,8 @@ fn x_element(j: u32) -> f32 {
 }
 
 // The splits of the forward's keys (COMBINE): those past them are empty, weigh exactly 0 in
-// attention_combine.wgsl, and are skipped here.
+// attention_combine.wgsl, and are skipped here. A sliding layer's ring (attention.wgsl RING) has
+// `splits` of its own, all in use once kv_len passes its rows.
 fn merge_splits() -> u32 { return min(p.splits, (step.kv_len + p.split_len - 1u) / p.split_len); }
 
 // COMBINE: each head's largest split max and its splits' weighted sum for activation row r, as

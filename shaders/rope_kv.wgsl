@@ -1,5 +1,7 @@
 // Per-head Q/K norm (optional), rotary embedding, and KV-cache append, fused in one pass over the
-// fused QKV projection output. Row r of this forward is at absolute position step.pos + r.
+// fused QKV projection output. Row r of this forward is at absolute position step.pos + r, cached
+// at row (step.pos + r) % capacity: capacity holds the context's positions, or is a sliding
+// layer's ring (py_engine/kv_cache.py), where a position overwrites the one a ring's length before.
 //   q heads: rotated in place in qkv.   k heads: normalised, rotated, written to k_cache.
 //   v heads: copied to v_cache.
 // RoPE (shaders/rope.wgsl) is split-half or interleaved pairs; only the first
@@ -40,13 +42,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let row = wid.y;
     let hd = p.head_dim;
     let base = row * p.qkv_stride + h * hd;
-    let pos = step.pos + row;
+    let cached_at = (step.pos + row) % p.capacity;  // the position's row (one modulo a workgroup)
     let is_q = h < p.n_heads;
     let is_v = h >= p.n_heads + p.n_kv_heads;
 
     if (is_v) {
         let kvh = h - p.n_heads - p.n_kv_heads;
-        let first_pair = (kvh * p.capacity + pos) * hd / 2u;
+        let first_pair = (kvh * p.capacity + cached_at) * hd / 2u;
         for (var e = lid; e < hd / 2u; e += 128u) {
             v_store_pair(first_pair + e, vec2<f32>(qkv[base + 2u * e], qkv[base + 2u * e + 1u]));
         }
@@ -89,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var d = lid; d < hd; d += 128u) { qkv[base + d] = head[d]; }
     } else {
         let kvh = h - p.n_heads;
-        let first_pair = (kvh * p.capacity + pos) * hd / 2u;
+        let first_pair = (kvh * p.capacity + cached_at) * hd / 2u;
         for (var e = lid; e < hd / 2u; e += 128u) {
             k_store_pair(first_pair + e, vec2<f32>(head[2u * e], head[2u * e + 1u]));
         }

@@ -129,10 +129,12 @@ def attend(
     scale=None,
     softcap=0.0,
     split_len=64,
+    ring=False,
 ):
     """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd], the
     partials and the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the
-    row's k/v not yet cached). scale: head_dim ** -0.5 unless given."""
+    row's k/v not yet cached). scale: head_dim ** -0.5 unless given. ring: the caches' capacity
+    rows are a sliding layer's ring (RING: position k at row k % capacity)."""
     p = rope_params
     nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
     splits = -(-cap // split_len)  # several splits once pos > split_len
@@ -170,7 +172,7 @@ def attend(
         },
         grid=(nh, rows, splits),
         step=(rows, pos, pos + rows),
-        defines={**defines, "ROPE_KV": fused},
+        defines={**defines, "ROPE_KV": fused, "RING": ring},
         subgroups=subgroups,
         read=["partials", "k_cache", "v_cache"],
     )

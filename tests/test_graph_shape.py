@@ -1,6 +1,6 @@
 """The decoder graph's dispatch count per layer: a decode token pays for every dispatch, so a fused
-kernel that comes apart shows here first (at most 5 a layer for Llama, Qwen2/3 and Mistral). Built
-from each family's tiny fixture, no GPU needed."""
+kernel that comes apart shows here first (at most 5 a layer for Llama, Qwen2/3 and Mistral, its
+sliding layers' KV rings included). Built from each family's tiny fixture, no GPU needed."""
 
 from pathlib import Path
 
@@ -8,28 +8,39 @@ import pytest
 
 from py_engine.formats.model_files import read_model, tensor_info
 from py_engine.formats.source import open_source
-from py_engine.models import graph_generator
+from py_engine.models import attention_ops, graph_generator
 from py_engine.models.builder import GraphBuilder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def build(name: str, max_binding: int = 128 << 20):
+def build(name: str, max_binding: int = 128 << 20, kv_capacity: int = 64, ring_slack: int = 0):
     source = open_source(FIXTURES / name)
     cfg, tensors, _ = read_model(source)
-    builder = GraphBuilder(
-        cfg, lambda n: tensor_info(tensors, n, source.label), 16, 64, False, ("f32", "f32"), max_binding
+    b = GraphBuilder(
+        cfg,
+        lambda n: tensor_info(tensors, n, source.label),
+        16,
+        kv_capacity,
+        False,
+        ("f32", "f32"),
+        max_binding,
+        ring_slack,
     )
-    return cfg, graph_generator(cfg.architecture)(builder)
+    return cfg, graph_generator(cfg.architecture)(b)
 
 
 @pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])
 def test_ops_per_layer(name):
     """A decode token: norm + QKV, (QK-norm) RoPE + KV append + attention, the splits' merge + O +
     residual, norm + gate|up + act, down + residual. With more keys than fold_until the merge is a
-    dispatch of its own; a prefill forward keeps it and RoPE + KV append apart too."""
-    cfg, graph = build(name)
-    assert graph.fold_until == 64 * 48  # attention_splits: 64 keys a split; builder.MERGE_WORK, 1 x block a thread
+    dispatch of its own; a prefill forward keeps it and RoPE + KV append apart too. Mistral's
+    sliding layers keep a ring (window 8 + slack 16 - 1 rows) and the same dispatches."""
+    cfg, graph = build(name, ring_slack=16)
+    assert (graph.ring_slack is not None) == (name == "mistral-f32")
+    assert (
+        graph.fold_until == 64 * 48
+    )  # attention_splits: 64 keys a split; attention_ops.MERGE_WORK, 1 x block a thread
     assert graph.folds(1, graph.fold_until) and not graph.folds(1, graph.fold_until + 1) and not graph.folds(2, 2)
     assert graph.ops_per_layer(cfg.num_layers, fold=True) == 5
     assert graph.ops_per_layer(cfg.num_layers) == 6
@@ -41,3 +52,19 @@ def test_gate_up_over_one_binding_keeps_its_own_activation():
     """gate | up split over two bindings: the projection shards, then gated_mul (8 a layer)."""
     cfg, graph = build("llama-f32", max_binding=4096)
     assert "gated_mul" in [op.kernel for op in graph.ops]
+
+
+def test_a_ring_folds_its_merge_by_its_own_splits(monkeypatch):
+    """A decode token merges each layer's attention splits in its O projection while that layer's
+    keys fill few splits. With at most one (MERGE_WORK 1), Gemma 3's full layer (two splits of 64
+    keys at context 128) stops folding past 64 keys while its sliding layer's ring (8 + 16 - 1
+    rows, one split) folds on: its merge stays in the O projection, the full layer's is dispatched."""
+    monkeypatch.setattr(attention_ops, "MERGE_WORK", 1)
+    cfg, graph = build("gemma3-f32", kv_capacity=128, ring_slack=16)
+    combines = [op for op in graph.ops if op.kernel == "attention_combine"]
+    assert [op.fold_until for op in combines] == [128, 64] and graph.fold_levels == [64, 128]
+    assert [graph.folds(1, kv_len) for kv_len in (1, 64, 65, 128)] == [64, 64, 128, 128] and not graph.folds(2, 2)
+    merges = {kv_len: [graph.dispatched(op, 1, graph.folds(1, kv_len)) for op in combines] for kv_len in (64, 65)}
+    assert merges == {64: [False, False], 65: [False, True]}
+    folded = [op.folded(graph.folds(1, 65)) for op in graph.ops if op.fold_defines]  # the O projections
+    assert folded == [True, False]

@@ -1,5 +1,6 @@
-"""Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window), vs numpy; and
-a one-row forward's attention doing the first's work itself (ROPE_KV)."""
+"""Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window, over a full
+cache or a sliding layer's ring), vs numpy; and a one-row forward's attention doing the first's
+work itself (ROPE_KV)."""
 
 import numpy as np
 import pytest
@@ -18,13 +19,19 @@ def rope_ref(x, cos, sin, rotary_dim, interleaved):
 
 
 CASES = [
-    # n_heads, n_kv, head_dim, rotary_dim, rows, pos, window, qk_norm, interleaved
-    (4, 2, 16, 16, 5, 0, 0, False, False),
-    (4, 2, 24, 24, 3, 70, 0, True, False),
-    (8, 1, 64, 32, 1, 130, 0, False, True),
-    (4, 4, 32, 32, 6, 9, 8, False, False),
-    (2, 2, 256, 256, 2, 3, 0, True, False),
-    (2, 1, 20, 20, 2, 65, 0, False, False),  # head_dim not a multiple of 8: attention.wgsl's remainder pairs
+    # n_heads, n_kv, head_dim, rotary_dim, rows, pos, window, qk_norm, interleaved, ring (0: a row per position)
+    (4, 2, 16, 16, 5, 0, 0, False, False, 0),
+    (4, 2, 24, 24, 3, 70, 0, True, False, 0),
+    (8, 1, 64, 32, 1, 130, 0, False, True, 0),
+    (4, 4, 32, 32, 6, 9, 8, False, False, 0),
+    (2, 2, 256, 256, 2, 3, 0, True, False, 0),
+    (2, 1, 20, 20, 2, 65, 0, False, False, 0),  # head_dim not a multiple of 8: attention.wgsl's remainder pairs
+    # Rings of window + rows - 1 rows or more (kv_cache.py), their positions wrapped: a ring of 12
+    # in its fourth lap; one of 90 rows in two splits, position 90 (row 0) inside the first split's
+    # tile; one not yet full, whose unwritten rows must not be read.
+    (4, 2, 16, 16, 5, 40, 8, False, False, 12),
+    (4, 1, 32, 32, 3, 150, 70, True, False, 90),
+    (2, 2, 24, 24, 2, 3, 6, False, True, 8),
 ]
 
 
@@ -35,13 +42,13 @@ NUMPY = {"f32": np.float32, "f16": np.float16, "f16_packed": np.float16}
 
 
 @pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
-@pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved", CASES)
+@pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved,ring", CASES)
 @pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
-def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, kv, subgroups):
+def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, subgroups):
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     rng = np.random.default_rng(nh * hd + rows + pos)
-    cap = pos + rows + 3
+    cap = ring or pos + rows + 3  # a ring's random rows stand for the positions it holds
     stride = (nh + 2 * nkv) * hd
     qkv = rng.standard_normal((rows, stride)).astype(np.float32)
     k_dtype, v_dtype = NUMPY[kv[0]], NUMPY[kv[1]]
@@ -87,8 +94,8 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     q, k = rope_ref(q, c, s, rd, interleaved), rope_ref(k, c, s, rd, interleaved)
     want_k = k_cache.astype(np.float64)
     want_v = v_cache.astype(np.float64)
-    want_k[:, positions] = k.transpose(1, 0, 2)
-    want_v[:, positions] = v.transpose(1, 0, 2)
+    want_k[:, positions % cap] = k.transpose(1, 0, 2)
+    want_v[:, positions % cap] = v.transpose(1, 0, 2)
     got_qkv = as_f32(out["qkv"], (rows, nh + 2 * nkv, hd))
     np.testing.assert_allclose(got_qkv[:, :nh], q, rtol=1e-5, atol=1e-5)
     got_k = np.frombuffer(out["k_cache"], k_dtype).reshape(nkv, cap, hd).astype(np.float64)
@@ -107,16 +114,21 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         window,
         defines,
         subgroups,
+        ring=bool(ring),
     )
+    by_position = {name: in_positions(cache, pos + rows) for name, cache in (("k", got_k), ("v", got_v))}
     np.testing.assert_allclose(
-        attn["y"], attention_reference(got_qkv[:, :nh], got_k, got_v, pos, window), rtol=1e-4, atol=1e-5
+        attn["y"],
+        attention_reference(got_qkv[:, :nh], by_position["k"], by_position["v"], pos, window),
+        rtol=1e-4,
+        atol=1e-5,
     )
 
     # A one-row forward (decode) runs no rope_kv: attention takes its work in (ROPE_KV). Its last
     # row, over the caches as rope_kv left them before that row: the same caches and output.
     last = rows - 1
     before_k, before_v = got_k.astype(k_dtype), got_v.astype(v_dtype)
-    before_k[:, pos + last], before_v[:, pos + last] = 7.0, -7.0  # stale: must be overwritten, never read
+    before_k[:, (pos + last) % cap], before_v[:, (pos + last) % cap] = 7.0, -7.0  # stale: overwritten, never read
     fused = attend(
         qkv[last:],
         before_k,
@@ -130,15 +142,30 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         cos_sin=cos_sin[last:],
         qn=qn,
         kn=kn,
+        ring=bool(ring),
     )
     np.testing.assert_allclose(fused["k_cache"], got_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
     np.testing.assert_allclose(
-        fused["y"], attention_reference(got_qkv[last:, :nh], got_k, got_v, pos + last, window), rtol=1e-4, atol=1e-5
+        fused["y"],
+        attention_reference(got_qkv[last:, :nh], by_position["k"], by_position["v"], pos + last, window),
+        rtol=1e-4,
+        atol=1e-5,
     )
     # Bit for bit the many-row forward's row: rope_kv.wgsl and ROPE_KV reduce the QK norm in the
     # same order, rotate alike, and the new key is read as the cache would hold it.
     np.testing.assert_array_equal(fused["y"][0], attn["y"][last])
+
+
+def in_positions(cache, kv_len):
+    """A cache [kv heads, rows, hd] as [kv heads, kv_len, hd] by position: position p at row
+    p % rows (a ring, or a cache with a row for every position); NaN where the rows hold no more
+    (overwritten by a later lap), so a reference that reads one fails."""
+    rows = cache.shape[1]
+    out = np.full((cache.shape[0], kv_len, cache.shape[2]), np.nan)
+    kept = np.arange(max(0, kv_len - rows), kv_len)
+    out[:, kept] = cache[:, kept % rows]
+    return out
 
 
 def attention_reference(q, k, v, pos, window):
@@ -157,13 +184,18 @@ def attention_reference(q, k, v, pos, window):
     return want
 
 
-# (n_heads, n_kv, head_dim, pos, window, weight format): several splits of 64 keys in use; a
-# window that leaves the first splits empty; one split.
-MERGES = [(8, 1, 64, 130, 0, "q4_0"), (4, 2, 32, 200, 70, "f32"), (4, 4, 32, 9, 0, "q4_1")]
+# (n_heads, n_kv, head_dim, pos, window, weight format, ring): several splits of 64 keys in use; a
+# window that leaves the first splits empty; one split; a ring's two splits, both in use.
+MERGES = [
+    (8, 1, 64, 130, 0, "q4_0", 0),
+    (4, 2, 32, 200, 70, "f32", 0),
+    (4, 4, 32, 9, 0, "q4_1", 0),
+    (4, 2, 32, 200, 70, "q4_0", 90),
+]
 
 
-@pytest.mark.parametrize("nh,nkv,hd,pos,window,fmt", MERGES)
-def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
+@pytest.mark.parametrize("nh,nkv,hd,pos,window,fmt,ring", MERGES)
+def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt, ring):
     """A decode token's O projection (gemv.wgsl COMBINE) reads attention.wgsl's partials and merges
     them as attention_combine.wgsl does: its output equals the combine's then the plain GEMV's, bit
     for bit, so folding the combine away changes no logit."""
@@ -173,7 +205,7 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
     from py_engine.linear_plan import attention_merge_params, gemv_features, linear_defines, linear_grid, linear_params
 
     rng = np.random.default_rng(pos + hd)
-    cap, stride = pos + 70, (nh + 2 * nkv) * hd  # splits past the keys: skipped by the merge
+    cap, stride = ring or pos + 70, (nh + 2 * nkv) * hd  # splits past the keys: skipped by the merge
     qkv = rng.standard_normal((1, stride)).astype(np.float32)
     k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
     v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
@@ -188,7 +220,9 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt):
         "interleaved": 0,
         "eps": 1e-6,
     }
-    att = attend(qkv, k_cache, v_cache, params, 1, pos, window, {"K_CACHE": "f32", "V_CACHE": "f32"}, True)
+    att = attend(
+        qkv, k_cache, v_cache, params, 1, pos, window, {"K_CACHE": "f32", "V_CACHE": "f32"}, True, ring=bool(ring)
+    )
     K, N, splits = nh * hd, 40, -(-cap // 64)
     m = QuantMatrix(fmt, N, K, rng, 64)
     w = repacked(m.raw(), fmt)

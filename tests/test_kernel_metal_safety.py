@@ -212,8 +212,9 @@ def test_workgroup_storage_sizes_known():
 # ---- attention with masking and extreme scores --------------------------------------------------
 
 
-def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap, split_len):
-    """(partials, y) of the many-row attention (no RoPE: its inputs are read only by ROPE_KV)."""
+def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scale, softcap, split_len, ring=False):
+    """(partials, y) of the many-row attention (no RoPE: its inputs are read only by ROPE_KV);
+    ring: the caches are a sliding layer's ring (attention.wgsl RING)."""
     params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "capacity": k_cache.shape[1]}
     params |= {"qkv_stride": qkv.shape[1], "rotary_dim": 0, "has_qk_norm": 0, "interleaved": 0, "eps": 0.0}
     out = attend(
@@ -228,6 +229,7 @@ def attention_gpu(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
         scale=scale,
         softcap=softcap,
         split_len=split_len,
+        ring=ring,
     )
     return out["partials"], out["y"]
 
@@ -250,23 +252,25 @@ def attention_ref(qkv, k_cache, v_cache, *, nh, nkv, hd, rows, pos, window, scal
 
 
 ATTN_CASES = [
-    # name, nh, nkv, hd, rows, pos, window, split_len, magnitude, softcap
-    ("window_masks_whole_splits", 4, 2, 16, 3, 150, 5, 8, 1.0, 0.0),
-    ("causal_tail_splits_empty", 2, 1, 32, 4, 0, 0, 4, 1.0, 0.0),
-    ("huge_negative_scores", 2, 2, 16, 2, 40, 0, 16, 1e15, 0.0),
-    ("huge_scores_windowed", 4, 1, 16, 3, 90, 7, 8, 1e15, 0.0),
-    ("huge_scores_softcap", 2, 1, 16, 3, 60, 0, 16, 1e15, 50.0),
-    ("softcap_normal", 4, 2, 32, 5, 20, 6, 8, 3.0, 30.0),
-    ("spread_beyond_exp_clamp", 2, 2, 64, 2, 70, 0, 32, 6.0, 0.0),  # score gaps well past 80
+    # name, nh, nkv, hd, rows, pos, window, split_len, magnitude, softcap, ring (0: a row per position)
+    ("window_masks_whole_splits", 4, 2, 16, 3, 150, 5, 8, 1.0, 0.0, 0),
+    ("causal_tail_splits_empty", 2, 1, 32, 4, 0, 0, 4, 1.0, 0.0, 0),
+    ("huge_negative_scores", 2, 2, 16, 2, 40, 0, 16, 1e15, 0.0, 0),
+    ("huge_scores_windowed", 4, 1, 16, 3, 90, 7, 8, 1e15, 0.0, 0),
+    ("huge_scores_softcap", 2, 1, 16, 3, 60, 0, 16, 1e15, 50.0, 0),
+    ("softcap_normal", 4, 2, 32, 5, 20, 6, 8, 3.0, 30.0, 0),
+    ("spread_beyond_exp_clamp", 2, 2, 64, 2, 70, 0, 32, 6.0, 0.0, 0),  # score gaps well past 80
+    ("ring_window_masks_whole_splits", 4, 2, 16, 3, 150, 5, 4, 1.0, 0.0, 12),  # rows 150 % 12 on
+    ("ring_huge_scores", 4, 1, 16, 3, 90, 7, 8, 1e15, 0.0, 16),
 ]
 
 
 @pytest.mark.parametrize(
-    "name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap", ATTN_CASES, ids=[c[0] for c in ATTN_CASES]
+    "name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap,ring", ATTN_CASES, ids=[c[0] for c in ATTN_CASES]
 )
-def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap):
+def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap, ring):
     rng = np.random.default_rng(len(name) * 31 + pos)
-    cap = pos + rows + 9  # spare capacity past the last key: whole trailing splits are masked
+    cap = ring or pos + rows + 9  # no ring: spare capacity past the last key, whole trailing splits masked
     stride = (nh + 2 * nkv) * hd
     qkv = rng.standard_normal((rows, stride)).astype(np.float32)
     k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
@@ -279,10 +283,11 @@ def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len
     else:
         qkv *= mag
     kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=window, scale=hd**-0.5, softcap=softcap)
-    partials, got = attention_gpu(qkv, k_cache, v_cache, split_len=split_len, **kw)
+    partials, got = attention_gpu(qkv, k_cache, v_cache, split_len=split_len, ring=bool(ring), **kw)
     assert np.isfinite(partials).all(), "NaN/Inf in the attention partials"
     assert np.isfinite(got).all(), "NaN/Inf in the attention output"
-    want = attention_ref(qkv, k_cache, v_cache, **kw)
+    by_position = np.arange(pos + rows) % cap  # each position's row (a ring's older ones: out of the window)
+    want = attention_ref(qkv, k_cache[:, by_position], v_cache[:, by_position], **kw)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -7,15 +7,11 @@ that fit one storage binding."""
 from __future__ import annotations
 
 from itertools import groupby
-from typing import NamedTuple
 
 from ..errors import ModelFileError
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..kernels import KV_BYTES
 from ..linear_plan import (
     LOGIT_ROWS,
-    MERGE_HEADS,
-    attention_merge_params,
     choose_linear,
     embedding_grid,
     gemv_features,
@@ -24,39 +20,14 @@ from ..linear_plan import (
     linear_params,
 )
 from ..quant import FORMATS, GGUF_TYPES
+from .attention_ops import AttentionOps
 from .config import ModelConfig
 from .rope import Rotary
 
-# A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
-# each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
-# workgroup merges the whole x, and past some point its latency costs more than the merge's own
-# dispatch saves. H100, decode, merge in the O projection vs attention_combine, one run each:
-# SmolLM2 (1 block a thread) 587 -> 627 tok/s at 2-6 splits, 548 -> 574 at 11-13; the 8B shape
-# (4 blocks a thread) 202 -> 206.5 and 181 -> 184.4 (a slower H100 than the README's). A merge
-# that recomputed each head's max and sum per block lost at 24-26 splits (8B 182 -> 153).
-MERGE_WORK = 48
 LOGIT_ROWS_MAX = 8  # the most rows one forward's LM head scores (1 + drafted tokens to verify)
-GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
-def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
-    """(keys per split, splits): at most `most` splits of a multiple of 64 keys (one tile)."""
-    split_len = max(64, ceil_div(ceil_div(capacity, most), 64) * 64)
-    return split_len, ceil_div(capacity, split_len)
-
-
-class KVLayer(NamedTuple):
-    """One layer's K and V caches and the qkv that rope_kv() prepared for them: attention() takes
-    it (and in a one-row forward does rope_kv's work itself, with these norms and RoPE params)."""
-
-    qkv: Tensor
-    k_cache: Tensor
-    v_cache: Tensor
-    norms: dict  # cos_sin, q_norm, k_norm bindings
-    rope: dict  # rope_kv's RoPE / QK-norm params
-
-
-class GraphBuilder:
+class GraphBuilder(AttentionOps):
     def __init__(
         self,
         cfg: ModelConfig,
@@ -66,7 +37,12 @@ class GraphBuilder:
         half: bool,
         kv_formats: tuple[str, str],
         max_binding: int,
+        ring_slack: int = 0,
     ):
+        """ring_slack: a sliding layer's K and V caches are a ring of window - 1 + ring_slack rows
+        where that is fewer than kv_capacity (kv_cache.py; at least max_rows); 0: the context's."""
+        if ring_slack and ring_slack < max(max_rows, LOGIT_ROWS_MAX):
+            raise ValueError(f"ring_slack {ring_slack} < a forward's rows ({max(max_rows, LOGIT_ROWS_MAX)})")
         self.cfg = cfg
         self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
         self.g = Graph(max_rows)
@@ -74,11 +50,14 @@ class GraphBuilder:
         self.half = half  # the device has shader-f16: half-precision weights stay half
         self.k_format, self.v_format = kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = max_binding
+        self.ring_slack = ring_slack
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.rope_table("cos_sin", cfg.rope_theta, cfg.rope_scaling)
         self.kv_layers = 0
-        self._merge = None  # (output, merge params) of the last attention(): its partials for the O projection
+        # (output, merge params, fold_until) of the last attention() that folds: its partials for the O projection
+        self._merge = None
+        self._attention_outputs: list[Tensor] = []
         self._count = 0
 
     def rope_table(self, name: str, theta: float, scaling: dict | None) -> Tensor:
@@ -251,6 +230,7 @@ class GraphBuilder:
                 defines,
                 fixed_rows,
                 fold_defines={"COMBINE": True} if merges else None,
+                fold_until=self._merge[2] if merges else 0,
             )
         return y
 
@@ -268,9 +248,16 @@ class GraphBuilder:
         )
 
     def _linear_op(
-        self, bind: dict, params: dict, defines: dict, fixed_rows: int = 0, fold_defines: dict | None = None
+        self,
+        bind: dict,
+        params: dict,
+        defines: dict,
+        fixed_rows: int = 0,
+        fold_defines: dict | None = None,
+        fold_until: int = 0,
     ) -> None:
-        """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows."""
+        """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows; with
+        fold_defines, its folded form for decode tokens of at most fold_until keys (Op)."""
         self.g.op(
             "linear",
             bind,
@@ -281,6 +268,7 @@ class GraphBuilder:
             defines,
             fixed_rows,
             fold_defines=fold_defines,
+            fold_until=fold_until,
         )
 
     def gated_mlp(self, x: Tensor, gate_up: list, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
@@ -298,104 +286,6 @@ class GraphBuilder:
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
             defines,
         )
-        return y
-
-    def rope_kv(
-        self,
-        qkv: Tensor,
-        q_norm: str | None = None,
-        k_norm: str | None = None,
-        interleaved=False,
-        cos_sin: Tensor | None = None,
-        norm_offset: float = 0.0,
-    ) -> KVLayer:
-        """A new layer's KV caches, and Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the
-        cos_sin table: rope_table's, default the model's) and KV append of qkv into them: its own
-        op in a forward of many rows; in a one-row forward attention() does the same work
-        (ROPE_KV) and this op is skipped."""
-        cfg = self.cfg
-        cache_elems = cfg.num_kv_heads * self.kv_capacity * cfg.head_dim
-        layer, self.kv_layers = self.kv_layers, self.kv_layers + 1
-        k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
-        v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
-        heads = cfg.num_heads + 2 * cfg.num_kv_heads
-        norms = {
-            "cos_sin": cos_sin or self.cos_sin,
-            "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
-            "k_norm": self.vector([k_norm]) if k_norm else self.dummy,
-        }
-        rope = {
-            "rotary_dim": cfg.rotary_dim,
-            "has_qk_norm": int(q_norm is not None),
-            "interleaved": int(interleaved),
-            "eps": cfg.rms_norm_eps,
-            "norm_offset": norm_offset,
-        }
-        self.g.op(
-            "rope_kv",
-            {**norms, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
-            {
-                "n_heads": cfg.num_heads,
-                "n_kv_heads": cfg.num_kv_heads,
-                "head_dim": cfg.head_dim,
-                "qkv_stride": heads * cfg.head_dim,
-                "capacity": self.kv_capacity,
-                **rope,
-                "pad0": 0,
-                "pad1": 0,
-            },
-            lambda rows: (heads, rows, 1),
-            self.kv_defines(),
-            decode_skip=True,
-        )
-        return KVLayer(qkv, k_cache, v_cache, norms, rope)
-
-    def kv_defines(self) -> dict:
-        return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
-
-    def attention(self, kv: KVLayer, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
-        """Attention of rope_kv()'s qkv over its layer's caches."""
-        cfg = self.cfg
-        heads, hd = cfg.num_heads, cfg.head_dim
-        split_len, splits = attention_splits(self.kv_capacity)
-        # One tensor: the output [rows, heads * head_dim], then the per-split partials that
-        # attention_combine merges into it, or (a decode token with few splits in use) the O
-        # projection's GEMV as it reads them (COMBINE): one dispatch fewer.
-        y = self.act("attn", heads * hd + heads * splits * (hd + 2))
-        partials_at = self.g.max_rows * heads * hd
-        self.g.op(
-            "attention",
-            {"qkv": kv.qkv, "k_cache": kv.k_cache, "v_cache": kv.v_cache, "partials": y, **kv.norms},
-            {
-                "n_heads": heads,
-                "n_kv_heads": cfg.num_kv_heads,
-                "head_dim": hd,
-                "q_stride": (heads + 2 * cfg.num_kv_heads) * hd,
-                "capacity": self.kv_capacity,
-                "window": window,
-                "scale": scale if scale is not None else hd**-0.5,
-                "softcap": softcap,
-                "split_len": split_len,
-                "splits": splits,
-                **kv.rope,
-                "partials_at": partials_at,
-            },
-            lambda rows: (heads, rows, splits),
-            {**self.kv_defines(), "ROPE_KV": False},
-            decode_defines={"ROPE_KV": True},
-        )
-        self.g.op(
-            "attention_combine",
-            {"attn": y},
-            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
-            lambda rows: (heads, rows, 1),
-            fold_skip=True,
-        )
-        blocks_per_thread = ceil_div(heads * hd // 4, GEMV_THREADS)
-        # COMBINE merges 4 dims of one head at a time, and keeps up to MERGE_HEADS heads' sums
-        if hd % 4 == 0 and heads <= MERGE_HEADS and MERGE_WORK // blocks_per_thread:
-            self.g.fold_until = split_len * (MERGE_WORK // blocks_per_thread)
-            self._merge = (y, attention_merge_params(partials_at, hd, splits, split_len))
         return y
 
     def gated_mul(self, gate_up: Tensor, inter: int, gelu: bool = False) -> Tensor:

@@ -4,7 +4,8 @@ The page decides WebKit from the user agent (static/platform.js) and says so in 
 adapter's vendor never decides it (a hardware-keyed gate once made a desktop engine 8x slower).
 On WebKit (Safari on the Mac, every browser on iPad and iPhone) the web-content process is killed
 without a warning above about 1.5-2 GB, and Metal has miscompiled native f16 code, so there:
-  - the context defaults to 512 tokens and never exceeds 2048 (the KV cache grows with it);
+  - the context defaults to 512 tokens and never exceeds 2048 (the KV cache grows with it, a sliding
+    layer's ring excepted: py_engine/kv_cache.py);
   - no kernel uses a native f16 type (the device is opened without shader-f16; f16 weights are
     read as packed pairs) and the KV cache is f16 pairs packed in u32 words (pack2x16float);
   - the model's GPU footprint is checked against a budget before any byte is uploaded.

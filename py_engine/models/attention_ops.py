@@ -1,0 +1,164 @@
+"""The attention half of GraphBuilder: a layer's Q/K norm, RoPE and KV append (rope_kv), its K
+and V caches (a ring for a sliding layer: py_engine/kv_cache.py) and flash-decoding attention
+over them, whose split merge a decode token folds into the O projection (gemv.wgsl COMBINE)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..graph import Tensor, ceil_div
+from ..kernels import KV_BYTES
+from ..linear_plan import MERGE_HEADS, attention_merge_params
+
+# A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
+# each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
+# workgroup merges the whole x, and past some point its latency costs more than the merge's own
+# dispatch saves. H100, decode, merge in the O projection vs attention_combine, one run each:
+# SmolLM2 (1 block a thread) 587 -> 627 tok/s at 2-6 splits, 548 -> 574 at 11-13; the 8B shape
+# (4 blocks a thread) 202 -> 206.5 and 181 -> 184.4 (a slower H100 than the README's). A merge
+# that recomputed each head's max and sum per block lost at 24-26 splits (8B 182 -> 153).
+MERGE_WORK = 48
+GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
+
+
+def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
+    """(keys per split, splits): at most `most` splits of a multiple of 64 keys (one tile)."""
+    split_len = max(64, ceil_div(ceil_div(capacity, most), 64) * 64)
+    return split_len, ceil_div(capacity, split_len)
+
+
+class KVLayer(NamedTuple):
+    """A layer's qkv and how rope_kv() normalises, rotates and caches its keys: attention() takes
+    it (and in a one-row forward does rope_kv's work itself, with these norms and RoPE params)."""
+
+    qkv: Tensor
+    norms: dict  # cos_sin, q_norm, k_norm bindings
+    rope: dict  # rope_kv's RoPE / QK-norm params
+
+
+class AttentionOps:
+    """Mixed into GraphBuilder (its cfg, g, kv_capacity, ring_slack, formats, dummy, vector, act)."""
+
+    def rope_kv(
+        self,
+        qkv: Tensor,
+        q_norm: str | None = None,
+        k_norm: str | None = None,
+        interleaved=False,
+        cos_sin: Tensor | None = None,
+        norm_offset: float = 0.0,
+    ) -> KVLayer:
+        """A layer's Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the cos_sin table:
+        rope_table's, default the model's) and KV append of qkv, for attention(): it sizes the
+        layer's caches by its window and emits this op before its own (a forward of many rows
+        runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped)."""
+        norms = {
+            "cos_sin": cos_sin or self.cos_sin,
+            "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
+            "k_norm": self.vector([k_norm]) if k_norm else self.dummy,
+        }
+        rope = {
+            "rotary_dim": self.cfg.rotary_dim,
+            "has_qk_norm": int(q_norm is not None),
+            "interleaved": int(interleaved),
+            "eps": self.cfg.rms_norm_eps,
+            "norm_offset": norm_offset,
+        }
+        return KVLayer(qkv, norms, rope)
+
+    def kv_rows(self, window: int) -> int:
+        """Rows of a layer's K and V caches: a ring of window - 1 + ring_slack rows for a sliding
+        layer (kv_cache.py), where that is fewer than the context's kv_capacity."""
+        if window and self.ring_slack and window - 1 + self.ring_slack < self.kv_capacity:
+            return window - 1 + self.ring_slack
+        return self.kv_capacity
+
+    def _kv_caches(self, kv: KVLayer, cache_rows: int) -> tuple[Tensor, Tensor]:
+        """A new layer's K and V caches of cache_rows positions, and its rope_kv op appending to them."""
+        cfg = self.cfg
+        cache_elems = cfg.num_kv_heads * cache_rows * cfg.head_dim
+        layer, self.kv_layers = self.kv_layers, self.kv_layers + 1
+        k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
+        v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
+        heads = cfg.num_heads + 2 * cfg.num_kv_heads
+        self.g.op(
+            "rope_kv",
+            {**kv.norms, "qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache},
+            {
+                "n_heads": cfg.num_heads,
+                "n_kv_heads": cfg.num_kv_heads,
+                "head_dim": cfg.head_dim,
+                "qkv_stride": heads * cfg.head_dim,
+                "capacity": cache_rows,
+                **kv.rope,
+                "pad0": 0,
+                "pad1": 0,
+            },
+            lambda rows: (heads, rows, 1),
+            self.kv_defines(),
+            decode_skip=True,
+        )
+        return k_cache, v_cache
+
+    def kv_defines(self) -> dict:
+        return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
+
+    def attention(self, kv: KVLayer, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+        """Attention of rope_kv()'s qkv over its layer's caches (made here: a ring for a sliding
+        layer, kv_rows), keys within `window` of each query when window > 0."""
+        cfg = self.cfg
+        heads, hd = cfg.num_heads, cfg.head_dim
+        cache_rows = self.kv_rows(window)
+        ring = cache_rows < self.kv_capacity
+        if ring:
+            self.g.ring_slack = self.ring_slack
+        k_cache, v_cache = self._kv_caches(kv, cache_rows)
+        split_len, splits = attention_splits(cache_rows)
+        # One tensor: the output [rows, heads * head_dim], then the per-split partials that
+        # attention_combine merges into it, or (a decode token with few splits in use) the O
+        # projection's GEMV as it reads them (COMBINE): one dispatch fewer. Every layer's is the
+        # size of the largest (a ring's fewer splits leave its tail unused): one pool slot.
+        y = self.act("attn", heads * hd + heads * splits * (hd + 2))
+        self._attention_outputs.append(y)
+        for t in self._attention_outputs:
+            t.nbytes = max(t.nbytes, y.nbytes)
+        partials_at = self.g.max_rows * heads * hd
+        # COMBINE merges 4 dims of one head at a time, and keeps up to MERGE_HEADS heads' sums. A
+        # layer folds while its keys fill at most `most` splits: where all its splits do (a ring's
+        # keys never fill more), at every KV length.
+        most = MERGE_WORK // ceil_div(heads * hd // 4, GEMV_THREADS)
+        fold_until = 0
+        if hd % 4 == 0 and heads <= MERGE_HEADS and most:
+            fold_until = split_len * most if splits > most else max(split_len * most, self.kv_capacity)
+        self.g.op(
+            "attention",
+            {"qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **kv.norms},
+            {
+                "n_heads": heads,
+                "n_kv_heads": cfg.num_kv_heads,
+                "head_dim": hd,
+                "q_stride": (heads + 2 * cfg.num_kv_heads) * hd,
+                "capacity": cache_rows,
+                "window": window,
+                "scale": scale if scale is not None else hd**-0.5,
+                "softcap": softcap,
+                "split_len": split_len,
+                "splits": splits,
+                **kv.rope,
+                "partials_at": partials_at,
+            },
+            lambda rows: (heads, rows, splits),
+            {**self.kv_defines(), "ROPE_KV": False, "RING": ring},
+            decode_defines={"ROPE_KV": True},
+        )
+        self.g.op(
+            "attention_combine",
+            {"attn": y},
+            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
+            lambda rows: (heads, rows, 1),
+            fold_skip=True,
+            fold_until=fold_until,
+        )
+        merge = attention_merge_params(partials_at, hd, splits, split_len)
+        self._merge = (y, merge, fold_until) if fold_until else None
+        return y
