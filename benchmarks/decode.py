@@ -134,7 +134,7 @@ def weight_formats(graph) -> dict:
     return out
 
 
-async def kernel_breakdown(engine, device, commands, fold: bool, repeats: int) -> dict:
+async def kernel_breakdown(engine, device, commands, fold: int, repeats: int) -> dict:
     """GPU milliseconds per decode token in each kernel: every dispatch of one decode token in a
     compute pass of its own between timestamp queries (the median of `repeats` runs, after a
     warm-up), summed by kernel; "all" is their sum (dispatches run back to back in the engine's one

@@ -121,3 +121,31 @@ def test_longrope_keys_follow_the_sequence_length():
     for ids, answer, _, logits, fresh_answer, fresh_logits in out:
         assert answer == fresh_answer, len(ids)
         np.testing.assert_allclose(logits, fresh_logits, rtol=0, atol=1e-4 * np.abs(fresh_logits).max())
+
+
+def test_gemma3_text_tower_of_a_multimodal_checkpoint(tmp_path):
+    """A Gemma3ForConditionalGeneration checkpoint: its text_config and its text tower's weights
+    (model.language_model.*, beside a vision tower's) give the causal LM's logits."""
+    from safetensors.numpy import load_file, save_file
+
+    fixture = FIXTURES / "gemma3-f32"
+    text = json.loads((fixture / "config.json").read_text())
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "text_config": text, "dtype": "float32"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    weights = {
+        ("lm_head.weight" if name == "lm_head.weight" else "model.language_model." + name[len("model.") :]): w
+        for name, w in load_file(fixture / "model.safetensors").items()
+    }
+    weights["model.vision_tower.patch_embedding.weight"] = np.ones((4, 4), np.float32)
+    save_file(weights, tmp_path / "model.safetensors")
+    ref = json.loads((fixture / "reference.json").read_text())
+
+    dev = device(False)[0]
+
+    async def logits(path):
+        engine = await Engine.load(path, dev, max_rows=16, context=32)
+        return engine.cfg.architecture, np.array(await engine.prompt_logits(ref["prompt_ids"]))
+
+    arch, got = asyncio.run(logits(tmp_path))
+    assert arch == "Gemma3ForCausalLM"
+    np.testing.assert_array_equal(got, asyncio.run(logits(fixture))[1])
