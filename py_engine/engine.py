@@ -157,8 +157,9 @@ class Engine:
         decode token's, and each row is drawn by the decode loop's kernels): how drafted tokens
         are verified. pos advances by len(ids)."""
         rows = len(ids)
-        if not 1 <= rows <= LOGIT_ROWS_MAX:
-            raise ValueError(f"picks_after takes 1 to {LOGIT_ROWS_MAX} ids, not {rows}")
+        most = min(LOGIT_ROWS_MAX, self.max_rows)  # the activations hold max_rows rows
+        if not 1 <= rows <= most:
+            raise ValueError(f"picks_after takes 1 to {most} ids, not {rows}")
         picks = self.sampler.rows_pick(rows, sampling or SamplingParams(), us)
         commands = self._forward(rows, ids, logit_rows=rows) + picks
         return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))

@@ -109,7 +109,7 @@ async def _verified(engine, drafter: Drafter, last: int, most: int, sampling):
     try:
         while yielded < most and engine.pos < engine.context:
             step_pos = engine.pos
-            room = min(MAX_DRAFT, most - yielded - 1, engine.context - step_pos - 1)
+            room = min(MAX_DRAFT, engine.max_rows - 1, most - yielded - 1, engine.context - step_pos - 1)
             draft = drafter.draft(room) if room > 0 else []
             if not draft:  # nothing to verify: the GPU-fed loop goes on from `last`
                 return

@@ -53,6 +53,24 @@ def test_too_many_rows_are_refused():
     engine = asyncio.run(Engine.load(FIXTURES / "llama-f32", device()[0], max_rows=16, context=64))
     with pytest.raises(ValueError, match="1 to 8 ids"):
         asyncio.run(engine.picks_after(list(range(LOGIT_ROWS_MAX + 1))))
+    small = asyncio.run(Engine.load(FIXTURES / "llama-f32", device()[0], max_rows=4, context=64))
+    with pytest.raises(ValueError, match="1 to 4 ids"):  # more rows than its activations hold
+        asyncio.run(small.picks_after(list(range(5))))
+
+
+def test_prompt_lookup_drafts_fit_a_small_forward(monkeypatch):
+    """With max_rows 3 a verifying forward takes the fed token and at most 2 drafted ones."""
+    monkeypatch.setattr(prompt_lookup, "STREAK", 0)
+    dev = device()[0]
+
+    async def run():
+        engine = await Engine.load(FIXTURES / "llama-f32", dev, max_rows=3, context=64)
+        plain = await collect(engine.generate(ECHO, 12, SamplingParams()))
+        engine.reset()
+        return plain, await collect(engine.generate(ECHO, 12, SamplingParams(lookup=True))), engine.drafter
+
+    plain, looked, drafter = asyncio.run(run())
+    assert looked == plain and drafter.drafted > 0
 
 
 ECHO = PROMPT + [77, 5, 17, 42, 9]  # repeats itself: the drafts find matches
