@@ -24,7 +24,7 @@ async def load_model(model, device, *, with_tokenizer: bool = True, **engine_opt
             from .formats.gguf_tokenizer import tokenizer_from_gguf
 
             tok = tokenizer_from_gguf(gguf)
-            stop_ids.update(tok.eos_ids)
+            stop_ids = set(tok.eos_ids)  # llama.cpp's end-of-generation set, exactly
         return engine, tok, stop_ids
     small = source.small_dir()
     if source.exists("generation_config.json"):

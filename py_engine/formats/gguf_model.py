@@ -13,6 +13,7 @@ import struct
 
 from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
+from ..tokenizer.llama_vocab import END_OF_GENERATION
 from .gguf import GGUFFile
 from .safetensors import TensorInfo
 
@@ -186,27 +187,11 @@ def longrope_scaling(gguf: GGUFFile, read) -> dict | None:
     }
 
 
-# Token texts llama.cpp also stops on (llama-vocab.cpp's end-of-generation list), whatever eos says.
-END_OF_GENERATION_TEXTS = (
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|return|>",
-    "<|call|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<|eom_id|>",
-    "<EOT>",
-    "_<EOT>",
-    "<|end_of_text|>",
-    "<end_of_utterance>",
-)
-
-
 def end_of_generation_ids(meta: dict) -> list[int]:
-    """The ids generation stops on, the eos token first: tokenizer.ggml.eos/eot/eom_token_id and,
-    like llama.cpp, every token spelled like a known end-of-turn token (e.g. Qwen's <|endoftext|>
-    besides its eos <|im_end|>)."""
+    """The ids generation stops on without the tokenizer (generate --ids), the eos token first:
+    tokenizer.ggml.eos/eot/eom_token_id and every token spelled like one of llama.cpp's end-of-turn
+    tokens (e.g. Qwen's <|endoftext|> besides its eos <|im_end|>). With the tokenizer, its eos_ids
+    are llama.cpp's exact set (tokenizer/llama_vocab.py)."""
     ids = []
     for name in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
         token_id = meta.get(name)
@@ -214,8 +199,7 @@ def end_of_generation_ids(meta: dict) -> list[int]:
             ids.append(token_id)
     tokens = meta.get("tokenizer.ggml.tokens")
     if isinstance(tokens, list):
-        wanted = set(END_OF_GENERATION_TEXTS)
-        ids += [i for i, token in enumerate(tokens) if token in wanted and i not in ids]
+        ids += [i for i, token in enumerate(tokens) if token in END_OF_GENERATION and i not in ids]
     return ids
 
 

@@ -105,7 +105,7 @@ _DETECTED = {
 }
 
 # Tokens that end generation, whatever the file says.
-_END_OF_GENERATION = frozenset(
+END_OF_GENERATION = frozenset(
     (
         "<|eot_id|>",
         "<|im_end|>",
@@ -153,7 +153,7 @@ def apply_text_rules(vocab: LlamaVocab, *, model_name: str, pre_name: str, archi
 
     eog = {special[name] for name in ("fim_pad", "fim_rep", "fim_sep") if special.get(name) is not None}
     for token, index in vocab.ids.items():
-        if token in _END_OF_GENERATION:
+        if token in END_OF_GENERATION:
             eog.add(index)
             attrs[index] |= CONTROL
         if token in _ALWAYS_RENDERED:
