@@ -69,12 +69,10 @@ class Rotary:
         for pos in range(first_pos, first_pos + rows):
             for f in inv_freq:
                 angle = f32(pos * f)
-                if self.scale == 1.0:
-                    values.append(math.cos(angle))
-                    values.append(math.sin(angle))
-                else:
-                    values.append(f32(math.cos(angle)) * self.scale)
-                    values.append(f32(math.sin(angle)) * self.scale)
+                values.append(math.cos(angle))
+                values.append(math.sin(angle))
+        if self.scale != 1.0:  # LongRoPE's attention factor: f32(cos) * f32(scale), as transformers rounds it
+            values = array("f", [v * self.scale for v in values])
         return values.tobytes()
 
     @property
