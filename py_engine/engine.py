@@ -19,6 +19,7 @@ from .models import graph_generator
 from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
 from .models.config import ModelConfig
 from .prompt_lookup import lookup_decode
+from .recurrent_state import RecurrentState
 from .sampling import Sampler, SamplingParams
 from .weights import WeightUploader
 
@@ -40,6 +41,12 @@ class Engine:
         self.logits_buffer = executor.buffer("logits")
         self.sampler = Sampler(device, kernels, cfg.vocab_size, self.logits_buffer, max_history=context)
         self.pos = 0  # tokens already in the KV cache
+        self.tokens: list[int] = []  # the tokens fed at positions 0 .. pos - 1 (past pos: stale)
+        # Hybrids: the recurrent state's position and snapshots (recurrent_state.py); tokens a
+        # forward recomputed to bring it to its position, since load.
+        self.recurrent = RecurrentState(device, executor) if executor.graph.recurrent else None
+        self.recomputed = 0
+        self._turn_end = None  # where generate's prompt ends: prefill_commands snapshots the state there
         self.kv_writes = KVWrites(executor.graph.ring_slack)  # where the sliding layers' rings hold their windows
         # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
         # the host waited for a token the GPU had not finished (the GPU-fed loop only).
@@ -131,9 +138,12 @@ class Engine:
     def _forward(self, rows: int, ids: list[int] | None = None, logit_rows: int = 1) -> list:
         """A forward of `rows` tokens at the engine's position, its LM head scoring the last
         `logit_rows`; ids None: the token is already on the GPU (Sampler.gpu_feedback copied it there)."""
+        self._resume()
         self._check_room(rows)
         ex = self.executor
         if ids is not None:
+            del self.tokens[self.pos :]
+            self.tokens += ids
             self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
         for buffer, rotary in self._rotary:
             self.device.write_buffer(buffer, 0, rotary.table(self.pos, rows, self.rope_long))
@@ -147,6 +157,22 @@ class Engine:
         if self.pos + rows > self.context:
             raise ValueError(f"context full: {self.pos} + {rows} tokens > {self.context}")
         self.kv_writes.forward(self.pos, rows)
+        if self.recurrent:
+            self.recurrent.advanced(self.pos, rows)
+
+    def _resume(self) -> None:
+        """Bring a hybrid's recurrent state to pos where it has gone past it: restore the latest
+        snapshot at or before pos, then recompute the tokens from there (recurrent_state.py)."""
+        state = self.recurrent
+        if state is None or state.pos == self.pos:
+            return
+        slot, at = state.latest(self.pos)
+        self.device.submit(state.restore(slot))
+        replay, self.pos = self.tokens[at : self.pos], at
+        for start in range(0, len(replay), self.max_rows):
+            chunk = replay[start : start + self.max_rows]
+            self.device.submit(self._forward(len(chunk), chunk))
+        self.recomputed += len(replay)
 
     async def picks_after(
         self, ids: list[int], sampling: SamplingParams | None = None, us: list[float] = ()
@@ -161,7 +187,9 @@ class Engine:
         if not 1 <= rows <= most:
             raise ValueError(f"picks_after takes 1 to {most} ids, not {rows}")
         picks = self.sampler.rows_pick(rows, sampling or SamplingParams(), us)
-        commands = self._forward(rows, ids, logit_rows=rows) + picks
+        self._resume()
+        saved = self.recurrent.save() if self.recurrent else []  # its drafts may be rejected
+        commands = saved + self._forward(rows, ids, logit_rows=rows) + picks
         return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))
 
     def prefill_commands(self, ids: list[int]) -> list:
@@ -171,7 +199,10 @@ class Engine:
         for start in range(0, len(ids) - self.max_rows, self.max_rows):
             self.device.submit(self.forward_commands(ids[start : start + self.max_rows]))
         tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
-        return self.forward_commands(ids[-tail:])
+        commands = self.forward_commands(ids[-tail:])
+        if self.recurrent and self.pos == self._turn_end:  # a chat's next turn goes on from here
+            commands += self.recurrent.save(turn=True)
+        return commands
 
     async def prompt_logits(self, ids: list[int]) -> list[float]:
         self.device.submit(self.prefill_commands(ids))
@@ -198,6 +229,7 @@ class Engine:
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
         history = list(prompt if context_ids is None else context_ids)
         answer = []
+        self._turn_end = self.pos + len(prompt)
         while True:
             prompt = self._rotate_for(prompt, history)
             first_input = self.pos + len(prompt)
@@ -310,6 +342,7 @@ class Engine:
                     last_done = done
                 token = struct.unpack("<I", raw)[0]
                 yielded += 1
+                self.tokens.append(token)  # fed at first_input + yielded - 1 (if it is fed)
                 yield token
                 if token in stop_ids or first_input + yielded - 1 >= self.context:
                     return
@@ -320,6 +353,8 @@ class Engine:
         """`count` one-token forwards for one submit, each after copies of its staged inputs
         (Step, cos/sin row, draw) and followed by the feedback that feeds the next."""
         staged, commands = bytearray(count * self._slot), []
+        if self.recurrent:  # the loop's stop may land in this group: it goes back to here
+            commands += self.recurrent.save()
         for i in range(count):
             self._check_room(1)
             at = i * self._slot

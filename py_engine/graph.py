@@ -48,6 +48,9 @@ class Op:
     fold_defines: dict | None = None
     fold_skip: bool = False
     fold_until: int = 0
+    # Dispatched only in forwards of lo <= rows <= hi (None: every forward): an op with a one-row
+    # form of its own and a many-row form of several kernels (DeltaNet's delta rule).
+    rows_range: tuple[int, int] | None = None
 
     def folded(self, fold: int) -> bool:
         """Whether this op takes its folded form in a forward of fold level `fold` (Graph.folds)."""
@@ -70,6 +73,9 @@ class Graph:
         # How far past a forward's first position the sliding layers' KV rings tolerate writes
         # (kv_cache.py); None: every layer caches the whole context.
         self.ring_slack: int | None = None
+        # Hybrids' recurrent states (conv windows, DeltaNet's S): state that holds one position
+        # only, which the engine snapshots to go back (recurrent_state.py).
+        self.recurrent: list[Tensor] = []
 
     @property
     def fold_until(self) -> int:
@@ -92,7 +98,7 @@ class Graph:
         return t
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
-        """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until (Op)."""
+        """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until / rows_range (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
         level = self.ops[-1].fold_until
         if level and level not in self.fold_levels:
@@ -102,6 +108,8 @@ class Graph:
     def dispatched(self, op: Op, rows: int, fold: int = 0) -> bool:
         """Whether `op` runs in a forward of `rows` tokens of fold level `fold` (folds(); True:
         every op that can fold does)."""
+        if op.rows_range and not op.rows_range[0] <= rows <= op.rows_range[1]:
+            return False
         return not (rows == 1 and op.decode_skip) and not (op.fold_skip and op.folded(fold))
 
     def ops_per_layer(self, layers: int, rows: int = 1, fold: int = 0) -> float:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .errors import WispError
 from .graph import Graph, Tensor
+from .recurrent_state import snapshot_bytes
 
 MB = 1 << 20
 
@@ -52,15 +53,17 @@ class Footprint:
     kv_cache: int
     activations: int
     other: int  # inputs, logits, op params, sampling buffers
+    recurrent: int = 0  # hybrids: conv and DeltaNet states and their snapshots (recurrent_state.py)
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations + self.other
+        return self.weights + self.kv_cache + self.activations + self.other + self.recurrent
 
     def describe(self) -> str:
         return (
             f"{size(self.total)} (weights {size(self.weights)}, KV cache {size(self.kv_cache)}, "
-            f"activations {size(self.activations)}, other {size(self.other)})"
+            f"activations {size(self.activations)}, other {size(self.other)}"
+            + (f", recurrent state {size(self.recurrent)})" if self.recurrent else ")")
         )
 
 
@@ -80,8 +83,13 @@ def footprint(graph: Graph, vocab_size: int, context: int) -> Footprint:
     by_kind["weight"] = sum({(t.weight, t.rows, t.dtype): t.nbytes for t in used if t.kind == "weight"}.values())
     sampling = 4 * context + 12 * vocab_size  # penalty ids, top-k lists, argmax partials (sampling.py)
     other = by_kind.get("input", 0) + by_kind.get("output", 0) + by_kind.get("dummy", 0) + 256 * len(graph.ops)
+    recurrent = sum(t.nbytes for t in graph.recurrent)
     return Footprint(
-        by_kind.get("weight", 0), by_kind.get("state", 0), sum(pool_activations(graph)[1]), other + sampling
+        by_kind.get("weight", 0),
+        by_kind.get("state", 0) - recurrent,
+        sum(pool_activations(graph)[1]),
+        other + sampling,
+        recurrent + snapshot_bytes(recurrent),
     )
 
 

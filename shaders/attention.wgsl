@@ -37,6 +37,7 @@ struct Params {
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
     interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
+    q_head_stride: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -183,9 +184,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let end = min(q_pos + 1u, split_end);
     new_row = cache_row(kv_base + q_pos);
 
-    for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * hd + d]; }
+    for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * p.q_head_stride + d]; }
     if (ROPE_KV && holds_new) {
-        let k_at = row * p.q_stride + (p.n_heads + kvh) * hd;
+        let k_at = row * p.q_stride + p.n_heads * p.q_head_stride + kvh * hd;
         let v_at = k_at + p.n_kv_heads * hd;
         for (var d = lid; d < hd; d += THREADS) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
     }

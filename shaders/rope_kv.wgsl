@@ -9,7 +9,9 @@
 // match the reference to the last bit instead of depending on the GPU's cos() accuracy.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 cos_sin (read, f32 [rows, rotary_dim/2, 2]),
 //           3 q_norm (read, f32 [head_dim]), 4 k_norm (read, f32 [head_dim]),
-//           5 qkv (read_write, f32 [rows, qkv_stride]; q heads, then k heads, then v heads),
+//           5 qkv (read_write, f32 [rows, qkv_stride]; q heads, then k heads, then v heads; q head
+//             h at h * q_head_stride: head_dim, or 2 * head_dim where each q head's output gate
+//             follows it, Qwen3.5's),
 //           6 k_cache (read_write, K words: [n_kv_heads, capacity, head_dim] elements),
 //           7 v_cache (read_write, V words, same shape).
 // The cache formats come from K_CACHE / V_CACHE (kernels.py; shaders/kv/): written in element
@@ -21,7 +23,7 @@
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
     qkv_stride: u32, capacity: u32, has_qk_norm: u32, interleaved: u32,
-    eps: f32, norm_offset: f32, pad0: u32, pad1: u32,
+    eps: f32, norm_offset: f32, q_head_stride: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -41,7 +43,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let h = wid.x;
     let row = wid.y;
     let hd = p.head_dim;
-    let base = row * p.qkv_stride + h * hd;
+    var base = row * p.qkv_stride + h * p.q_head_stride;  // q head h; k and v heads follow the q heads
+    if (h >= p.n_heads) { base = row * p.qkv_stride + p.n_heads * p.q_head_stride + (h - p.n_heads) * hd; }
     let cached_at = (step.pos + row) % p.capacity;  // the position's row (one modulo a workgroup)
     let is_q = h < p.n_heads;
     let is_v = h >= p.n_heads + p.n_kv_heads;

@@ -93,8 +93,9 @@ def run_combine(partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: in
     attn = np.concatenate([np.zeros(out_elems, np.float32), partials.astype(np.float32)])
     out = run_kernel(
         "attention_combine",
-        {"attn": attn},
-        {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems},
+        {"attn": attn, "gate": np.zeros(4, np.float32)},
+        {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems}
+        | {"gate_stride": 0, "gate_head_stride": 0, "gate_offset": 0, "pad0": 0},
         grid=(nh, rows, 1),
         step=step,
     )
@@ -169,6 +170,10 @@ def attend(
             "eps": p["eps"],
             "norm_offset": 0.0,
             "partials_at": 0,
+            "q_head_stride": hd,
+            "pad0": 0,
+            "pad1": 0,
+            "pad2": 0,
         },
         grid=(nh, rows, splits),
         step=(rows, pos, pos + rows),

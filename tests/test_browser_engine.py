@@ -16,8 +16,9 @@ pytestmark = pytest.mark.browser
 FIXTURES = ROOT / "tests" / "fixtures"
 DESKTOP_PARIS = [504, 3575, 282, 4649, 314, 7042, 30, 2]  # SmolLM2, greedy, desktop (test_real_models)
 # One fixture per graph family (Llama's decoder, Gemma's, Gemma 2's and 3's four-norm layers, Phi-3's
-# fused weights), bf16 and f16 among them: without shader-f16 those weights are read as packed pairs.
-TINY = ["llama-f32", "gemma-f32", "gemma2-f32", "gemma3-bf16", "phi3-f16"]
+# fused weights, the hybrids' recurrent layers), bf16 and f16 among them: without shader-f16 those
+# weights are read as packed pairs.
+TINY = ["llama-f32", "gemma-f32", "gemma2-f32", "gemma3-bf16", "phi3-f16", "qwen3_5-f32", "lfm2-bf16"]
 
 RUN = """async ({modelId, request, context}) => {
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");

@@ -73,7 +73,7 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         "interleaved": int(interleaved),
         "eps": 1e-6,
         "norm_offset": 0.0,
-        "pad0": 0,
+        "q_head_stride": hd,
         "pad1": 0,
     }
     out = run_kernel(

@@ -45,6 +45,17 @@ PHI3_ROPE = dict(
     original_max_position_embeddings=16,  # the 12-token prompt is short; decode passes 16
 )
 
+# Hybrids: a layer pattern with the recurrent kind on both sides of an attention layer; a context
+# long enough for tools/make_fixtures.py's LONG_PROMPT (the state must not drift over it).
+HYBRID = dict(num_hidden_layers=3, max_position_embeddings=512)
+QWEN3_5_LINEAR = dict(  # odd head counts: 2 key heads serve 6 value heads; dk != dv
+    linear_num_key_heads=2,
+    linear_num_value_heads=6,
+    linear_key_head_dim=24,
+    linear_value_head_dim=20,
+    linear_conv_kernel_dim=4,
+)
+
 ARCHS = {
     "llama": dict(model_type="llama", rms_norm_eps=1e-5, rope_parameters=LLAMA3_ROPE, tie_word_embeddings=False),
     "mistral": dict(
@@ -91,6 +102,26 @@ ARCHS = {
         original_max_position_embeddings=16,
         tie_word_embeddings=False,
     ),
+    "qwen3_5": dict(
+        model_type="qwen3_5_text",
+        **HYBRID,
+        **QWEN3_5_LINEAR,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        head_dim=32,  # partial rotary 0.25: 8 dims turn
+        rms_norm_eps=1e-6,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        full_attention_interval=2,  # what llama.cpp's converter writes for this pattern
+        tie_word_embeddings=False,
+    ),
+    "lfm2": dict(
+        model_type="lfm2",
+        **HYBRID,
+        norm_eps=1e-5,
+        block_multiple_of=8,  # auto-adjusted feed-forward: int(2 * 112 / 3) = 74 -> 80, not the config's 112
+        layer_types=["conv", "full_attention", "conv"],
+        tie_word_embeddings=True,
+    ),
 }
 
 NOTES = {
@@ -103,6 +134,11 @@ NOTES = {
     "layer 0 sliding (window 8), layer 1 full",
     "gemma3": "q/k norms (1 + w), sliding layer RoPE theta 1e4, full layer theta 1e6 with linear scaling 8, "
     "window 8, query_pre_attn_scalar 40",
+    "qwen3_5": "Gated DeltaNet layers 0 and 2 (2 key heads, 6 value heads, dk 24, dv 20, conv 4), full attention "
+    "layer 1 (3 heads, 1 KV head, head_dim 32, q|gate interleaved per head, sigmoid output gate, partial rotary "
+    "0.25); (1 + w) norms, plain-w gated norm",
+    "lfm2": "short-conv layers 0 and 2 (L_cache 3, B*x gated in, C* out), attention layer 1 with q/k layernorms; "
+    "feed-forward auto-adjusted to 80; final embedding_norm; tied embeddings",
     "phi3": "fused qkv_proj and gate_up_proj, partial rotary 0.5, longrope (original 16: the prompt uses the "
     "short factors, decode from position 16 the long ones; attention factor sqrt(2))",
 }
@@ -131,6 +167,10 @@ FEATURES = {
             "logits",
         ),
     ],
+    "qwen3_5": [
+        ("layer pattern", dict(layer_types=["full_attention", "linear_attention", "linear_attention"]), "logits")
+    ],
+    "lfm2": [("layer pattern", dict(layer_types=["full_attention", "conv", "conv"]), "logits")],
     "phi3": [
         ("short factors", dict(rope_parameters={**PHI3_ROPE, "short_factor": [1.0] * 4}), "logits"),
         ("long factors", dict(rope_parameters={**PHI3_ROPE, "long_factor": PHI3_ROPE["short_factor"]}), "greedy"),

@@ -32,6 +32,10 @@ SHARDED = ("qwen2", "bf16")  # saved as >= 2 shards + model.safetensors.index.js
 LEGACY_CONFIG = ("llama", "f16")  # config.json rewritten in the pre-transformers-5 spelling
 
 GEMMA_FAMILY = ("gemma", "gemma2", "gemma3")
+ZERO_CENTRED = GEMMA_FAMILY + ("qwen3_5",)  # RMSNorms that multiply by (1 + w)
+GATED_NORM = "linear_attn.norm.weight"  # Qwen3.5's gated RMSNorm multiplies by w itself
+HYBRIDS = ("qwen3_5", "lfm2")  # recurrent state: their reference also holds a LONG_PROMPT's last logits
+LONG_PROMPT = 300
 
 
 def make_config(arch):
@@ -47,10 +51,11 @@ def build_model(arch, seed):
     std = model.config.initializer_range
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith("norm.weight"):  # Gemma's norms multiply by (1 + w)
-                param.copy_((arch not in GEMMA_FAMILY) + 0.1 * torch.randn_like(param))
-            elif name.endswith(".bias"):
-                param.normal_(0.0, std)
+            if name.endswith("norm.weight"):  # Gemma's and Qwen3.5's norms multiply by (1 + w)
+                one = arch not in ZERO_CENTRED or name.endswith(GATED_NORM)
+                param.copy_(one + 0.1 * torch.randn_like(param))
+            elif name.endswith(".bias") or name.endswith("dt_bias"):
+                param.normal_(0.0, std if name.endswith(".bias") else 1.0)
     return model
 
 
@@ -150,6 +155,15 @@ def reference(arch, dtype_name, path, prompt):
     if len(set(ids)) < MIN_DISTINCT_GREEDY or rel_margin < MIN_REL_MARGIN:
         return None
     check_features(arch, dtype_name, path, prompt, logits, ids)
+    long = {}
+    if arch in HYBRIDS:  # the state after many tokens: one prefill, last logits
+        gen = torch.Generator().manual_seed(len(ids))
+        long_prompt = torch.randint(0, COMMON["vocab_size"], (1, LONG_PROMPT), generator=gen)
+        long_logits = last_logits(model, long_prompt)
+        long = {
+            "long_prompt_ids": long_prompt[0].tolist(),
+            "long_logits": [float(f"{x:.7g}") for x in long_logits.tolist()],
+        }
     if (arch, dtype_name) == LEGACY_CONFIG:
         write_legacy_llama_config(path)
         legacy = load_f32(path)
@@ -167,7 +181,31 @@ def reference(arch, dtype_name, path, prompt):
         "dtype": dtype_name,
         "attn_implementation": ATTN,
         "notes": NOTES[arch] + f"; weights stored as {dtype_name}, reference computed in float32",
+        **long,
     }
+
+
+def save_pattern(arch, seed, prompt, path):
+    """A second f32 model of a hybrid with another layer pattern (FEATURES': attention first) and
+    its prompt's last logits: <arch>-f32/pattern/ (outside the parity tests' fixture list)."""
+    pattern = FEATURES[arch][0][1]["layer_types"]
+    spec = {**COMMON, **ARCHS[arch], "layer_types": pattern}
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(spec.pop("model_type"), **spec), dtype=torch.float32)
+    with torch.no_grad():
+        for name, param in model.named_parameters():  # as build_model
+            if name.endswith("norm.weight"):
+                param.copy_((arch not in ZERO_CENTRED or name.endswith(GATED_NORM)) + 0.1 * torch.randn_like(param))
+            elif name.endswith("dt_bias"):
+                param.normal_(0.0, 1.0)
+    save(model, arch, "f32", path)
+    logits = last_logits(load_f32(path), prompt)
+    ref = {
+        "prompt_ids": prompt[0].tolist(),
+        "layer_types": pattern,
+        "logits": [float(f"{x:.7g}") for x in logits.tolist()],
+    }
+    (path / "reference.json").write_text(json.dumps(ref) + "\n")
 
 
 def make_arch(arch, out, first_seed, max_tries=50):
@@ -188,6 +226,8 @@ def make_arch(arch, out, first_seed, max_tries=50):
             for dtype_name, ref in refs.items():
                 ref_path = out / f"{arch}-{dtype_name}" / "reference.json"
                 ref_path.write_text(json.dumps(dict(ref, seed=seed)) + "\n")
+            if arch in HYBRIDS:
+                save_pattern(arch, seed, prompt, out / f"{arch}-f32" / "pattern")
             return seed
         print(f"{arch}: seed {seed} degenerate or near-tied, trying the next one")
     raise RuntimeError(f"{arch}: no usable seed in {max_tries} tries")

@@ -34,6 +34,17 @@ class KVLayer(NamedTuple):
     qkv: Tensor
     norms: dict  # cos_sin, q_norm, k_norm bindings
     rope: dict  # rope_kv's RoPE / QK-norm params
+    gated: bool  # each q head's head_dim output-gate values follow it in qkv (Qwen3.5)
+
+    @property
+    def q_head_stride(self) -> int:
+        return self.rope["head_dim"] * (2 if self.gated else 1)
+
+    @property
+    def stride(self) -> int:
+        """qkv's row: the q heads (and their gates), then the k and v heads."""
+        hd = self.rope["head_dim"]
+        return self.rope["n_heads"] * self.q_head_stride + 2 * self.rope["n_kv_heads"] * hd
 
 
 class AttentionOps:
@@ -47,11 +58,14 @@ class AttentionOps:
         interleaved=False,
         cos_sin: Tensor | None = None,
         norm_offset: float = 0.0,
+        gated: bool = False,
     ) -> KVLayer:
         """A layer's Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the cos_sin table:
         rope_table's, default the model's) and KV append of qkv, for attention(): it sizes the
         layer's caches by its window and emits this op before its own (a forward of many rows
-        runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped)."""
+        runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped).
+        gated: each q head is followed by its output gate (Qwen3.5: attention() multiplies its
+        output by sigmoid(gate))."""
         norms = {
             "cos_sin": cos_sin or self.cos_sin,
             "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
@@ -64,7 +78,8 @@ class AttentionOps:
             "eps": self.cfg.rms_norm_eps,
             "norm_offset": norm_offset,
         }
-        return KVLayer(qkv, norms, rope)
+        shape = {"n_heads": self.cfg.num_heads, "n_kv_heads": self.cfg.num_kv_heads, "head_dim": self.cfg.head_dim}
+        return KVLayer(qkv, norms, {**shape, **rope}, gated)
 
     def kv_rows(self, window: int) -> int:
         """Rows of a layer's K and V caches: a ring of window - 1 + ring_slack rows for a sliding
@@ -85,13 +100,10 @@ class AttentionOps:
             "rope_kv",
             {**kv.norms, "qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache},
             {
-                "n_heads": cfg.num_heads,
-                "n_kv_heads": cfg.num_kv_heads,
-                "head_dim": cfg.head_dim,
-                "qkv_stride": heads * cfg.head_dim,
+                "qkv_stride": kv.stride,
                 "capacity": cache_rows,
                 **kv.rope,
-                "pad0": 0,
+                "q_head_stride": kv.q_head_stride,
                 "pad1": 0,
             },
             lambda rows: (heads, rows, 1),
@@ -128,16 +140,13 @@ class AttentionOps:
         # keys never fill more), at every KV length.
         most = MERGE_WORK // ceil_div(heads * hd // 4, GEMV_THREADS)
         fold_until = 0
-        if hd % 4 == 0 and heads <= MERGE_HEADS and most:
+        if hd % 4 == 0 and heads <= MERGE_HEADS and most and not kv.gated:  # the combine applies a gate
             fold_until = split_len * most if splits > most else max(split_len * most, self.kv_capacity)
         self.g.op(
             "attention",
             {"qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **kv.norms},
             {
-                "n_heads": heads,
-                "n_kv_heads": cfg.num_kv_heads,
-                "head_dim": hd,
-                "q_stride": (heads + 2 * cfg.num_kv_heads) * hd,
+                "q_stride": kv.stride,
                 "capacity": cache_rows,
                 "window": window,
                 "scale": scale if scale is not None else hd**-0.5,
@@ -146,15 +155,20 @@ class AttentionOps:
                 "splits": splits,
                 **kv.rope,
                 "partials_at": partials_at,
+                "q_head_stride": kv.q_head_stride,
+                "pad0": 0,
+                "pad1": 0,
+                "pad2": 0,
             },
             lambda rows: (heads, rows, splits),
             {**self.kv_defines(), "ROPE_KV": False, "RING": ring},
             decode_defines={"ROPE_KV": True},
         )
+        gate = {"gate_stride": kv.stride if kv.gated else 0, "gate_head_stride": kv.q_head_stride, "gate_offset": hd}
         self.g.op(
             "attention_combine",
-            {"attn": y},
-            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at},
+            {"attn": y, "gate": kv.qkv if kv.gated else self.dummy},
+            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at, **gate, "pad0": 0},
             lambda rows: (heads, rows, 1),
             fold_skip=True,
             fold_until=fold_until,

@@ -12,6 +12,7 @@ from ..errors import ModelFileError
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..linear_plan import (
     LOGIT_ROWS,
+    LOGIT_ROWS_MAX,
     choose_linear,
     embedding_grid,
     gemv_features,
@@ -22,12 +23,11 @@ from ..linear_plan import (
 from ..quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
 from .config import ModelConfig
+from .recurrent_ops import RecurrentOps
 from .rope import Rotary
 
-LOGIT_ROWS_MAX = 8  # the most rows one forward's LM head scores (1 + drafted tokens to verify)
 
-
-class GraphBuilder(AttentionOps):
+class GraphBuilder(AttentionOps, RecurrentOps):
     def __init__(
         self,
         cfg: ModelConfig,

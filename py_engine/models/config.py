@@ -43,6 +43,19 @@ class ModelConfig:
     dtype: str | None = None  # the checkpoint's compute dtype ("bfloat16", …): Gemma rounds its embedding scale to it
     # llama.cpp's converter stores Gemma's (1 + w) RMSNorm weights with the 1 already added.
     norm_weights_include_one: bool = False
+    # Hybrids (layer_types "linear_attention": Qwen3.5's Gated DeltaNet; "conv": LFM2's short
+    # convolution). DeltaNet: key and value heads and their dims; both: the causal conv's width.
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    conv_kernel: int = 0  # Qwen3.5 linear_conv_kernel_dim (4), LFM2 conv_L_cache (3)
+    conv_bias: bool = False  # LFM2: biases on the short-conv block's projections and conv
+    # DeltaNet's decay rate: the checkpoint's A_log (HF), or A = -exp(A_log) itself (llama.cpp's ssm_a).
+    a_is_log: bool = True
+    # llama.cpp stores DeltaNet's value heads tiled over the key heads (value head h reads key head
+    # h % nk) where HF groups them (h // (nv / nk)): every per-value-head tensor in that order.
+    linear_value_heads_tiled: bool = False
 
     @property
     def rotary_dim(self) -> int:
@@ -54,6 +67,12 @@ class ModelConfig:
         if self.layer_types:
             return self.layer_types[layer] == "sliding_attention"
         return self.sliding_window > 0
+
+    def layer_type(self, layer: int) -> str:
+        """ "full_attention", "sliding_attention", "linear_attention" (DeltaNet) or "conv"."""
+        if self.layer_types:
+            return self.layer_types[layer]
+        return "sliding_attention" if self.sliding_window > 0 else "full_attention"
 
 
 # Defaults where a family's config leaves RoPE's base out (transformers' own defaults).
@@ -92,7 +111,10 @@ def _ids(value) -> list:
 
 # Multimodal checkpoints whose text tower is a causal LM of its own: its config is `text_config`
 # (weights: read_model drops the tower's prefix).
-TEXT_TOWERS = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM"}
+TEXT_TOWERS = {
+    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+    "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+}
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
 
 
@@ -135,12 +157,12 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
             num_heads=heads,
             num_kv_heads=int(raw.get("num_key_value_heads") or heads),
             head_dim=int(raw.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rms_norm_eps=float(raw.get("rms_norm_eps", raw.get("norm_eps", 1e-6))),
             rope_theta=theta,
             rope_scaling=scaling,
             partial_rotary_factor=float(partial),
             max_position=int(raw.get("max_position_embeddings", 4096)),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", raw.get("tie_embedding", False))),
             sliding_window=int(window),
             attention_bias=bool(raw.get("attention_bias", False)),
             eos_token_ids=_ids(raw.get("eos_token_id")),
@@ -152,6 +174,12 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
             attn_logit_softcapping=_optional_float(raw.get("attn_logit_softcapping")) or 0.0,
             final_logit_softcapping=_optional_float(raw.get("final_logit_softcapping")) or 0.0,
             dtype=raw.get("dtype", raw.get("torch_dtype")),
+            linear_key_heads=int(raw.get("linear_num_key_heads") or 0),
+            linear_value_heads=int(raw.get("linear_num_value_heads") or 0),
+            linear_key_head_dim=int(raw.get("linear_key_head_dim") or 0),
+            linear_value_head_dim=int(raw.get("linear_value_head_dim") or 0),
+            conv_kernel=int(raw.get("linear_conv_kernel_dim") or raw.get("conv_L_cache") or 0),
+            conv_bias=bool(raw.get("conv_bias", False)),
         )
     except KeyError as exc:
         raise ModelFileError(path, f"missing key {exc.args[0]!r}") from None
@@ -165,7 +193,16 @@ def _optional_float(value) -> float | None:
 
 def _default_layer_types(architecture: str, raw: dict, layers: int) -> list[str]:
     """transformers' defaults where a config has no layer_types: Gemma 2 alternates sliding and
-    full layers; Gemma 3 makes every `sliding_window_pattern`-th (6) layer full."""
+    full layers; Gemma 3 makes every `sliding_window_pattern`-th (6) layer full; Qwen3.5 every
+    `full_attention_interval`-th (4) layer full, the rest DeltaNet; LFM2 lists its attention
+    layers (`full_attn_idxs`, default all), the rest short convolutions."""
+    if architecture == "Lfm2ForCausalLM":
+        full = raw.get("full_attn_idxs")
+        full = range(layers) if full is None else {int(i) for i in full}
+        return ["full_attention" if i in full else "conv" for i in range(layers)]
+    if architecture == "Qwen3_5ForCausalLM":
+        every = int(raw.get("full_attention_interval") or 4)
+        return ["linear_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
     pattern = {"Gemma2ForCausalLM": 2, "Gemma3ForCausalLM": int(raw.get("sliding_window_pattern") or 6)}
     if architecture not in pattern:
         return []
