@@ -40,6 +40,14 @@ GGUF_FIXTURES = {
     "gemma2-f32": {"q4_1"},
     "gemma3-f32": {"q4_1"},
     "phi3-f32": {"q8_0", "q4_1", "q5_1", "q5_0"},
+    "qwen3_5-f32": {
+        "q5_0",
+        "q8_0",
+        "q4_0",
+        "q4_1",
+        "q5_1",
+    },  # value heads tiled, A stored as -exp(A_log), (1 + w) norms with the 1 added
+    "lfm2-f32": {"q5_0", "q8_0", "q4_0", "q4_1", "q5_1"},
 }
 
 

@@ -15,6 +15,14 @@ from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
 from ..tokenizer.llama_vocab import END_OF_GENERATION
 from .gguf import GGUFFile
+from .gguf_hybrids import (
+    HYBRID_ARCHITECTURES,
+    hybrid_config,
+    hybrid_tensor_name,
+    lfm2_kv_heads,
+    shared_kv_heads,
+    trunk_layers,
+)
 from .safetensors import TensorInfo
 
 # ---- config ----
@@ -29,6 +37,7 @@ HF_ARCHITECTURE = {  # GGUF general.architecture -> the HF class of the same mod
     "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    **HYBRID_ARCHITECTURES,  # gguf_hybrids.py
 }
 GEMMAS = ("gemma", "gemma2", "gemma3")
 
@@ -39,8 +48,8 @@ def gguf_rope_interleaved(arch: str | None) -> bool:
     llama.cpp's converter permutes the rows of Llama-family attn_q / attn_k so that its "normal"
     RoPE (rotating pairs (x[2i], x[2i+1])) computes what HF's rotate-half RoPE computes on the
     original rows. We keep the rows as stored, so for those models the engine must rotate
-    interleaved pairs. Qwen2/Qwen3, the Gemmas and Phi-3 use llama.cpp's NEOX RoPE (rotate-half,
-    like HF) and are stored unpermuted."""
+    interleaved pairs. Qwen2/Qwen3, the Gemmas, Phi-3, LFM2 and Qwen3.5 (whose text-only
+    interleaved MRoPE turns the same pairs) use rotate-half, like HF, and are stored unpermuted."""
     return arch == "llama"
 
 
@@ -100,6 +109,10 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         else:
             raise ModelFileError(path, f"missing metadata key {arch + '.vocab_size'!r} (and no tokenizer.ggml.tokens)")
 
+    if arch == "lfm2":  # one count per layer, 0 for its short-conv layers
+        kv_heads = shared_kv_heads(lfm2_kv_heads(meta, path, heads), heads)
+    else:
+        kv_heads = key("attention.head_count_kv", heads)
     eos_ids = end_of_generation_ids(meta)
     bos_id = meta.get("tokenizer.ggml.bos_token_id")
 
@@ -110,7 +123,7 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         intermediate_size=key("feed_forward_length"),
         num_layers=key("block_count"),
         num_heads=heads,
-        num_kv_heads=key("attention.head_count_kv", heads),
+        num_kv_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=key("attention.layer_norm_rms_epsilon", kind=float),
         rope_theta=theta,
@@ -128,6 +141,8 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     cfg.rope_interleaved = gguf_rope_interleaved(arch)
     if arch in ("gemma2", "gemma3"):
         _gemma_attention(cfg, key, meta, arch, path)
+    if arch in HYBRID_ARCHITECTURES:
+        hybrid_config(cfg, gguf, key)
     return cfg
 
 
@@ -271,8 +286,11 @@ HF_NAMES_OF = {"gemma2": FOUR_NORM_HF_NAMES, "gemma3": FOUR_NORM_HF_NAMES, "phi3
 _BLOCK_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def hf_tensor_name(gguf_name: str, arch: str = "llama") -> str | None:
-    """The HF name of a llama.cpp tensor name, or None if it has none (e.g. rope_freqs.weight)."""
+def hf_tensor_name(gguf_name: str, arch: str = "llama", model_layers: int = 1 << 30) -> str | None:
+    """The HF name of a llama.cpp tensor name, or None if it has none (e.g. rope_freqs.weight).
+    Hybrids: blocks from `model_layers` on (Qwen3.5's MTP blocks) have none."""
+    if arch in HYBRID_ARCHITECTURES:
+        return hybrid_tensor_name(gguf_name, arch, model_layers)
     if gguf_name in HF_GLOBAL_NAMES:
         return HF_GLOBAL_NAMES[gguf_name]
     match = _BLOCK_NAME.fullmatch(gguf_name)
@@ -290,9 +308,10 @@ def hf_tensors(gguf: GGUFFile) -> dict[str, TensorInfo]:
     Q/K rows of Llama-family models stay as llama.cpp stored them (permuted for interleaved RoPE);
     see `gguf_rope_interleaved`."""
     arch = gguf.metadata.get("general.architecture", "llama")
+    layers = trunk_layers(gguf.metadata, arch)
     out = {}
     for name, info in gguf.tensors.items():
-        hf_name = hf_tensor_name(name, arch) or name
+        hf_name = hf_tensor_name(name, arch, layers) or name
         if hf_name in out:
             raise ModelFileError(gguf.path, f"tensors {out[hf_name].name!r} and {name!r} both map to {hf_name!r}")
         out[hf_name] = info

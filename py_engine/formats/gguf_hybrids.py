@@ -1,0 +1,187 @@
+"""llama.cpp's hybrid architectures in a GGUF file, read as the HF models our graphs build:
+`qwen35` (Qwen3_5ForCausalLM: Gated DeltaNet layers beside gated full attention) and `lfm2`
+(Lfm2ForCausalLM: short-convolution layers beside attention).
+
+Weights keep the values llama.cpp's converter (conversion/qwen.py, conversion/lfm2.py) stored;
+the config says how they differ from the checkpoint's, and the kernels read them as they are:
+- qwen35 `ssm_a` holds A = -exp(A_log), not A_log: `a_is_log` False.
+- qwen35's (1 + w) RMSNorms (attn_norm, post_attention_norm, attn_q_norm, attn_k_norm,
+  output_norm) hold 1 + w: `norm_weights_include_one`. The DeltaNet's gated norm (ssm_norm, HF
+  linear_attn.norm) is plain w in both formats.
+- qwen35 value heads are stored in ggml's tiled order where there are more value heads than key
+  heads (`value_heads_tiled`): HF groups value heads by key head (value head j reads key head
+  j // (nv / nk)); the converter permutes every per-value-head row, column and entry (the V rows of
+  attn_qkv and V channels of ssm_conv1d, attn_gate, ssm_beta, ssm_alpha, ssm_a, ssm_dt, ssm_out's
+  columns) so that stored head p = v * nk + g is HF head g * (nv / nk) + v. Everything agrees on
+  the new order; only the pairing changes: stored value head p reads key head p % nk.
+- Convolution kernels lose their middle axis of 1 ([C, 1, K] -> [C, K]): the same bytes.
+- lfm2 values are the checkpoint's; its final norm (HF model.embedding_norm) is `token_embd_norm`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ModelFileError
+from ..models.config import ModelConfig
+
+HYBRID_ARCHITECTURES = {"qwen35": "Qwen3_5ForCausalLM", "lfm2": "Lfm2ForCausalLM"}
+
+_DENSE_FFN = {
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_ATTENTION = {
+    "attn_q.weight": "self_attn.q_proj.weight",  # qwen35: each head's query rows, then its gate rows
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+}
+# Per block: the part after "blk.N." -> the part after "model.layers.N.".
+QWEN35_BLOCK_NAMES = {
+    **_DENSE_FFN,
+    **_ATTENTION,
+    "attn_norm.weight": "input_layernorm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_qkv.weight": "linear_attn.in_proj_qkv.weight",
+    "attn_gate.weight": "linear_attn.in_proj_z.weight",
+    "ssm_beta.weight": "linear_attn.in_proj_b.weight",
+    "ssm_alpha.weight": "linear_attn.in_proj_a.weight",
+    "ssm_conv1d.weight": "linear_attn.conv1d.weight",
+    "ssm_dt.bias": "linear_attn.dt_bias",
+    "ssm_a": "linear_attn.A_log",  # holds A = -exp(A_log); no .weight suffix in llama.cpp either
+    "ssm_norm.weight": "linear_attn.norm.weight",
+    "ssm_out.weight": "linear_attn.out_proj.weight",
+}
+LFM2_BLOCK_NAMES = {
+    **_ATTENTION,
+    "attn_norm.weight": "operator_norm.weight",
+    "ffn_norm.weight": "ffn_norm.weight",
+    "ffn_gate.weight": "feed_forward.w1.weight",
+    "ffn_up.weight": "feed_forward.w3.weight",
+    "ffn_down.weight": "feed_forward.w2.weight",
+    "attn_output.weight": "self_attn.out_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_layernorm.weight",
+    "attn_k_norm.weight": "self_attn.k_layernorm.weight",
+    **{
+        f"shortconv.{part}.{kind}": f"conv.{part}.{kind}"
+        for part in ("in_proj", "conv", "out_proj")
+        for kind in ("weight", "bias")  # biases only where the checkpoint has conv_bias
+    },
+}
+BLOCK_NAMES = {"qwen35": QWEN35_BLOCK_NAMES, "lfm2": LFM2_BLOCK_NAMES}
+GLOBAL_NAMES = {
+    "qwen35": {"output_norm.weight": "model.norm.weight"},
+    # llama.cpp applies token_embd_norm after the last block (LLM_TENSOR_OUTPUT_NORM_LFM2).
+    "lfm2": {"token_embd_norm.weight": "model.embedding_norm.weight"},
+}
+_SHARED_GLOBALS = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight"}
+_BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
+
+
+def hybrid_tensor_name(gguf_name: str, arch: str, trunk_layers: int) -> str | None:
+    """The HF name of a qwen35 / lfm2 tensor, or None. Blocks from `trunk_layers` on are Qwen3.5's
+    multi-token-prediction blocks, which llama.cpp appends after the model's own and the graph
+    does not run: they keep their GGUF names."""
+    if gguf_name in _SHARED_GLOBALS:
+        return _SHARED_GLOBALS[gguf_name]
+    if gguf_name in GLOBAL_NAMES[arch]:
+        return GLOBAL_NAMES[arch][gguf_name]
+    match = _BLOCK.fullmatch(gguf_name)
+    if match is None or int(match.group(1)) >= trunk_layers:
+        return None
+    hf_part = BLOCK_NAMES[arch].get(match.group(2))
+    return None if hf_part is None else f"model.layers.{int(match.group(1))}.{hf_part}"
+
+
+def trunk_layers(meta: dict, arch: str) -> int:
+    """Blocks the model runs: block_count less Qwen3.5's appended MTP blocks (nextn_predict_layers)."""
+    return meta.get(f"{arch}.block_count", 0) - meta.get(f"{arch}.nextn_predict_layers", 0)
+
+
+def lfm2_kv_heads(meta: dict, path, heads: int) -> list[int]:
+    """LFM2's head_count_kv, one per layer: the converter writes 0 for each short-conv layer, and
+    llama.cpp takes a layer with no KV heads for a recurrent one. A single number: every layer
+    attends."""
+    value = meta.get("lfm2.attention.head_count_kv", heads)
+    layers = meta.get("lfm2.block_count")
+    per_layer = value if isinstance(value, list) else [value] * (layers or 0)
+    if len(per_layer) != layers or not all(isinstance(v, int) and v >= 0 for v in per_layer):
+        raise ModelFileError(path, f"lfm2.attention.head_count_kv: expected a count or one per layer, got {value!r}")
+    if len({v for v in per_layer if v}) > 1:
+        raise ModelFileError(path, f"lfm2.attention.head_count_kv: attention layers differ ({per_layer})")
+    return per_layer
+
+
+def shared_kv_heads(per_layer: list[int], heads: int) -> int:
+    """The KV head count of the attention layers (all share one)."""
+    return next((v for v in per_layer if v), heads)
+
+
+def hybrid_config(cfg: ModelConfig, gguf, key) -> None:
+    """Fill in what config_from_gguf's common keys leave out: the layer kinds and the recurrent
+    layers' sizes, and the flags that say how stored values differ (module docstring). `key`
+    reads `<arch>.<name>` as config_from_gguf's does."""
+    meta, path = gguf.metadata, gguf.path
+    arch = meta["general.architecture"]
+    cfg.qk_norm = True  # both: RMSNorm over each head's q and k before RoPE
+    if arch == "lfm2":
+        _lfm2(cfg, gguf, key)
+    else:
+        _qwen35(cfg, meta, path, key)
+
+
+def _lfm2(cfg: ModelConfig, gguf, key) -> None:
+    per_layer = lfm2_kv_heads(gguf.metadata, gguf.path, cfg.num_heads)
+    window = key("attention.sliding_window", 0)  # LFM2.5's audio tokenizer: its attention layers slide
+    attention = "sliding_attention" if window > 0 else "full_attention"
+    cfg.sliding_window = window
+    cfg.layer_types = [attention if kv else "conv" for kv in per_layer]
+    cfg.conv_kernel = key("shortconv.l_cache")
+    cfg.conv_bias = any(name.endswith(".shortconv.in_proj.bias") for name in gguf.tensors)
+
+
+def _qwen35(cfg: ModelConfig, meta: dict, path, key) -> None:
+    layers = trunk_layers(meta, "qwen35")
+    if layers <= 0:
+        raise ModelFileError(path, "qwen35.nextn_predict_layers leaves no layers of the model's own")
+    cfg.num_layers = layers
+    key_heads, value_heads = key("ssm.group_count"), key("ssm.time_step_rank")
+    inner = key("ssm.inner_size")
+    if key_heads <= 0 or value_heads % key_heads or inner % value_heads:
+        raise ModelFileError(
+            path,
+            f"qwen35.ssm: {value_heads} value heads (time_step_rank) of {inner} values (inner_size) "
+            f"do not share out over {key_heads} key heads (group_count)",
+        )
+    cfg.linear_key_heads, cfg.linear_value_heads = key_heads, value_heads
+    cfg.linear_key_head_dim = key("ssm.state_size")
+    cfg.linear_value_head_dim = inner // value_heads  # as llama.cpp's graph derives it
+    cfg.conv_kernel = key("ssm.conv_kernel")
+    cfg.layer_types = _qwen35_layer_types(meta, path, layers)
+    cfg.a_is_log = False
+    cfg.norm_weights_include_one = True
+    cfg.linear_value_heads_tiled = value_heads_tiled(cfg)
+
+
+def value_heads_tiled(cfg: ModelConfig) -> bool:
+    """Whether a qwen35 file's value heads are in ggml's tiled order (stored value head p reads
+    key head p % nk) rather than HF's grouped one (p // (nv / nk)): wherever the counts differ."""
+    return cfg.linear_value_heads != cfg.linear_key_heads
+
+
+def _qwen35_layer_types(meta: dict, path, layers: int) -> list[str]:
+    """llama.cpp's rule: a per-layer attention.recurrent_layers list where the file has one, else
+    every full_attention_interval-th layer (default 4) attends and the rest are DeltaNet."""
+    recurrent = meta.get("qwen35.attention.recurrent_layers")
+    if recurrent is None:
+        every = meta.get("qwen35.full_attention_interval", 4)
+        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+            raise ModelFileError(path, f"qwen35.full_attention_interval should be a positive integer, got {every!r}")
+        recurrent = [(i + 1) % every != 0 for i in range(layers)]
+    if not isinstance(recurrent, list) or len(recurrent) < layers:
+        raise ModelFileError(path, "qwen35.attention.recurrent_layers: expected one flag per layer")
+    return ["linear_attention" if flag else "full_attention" for flag in recurrent[:layers]]
