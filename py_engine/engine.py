@@ -167,6 +167,8 @@ class Engine:
         if state is None or state.pos == self.pos:
             return
         slot, at = state.latest(self.pos)
+        if not self.kv_writes.holds(at):  # a sliding layer's ring no longer has the keys before it
+            slot, at = None, 0
         self.device.submit(state.restore(slot))
         replay, self.pos = self.tokens[at : self.pos], at
         for start in range(0, len(replay), self.max_rows):

@@ -3,17 +3,18 @@
 // u is the input channel: x[t, c] (Qwen3.5's DeltaNet: q|k|v, then y = SiLU(out)), or with
 // GATED_BCX, B[t, c] * X[t, c] where x's row holds B, C and X (channels each; LFM2's in_proj),
 // then y = C[t, c] * out.
-// The state holds each channel's last kernel - 1 inputs (oldest first), those before this
-// forward's first row; a forward from position 0 starts from zeros (the buffer is not read). A
-// forward reads them, then writes its own last ones: the engine keeps snapshots where it must go
-// back (py_engine/recurrent_state.py).
+// The state is a ring of the channels' inputs by position (position q at row q % ring): a
+// forward reads the kernel - 1 before its first row (none before position 0: zeros), then writes
+// its own last ones. A ring, not just the last inputs, because delta_rule.wgsl's workgroups read
+// shared channels while others write them: ring >= kernel - 1 + its rows keeps those apart. The
+// engine keeps snapshots where it must go back (py_engine/recurrent_state.py).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, x_stride]),
 //           3 w (read, f32 [channels, kernel]), 4 bias (read, f32 [channels]; with has_bias),
-//           5 state (read_write, f32 [channels, kernel - 1]), 6 y (read_write, f32 [rows, channels]).
+//           5 state (read_write, f32 [ring, channels]), 6 y (read_write, f32 [rows, channels]).
 // Dispatch: (ceil(channels / 256), 1, 1) workgroups of 256 threads, a channel each: the rows in
 //           order (a decode token's is one; a prefill's runs of max_rows are cheap next to its matmuls).
 // kernel <= MAX_KERNEL.
-struct Params { channels: u32, kernel: u32, x_stride: u32, has_bias: u32 }
+struct Params { channels: u32, kernel: u32, x_stride: u32, has_bias: u32, ring: u32, pad0: u32, pad1: u32, pad2: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -39,8 +40,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let held = k - 1u;
     // The window of inputs before this row, oldest first: window[0 .. held).
     var window = array<f32, MAX_KERNEL>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    if (step.pos > 0u) {
-        for (var j = 0u; j < held; j++) { window[j] = state[c * held + j]; }
+    for (var j = 0u; j < held; j++) {  // positions pos - held + j, from 0 on
+        if (step.pos + j >= held) { window[j] = state[((step.pos + j - held) % p.ring) * p.channels + c]; }
     }
     var taps = array<f32, MAX_KERNEL>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     for (var j = 0u; j < k; j++) { taps[j] = w[c * k + j]; }
@@ -59,5 +60,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             y[row * p.channels + c] = out / (1.0 + safe_exp(-out));  // SiLU
         }
     }
-    for (var j = 0u; j < held; j++) { state[c * held + j] = window[j]; }
+    let end = step.pos + step.rows;
+    for (var j = 0u; j < held; j++) {  // positions end - held + j, from 0 on
+        if (end + j >= held) { state[((end + j - held) % p.ring) * p.channels + c] = window[j]; }
+    }
 }
