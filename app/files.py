@@ -42,8 +42,9 @@ def media_type(path: Path) -> str:
     return MIME_TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
-def safe_path(root: Path, rel: str) -> Path | None:
-    """The regular file `rel` names under `root`, or None.
+def safe_path(root: Path, rel: str, within: Path | None = None) -> Path | None:
+    """The regular file `rel` names under `root`, or None (within: the folder its real path must
+    be in, default root).
 
     `rel` is the already percent-decoded URL path, so "%2e%2e" arrives here as "..". Refused:
     empty, absolute or backslashed paths, NUL, "." / ".." / hidden segments (also keeps .git and
@@ -56,9 +57,10 @@ def safe_path(root: Path, rel: str) -> Path | None:
     try:
         base = root.resolve(strict=True)
         path = (base / rel).resolve(strict=True)
+        fence = within.resolve(strict=True) if within else base
     except (OSError, RuntimeError):  # missing, or a symlink loop
         return None
-    if not path.is_relative_to(base) or not path.is_file():
+    if not path.is_relative_to(fence) or not path.is_file():
         return None
     return path
 

@@ -15,8 +15,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.files import safe_path
 from py_engine.catalog import DEFAULT_MODEL, MODELS
 from py_engine.formats.hf_dir import SMALL_FILES
+from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
 
 
@@ -35,12 +37,23 @@ class ServedModel:
     files: dict[str, Path] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)  # file -> the catalog's hash
 
+    def file(self, rel: str) -> Path | None:
+        """The listed file `rel` as it is now, or None: an HF model's files are resolved at each
+        request (a symlink made after start-up included) and must be regular files inside its
+        folder (formats/source.confinement: a hub cache snapshot's repository); a GGUF model is its one file, resolved when it was named."""
+        if rel not in self.files:
+            return None
+        if self.kind == "hf":
+            return safe_path(self.path, rel, within=confinement(self.path))
+        return self.files[rel] if self.files[rel].is_file() else None
+
     def to_json(self) -> dict:
         sizes, hashes = {}, {}
-        for rel, path in self.files.items():
+        for rel in self.files:
+            path = self.file(rel)
             try:
                 stat = path.stat()
-            except OSError:  # deleted since the start: not offered
+            except (OSError, AttributeError):  # deleted or turned into a way out since the start: not offered
                 continue
             sizes[rel] = stat.st_size
             hashes[rel] = file_hash(path, stat, self.sha256.get(rel))
@@ -86,7 +99,7 @@ def gguf_model(model_id: str, path: Path, description: str = "", sha256: str | N
         "gguf",
         path,
         description,
-        files={path.name: path},
+        files={path.name: path.resolve()},
         sha256={path.name: sha256} if sha256 else {},
     )
 

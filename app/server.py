@@ -118,9 +118,10 @@ def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir
         return JSONResponse([m.to_json() for m in registry.models()], headers={"Cache-Control": "no-store"})
 
     async def model_file(request: Request) -> Response:
-        # Exact match against the model's file list: nothing else is reachable through this route.
+        # Exact match against the model's file list, checked now (ServedModel.file): nothing else
+        # is reachable through this route, and no symlink leads out of the model's folder.
         model = registry.find(request.path_params["model_id"])
-        path = model.files.get(request.path_params["path"]) if model else None
+        path = model.file(request.path_params["path"]) if model else None
         return file_response(request, path) if path else not_found()
 
     routes = [

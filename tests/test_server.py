@@ -259,6 +259,22 @@ def test_symlink_out_of_a_root_refused(tmp_path, web_build):
         assert request(port, "/")[0] == 404  # no page yet: nothing else is served in its place
 
 
+def test_the_server_serves_no_symlink_out_of_a_model(tmp_path, web_build):
+    """A model named at start-up; then its config.json becomes a symlink to a file outside (as
+    an attacker with write access to the folder would do): 404, and /api/models leaves it out."""
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE, model)
+    (tmp_path / "passwd").write_text("root:x:0:0")
+    with running(create_app(ModelRegistry([model], include_cache=False), web_dir=web_build)) as port:
+        listed = json.loads(request(port, "/api/models")[2])[0]
+        assert request(port, f"/models/{listed['id']}/config.json")[0] == 200
+        (model / "config.json").unlink()
+        (model / "config.json").symlink_to(tmp_path / "passwd")
+        status, _, body = request(port, f"/models/{listed['id']}/config.json")
+        assert status == 404 and b"root:" not in body
+        assert "config.json" not in json.loads(request(port, "/api/models")[2])[0]["files"]
+
+
 def test_mime_types(server, web_build):
     port = server["port"]
     wheel = next((web_build / "wheels").glob("wisp-*.whl")).name

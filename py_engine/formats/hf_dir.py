@@ -27,6 +27,9 @@ def read_tensor_index(source) -> dict[str, TensorInfo]:
         weight_map = read_json(index_path).get("weight_map")
         if not isinstance(weight_map, dict):
             raise ModelFileError(index_path, "no weight_map object")
+        bad = [name for name in weight_map.values() if not isinstance(name, str) or not name.endswith(".safetensors")]
+        if bad:
+            raise ModelFileError(index_path, f"weight_map names {bad[0]!r}, not a *.safetensors file")
         files = sorted(set(weight_map.values()))
     else:
         files = [name for name in source.files() if name.endswith(".safetensors")]

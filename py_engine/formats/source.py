@@ -53,6 +53,16 @@ class ModelSource:
         raise NotImplementedError
 
 
+def confinement(model_dir: Path) -> Path:
+    """The folder a model directory's files must resolve into: the directory itself, or for a
+    Hugging Face hub cache snapshot (models--org--name/snapshots/<revision>/, whose files are
+    symlinks into ../../blobs/) the repository's folder."""
+    resolved = model_dir.resolve()
+    if resolved.parent.name == "snapshots" and resolved.parent.parent.name.startswith("models--"):
+        return resolved.parent.parent
+    return resolved
+
+
 class LocalModel(ModelSource):
     """A .gguf file or an HF directory on this machine's file system."""
 
@@ -66,7 +76,18 @@ class LocalModel(ModelSource):
         self._maps = {}
 
     def file(self, rel: str) -> Path:
-        return self.path if self.kind == "gguf" else self.path / rel
+        """The model's file `rel` (a GGUF: the file itself). An HF directory's names come from its
+        own files (model.safetensors.index.json's weight_map): one that is absolute, climbs out
+        with "..", or resolves (symlinks followed) outside the directory is refused."""
+        if self.kind == "gguf":
+            return self.path
+        path = self.path / rel
+        inside = confinement(self.path)
+        if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts or "\0" in rel:
+            raise ModelFileError(path, "names a file outside the model folder")
+        if path.exists() and not path.resolve().is_relative_to(inside):
+            raise ModelFileError(path, f"resolves to {path.resolve()}, outside the model folder")
+        return path
 
     def size(self, rel: str) -> int:
         try:
@@ -83,6 +104,12 @@ class LocalModel(ModelSource):
         return str(self.file(rel))
 
     def small_dir(self) -> Path:
+        """The directory, once no entry of it is a symlink leading out (its small files are read
+        from here by name)."""
+        if self.kind == "hf":
+            for entry in self.path.iterdir():
+                if entry.is_symlink():
+                    self.file(entry.name)
         return self.path
 
     def exists(self, rel: str) -> bool:
