@@ -9,7 +9,7 @@ rows the LM head scores) is defined for every kernel.
 The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
 kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
 Kernels that call gate_act get shaders/activations.wgsl (SiLU, GELU-tanh); those that call
-rope_pair get shaders/rope.wgsl.
+rope_pair get shaders/rope.wgsl; those that call key_head (DeltaNet's) shaders/delta_heads.wgsl.
 A weight snippet's part after its `// units` line (the GEMV's unit_x / unit_dot; float_units.wgsl
 for the float formats) is appended only to kernels that call unit_dot.
 Lines between `//#if NAME`, `//#else` and `//#endif` are kept or dropped by the boolean define
@@ -41,6 +41,7 @@ WEIGHTS_DIR = SHADER_DIR / "weights"
 SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to every kernel (Metal-safe exp)
 ACTIVATIONS = "\n" + (SHADER_DIR / "activations.wgsl").read_text()  # to kernels that call gate_act
 ROPE = "\n" + (SHADER_DIR / "rope.wgsl").read_text()  # to kernels that call rope_pair
+DELTA_HEADS = "\n" + (SHADER_DIR / "delta_heads.wgsl").read_text()  # to kernels that call key_head
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
@@ -175,6 +176,7 @@ def assemble(
     raw = preprocess(raw, defines)
     bindings = parse_bindings(raw)
     helpers = SAFE_EXP + (ACTIVATIONS if "gate_act(" in raw else "") + (ROPE if "rope_pair(" in raw else "")
+    helpers += DELTA_HEADS if "key_head(" in raw else ""
     helpers += weight_snippets(weights, units="unit_dot(" in raw) if weights else ""
     by_name = {b.name: b for b in bindings}
     for cache in ("k", "v"):

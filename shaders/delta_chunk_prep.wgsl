@@ -52,10 +52,6 @@ var<workgroup> tok_beta: array<f32, C>;
 var<workgroup> tok_kinv: array<f32, C>;
 var<workgroup> tok_qinv: array<f32, C>;
 
-fn softplus(x: f32) -> f32 {
-    if (x > 20.0) { return x; }
-    return log(1.0 + safe_exp(x));
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -212,11 +208,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             chunks[u_off + tt * p.dv + j] = acc;
         }
     }
-}
-
-// The key head a value head reads: HF groups value heads by key head (h / (nv / nk)); llama.cpp's
-// files store them tiled (stored head h is HF's (h % nk) * (nv / nk) + h / nk), so h % nk.
-fn key_head(h: u32) -> u32 {
-    if (p.heads_tiled == 1u) { return h % p.nk; }
-    return h / (p.nv / p.nk);
 }

@@ -139,10 +139,3 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (col < p.dv) { state[(h * p.dk + e / TJ) * p.dv + col] = tile[e]; }
     }
 }
-
-// The key head a value head reads: HF groups value heads by key head (h / (nv / nk)); llama.cpp's
-// files store them tiled (stored head h is HF's (h % nk) * (nv / nk) + h / nk), so h % nk.
-fn key_head(h: u32) -> u32 {
-    if (p.heads_tiled == 1u) { return h % p.nk; }
-    return h / (p.nv / p.nk);
-}

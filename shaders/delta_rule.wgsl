@@ -75,10 +75,6 @@ fn column_sum(lid: u32, c: u32, part: f32) -> f32 {
     return total;
 }
 
-fn softplus(x: f32) -> f32 {
-    if (x > 20.0) { return x; }  // as torch's threshold
-    return log(1.0 + safe_exp(x));
-}
 
 // The conv_dim channel of this workgroup's channel e: q_kh (dk), k_kh (dk), then v_h's columns
 // from j0 (TILE).
@@ -178,17 +174,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (i < dk) { state[(h * dk + i) * dv + j0 + c] = held[m]; }
         }
     }
-}
-
-// The key head a value head reads: HF groups value heads by key head (h / (nv / nk)); llama.cpp's
-// files store them tiled (stored head h is HF's (h % nk) * (nv / nk) + h / nk), so h % nk.
-fn key_head(h: u32) -> u32 {
-    if (p.heads_tiled == 1u) { return h % p.nk; }
-    return h / (p.nv / p.nk);
-}
-
-// Whether h is the first value head reading its key head (the one that stores its conv state).
-fn key_head_first(h: u32) -> bool {
-    if (p.heads_tiled == 1u) { return h < p.nk; }
-    return h % (p.nv / p.nk) == 0u;
 }
