@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: serve chat web test test-fast format install vulkan chromium biome clean
+.PHONY: serve chat web test test-fast fuzz format install vulkan chromium biome clean
 
 # The main job: the chat page. Builds build/web, fetches the default model (SmolLM2-135M-Instruct,
 # into ~/.cache/wisp/models) or MODEL=name, and serves http://127.0.0.1:8000/ (MODEL=file.gguf|hf-dir|name
@@ -27,6 +27,11 @@ test: install web chromium biome
 # The inner loop: everything but the `browser` and `slow` tests (markers in pyproject.toml), under 2 minutes.
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not browser"
+
+# The readers' fuzzers (tests/fuzz/) longer than `make test` runs them (10,000 inputs each, seed 0):
+# FUZZ_COUNT inputs per reader from a new seed; a finding is saved under tests/fuzz/crashers/found/.
+fuzz: install
+	FUZZ_COUNT=$${FUZZ_COUNT:-200000} FUZZ_SEED=$${FUZZ_SEED:-$$(date +%s)} $(PY) -m pytest -q -s tests/fuzz
 
 # The house style (tests/test_style.py checks it): ruff formats and fixes the Python, Biome the JavaScript.
 format: install biome
