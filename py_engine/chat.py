@@ -11,7 +11,7 @@ from pathlib import Path
 from .chat_prompt import fit_to_context
 from .errors import WispError
 from .prompt_cache import PromptCache
-from .terminal import ProgressBar, resolve_model
+from .terminal import ProgressBar
 
 # Sampling defaults for chat (generate stays greedy). SmolLM2's model card recommends temperature
 # 0.2 / top-p 0.9; at 0.7 the 135M default model wanders off (seen: one answer in a handful to "the
@@ -26,12 +26,13 @@ CHAT_MAX_NEW_TOKENS = 512
 HELP = "type a message; /reset starts a new conversation, /exit or Ctrl-D quits"
 
 
-async def load(path: Path, device, context: int, progress=None):
-    """session.load_model, reporting the weight upload to `progress` as stage "load"."""
+async def load(model, device, context: int, progress=None):
+    """session.load_model (of a path, or the ModelFiles read from one), reporting the weight upload
+    to `progress` as stage "load"."""
     from .session import load_model
 
     report = (lambda done, total: progress("load", done, total)) if progress else None
-    return await load_model(path, device, context=context, with_tokenizer=True, progress=report)
+    return await load_model(model, device, context=context, with_tokenizer=True, progress=report)
 
 
 class Conversation:
@@ -117,18 +118,16 @@ def dim(text: str) -> str:
     return f"\x1b[2m{text}\x1b[0m" if sys.stderr.isatty() else text
 
 
-async def chat(args) -> int:
+async def chat(args, path: Path, files) -> int:
+    """The conversation loop on the model at `path`, whose files (session.ModelFiles, with a
+    tokenizer and chat template) the caller has read and checked before any device is opened."""
     from .gpu import open_device
     from .sampling import SamplingParams
 
-    bar = ProgressBar()
-    path = resolve_model(args.model, bar)
-    bar.finish()
     device = await open_device(allow_f16=not args.f32)
-    engine, tok, stop_ids = await load(path, device, args.context, bar)
+    bar = ProgressBar()
+    engine, tok, stop_ids = await load(files, device, args.context, bar)
     bar.finish()
-    if tok is None or tok.chat_template is None:
-        raise WispError(f"{path}: the model has no chat template; use `generate` instead")
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
     conversation = Conversation(engine, tok, stop_ids, sampling, args.max_new_tokens, args.system)
     interactive = sys.stdin.isatty()

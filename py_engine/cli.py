@@ -101,7 +101,7 @@ def main(argv=None) -> int:
             return print_kernel(args)
         check_sampling_args(args)
         if args.command == "chat":
-            return asyncio.run(chat(args))
+            return run_chat(args)
         return asyncio.run(generate(args))
     except WispError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -200,25 +200,43 @@ def check_sampling_args(args) -> None:
             raise WispError(message)
 
 
+def read_model_arg(args, with_tokenizer: bool):
+    """(path, ModelFiles) of --model: resolved (a catalog model fetched on first use), then read
+    and checked before any device is opened, so a malformed model's error is the only line on
+    stderr (a GPU driver opened first may print its own)."""
+    from .session import read_model_files
+
+    bar = ProgressBar()
+    path = resolve_model(args.model, bar)
+    bar.finish()
+    return path, read_model_files(path, with_tokenizer=with_tokenizer)
+
+
+def run_chat(args) -> int:
+    path, files = read_model_arg(args, with_tokenizer=True)
+    if files.tokenizer is None or files.tokenizer.chat_template is None:
+        raise WispError(f"{path}: the model has no chat template; use `generate` instead")
+    return asyncio.run(chat(args, path, files))
+
+
 async def generate(args) -> int:
     from .gpu import open_device
     from .sampling import SamplingParams
     from .session import load_model
 
-    bar = ProgressBar()
-    model = resolve_model(args.model, bar)
-    bar.finish()
     need_tokenizer = args.prompt is not None or not args.json
-    device = await open_device(allow_f16=not args.f32)
-    engine, tok, stop_ids = await load_model(model, device, context=args.context, with_tokenizer=need_tokenizer)
+    _, files = read_model_arg(args, with_tokenizer=need_tokenizer)
+    tok, vocab_size = files.tokenizer, files.cfg.vocab_size
     if args.prompt is not None:
         text = tok.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
         prompt = tok.encode(text, add_special_tokens=not args.chat)
     else:
         prompt = parse_ids(args.ids)
-        bad = [i for i in prompt if not 0 <= i < engine.cfg.vocab_size]
+        bad = [i for i in prompt if not 0 <= i < vocab_size]
         if bad or not prompt:
-            raise WispError(f"--ids: token ids must be in 0..{engine.cfg.vocab_size - 1}, got {bad or 'nothing'}")
+            raise WispError(f"--ids: token ids must be in 0..{vocab_size - 1}, got {bad or 'nothing'}")
+    device = await open_device(allow_f16=not args.f32)
+    engine, tok, stop_ids = await load_model(files, device, context=args.context)
     if args.logits_out:
         from .npy import write_npy_f32
 

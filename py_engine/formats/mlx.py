@@ -34,13 +34,15 @@ class MlxQuantized:
         return self.packed.nbytes + self.scales.nbytes + self.biases.nbytes
 
 
-def mlx_tensors(tensors: dict, quantization: dict, config_path) -> dict:
+def mlx_tensors(tensors: dict, quantization, config_path) -> dict:
     """`tensors` with every (weight, scales, biases) triple replaced by one MlxQuantized."""
+    if not isinstance(quantization, dict):
+        raise ModelFileError(config_path, f"quantization should be an object, got {quantization!r}")
     bits, group = quantization.get("bits"), quantization.get("group_size", 64)
-    if bits != 4 or group not in GROUP_SIZES:
+    if not _is_int(bits) or not _is_int(group) or bits != 4 or group not in GROUP_SIZES:
         raise ModelFileError(
             config_path,
-            f"MLX quantization bits={bits} group_size={group} is not supported "
+            f"MLX quantization bits={bits!r} group_size={group!r} is not supported "
             f"(supported: bits 4, group_size {', '.join(map(str, GROUP_SIZES))})",
         )
     out = dict(tensors)
@@ -51,10 +53,13 @@ def mlx_tensors(tensors: dict, quantization: dict, config_path) -> dict:
         packed, biases = tensors.get(base + ".weight"), tensors.get(base + ".biases")
         if packed is None or biases is None:
             raise ModelFileError(scales.path, f"{name} has no matching {base}.weight and {base}.biases")
-        n, words = packed.shape
+        n, words = packed.shape if len(packed.shape) == 2 else (0, 0)
         k = words * 8
         if (
             packed.dtype != "U32"
+            or n <= 0
+            or words <= 0
+            or k % group
             or scales.dtype not in SCALE_DTYPES
             or biases.dtype != scales.dtype
             or scales.shape != (n, k // group)
@@ -72,3 +77,7 @@ def mlx_tensors(tensors: dict, quantization: dict, config_path) -> dict:
             base + ".weight", SCALE_DTYPES[scales.dtype], (n, k), group, packed, scales, biases, packed.path
         )
     return out
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from ..errors import ModelFileError
 from ..json_file import read_json
-from ..models.config import TEXT_TOWERS, config_from_hf
+from ..models import graph_generator
+from ..models.config import TEXT_TOWERS, architecture_of, config_from_hf
+from ..models.config_check import check_config
+from ..models.tensor_check import check_tensors
 from .gguf import parse_gguf
 from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling
 from .hf_dir import read_tensor_index
@@ -13,25 +16,33 @@ from .mlx import mlx_tensors
 
 
 def read_model(source):
-    """(config, tensors by HF name, the parsed GGUF or None) of a model source."""
+    """(config, tensors by HF name, the parsed GGUF or None) of a model source. Whatever the
+    format, the config passes check_config and the tensors the graphs read check_tensors here:
+    nothing past this sees an unchecked value."""
     if source.kind == "gguf":
         name = source.files()[0]
-        gguf = parse_gguf(
-            lambda start, length: source.read(name, start, length), source.size(name), source.locate(name)
-        )
+        path = source.locate(name)
+        gguf = parse_gguf(lambda start, length: source.read(name, start, length), source.size(name), path)
         cfg = config_from_gguf(gguf)  # with the RoPE layout
         longrope = longrope_scaling(gguf, lambda start, length: source.read(name, start, length))
         if longrope is not None:
             cfg.rope_scaling = longrope
-        return cfg, hf_tensors(gguf), gguf
+        graph_generator(cfg.architecture, path)  # UnsupportedArchitectureError unless one of ours
+        check_config(cfg, path)
+        tensors = hf_tensors(gguf)
+        check_tensors(cfg, tensors, path)
+        return cfg, tensors, gguf
     config_path = source.small_dir() / "config.json"
     raw = read_json(config_path)
     cfg = config_from_hf(raw, config_path)
+    graph_generator(cfg.architecture, config_path)
+    check_config(cfg, config_path)
     tensors = read_tensor_index(source)
-    if raw.get("quantization"):
+    if raw.get("quantization"):  # MLX; a non-object is refused there
         tensors = mlx_tensors(tensors, raw["quantization"], config_path)
-    if raw.get("architectures", [None])[0] in TEXT_TOWERS:
+    if architecture_of(raw, config_path) in TEXT_TOWERS:
         tensors = text_tower(tensors)
+    check_tensors(cfg, tensors, config_path)
     return cfg, tensors, None
 
 

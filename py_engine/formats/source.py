@@ -85,20 +85,31 @@ class LocalModel(ModelSource):
         inside = confinement(self.path)
         if not rel or Path(rel).is_absolute() or ".." in Path(rel).parts or "\0" in rel:
             raise ModelFileError(path, "names a file outside the model folder")
-        if path.exists() and not path.resolve().is_relative_to(inside):
-            raise ModelFileError(path, f"resolves to {path.resolve()}, outside the model folder")
+        try:
+            resolved = path.resolve() if path.exists() else None
+        except (OSError, RuntimeError) as err:  # 3.11 reports a symlink loop as RuntimeError
+            raise ModelFileError(path, f"cannot resolve the path: {err}") from None
+        if resolved is not None and not resolved.is_relative_to(inside):
+            raise ModelFileError(path, f"resolves to {resolved}, outside the model folder")
         return path
 
     def size(self, rel: str) -> int:
+        path = self.file(rel)
         try:
-            return os.path.getsize(self.file(rel))
-        except FileNotFoundError:
-            raise ModelFileError(self.file(rel), "file not found") from None
+            if not path.is_file():  # a directory, a socket, a dangling or looping symlink
+                raise ModelFileError(path, "file not found" if not path.exists() else "not a regular file")
+            return os.path.getsize(path)
+        except OSError as err:
+            raise ModelFileError(path, f"cannot read file: {err.strerror or err}") from None
 
     def read(self, rel: str, start: int, length: int) -> bytes:
-        with open(self.file(rel), "rb") as f:
-            f.seek(start)
-            return f.read(length)
+        path = self.file(rel)
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        except OSError as err:
+            raise ModelFileError(path, f"cannot read file: {err.strerror or err}") from None
 
     def locate(self, rel: str) -> str:
         return str(self.file(rel))
@@ -107,10 +118,18 @@ class LocalModel(ModelSource):
         """The directory, once no entry of it is a symlink leading out (its small files are read
         from here by name)."""
         if self.kind == "hf":
-            for entry in self.path.iterdir():
+            for entry in self._entries():
                 if entry.is_symlink():
                     self.file(entry.name)
         return self.path
+
+    def _entries(self) -> list[Path]:
+        if not self.path.is_dir():
+            raise ModelFileError(self.path, "neither a GGUF file nor a model directory")
+        try:
+            return list(self.path.iterdir())
+        except OSError as err:
+            raise ModelFileError(self.path, f"cannot list the model directory: {err.strerror or err}") from None
 
     def exists(self, rel: str) -> bool:
         return self.file(rel).is_file()
@@ -118,7 +137,7 @@ class LocalModel(ModelSource):
     def files(self) -> list[str]:
         if self.kind == "gguf":
             return [self.path.name]
-        return sorted(p.name for p in self.path.iterdir() if p.is_file())
+        return sorted(p.name for p in self._entries() if p.is_file())
 
     def _view(self, location: str) -> memoryview:
         if location not in self._maps:

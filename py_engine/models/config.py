@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileError
+from ..json_file import describe
+from .config_values import ConfigKeys, is_int
 
 
 @dataclass
@@ -78,35 +80,42 @@ class ModelConfig:
 # Defaults where a family's config leaves RoPE's base out (transformers' own defaults).
 GEMMA3_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
 LEGACY_ROPE_TYPES = {"su": "longrope", "yarn": "longrope"}  # Phi-3's older names
+MAX_LAYERS = 4096  # config_from_hf builds per-layer lists: bounded before it does
 
 
-def _rope_settings(raw: dict, layer_type: str | None = None) -> tuple[float, dict | None]:
+def _rope_settings(keys: ConfigKeys, layer_type: str | None = None) -> tuple[float, dict | None]:
     """(theta, scaling) of a layer type. transformers 5 writes `rope_parameters` (with rope_theta
     inside; Gemma 3: one dict per layer type); hub configs often still carry `rope_theta` +
     `rope_scaling` (Gemma 3: `rope_local_base_freq` for sliding layers). Accept both."""
-    params = raw.get("rope_parameters") or {}
-    if layer_type in params:
-        params = params[layer_type]
+    params = keys.section("rope_parameters")
+    if layer_type in params.raw:
+        params = params.section(layer_type)
     elif layer_type is not None:  # old Gemma 3 spelling: rope_scaling belongs to the full layers only
         local = layer_type == "sliding_attention"
-        theta = raw.get("rope_local_base_freq" if local else "rope_theta", GEMMA3_THETA[layer_type])
-        params = {"rope_theta": theta, **({} if local else raw.get("rope_scaling") or {})}
-    scaling = None if layer_type else raw.get("rope_scaling") or None
-    default_theta = GEMMA3_THETA[layer_type] if layer_type else 10000.0
-    theta = params.get("rope_theta", raw.get("rope_theta", default_theta) if not layer_type else default_theta)
-    if params.get("rope_type", params.get("type", "default")) not in ("default", None):
+        theta = keys.number("rope_local_base_freq" if local else "rope_theta", GEMMA3_THETA[layer_type])
+        scaling = {} if local else keys.section("rope_scaling").raw
+        params = ConfigKeys({"rope_theta": theta, **scaling}, keys.path, "rope_scaling.")
+    scaling = None if layer_type else keys.section("rope_scaling")
+    default_theta = GEMMA3_THETA[layer_type] if layer_type else keys.number("rope_theta", 10000.0)
+    theta = params.number("rope_theta", default_theta)
+    if _rope_type(params) != "default":
         scaling = params
-    if scaling is not None:
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-        kind = LEGACY_ROPE_TYPES.get(kind, kind)
-        scaling = None if kind == "default" else dict(scaling, rope_type=kind)
-    return float(theta), scaling
+    if scaling is None or _rope_type(scaling) == "default":
+        return theta, None
+    kind = _rope_type(scaling)
+    return theta, dict(scaling.raw, rope_type=LEGACY_ROPE_TYPES.get(kind, kind))
 
 
-def _ids(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
+def _rope_type(params: ConfigKeys) -> str:
+    return params.str("rope_type", None) or params.str("type", "default")
+
+
+def _ids(keys: ConfigKeys, key: str) -> list:
+    value = keys.get(key, [])
+    ids = value if isinstance(value, list) else [value]
+    if not all(is_int(i) for i in ids):
+        keys.fail(key, "a token id or a list of them", value)
+    return ids
 
 
 # Multimodal checkpoints whose text tower is a causal LM of its own: its config is `text_config`
@@ -118,93 +127,113 @@ TEXT_TOWERS = {
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
 
 
-def config_from_hf(raw: dict, path) -> ModelConfig:
-    archs = raw.get("architectures") or []
+def architecture_of(raw: dict, path) -> str:
+    """config.json's architectures[0]: the model class its weights were saved from."""
+    archs = raw.get("architectures")
     if not archs:
         raise ModelFileError(path, "no 'architectures' entry")
-    architecture = archs[0]
-    if architecture in TEXT_TOWERS and isinstance(raw.get("text_config"), dict):
-        raw = {**raw["text_config"], "dtype": raw.get("dtype", raw.get("torch_dtype"))}
+    if not isinstance(archs, list):
+        raise ModelFileError(path, f"architectures should be a list of class names, got {describe(archs)}")
+    if not isinstance(archs[0], str):
+        raise ModelFileError(path, f"architectures[0] should be a class name, got {describe(archs[0])}")
+    return archs[0]
+
+
+def config_from_hf(raw: dict, path) -> ModelConfig:
+    """config.json's ModelConfig, every value of its type (read_model then runs check_config)."""
+    architecture = architecture_of(raw, path)
+    keys = ConfigKeys(raw, path)
+    if architecture in TEXT_TOWERS:
+        tower = keys.section("text_config")
+        keys = ConfigKeys({**tower.raw, "dtype": keys.str("dtype", keys.str("torch_dtype", None))}, path, tower.where)
         architecture = TEXT_TOWERS[architecture]
-    try:
-        heads = int(raw["num_attention_heads"])
-        hidden = int(raw["hidden_size"])
-        per_layer_type = architecture in PER_LAYER_TYPE_ROPE
-        theta, scaling = _rope_settings(raw, "full_attention" if per_layer_type else None)
-        local_theta, local_scaling = _rope_settings(raw, "sliding_attention") if per_layer_type else (None, None)
-        window = raw.get("sliding_window") or 0
-        if raw.get("use_sliding_window") is False:
-            window = 0
-        layers = int(raw["num_hidden_layers"])
-        layer_types = list(raw.get("layer_types") or _default_layer_types(architecture, raw, layers))
-        if layer_types and len(layer_types) != layers:
-            raise ModelFileError(path, f"layer_types has {len(layer_types)} entries for {layers} layers")
-        if scaling is not None and scaling["rope_type"] == "longrope":
-            # Phi-3 keeps these beside rope_scaling; the long factors start past the original length.
-            scaling = {
-                "original_max_position_embeddings": int(raw.get("original_max_position_embeddings") or 0),
-                "max_position_embeddings": int(raw.get("max_position_embeddings", 4096)),
-                **scaling,
-            }
-        rope_params = raw.get("rope_parameters") or {}
-        partial = raw.get("partial_rotary_factor", rope_params.get("partial_rotary_factor", 1.0))
-        return ModelConfig(
-            architecture=architecture,
-            vocab_size=int(raw["vocab_size"]),
-            hidden_size=hidden,
-            intermediate_size=int(raw["intermediate_size"]),
-            num_layers=layers,
-            num_heads=heads,
-            num_kv_heads=int(raw.get("num_key_value_heads") or heads),
-            head_dim=int(raw.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(raw.get("rms_norm_eps", raw.get("norm_eps", 1e-6))),
-            rope_theta=theta,
-            rope_scaling=scaling,
-            partial_rotary_factor=float(partial),
-            max_position=int(raw.get("max_position_embeddings", 4096)),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", raw.get("tie_embedding", False))),
-            sliding_window=int(window),
-            attention_bias=bool(raw.get("attention_bias", False)),
-            eos_token_ids=_ids(raw.get("eos_token_id")),
-            bos_token_id=raw.get("bos_token_id"),
-            layer_types=layer_types,
-            local_rope_theta=local_theta,
-            local_rope_scaling=local_scaling,
-            query_pre_attn_scalar=_optional_float(raw.get("query_pre_attn_scalar")),
-            attn_logit_softcapping=_optional_float(raw.get("attn_logit_softcapping")) or 0.0,
-            final_logit_softcapping=_optional_float(raw.get("final_logit_softcapping")) or 0.0,
-            dtype=raw.get("dtype", raw.get("torch_dtype")),
-            linear_key_heads=int(raw.get("linear_num_key_heads") or 0),
-            linear_value_heads=int(raw.get("linear_num_value_heads") or 0),
-            linear_key_head_dim=int(raw.get("linear_key_head_dim") or 0),
-            linear_value_head_dim=int(raw.get("linear_value_head_dim") or 0),
-            conv_kernel=int(raw.get("linear_conv_kernel_dim") or raw.get("conv_L_cache") or 0),
-            conv_bias=bool(raw.get("conv_bias", False)),
-        )
-    except KeyError as exc:
-        raise ModelFileError(path, f"missing key {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
-        raise ModelFileError(path, f"bad value ({exc})") from None
+    heads, hidden = keys.int("num_attention_heads"), keys.int("hidden_size")
+    if heads < 1:  # divides below
+        keys.fail("num_attention_heads", "at least 1", heads)
+    head_dim = keys.int("head_dim", None)
+    if head_dim is None and hidden % heads:
+        keys.fail("hidden_size", f"a multiple of num_attention_heads ({heads}) where head_dim is not given", hidden)
+    per_layer_type = architecture in PER_LAYER_TYPE_ROPE
+    theta, scaling = _rope_settings(keys, "full_attention" if per_layer_type else None)
+    local_theta, local_scaling = _rope_settings(keys, "sliding_attention") if per_layer_type else (None, None)
+    window = keys.int("sliding_window", 0)
+    if keys.bool("use_sliding_window", True) is False:
+        window = 0
+    layers = keys.int("num_hidden_layers")
+    if not 1 <= layers <= MAX_LAYERS:  # before any per-layer list is built
+        keys.fail("num_hidden_layers", f"from 1 to {MAX_LAYERS}", layers)
+    layer_types = keys.get("layer_types", None)
+    if layer_types is None or layer_types == []:  # absent, null or empty: the architecture's default
+        layer_types = _default_layer_types(architecture, keys, layers)
+    elif not isinstance(layer_types, list) or not all(isinstance(kind, str) for kind in layer_types):
+        keys.fail("layer_types", "a list of layer type names", layer_types)
+    if layer_types and len(layer_types) != layers:
+        raise ModelFileError(path, f"layer_types has {len(layer_types)} entries for {layers} layers")
+    max_position = keys.int("max_position_embeddings", 4096)
+    if scaling is not None and scaling["rope_type"] == "longrope":
+        # Phi-3 keeps these beside rope_scaling; the long factors start past the original length.
+        scaling = {
+            "original_max_position_embeddings": keys.int("original_max_position_embeddings", 0),
+            "max_position_embeddings": max_position,
+            **scaling,
+        }
+    partial = keys.section("rope_parameters").number("partial_rotary_factor", 1.0)
+    return ModelConfig(
+        architecture=architecture,
+        vocab_size=keys.int("vocab_size"),
+        hidden_size=hidden,
+        intermediate_size=keys.int("intermediate_size"),
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=keys.int("num_key_value_heads", heads),
+        head_dim=hidden // heads if head_dim is None else head_dim,
+        rms_norm_eps=keys.number("rms_norm_eps", keys.number("norm_eps", 1e-6)),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        partial_rotary_factor=keys.number("partial_rotary_factor", partial),
+        max_position=max_position,
+        tie_word_embeddings=keys.bool("tie_word_embeddings", keys.bool("tie_embedding", False)),
+        sliding_window=window,
+        attention_bias=keys.bool("attention_bias", False),
+        eos_token_ids=_ids(keys, "eos_token_id"),
+        bos_token_id=keys.int("bos_token_id", None),
+        layer_types=list(layer_types),
+        local_rope_theta=local_theta,
+        local_rope_scaling=local_scaling,
+        query_pre_attn_scalar=keys.number("query_pre_attn_scalar", None),
+        attn_logit_softcapping=keys.number("attn_logit_softcapping", 0.0),
+        final_logit_softcapping=keys.number("final_logit_softcapping", 0.0),
+        dtype=keys.str("dtype", keys.str("torch_dtype", None)),
+        linear_key_heads=keys.int("linear_num_key_heads", 0),
+        linear_value_heads=keys.int("linear_num_value_heads", 0),
+        linear_key_head_dim=keys.int("linear_key_head_dim", 0),
+        linear_value_head_dim=keys.int("linear_value_head_dim", 0),
+        conv_kernel=keys.int("linear_conv_kernel_dim", 0) or keys.int("conv_L_cache", 0),
+        conv_bias=keys.bool("conv_bias", False),
+    )
 
 
-def _optional_float(value) -> float | None:
-    return None if value is None else float(value)
-
-
-def _default_layer_types(architecture: str, raw: dict, layers: int) -> list[str]:
+def _default_layer_types(architecture: str, keys: ConfigKeys, layers: int) -> list[str]:
     """transformers' defaults where a config has no layer_types: Gemma 2 alternates sliding and
     full layers; Gemma 3 makes every `sliding_window_pattern`-th (6) layer full; Qwen3.5 every
     `full_attention_interval`-th (4) layer full, the rest DeltaNet; LFM2 lists its attention
     layers (`full_attn_idxs`, default all), the rest short convolutions."""
     if architecture == "Lfm2ForCausalLM":
-        full = raw.get("full_attn_idxs")
-        full = range(layers) if full is None else {int(i) for i in full}
+        full = keys.get("full_attn_idxs", None)
+        if full is not None and (not isinstance(full, list) or not all(is_int(i) for i in full)):
+            keys.fail("full_attn_idxs", "a list of layer numbers", full)
+        full = range(layers) if full is None else set(full)
         return ["full_attention" if i in full else "conv" for i in range(layers)]
-    if architecture == "Qwen3_5ForCausalLM":
-        every = int(raw.get("full_attention_interval") or 4)
-        return ["linear_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
-    pattern = {"Gemma2ForCausalLM": 2, "Gemma3ForCausalLM": int(raw.get("sliding_window_pattern") or 6)}
-    if architecture not in pattern:
+    every = {
+        "Qwen3_5ForCausalLM": ("full_attention_interval", 4),
+        "Gemma2ForCausalLM": (None, 2),
+        "Gemma3ForCausalLM": ("sliding_window_pattern", 6),
+    }.get(architecture)
+    if every is None:
         return []
-    every = pattern[architecture]
-    return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+    key, default = every
+    every = default if key is None else keys.int(key, default)
+    if every < 1:
+        keys.fail(key, "at least 1", every)
+    other = "linear_attention" if architecture == "Qwen3_5ForCausalLM" else "sliding_attention"
+    return [other if (i + 1) % every else "full_attention" for i in range(layers)]

@@ -1,0 +1,135 @@
+"""The shapes a checked ModelConfig implies for the tensors the graph builders read, checked when
+a model is read (formats/model_files.read_model), whatever its format: before graph planning
+indexes a shape (a 1-D "matrix", a q_proj of the wrong height, a conv kernel wider than the
+config's) or uploads a vector from a dtype it cannot convert. Names are HF names (GGUF tensors
+are renamed first); a tensor the graphs never read, or of a layer past num_hidden_layers, is left
+alone. Whether a tensor is present at all, and whether a matrix's dtype is one the kernels read,
+graph planning says (GraphBuilder.tensor_info, GraphBuilder.weight_format)."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ModelFileError
+from ..json_file import describe
+from .config import ModelConfig
+from .config_check import MAX_COUNT
+
+LAYER = re.compile(r"model\.layers\.(\d{1,9})\.(.+)")
+VECTOR_DTYPES = ("F32", "F16", "BF16")  # what weights.py converts norms, biases and conv taps from
+NORMS = (
+    "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+    "pre_feedforward_layernorm.weight",
+    "post_feedforward_layernorm.weight",
+    "operator_norm.weight",  # LFM2's
+    "ffn_norm.weight",
+)
+FFN = "ffn"  # a dimension: the layer's feed-forward width, its down projection's columns (LFM2 adjusts it)
+ANY = None  # a dimension of any size (the down projection's own columns)
+
+
+def global_shapes(cfg: ModelConfig) -> dict[str, tuple]:
+    vocab, hidden = cfg.vocab_size, cfg.hidden_size
+    return {
+        "model.embed_tokens.weight": ((vocab, hidden),),
+        "lm_head.weight": ((vocab, hidden),),
+        "model.norm.weight": ((hidden,),),
+        "model.embedding_norm.weight": ((hidden,),),  # LFM2's final norm
+    }
+
+
+def layer_shapes(cfg: ModelConfig) -> dict[str, tuple]:
+    """Each per-layer tensor (the part after "model.layers.N.") → the shapes it may have."""
+    h, hd = cfg.hidden_size, cfg.head_dim
+    q = cfg.num_heads * hd * (2 if cfg.architecture == "Qwen3_5ForCausalLM" else 1)  # Qwen3.5: + the output gate
+    kv = cfg.num_kv_heads * hd
+    nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    conv_dim, kernel = 2 * nk * dk + nv * dv, cfg.conv_kernel
+    shapes = {norm: ((h,),) for norm in NORMS}
+    for proj, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+        shapes[f"self_attn.{proj}.weight"] = ((rows, h),)
+        shapes[f"self_attn.{proj}.bias"] = ((rows,),)
+    for norm in ("q_norm", "k_norm", "q_layernorm", "k_layernorm"):
+        shapes[f"self_attn.{norm}.weight"] = ((hd,),)
+    shapes["self_attn.qkv_proj.weight"] = ((q + 2 * kv, h),)  # Phi-3's fused q|k|v
+    shapes["self_attn.o_proj.weight"] = shapes["self_attn.out_proj.weight"] = ((h, cfg.num_heads * hd),)
+    for gate in ("mlp.gate_proj", "mlp.up_proj", "feed_forward.w1", "feed_forward.w3"):
+        shapes[gate + ".weight"] = ((FFN, h),)
+    shapes["mlp.gate_up_proj.weight"] = ((2, FFN, h),)  # Phi-3's fused gate|up: 2 x FFN rows
+    shapes["mlp.down_proj.weight"] = shapes["feed_forward.w2.weight"] = ((h, ANY),)
+    # LFM2's short-conv block: in_proj gives B, C and X; the depthwise conv [C, 1, K] ([C, K] in GGUF).
+    for proj, rows, cols in (("in_proj", 3 * h, h), ("out_proj", h, h)):
+        shapes[f"conv.{proj}.weight"], shapes[f"conv.{proj}.bias"] = ((rows, cols),), ((rows,),)
+    shapes["conv.conv.weight"], shapes["conv.conv.bias"] = ((h, 1, kernel), (h, kernel)), ((h,),)
+    # Qwen3.5's Gated DeltaNet.
+    shapes["linear_attn.in_proj_qkv.weight"] = ((conv_dim, h),)
+    shapes["linear_attn.in_proj_z.weight"] = ((nv * dv, h),)
+    shapes["linear_attn.in_proj_b.weight"] = shapes["linear_attn.in_proj_a.weight"] = ((nv, h),)
+    shapes["linear_attn.conv1d.weight"] = ((conv_dim, 1, kernel), (conv_dim, kernel))
+    shapes["linear_attn.A_log"] = shapes["linear_attn.dt_bias"] = ((nv,),)
+    shapes["linear_attn.norm.weight"] = ((dv,),)
+    shapes["linear_attn.out_proj.weight"] = ((h, nv * dv),)
+    return shapes
+
+
+MATRIX_RANK = 2
+CONV_TAPS = ("conv.conv.weight", "linear_attn.conv1d.weight")  # read as flat f32 vectors
+
+
+def check_tensors(cfg: ModelConfig, tensors: dict, config_path) -> None:
+    """Raise ModelFileError naming the tensor and its file where a tensor the graphs read has a
+    shape other than cfg implies, or is a vector stored in a dtype weights.py cannot convert."""
+    globals_, per_layer = global_shapes(cfg), layer_shapes(cfg)
+    for name, info in tensors.items():
+        match = LAYER.fullmatch(name)
+        if match is None:
+            wanted, layer, part = globals_.get(name), None, name
+        elif int(match.group(1)) < cfg.num_layers:
+            layer, part = match.group(1), match.group(2)
+            wanted = per_layer.get(part)
+        else:
+            continue  # a layer the model does not run (Qwen3.5's multi-token-prediction blocks)
+        if wanted is None:
+            continue
+        ffn = _ffn_width(tensors, f"model.layers.{layer}.") if layer is not None else None
+        shape = tuple(info.shape)
+        if not any(_fits(shape, want, ffn) for want in wanted):
+            expected = " or ".join(_show(want, ffn) for want in wanted)
+            raise ModelFileError(
+                info.path, f"tensor {name!r} has shape {describe(list(shape))}; {config_path} implies {expected}"
+            )
+        vector = len(shape) != MATRIX_RANK or part in CONV_TAPS
+        if vector and info.dtype not in VECTOR_DTYPES:
+            raise ModelFileError(
+                info.path, f"tensor {name!r}: dtype {info.dtype} (a norm, bias or conv weight must be F32, F16 or BF16)"
+            )
+
+
+def _ffn_width(tensors: dict, prefix: str) -> int | None:
+    """A layer's feed-forward width: its down projection's columns (None: no usable one, which its
+    own check reports)."""
+    for name in ("mlp.down_proj.weight", "feed_forward.w2.weight"):
+        info = tensors.get(prefix + name)
+        if info is not None and len(info.shape) == MATRIX_RANK and 1 <= info.shape[1] <= MAX_COUNT:
+            return info.shape[1]
+    return None
+
+
+def _dims(want: tuple, ffn: int | None) -> list:
+    """The expected dimensions: FFN resolved (None when unknown: then any size), a (2, FFN) pair
+    (fused gate|up) merged into one dimension of twice the width."""
+    if want[:2] == (2, FFN):
+        return [2 * ffn if ffn is not None else ANY, *want[2:]]
+    return [ffn if dim == FFN else dim for dim in want]
+
+
+def _fits(shape: tuple, want: tuple, ffn: int | None) -> bool:
+    dims = _dims(want, ffn)
+    if len(shape) != len(dims):
+        return False
+    return all(1 <= got <= MAX_COUNT and (dim is ANY or got == dim) for got, dim in zip(shape, dims))
+
+
+def _show(want: tuple, ffn: int | None) -> str:
+    return "[" + ", ".join("N" if dim is ANY else str(dim) for dim in _dims(want, ffn)) + "]"
