@@ -53,24 +53,30 @@ def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
     return path
 
 
+def add_metadata_value(writer, key: str, value) -> None:
+    """One metadata key with GGUF's usual type for it: uint32 ids, float32 scores, int32 token
+    types, uint8 charsmap, strings."""
+    types = gguf.GGUFValueType
+    if isinstance(value, list):
+        item = {"tokenizer.ggml.scores": types.FLOAT32, "tokenizer.ggml.token_type": types.INT32}.get(key)
+        item = types.UINT8 if key.endswith("charsmap") else item or types.STRING
+        writer.add_key_value(key, value, types.ARRAY, sub_type=item)
+    elif isinstance(value, bool):
+        writer.add_bool(key, value)
+    elif isinstance(value, int):
+        writer.add_uint32(key, value)
+    else:
+        writer.add_string(key, value)
+
+
 def write_metadata(path, metadata: dict, arch="llama"):
     """A small GGUF holding `metadata` (key -> value, e.g. tokenizer_vocab.gguf_metadata's) with
     GGUF's usual types: uint32 ids, float32 scores, int32 token types, uint8 charsmap."""
-    types = gguf.GGUFValueType
     writer = gguf.GGUFWriter(str(path), arch)
     for adder, value in BASE_METADATA:
         getattr(writer, adder)(value)
     for key, value in metadata.items():
-        if isinstance(value, list):
-            item = {"tokenizer.ggml.scores": types.FLOAT32, "tokenizer.ggml.token_type": types.INT32}.get(key)
-            item = types.UINT8 if key.endswith("charsmap") else item or types.STRING
-            writer.add_key_value(key, value, types.ARRAY, sub_type=item)
-        elif isinstance(value, bool):
-            writer.add_bool(key, value)
-        elif isinstance(value, int):
-            writer.add_uint32(key, value)
-        else:
-            writer.add_string(key, value)
+        add_metadata_value(writer, key, value)
     writer.add_tensor("token_embd.weight", np.zeros((8, 16), np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -24,6 +24,7 @@ import re
 
 from ..errors import ModelFileError
 from ..models.config import ModelConfig
+from .gguf_values import MAX_LAYERS, Metadata, is_flag
 
 HYBRID_ARCHITECTURES = {"qwen35": "Qwen3_5ForCausalLM", "lfm2": "Lfm2ForCausalLM"}
 
@@ -79,7 +80,7 @@ GLOBAL_NAMES = {
     "lfm2": {"token_embd_norm.weight": "model.embedding_norm.weight"},
 }
 _SHARED_GLOBALS = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight"}
-_BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
+_BLOCK = re.compile(r"blk\.(\d{1,6})\.(.+)")
 
 
 def hybrid_tensor_name(gguf_name: str, arch: str, trunk_layers: int) -> str | None:
@@ -97,22 +98,22 @@ def hybrid_tensor_name(gguf_name: str, arch: str, trunk_layers: int) -> str | No
     return None if hf_part is None else f"model.layers.{int(match.group(1))}.{hf_part}"
 
 
-def trunk_layers(meta: dict, arch: str) -> int:
+def trunk_layers(meta: Metadata, arch: str) -> int:
     """Blocks the model runs: block_count less Qwen3.5's appended MTP blocks (nextn_predict_layers)."""
-    return meta.get(f"{arch}.block_count", 0) - meta.get(f"{arch}.nextn_predict_layers", 0)
+    layers = meta.integer(f"{arch}.block_count", 0, maximum=MAX_LAYERS)
+    return layers - meta.integer(f"{arch}.nextn_predict_layers", 0, maximum=layers)
 
 
-def lfm2_kv_heads(meta: dict, path, heads: int) -> list[int]:
+def lfm2_kv_heads(meta: Metadata, heads: int) -> list[int]:
     """LFM2's head_count_kv, one per layer: the converter writes 0 for each short-conv layer, and
     llama.cpp takes a layer with no KV heads for a recurrent one. A single number: every layer
     attends."""
-    value = meta.get("lfm2.attention.head_count_kv", heads)
-    layers = meta.get("lfm2.block_count")
-    per_layer = value if isinstance(value, list) else [value] * (layers or 0)
-    if len(per_layer) != layers or not all(isinstance(v, int) and v >= 0 for v in per_layer):
-        raise ModelFileError(path, f"lfm2.attention.head_count_kv: expected a count or one per layer, got {value!r}")
+    key = "lfm2.attention.head_count_kv"
+    per_layer = meta.per_layer(key, meta.integer("lfm2.block_count", minimum=1, maximum=MAX_LAYERS), heads)
     if len({v for v in per_layer if v}) > 1:
-        raise ModelFileError(path, f"lfm2.attention.head_count_kv: attention layers differ ({per_layer})")
+        meta.fail(key, f"gives the attention layers different counts ({per_layer})")
+    if not any(per_layer):
+        meta.fail(key, "leaves no attention layer")
     return per_layer
 
 
@@ -121,47 +122,47 @@ def shared_kv_heads(per_layer: list[int], heads: int) -> int:
     return next((v for v in per_layer if v), heads)
 
 
-def hybrid_config(cfg: ModelConfig, gguf, key) -> None:
+def hybrid_config(cfg: ModelConfig, gguf, meta: Metadata) -> None:
     """Fill in what config_from_gguf's common keys leave out: the layer kinds and the recurrent
-    layers' sizes, and the flags that say how stored values differ (module docstring). `key`
-    reads `<arch>.<name>` as config_from_gguf's does."""
-    meta, path = gguf.metadata, gguf.path
-    arch = meta["general.architecture"]
+    layers' sizes, and the flags that say how stored values differ (module docstring). `meta`
+    reads the file's metadata as config_from_gguf's does."""
     cfg.qk_norm = True  # both: RMSNorm over each head's q and k before RoPE
-    if arch == "lfm2":
-        _lfm2(cfg, gguf, key)
+    if meta.meta["general.architecture"] == "lfm2":
+        _lfm2(cfg, gguf, meta)
     else:
-        _qwen35(cfg, meta, path, key)
+        _qwen35(cfg, meta)
 
 
-def _lfm2(cfg: ModelConfig, gguf, key) -> None:
-    per_layer = lfm2_kv_heads(gguf.metadata, gguf.path, cfg.num_heads)
-    window = key("attention.sliding_window", 0)  # LFM2.5's audio tokenizer: its attention layers slide
+def _lfm2(cfg: ModelConfig, gguf, meta: Metadata) -> None:
+    per_layer = lfm2_kv_heads(meta, cfg.num_heads)
+    # LFM2.5's audio tokenizer: its attention layers slide
+    window = meta.integer("lfm2.attention.sliding_window", 0)
     attention = "sliding_attention" if window > 0 else "full_attention"
     cfg.sliding_window = window
     cfg.layer_types = [attention if kv else "conv" for kv in per_layer]
-    cfg.conv_kernel = key("shortconv.l_cache")
+    cfg.conv_kernel = meta.integer("lfm2.shortconv.l_cache", minimum=1)
     cfg.conv_bias = any(name.endswith(".shortconv.in_proj.bias") for name in gguf.tensors)
 
 
-def _qwen35(cfg: ModelConfig, meta: dict, path, key) -> None:
+def _qwen35(cfg: ModelConfig, meta: Metadata) -> None:
     layers = trunk_layers(meta, "qwen35")
     if layers <= 0:
-        raise ModelFileError(path, "qwen35.nextn_predict_layers leaves no layers of the model's own")
+        meta.fail("qwen35.nextn_predict_layers", "leaves no layers of the model's own")
     cfg.num_layers = layers
-    key_heads, value_heads = key("ssm.group_count"), key("ssm.time_step_rank")
-    inner = key("ssm.inner_size")
-    if key_heads <= 0 or value_heads % key_heads or inner % value_heads:
+    key_heads = meta.integer("qwen35.ssm.group_count", minimum=1)
+    value_heads = meta.integer("qwen35.ssm.time_step_rank", minimum=1)
+    inner = meta.integer("qwen35.ssm.inner_size", minimum=1)
+    if value_heads % key_heads or inner % value_heads:
         raise ModelFileError(
-            path,
+            meta.path,
             f"qwen35.ssm: {value_heads} value heads (time_step_rank) of {inner} values (inner_size) "
             f"do not share out over {key_heads} key heads (group_count)",
         )
     cfg.linear_key_heads, cfg.linear_value_heads = key_heads, value_heads
-    cfg.linear_key_head_dim = key("ssm.state_size")
+    cfg.linear_key_head_dim = meta.integer("qwen35.ssm.state_size", minimum=1)
     cfg.linear_value_head_dim = inner // value_heads  # as llama.cpp's graph derives it
-    cfg.conv_kernel = key("ssm.conv_kernel")
-    cfg.layer_types = _qwen35_layer_types(meta, path, layers)
+    cfg.conv_kernel = meta.integer("qwen35.ssm.conv_kernel", minimum=1)
+    cfg.layer_types = _qwen35_layer_types(meta, layers)
     cfg.a_is_log = False
     cfg.norm_weights_include_one = True
     cfg.linear_value_heads_tiled = value_heads_tiled(cfg)
@@ -173,15 +174,15 @@ def value_heads_tiled(cfg: ModelConfig) -> bool:
     return cfg.linear_value_heads != cfg.linear_key_heads
 
 
-def _qwen35_layer_types(meta: dict, path, layers: int) -> list[str]:
+def _qwen35_layer_types(meta: Metadata, layers: int) -> list[str]:
     """llama.cpp's rule: a per-layer attention.recurrent_layers list where the file has one, else
     every full_attention_interval-th layer (default 4) attends and the rest are DeltaNet."""
-    recurrent = meta.get("qwen35.attention.recurrent_layers")
-    if recurrent is None:
-        every = meta.get("qwen35.full_attention_interval", 4)
-        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
-            raise ModelFileError(path, f"qwen35.full_attention_interval should be a positive integer, got {every!r}")
+    key = "qwen35.attention.recurrent_layers"
+    if meta.has(key):
+        recurrent = meta.array(key, is_flag, what="flags (bool)")
+        if len(recurrent) < layers:
+            meta.fail(key, f"has {len(recurrent)} flags for {layers} layers")
+    else:
+        every = meta.integer("qwen35.full_attention_interval", 4, minimum=1)
         recurrent = [(i + 1) % every != 0 for i in range(layers)]
-    if not isinstance(recurrent, list) or len(recurrent) < layers:
-        raise ModelFileError(path, "qwen35.attention.recurrent_layers: expected one flag per layer")
     return ["linear_attention" if flag else "full_attention" for flag in recurrent[:layers]]

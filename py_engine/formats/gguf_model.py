@@ -9,7 +9,6 @@ our graph builders use.
 from __future__ import annotations
 
 import re
-import struct
 
 from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
@@ -23,11 +22,14 @@ from .gguf_hybrids import (
     shared_kv_heads,
     trunk_layers,
 )
+from .gguf_rope import longrope_scaling, rope_scaling_from_keys
+from .gguf_tensor_check import check_tensor_shapes
+from .gguf_values import MAX_LAYERS, Metadata, is_flag, is_int
 from .safetensors import TensorInfo
 
-# ---- config ----
+__all__ = ["config_from_gguf", "hf_tensors", "hf_tensor_name", "longrope_scaling", "gguf_rope_interleaved"]
 
-_REQUIRED = object()
+# ---- config ----
 
 HF_ARCHITECTURE = {  # GGUF general.architecture -> the HF class of the same model
     "llama": "LlamaForCausalLM",
@@ -55,198 +57,136 @@ def gguf_rope_interleaved(arch: str | None) -> bool:
 
 def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     """The ModelConfig of a GGUF model (HF_ARCHITECTURE's). Raises ModelFileError naming a missing
-    or malformed key, UnsupportedArchitectureError for other architectures. A Phi-3's LongRoPE
-    factors are tensors: longrope_scaling reads them."""
-    meta, path = gguf.metadata, gguf.path
-    arch = meta.get("general.architecture")
-    if arch is None:
-        raise ModelFileError(path, "missing metadata key 'general.architecture'")
+    or malformed key or a tensor whose shape disagrees with the keys, UnsupportedArchitectureError
+    for other architectures. A Phi-3's LongRoPE factors are tensors: longrope_scaling reads them."""
+    meta, path = Metadata(gguf.metadata, gguf.path), gguf.path
+    arch = meta.string("general.architecture")
     if arch not in HF_ARCHITECTURE:
         raise UnsupportedArchitectureError(
-            f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(sorted(HF_ARCHITECTURE))}"
+            f"{path}: unsupported GGUF architecture {arch!r:.60}; supported: {', '.join(sorted(HF_ARCHITECTURE))}"
         )
-
-    def key(name: str, default=_REQUIRED, kind=int):
-        full = f"{arch}.{name}"
-        value = meta.get(full, default)
-        if value is _REQUIRED:
-            raise ModelFileError(path, f"missing metadata key {full!r}")
-        if value is None:
-            return None
-        if isinstance(value, list):
-            # Some converters write per-layer values; one shared value is all a ModelConfig holds.
-            if not value or any(v != value[0] for v in value):
-                raise ModelFileError(path, f"metadata key {full!r}: per-layer values {value[:8]} are not supported")
-            value = value[0]
-        if kind is str:
-            if not isinstance(value, str):
-                raise ModelFileError(path, f"metadata key {full!r} should be a string, got {value!r}")
-            return value
-        if isinstance(value, (str, bool)) or not isinstance(value, (int, float)):
-            raise ModelFileError(path, f"metadata key {full!r} should be a number, got {value!r}")
-        if kind is int and value != int(value):
-            raise ModelFileError(path, f"metadata key {full!r} should be an integer, got {value!r}")
-        return kind(value)
-
-    hidden = key("embedding_length")
-    heads = key("attention.head_count")
-    if heads <= 0 or hidden <= 0:
-        raise ModelFileError(path, f"{arch}.attention.head_count and {arch}.embedding_length must be positive")
-    head_dim = key("attention.key_length", hidden // heads)
-    if head_dim <= 0:
-        raise ModelFileError(path, f"{arch}.attention.key_length must be positive, got {head_dim}")
-    rotary_dim = key("rope.dimension_count", head_dim)
+    k = arch + "."
+    layers = meta.integer(k + "block_count", minimum=1, maximum=MAX_LAYERS)
+    hidden = meta.integer(k + "embedding_length", minimum=1)
+    heads = meta.shared(k + "attention.head_count", layers, minimum=1)
+    if k + "attention.key_length" not in gguf.metadata and hidden < heads:
+        raise ModelFileError(path, f"{k}embedding_length {hidden} is less than {k}attention.head_count {heads}")
+    head_dim = meta.integer(k + "attention.key_length", hidden // heads, minimum=1)
+    value_dim = meta.integer(k + "attention.value_length", head_dim, minimum=1)
+    if value_dim != head_dim:
+        raise ModelFileError(path, f"{k}attention.value_length {value_dim} differs from key_length {head_dim}")
+    rotary_dim = meta.integer(k + "rope.dimension_count", head_dim, minimum=2, maximum=head_dim)
+    if rotary_dim % 2:
+        raise ModelFileError(path, f"metadata key '{k}rope.dimension_count' is {rotary_dim}: RoPE needs an even count")
     # llama.cpp's default base is 10000, except 1e6 for gemma3's global layers.
-    theta = key("rope.freq_base", 1_000_000.0 if arch == "gemma3" else 10000.0, float)
+    theta = meta.number(k + "rope.freq_base", 1_000_000.0 if arch == "gemma3" else 10000.0, positive=True)
 
-    tok_meta = meta.get("tokenizer.ggml.tokens")
-    vocab_size = key("vocab_size", None)
-    if vocab_size is None:
-        if isinstance(tok_meta, list):
-            vocab_size = len(tok_meta)
-        elif "token_embd.weight" in gguf.tensors:
-            vocab_size = gguf.tensors["token_embd.weight"].shape[0]
-        else:
-            raise ModelFileError(path, f"missing metadata key {arch + '.vocab_size'!r} (and no tokenizer.ggml.tokens)")
-
+    vocab_size = _vocab_size(gguf, meta, k)
     if arch == "lfm2":  # one count per layer, 0 for its short-conv layers
-        kv_heads = shared_kv_heads(lfm2_kv_heads(meta, path, heads), heads)
+        kv_heads = shared_kv_heads(lfm2_kv_heads(meta, heads), heads)
     else:
-        kv_heads = key("attention.head_count_kv", heads)
-    eos_ids = end_of_generation_ids(meta)
-    bos_id = meta.get("tokenizer.ggml.bos_token_id")
+        kv_heads = meta.shared(k + "attention.head_count_kv", layers, heads, minimum=1)
+    bos_id = gguf.metadata.get("tokenizer.ggml.bos_token_id")
 
     cfg = ModelConfig(
         architecture=HF_ARCHITECTURE[arch],
         vocab_size=vocab_size,
         hidden_size=hidden,
-        intermediate_size=key("feed_forward_length"),
-        num_layers=key("block_count"),
+        intermediate_size=meta.shared(k + "feed_forward_length", layers, minimum=1),
+        num_layers=layers,
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        rms_norm_eps=key("attention.layer_norm_rms_epsilon", kind=float),
+        rms_norm_eps=meta.number(k + "attention.layer_norm_rms_epsilon", positive=True),
         rope_theta=theta,
-        rope_scaling=_rope_scaling(key, path, arch),
+        rope_scaling=rope_scaling_from_keys(meta, arch),
         partial_rotary_factor=rotary_dim / head_dim,
-        max_position=key("context_length"),
+        max_position=meta.integer(k + "context_length", minimum=1),
         # llama.cpp reuses token_embd for the output when there is no output.weight.
         tie_word_embeddings="output.weight" not in gguf.tensors,
         attention_bias=arch == "qwen2" or "blk.0.attn_q.bias" in gguf.tensors,
         qk_norm=arch in ("qwen3", "gemma3"),
-        eos_token_ids=eos_ids,
-        bos_token_id=bos_id if isinstance(bos_id, int) else None,
+        eos_token_ids=end_of_generation_ids(gguf.metadata, vocab_size),
+        bos_token_id=bos_id if is_int(bos_id) and 0 <= bos_id < vocab_size else None,
         norm_weights_include_one=arch in GEMMAS,
     )
     cfg.rope_interleaved = gguf_rope_interleaved(arch)
     if arch in ("gemma2", "gemma3"):
-        _gemma_attention(cfg, key, meta, arch, path)
+        _gemma_attention(cfg, meta, arch)
     if arch in HYBRID_ARCHITECTURES:
-        hybrid_config(cfg, gguf, key)
+        hybrid_config(cfg, gguf, meta)
+    check_tensor_shapes(gguf, cfg, arch)
     return cfg
 
 
-def _gemma_attention(cfg: ModelConfig, key, meta: dict, arch: str, path) -> None:
+def _vocab_size(gguf: GGUFFile, meta: Metadata, k: str) -> int:
+    """<arch>.vocab_size, else the number of tokens (as llama.cpp counts them), else the embedding's rows."""
+    if meta.has(k + "vocab_size"):
+        return meta.integer(k + "vocab_size", minimum=1)
+    tokens = gguf.metadata.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, list):
+        if not tokens:
+            raise ModelFileError(gguf.path, "metadata key 'tokenizer.ggml.tokens' is an empty array")
+        return len(tokens)
+    embedding = gguf.tensors.get("token_embd.weight")
+    if embedding is None or len(embedding.shape) != 2 or embedding.shape[0] < 1:
+        raise ModelFileError(gguf.path, f"missing metadata key {k + 'vocab_size'!r} (and no tokenizer.ggml.tokens)")
+    return embedding.shape[0]
+
+
+def _gemma_attention(cfg: ModelConfig, meta: Metadata, arch: str) -> None:
     """Gemma 2/3's attention as llama.cpp reads it: sliding layers by a pattern (every 2nd / 6th
     layer full, or a per-layer list), their own RoPE base, softcapping (Gemma 2), and a scale of
     head_dim^-0.5 (hidden/heads for the 27B models, which llama.cpp knows by their layer count:
     the files do not store query_pre_attn_scalar)."""
-    window = key("attention.sliding_window", 4096 if arch == "gemma2" else 0)
+    k = arch + "."
+    window = meta.integer(k + "attention.sliding_window", 4096 if arch == "gemma2" else 0)
     if window > 0:
         cfg.sliding_window = window
-        pattern = meta.get(f"{arch}.attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
-        if isinstance(pattern, list):  # one flag per layer
-            pattern = [bool(swa) for swa in pattern]
-        elif isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0:
-            pattern = [pattern == 0 or i % pattern < pattern - 1 for i in range(cfg.num_layers)]
-        if not isinstance(pattern, list) or len(pattern) != cfg.num_layers:
-            raise ModelFileError(
-                path, f"{arch}.attention.sliding_window_pattern: expected a count or one flag per layer"
-            )
+        pattern_key = k + "attention.sliding_window_pattern"
+        if isinstance(meta.meta.get(pattern_key), list):  # one flag per layer
+            pattern = meta.array(pattern_key, is_flag, length=cfg.num_layers, what="flags (bool)")
+        else:  # every n-th layer full (0: all sliding)
+            every = meta.integer(pattern_key, 2 if arch == "gemma2" else 6)
+            pattern = [every == 0 or i % every < every - 1 for i in range(cfg.num_layers)]
         cfg.layer_types = ["sliding_attention" if swa else "full_attention" for swa in pattern]
     if arch == "gemma2":  # sliding layers share the global base and scaling unless told otherwise
-        cfg.local_rope_theta, cfg.local_rope_scaling = (
-            key("rope.freq_base_swa", cfg.rope_theta, float),
-            cfg.rope_scaling,
-        )
-        cfg.attn_logit_softcapping = key("attn_logit_softcapping", 50.0, float)
-        cfg.final_logit_softcapping = key("final_logit_softcapping", 30.0, float)
+        cfg.local_rope_theta = meta.number(k + "rope.freq_base_swa", cfg.rope_theta, positive=True)
+        cfg.local_rope_scaling = cfg.rope_scaling
+        cfg.attn_logit_softcapping = _softcap(meta, k + "attn_logit_softcapping", 50.0)
+        cfg.final_logit_softcapping = _softcap(meta, k + "final_logit_softcapping", 30.0)
     else:
-        cfg.local_rope_theta = key("rope.freq_base_swa", 10000.0, float)
-        cfg.final_logit_softcapping = key("final_logit_softcapping", 0.0, float)
+        cfg.local_rope_theta = meta.number(k + "rope.freq_base_swa", 10000.0, positive=True)
+        cfg.final_logit_softcapping = _softcap(meta, k + "final_logit_softcapping", 0.0)
     large = (arch, cfg.num_layers) in (("gemma2", 46), ("gemma3", 62))
     cfg.query_pre_attn_scalar = cfg.hidden_size / cfg.num_heads if large else cfg.head_dim
 
 
-def longrope_scaling(gguf: GGUFFile, read) -> dict | None:
-    """A Phi-3 file's LongRoPE (HF's rope_scaling dict), from its rope_factors_short / _long
-    tensors (rotary_dim / 2 floats each, read with read(start, length)) and rope.scaling keys;
-    None without those tensors. The attention factor defaults to 1, as llama.cpp's does."""
-    tensors, meta = gguf.tensors, gguf.metadata
-    if "rope_factors_long.weight" not in tensors or "rope_factors_short.weight" not in tensors:
-        return None
-    factors = {}
-    for which in ("short", "long"):
-        info = tensors[f"rope_factors_{which}.weight"]
-        if info.dtype != "F32" or len(info.shape) != 1:
-            raise ModelFileError(gguf.path, f"rope_factors_{which}.weight should be a 1-D F32 tensor")
-        factors[which] = list(struct.unpack(f"<{info.shape[0]}f", read(info.start, info.nbytes)))
-    arch = meta.get("general.architecture")
-    original = meta.get(f"{arch}.rope.scaling.original_context_length", meta.get(f"{arch}.context_length"))
-    return {
-        "rope_type": "longrope",
-        "short_factor": factors["short"],
-        "long_factor": factors["long"],
-        "original_max_position_embeddings": original,
-        "attention_factor": meta.get(f"{arch}.rope.scaling.attn_factor", 1.0),
-    }
+def _softcap(meta: Metadata, key: str, default: float) -> float:
+    value = meta.number(key, default)
+    if value < 0:
+        meta.fail(key, f"is {value}: a softcap is positive, or 0 for none")
+    return value
 
 
-def end_of_generation_ids(meta: dict) -> list[int]:
+def end_of_generation_ids(meta: dict, vocab_size: int) -> list[int]:
     """The ids generation stops on without the tokenizer (generate --ids), the eos token first:
     tokenizer.ggml.eos/eot/eom_token_id and every token spelled like one of llama.cpp's end-of-turn
-    tokens (e.g. Qwen's <|endoftext|> besides its eos <|im_end|>). With the tokenizer, its eos_ids
-    are llama.cpp's exact set (tokenizer/llama_vocab.py)."""
+    tokens (e.g. Qwen's <|endoftext|> besides its eos <|im_end|>). Ids outside the vocabulary are
+    left out, as llama.cpp ignores them. With the tokenizer, its eos_ids are llama.cpp's exact set
+    (tokenizer/llama_vocab.py)."""
     ids = []
     for name in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
         token_id = meta.get(name)
-        if isinstance(token_id, int) and not isinstance(token_id, bool) and token_id not in ids:
+        if is_int(token_id) and 0 <= token_id < vocab_size and token_id not in ids:
             ids.append(token_id)
     tokens = meta.get("tokenizer.ggml.tokens")
     if isinstance(tokens, list):
-        ids += [i for i, token in enumerate(tokens) if token in END_OF_GENERATION and i not in ids]
+        ends = (
+            i for i, token in enumerate(tokens[:vocab_size]) if isinstance(token, str) and token in END_OF_GENERATION
+        )
+        ids += [i for i in ends if i not in ids]
     return ids
-
-
-def _rope_scaling(key, path, arch) -> dict | None:
-    """HF's rope_scaling dict from the rope.scaling.* keys. Llama 3.1+ files carry their llama3
-    scaling as a `rope_freqs.weight` tensor (a divisor per frequency) instead of keys; that tensor
-    is kept under its own name by `hf_tensors`, and is not described here."""
-    kind = key("rope.scaling.type", None, str)
-    factor = key("rope.scaling.factor", None, float)
-    if kind is None:
-        # Old files only have rope.scale_linear.
-        linear = key("rope.scale_linear", None, float)
-        return None if linear in (None, 1.0) else {"rope_type": "linear", "factor": linear}
-    if kind == "none" or (kind == "linear" and factor in (None, 0.0, 1.0)):
-        return None
-    scaling = {"rope_type": kind, "factor": factor}
-    original = key("rope.scaling.original_context_length", None)
-    if original is not None:
-        scaling["original_max_position_embeddings"] = original
-    if kind == "llama3":  # not written by llama.cpp's converter (it stores rope_freqs.weight), but accepted
-        scaling["low_freq_factor"] = key("rope.scaling.low_freq_factor", 1.0, float)
-        scaling["high_freq_factor"] = key("rope.scaling.high_freq_factor", 4.0, float)
-    elif kind == "yarn":
-        for name, hf_name in (
-            ("yarn_beta_fast", "beta_fast"),
-            ("yarn_beta_slow", "beta_slow"),
-            ("yarn_log_multiplier", "mscale"),
-        ):
-            value = key(f"rope.scaling.{name}", None, float)
-            if value is not None:
-                scaling[hf_name] = value
-    return scaling
 
 
 # ---- tensor names ----
@@ -283,7 +223,8 @@ FOUR_NORM_HF_NAMES = {
 # Phi-3's fused weights: attn_qkv, and ffn_up holding gate rows then up rows.
 PHI3_HF_NAMES = {**HF_NAMES, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
 HF_NAMES_OF = {"gemma2": FOUR_NORM_HF_NAMES, "gemma3": FOUR_NORM_HF_NAMES, "phi3": PHI3_HF_NAMES}
-_BLOCK_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+# (A layer number of more digits than any model has layers is no layer: int() would refuse thousands.)
+_BLOCK_NAME = re.compile(r"blk\.(\d{1,6})\.(\w+)\.(weight|bias)")
 
 
 def hf_tensor_name(gguf_name: str, arch: str = "llama", model_layers: int = 1 << 30) -> str | None:
@@ -307,8 +248,9 @@ def hf_tensors(gguf: GGUFFile) -> dict[str, TensorInfo]:
 
     Q/K rows of Llama-family models stay as llama.cpp stored them (permuted for interleaved RoPE);
     see `gguf_rope_interleaved`."""
-    arch = gguf.metadata.get("general.architecture", "llama")
-    layers = trunk_layers(gguf.metadata, arch)
+    meta = Metadata(gguf.metadata, gguf.path)
+    arch = meta.string("general.architecture", "llama")
+    layers = trunk_layers(meta, arch) if arch in HYBRID_ARCHITECTURES else 0
     out = {}
     for name, info in gguf.tensors.items():
         hf_name = hf_tensor_name(name, arch, layers) or name

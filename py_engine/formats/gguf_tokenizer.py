@@ -7,14 +7,17 @@ llama_tokenize and llama_detokenize do (see py_engine/tokenizer/llama_tokenizer.
 from __future__ import annotations
 
 import logging
+import math
+import re
 from contextlib import contextmanager
 
 from ..errors import ModelFileError
 from ..tokenizer.llama_pre import PRE_TOKENIZERS
 from ..tokenizer.llama_tokenizer import LlamaTokenizer
-from ..tokenizer.llama_vocab import NORMAL, TYPE_ATTRS, LlamaVocab, apply_text_rules
+from ..tokenizer.llama_vocab import BYTE, NORMAL, TYPE_ATTRS, LlamaVocab, apply_text_rules
 from ..tokenizer.spec_error import SpecError
-from .gguf import GGUFFile
+from .gguf import ARRAY, INT8, UINT8, GGUFFile
+from .gguf_values import REQUIRED, Metadata, describe, is_int
 
 log = logging.getLogger("wisp")
 
@@ -51,13 +54,11 @@ _SPECIAL_KEYS = (
 
 
 def tokenizer_from_gguf(gguf: GGUFFile) -> LlamaTokenizer:
-    """The tokenizer a GGUF file describes. Raises ModelFileError."""
-    meta, path = gguf.metadata, gguf.path
-    chat_template = meta.get("tokenizer.chat_template")
-    if chat_template is not None and not isinstance(chat_template, str):
-        raise ModelFileError(path, "tokenizer.chat_template is not a string")
-    with _errors_naming(path):
-        return LlamaTokenizer(read_vocab(meta, path), chat_template=chat_template)
+    """The tokenizer a GGUF file describes. Raises ModelFileError naming the file and the key."""
+    meta = Metadata(gguf.metadata, gguf.path)
+    chat_template = meta.string("tokenizer.chat_template", None)
+    with _errors_naming(gguf.path):
+        return LlamaTokenizer(read_vocab(meta, gguf.metadata_types), chat_template=chat_template)
 
 
 @contextmanager
@@ -68,63 +69,97 @@ def _errors_naming(path):
         raise ModelFileError(path, str(err)) from None
 
 
-def read_vocab(meta: dict, path) -> LlamaVocab:
-    model = _value(meta, path, "model", str)
+def read_vocab(meta: Metadata, types: dict | None = None) -> LlamaVocab:
+    """The vocabulary of the tokenizer.ggml.* keys; `types`: the file's value types, where known
+    (GGUFFile.metadata_types), to hold the charsmap to llama.cpp's byte arrays."""
+    model = meta.string(KEY + "model", None)
     if model is None:
-        raise ModelFileError(path, f"missing metadata key '{KEY}model' (the file has no tokenizer)")
+        raise ModelFileError(meta.path, f"missing metadata key '{KEY}model' (the file has no tokenizer)")
     if model not in _MODELS:
-        raise ModelFileError(path, f"unsupported {KEY}model {model!r} (supported: {', '.join(_MODELS)})")
+        raise ModelFileError(meta.path, f"unsupported {KEY}model {model!r:.60} (supported: {', '.join(_MODELS)})")
     kind, special = _MODELS[model]
     special = dict(special)
-    pre_name = _value(meta, path, "pre", str) or "default"
-    tokens = _array(meta, path, "tokens", str, required=True)
+    pre_name = meta.string(KEY + "pre", None) or "default"
+    tokens = meta.array(KEY + "tokens", types=(str,), what="strings")
     if not tokens:
-        raise ModelFileError(path, f"metadata key '{KEY}tokens' is empty")
+        meta.fail(KEY + "tokens", "is an empty array")
     # llama.cpp names empty tokens so that no text matches them.
     tokens = [token or f"[EMPTY_{index}]" for index, token in enumerate(tokens)]
-    scores = _array(meta, path, "scores", (int, float), length=len(tokens))
-    types = _array(meta, path, "token_type", int, length=len(tokens))
+    scores = meta.array(
+        KEY + "scores", math.isfinite, None, types=(float, int), length=len(tokens), what="finite numbers"
+    )
+    types_ = meta.array(KEY + "token_type", None, None, types=(int,), length=len(tokens), what="integers")
     vocab = LlamaVocab(
         kind=kind,
         tokens=tokens,
         scores=[float(score) for score in scores] if scores else [0.0] * len(tokens),
-        attrs=[TYPE_ATTRS.get(kind_, 0) for kind_ in types] if types else [NORMAL] * len(tokens),
+        attrs=[TYPE_ATTRS.get(kind_, 0) for kind_ in types_] if types_ else [NORMAL] * len(tokens),
         special=special,
         add_bos=kind in ("spm", "wpm"),
         add_eos=kind == "ugm",
         add_space_prefix=kind == "spm",
         clean_spaces=kind in ("bpe", "wpm"),
     )
+    if kind != "bpe":
+        _check_byte_tokens(vocab, meta)
     if kind == "bpe":
-        _read_bpe(vocab, meta, path, pre_name)
+        _read_bpe(vocab, meta, pre_name)
     if kind == "ugm":
-        charsmap = _array(meta, path, "precompiled_charsmap", int) or []
-        vocab.charsmap = bytes(value & 0xFF for value in charsmap)
-    vocab.add_space_prefix = _flag(meta, path, "add_space_prefix", vocab.add_space_prefix)
-    vocab.remove_extra_whitespaces = _flag(meta, path, "remove_extra_whitespaces", False)
-    _read_special_ids(vocab, meta, path)
-    vocab.add_bos = _flag(meta, path, "add_bos_token", vocab.add_bos)
-    vocab.add_eos = _flag(meta, path, "add_eos_token", vocab.add_eos)
+        vocab.charsmap = _charsmap(meta, (types or {}).get(KEY + "precompiled_charsmap"))
+    vocab.add_space_prefix = meta.flag(KEY + "add_space_prefix", vocab.add_space_prefix)
+    vocab.remove_extra_whitespaces = meta.flag(KEY + "remove_extra_whitespaces", False)
+    _read_special_ids(vocab, meta)
+    vocab.add_bos = meta.flag(KEY + "add_bos_token", vocab.add_bos)
+    vocab.add_eos = meta.flag(KEY + "add_eos_token", vocab.add_eos)
     if vocab.pre is not None and vocab.pre.force_bos:
         vocab.add_bos = True
-    vocab.lowercase = _flag(meta, path, "normalizer.lowercase", False)
-    vocab.strip_accents = _flag(meta, path, "normalizer.strip_accents", vocab.lowercase)
+    vocab.lowercase = meta.flag(KEY + "normalizer.lowercase", False)
+    vocab.strip_accents = meta.flag(KEY + "normalizer.strip_accents", vocab.lowercase)
     apply_text_rules(
         vocab,
-        model_name=_value(meta, path, "general.name", str, prefix="") or "",
+        model_name=meta.string("general.name", "") or "",
         pre_name=pre_name,
-        architecture=_value(meta, path, "general.architecture", str, prefix="") or "",
+        architecture=meta.string("general.architecture", "") or "",
     )
     return vocab
 
 
-def _read_bpe(vocab: LlamaVocab, meta: dict, path, pre_name: str) -> None:
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def _check_byte_tokens(vocab: LlamaVocab, meta: Metadata) -> None:
+    """llama.cpp reads a byte token's byte from its text, <0xNN> (token_to_byte)."""
+    for index, attr in enumerate(vocab.attrs):
+        if attr & BYTE and not _BYTE_TOKEN.fullmatch(vocab.tokens[index]):
+            meta.fail(
+                KEY + "token_type", f"makes token {index} ({vocab.tokens[index][:40]!r}) a byte, not spelled <0xNN>"
+            )
+
+
+def _charsmap(meta: Metadata, value_type) -> bytes:
+    """SentencePiece's normalization map: llama.cpp takes a uint8 or int8 array."""
+    key = KEY + "precompiled_charsmap"
+    values = meta.array(key, None, None, types=(int,), what="bytes")
+    if values is None:
+        return b""
+    if values and not -128 <= min(values) <= max(values) <= 255:
+        meta.fail(key, f"holds {min(values) if min(values) < -128 else max(values)}: not a byte")
+    if value_type is not None and value_type not in ((ARRAY, UINT8), (ARRAY, INT8)):
+        meta.fail(key, "should be an array of uint8 or int8")
+    return bytes(value & 0xFF for value in values)
+
+
+def _read_bpe(vocab: LlamaVocab, meta: Metadata, pre_name: str) -> None:
     pre = PRE_TOKENIZERS.get(pre_name)
     if pre is None:
-        raise ModelFileError(path, f"unknown {KEY}pre {pre_name!r}: llama.cpp does not know this pre-tokenizer either")
+        raise ModelFileError(
+            meta.path, f"unknown {KEY}pre {pre_name!r:.60}: llama.cpp does not know this pre-tokenizer either"
+        )
     vocab.pre = pre
     # Kimi-K2 files may have no merges: llama.cpp accepts that for it alone.
-    vocab.merges = _array(meta, path, "merges", str, required=pre_name != "kimi-k2") or []
+    required = REQUIRED if pre_name != "kimi-k2" else None
+    merges = meta.array(KEY + "merges", None, required, types=(str,), what="strings")
+    vocab.merges = merges or []
     vocab.add_space_prefix = False
     vocab.escape_whitespaces = pre.escape_whitespaces
     vocab.clean_spaces = pre.clean_spaces
@@ -134,42 +169,20 @@ def _read_bpe(vocab: LlamaVocab, meta: dict, path, pre_name: str) -> None:
         vocab.special["bos"] = None
 
 
-def _read_special_ids(vocab: LlamaVocab, meta: dict, path) -> None:
-    """Defaults outside the vocabulary are dropped; a key outside it is ignored with a warning."""
+def _read_special_ids(vocab: LlamaVocab, meta: Metadata) -> None:
+    """Defaults outside the vocabulary are dropped; a key outside it is ignored with a warning, as
+    llama.cpp does."""
     special, n_tokens = vocab.special, len(vocab.tokens)
     for name, value in list(special.items()):
         if value is not None and value >= n_tokens:
             special[name] = None
     for name, key in _SPECIAL_KEYS:
-        value = _value(meta, path, key, int)
+        value = meta.meta.get(KEY + key)
         if value is None:
             continue
+        if not is_int(value):
+            meta.fail(KEY + key, f"should be a token id, got {describe(value)}")
         if not 0 <= value < n_tokens:
-            log.warning("%s: %s%s = %d is not a token id; using %s", path, KEY, key, value, special.get(name))
+            log.warning("%s: %s%s = %d is not a token id; using %s", meta.path, KEY, key, value, special.get(name))
             continue
         special[name] = value
-
-
-def _value(meta: dict, path, key: str, kind, prefix: str = KEY):
-    value = meta.get(prefix + key)
-    if value is not None and (isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)):
-        raise ModelFileError(path, f"metadata key {prefix + key!r} has the wrong type")
-    return value
-
-
-def _flag(meta: dict, path, key: str, default: bool) -> bool:
-    value = _value(meta, path, key, bool)
-    return default if value is None else value
-
-
-def _array(meta: dict, path, key: str, kind, *, required: bool = False, length: int | None = None) -> list | None:
-    value = meta.get(KEY + key)
-    if value is None:
-        if required:
-            raise ModelFileError(path, f"missing metadata key '{KEY}{key}'")
-        return None
-    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kind) for v in value):
-        raise ModelFileError(path, f"metadata key '{KEY}{key}' has the wrong type")
-    if length is not None and len(value) < length:
-        raise ModelFileError(path, f"{KEY}{key} has {len(value)} entries for {length} tokens")
-    return value

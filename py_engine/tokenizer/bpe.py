@@ -46,22 +46,28 @@ class BPE:
         self._cache: dict[str, tuple[int, ...]] = {}
 
     @classmethod
-    def from_merge_list(cls, vocab: dict[str, int], merges: list, **options) -> "BPE":
+    def from_merge_list(cls, vocab: dict[str, int], merges: list, *, where: str = "merges", **options) -> "BPE":
         """Ranks from the order of `merges`: "left right" strings (merges.txt, GGUF `gpt2`
-        models) or [left, right] pairs (newer tokenizer.json)."""
+        models) or [left, right] pairs (newer tokenizer.json). `where` names the list in errors."""
         table: dict[int, tuple[float, int]] = {}
         for rank, merge in enumerate(merges):
             if isinstance(merge, str):
                 left, space, right = merge.partition(" ")
                 if not space or " " in right:
-                    raise SpecError(f"bad merge {merge!r}: expected two tokens separated by one space")
-            else:
+                    raise SpecError(
+                        f"{where}[{rank}]: bad merge {merge!r:.60}: expected two tokens separated by one space"
+                    )
+            elif isinstance(merge, (list, tuple)) and len(merge) == 2 and all(isinstance(part, str) for part in merge):
                 left, right = merge
+            else:
+                raise SpecError(f'{where}[{rank}]: expected "left right" or [left, right], got {merge!r:.60}')
             try:
                 # HF keeps the last rank of a repeated merge.
                 table[pack_pair(vocab[left], vocab[right])] = (rank, vocab[left + right])
             except KeyError as err:
-                raise SpecError(f"merge {left!r} {right!r} uses a token missing from the vocab: {err}") from None
+                raise SpecError(
+                    f"{where}[{rank}]: merge {left!r:.40} {right!r:.40} uses a token missing from the vocab: {err}"
+                ) from None
         return cls(vocab, table, **options)
 
     def tokenize(self, word: str) -> tuple[int, ...]:

@@ -13,18 +13,20 @@ from .spec_error import SpecError
 
 class CharsMap:
     def __init__(self, blob: bytes):
+        """Raises SpecError for a blob that cannot be a charsmap. Lookups never fail: a trie whose
+        nodes lead out of it (which SentencePiece would read past) just has no such entry."""
         if len(blob) < 4:
             raise SpecError("precompiled charsmap is too small")
         (trie_size,) = struct.unpack_from("<I", blob)
-        if trie_size % 4 or 4 + trie_size >= len(blob):
+        if trie_size < 4 or trie_size % 4 or 4 + trie_size >= len(blob):
             raise SpecError("precompiled charsmap is malformed (trie size out of bounds)")
+        if blob[-1] != 0:
+            raise SpecError("precompiled charsmap is malformed (its replacements are not NUL-terminated)")
         self._nodes = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
         self._replacements = blob[4 + trie_size :]
 
-    def _node(self, index: int) -> int:
-        if index >= len(self._nodes):
-            raise SpecError("precompiled charsmap is malformed (node out of bounds)")
-        return self._nodes[index]
+    def _node(self, index: int) -> int | None:
+        return self._nodes[index] if index < len(self._nodes) else None
 
     @staticmethod
     def _base(node: int) -> int:
@@ -32,19 +34,24 @@ class CharsMap:
 
     def _matches(self, data: bytes, start: int):
         """(length, replacement offset) of each prefix of data[start:] the map rewrites, shortest first."""
-        index = self._base(self._node(0))
+        index = self._base(self._nodes[0])
         for position in range(start, len(data)):
             byte = data[position]
             if byte == 0:
                 break
             index ^= byte
             node = self._node(index)
-            if node & ((1 << 31) | 0xFF) != byte:  # not a child of the previous node
+            if node is None or node & ((1 << 31) | 0xFF) != byte:  # not a child of the previous node
                 break
             is_leaf = (node >> 8) & 1
             index ^= self._base(node)
             if is_leaf:
-                yield position - start + 1, self._node(index) & ((1 << 31) - 1)
+                value = self._node(index)
+                if value is None:
+                    break
+                offset = value & ((1 << 31) - 1)
+                if offset < len(self._replacements):  # NUL-terminated: the blob ends with one
+                    yield position - start + 1, offset
 
     def longest_match(self, data: bytes, start: int) -> tuple[int, bytes] | None:
         """(length, replacement) of the longest prefix of data[start:] the map rewrites, if any
@@ -58,7 +65,4 @@ class CharsMap:
         return None if match is None else self._replacement(match[1])
 
     def _replacement(self, offset: int) -> bytes:
-        end = self._replacements.find(b"\0", offset) if offset < len(self._replacements) else -1
-        if end < 0:
-            raise SpecError("precompiled charsmap is malformed (replacement out of bounds)")
-        return self._replacements[offset:end]
+        return self._replacements[offset : self._replacements.index(b"\0", offset)]

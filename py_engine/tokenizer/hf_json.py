@@ -1,11 +1,15 @@
 """Read HF tokenizer files (tokenizer.json, tokenizer_config.json, chat_template.jinja) into
 the keyword arguments of `Tokenizer.from_spec`."""
 
+import math
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ModelFileError
 from ..json_file import read_json
 from .added_tokens import AddedToken
+from .hf_sections import boolean, count, fail, list_of, optional, string, token_id
+from .spec_error import SpecError
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
@@ -18,93 +22,165 @@ _TEMPLATE_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 def _model_spec(path, data: dict) -> dict:
     """The `model` section as Tokenizer.from_spec arguments."""
     model = data.get("model")
-    if not isinstance(model, dict):
+    if model is None:
         raise ModelFileError(path, "missing 'model' section")
+    if not isinstance(model, dict):
+        fail("model", "an object", model)
     # Old files leave out the type; a merge list marks BPE.
     model_type = model.get("type", "BPE" if "merges" in model else None)
     if model_type == "BPE":
-        return _bpe_spec(path, model)
+        return _bpe_spec(model)
     if model_type == "WordPiece":
-        if not isinstance(model.get("vocab"), dict):
-            raise ModelFileError(path, "WordPiece model needs a 'vocab' object")
         return dict(
             model_type="wordpiece",
-            vocab=model["vocab"],
-            unk_token=model.get("unk_token", "[UNK]"),
-            continuing_subword_prefix=model.get("continuing_subword_prefix", "##"),
-            max_input_chars_per_word=model.get("max_input_chars_per_word", 100),
+            vocab=_vocab(model),
+            unk_token=_option(model, "unk_token", string, "[UNK]"),
+            continuing_subword_prefix=_option(model, "continuing_subword_prefix", string, "##"),
+            max_input_chars_per_word=_option(model, "max_input_chars_per_word", count, 100),
         )
     if model_type == "Unigram":
         pieces = model.get("vocab")
-        if not isinstance(pieces, list) or not all(isinstance(p, list) and len(p) == 2 for p in pieces):
-            raise ModelFileError(path, "Unigram model needs a 'vocab' list of [piece, score] pairs")
-        unk_id = model.get("unk_id")
+        list_of(_piece_and_score)(pieces, "model.vocab")
+        unk_id = _option(model, "unk_id", optional(token_id), None)
+        if unk_id is not None and unk_id >= len(pieces):
+            raise SpecError(f"model.unk_id: {unk_id} is not an index of model.vocab ({len(pieces)} pieces)")
         return dict(
             model_type="unigram",
             vocab=[piece for piece, _ in pieces],
-            scores=[score for _, score in pieces],
+            scores=[float(score) for _, score in pieces],
             unk_token=None if unk_id is None else pieces[unk_id][0],
-            byte_fallback=model.get("byte_fallback", False),
+            byte_fallback=_option(model, "byte_fallback", boolean, False),
         )
-    raise ModelFileError(path, f"unsupported tokenizer model type {model_type!r} (supported: BPE, WordPiece, Unigram)")
-
-
-def _bpe_spec(path, model: dict) -> dict:
-    if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
-        raise ModelFileError(path, "BPE model needs a 'vocab' object and a 'merges' list")
-    for option in ("continuing_subword_prefix", "end_of_word_suffix"):
-        if model.get(option):
-            raise ModelFileError(path, f"BPE option {option}={model[option]!r} is not supported")
-    return dict(
-        model_type="bpe",
-        vocab=model["vocab"],
-        merges=model["merges"],
-        unk_token=model.get("unk_token"),
-        fuse_unk=model.get("fuse_unk", False),
-        byte_fallback=model.get("byte_fallback", False),
-        ignore_merges=model.get("ignore_merges", False),
+    raise ModelFileError(
+        path, f"unsupported tokenizer model type {model_type!r:.60} (supported: BPE, WordPiece, Unigram)"
     )
 
 
-def _added_tokens(path, data: dict) -> list[AddedToken]:
-    try:
-        return [
-            AddedToken(
-                id=entry["id"],
-                content=entry["content"],
-                special=entry.get("special", False),
-                lstrip=entry.get("lstrip", False),
-                rstrip=entry.get("rstrip", False),
-                single_word=entry.get("single_word", False),
-                # HF's default: special tokens match the raw text, others the normalized text.
-                normalized=entry.get("normalized", not entry.get("special", False)),
-            )
-            for entry in data.get("added_tokens") or []
-        ]
-    except (KeyError, TypeError) as err:
-        raise ModelFileError(path, f"malformed added_tokens entry: {err!r}") from None
+def _bpe_spec(model: dict) -> dict:
+    if not isinstance(model.get("merges"), list):
+        fail("model.merges", "a list", model.get("merges"))
+    for option in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if _option(model, option, optional(string), None):
+            raise SpecError(f"model.{option}: BPE option {option}={model[option]!r:.60} is not supported")
+    return dict(
+        model_type="bpe",
+        vocab=_vocab(model),
+        merges=model["merges"],  # each checked as BPE reads it
+        unk_token=_option(model, "unk_token", optional(string), None),
+        fuse_unk=_option(model, "fuse_unk", boolean, False),
+        byte_fallback=_option(model, "byte_fallback", boolean, False),
+        ignore_merges=_option(model, "ignore_merges", boolean, False),
+    )
 
 
-def _token_text(value) -> str | None:
+def _option(section: dict, name: str, check, default):
+    """section[name] passing check(value, where); `default` where it is missing."""
+    if name not in section:
+        return default
+    check(section[name], f"model.{name}")
+    return section[name]
+
+
+def _vocab(model: dict) -> dict[str, int]:
+    """model.vocab: {token: id}, every id a different one."""
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict):
+        fail("model.vocab", "an object of token: id", vocab)
+    tokens_by_id: dict[int, str] = {}
+    for token, index in vocab.items():
+        token_id(index, f"model.vocab[{token[:40]!r}]")
+        if index in tokens_by_id:
+            raise SpecError(f"model.vocab: {tokens_by_id[index][:40]!r} and {token[:40]!r} both have id {index}")
+        tokens_by_id[index] = token
+    return vocab
+
+
+def _piece_and_score(value, where):
+    """A Unigram piece: [text, finite score]."""
+    if not isinstance(value, list) or len(value) != 2:
+        fail(where, "a [piece, score] pair", value)
+    string(value[0], f"{where}[0]")
+    score = value[1]
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+        fail(f"{where}[1]", "a finite number", score)
+
+
+def _added_token(value, where):
+    if not isinstance(value, dict):
+        fail(where, "an object", value)
+    token_id(value.get("id"), f"{where}.id")
+    string(value.get("content"), f"{where}.content")
+    for flag in ("special", "lstrip", "rstrip", "single_word", "normalized"):
+        if flag in value:
+            boolean(value[flag], f"{where}.{flag}")
+
+
+def _added_tokens(data: dict) -> list[AddedToken]:
+    entries = data.get("added_tokens")
+    if entries is None:
+        return []
+    list_of(_added_token)(entries, "added_tokens")
+    return [
+        AddedToken(
+            id=entry["id"],
+            content=entry["content"],
+            special=entry.get("special", False),
+            lstrip=entry.get("lstrip", False),
+            rstrip=entry.get("rstrip", False),
+            single_word=entry.get("single_word", False),
+            # HF's default: special tokens match the raw text, others the normalized text.
+            normalized=entry.get("normalized", not entry.get("special", False)),
+        )
+        for entry in entries
+    ]
+
+
+def _token_text(config: dict, name: str) -> str | None:
     """tokenizer_config.json writes special tokens as "text" or {"content": "text", ...}."""
+    value = config.get(name)
     if isinstance(value, dict):
-        return value.get("content")
-    return value if isinstance(value, str) else None
+        string(value.get("content"), f"{name}.content")
+        return value["content"]
+    if value is not None and not isinstance(value, str):
+        fail(name, 'a string, {"content": string} or null', value)
+    return value
+
+
+def _named_template(value, where):
+    if not isinstance(value, dict):
+        fail(where, 'an object {"name": ..., "template": ...}', value)
+    string(value.get("name"), f"{where}.name")
+    string(value.get("template"), f"{where}.template")
 
 
 def _config_template(config: dict) -> str | None:
     template = config.get("chat_template")
     if isinstance(template, list):  # named templates: [{"name": ..., "template": ...}]
-        named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
-        return named.get("default")
-    return template if isinstance(template, str) else None
+        list_of(_named_template)(template, "chat_template")
+        return {entry["name"]: entry["template"] for entry in template}.get("default")
+    if template is not None and not isinstance(template, str):
+        fail("chat_template", "a string, a list of named templates or null", template)
+    return template
+
+
+@contextmanager
+def _fields_of(path):
+    """A SpecError naming a field becomes a ModelFileError naming the file too."""
+    try:
+        yield
+    except SpecError as err:
+        raise ModelFileError(path, str(err)) from None
 
 
 def read_tokenizer_files(path, config_path=None, chat_template_path=None) -> dict:
+    """Raises ModelFileError naming the file and the field. The pipeline sections are checked by
+    Tokenizer.from_spec (hf_sections.py)."""
     data = read_json(path)
-    added_tokens = _added_tokens(path, data)
+    with _fields_of(path):
+        added_tokens = _added_tokens(data)
+        model = _model_spec(path, data)
     spec = dict(
-        **_model_spec(path, data),
+        **model,
         added_tokens=added_tokens,
         normalizer=data.get("normalizer"),
         pre_tokenizer=data.get("pre_tokenizer"),
@@ -128,24 +204,26 @@ def _config_spec(config_path, vocab: dict[str, int], added_tokens: list[AddedTok
     config = read_json(config_path)
     all_ids = {**vocab, **{token.content: token.id for token in added_tokens}}
     template_tokens = {}
-    for name in _TEMPLATE_TOKEN_NAMES:
-        text = _token_text(config.get(name))
-        if text is not None:
-            template_tokens[name] = text
+    with _fields_of(config_path):
+        for name in _TEMPLATE_TOKEN_NAMES:
+            text = _token_text(config, name)
+            if text is not None:
+                template_tokens[name] = text
+        chat_template = _config_template(config)
 
-    def token_id(name: str) -> int | None:
+    def id_of(name: str) -> int | None:
         text = template_tokens.get(name)
         if text is None:
             return None
         if text not in all_ids:
-            raise ModelFileError(config_path, f"{name} {text!r} is not in the vocabulary")
+            raise ModelFileError(config_path, f"{name} {text!r:.60} is not in the vocabulary")
         return all_ids[text]
 
-    eos_id = token_id("eos_token")
+    eos_id = id_of("eos_token")
     return dict(
-        bos_id=token_id("bos_token"),
+        bos_id=id_of("bos_token"),
         eos_ids=[] if eos_id is None else [eos_id],
-        chat_template=_config_template(config),
+        chat_template=chat_template,
         template_tokens=template_tokens,
     )
 

@@ -55,7 +55,8 @@ class Detokenizer:
             if self._spelled_as_bytes:
                 return _byte_level_bytes(text)
             return text.replace("\u2581", " ").encode("utf-8")
-        if attr & BYTE:
+        if attr & BYTE and self._vocab.kind != "bpe":  # llama.cpp renders a BPE byte token as nothing
+            # Spelled <0xNN>: formats/gguf_tokenizer.py refuses other spellings.
             return bytes([int(text[3:5], 16)])
         return b""
 

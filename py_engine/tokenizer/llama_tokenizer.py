@@ -161,7 +161,9 @@ def _byte_pair(vocab: LlamaVocab):
         names = (f"<0x{b:02X}>" if not byte_encode else chr(b) if b < 0x80 else None for b in char.encode())
         return [ids[name] for name in names if name in ids]
 
-    model = BPE.from_merge_list(ids, vocab.merges, ignore_merges=vocab.ignore_merges, spell_unknown=spell)
+    model = BPE.from_merge_list(
+        ids, vocab.merges, where="tokenizer.ggml.merges", ignore_merges=vocab.ignore_merges, spell_unknown=spell
+    )
 
     def tokenize(fragment: str, after_token: bool) -> list[int]:
         if vocab.escape_whitespaces:

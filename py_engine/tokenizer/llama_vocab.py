@@ -142,11 +142,13 @@ def apply_text_rules(vocab: LlamaVocab, *, model_name: str, pre_name: str, archi
     tokens, attrs, special = vocab.tokens, vocab.attrs, vocab.special
     for name, texts in _DETECTED.items():
         if special.get(name) is None:
-            # llama.cpp takes the first it meets in a hash map; we take the lowest id.
-            found = [i for i, token in enumerate(tokens) if token in texts and vocab.ids[token] == i]
+            # llama.cpp takes the first it meets in a hash map; we take the lowest id (of a
+            # repeated text, its last id: the one `ids` keeps). Looked up, not scanned: a
+            # vocabulary has some 10^5 tokens.
+            found = [vocab.ids[text] for text in texts if text in vocab.ids]
             if found:
-                special[name] = found[0]
-                attrs[found[0]] |= CONTROL
+                special[name] = min(found)
+                attrs[min(found)] |= CONTROL
     for index, token in enumerate(tokens):
         if attrs[index] & CONTROL and "unused" in token:
             attrs[index] |= UNUSED

@@ -1,7 +1,6 @@
 """Normalizers: text -> text rewrites run before pre-tokenization (HF `normalizer` section)."""
 
 import base64
-import binascii
 import unicodedata
 from collections.abc import Callable
 
@@ -81,9 +80,10 @@ def _precompiled(config: dict) -> Normalizer:
     6 bytes that starts with a mapped sequence is replaced whole by the shortest one's mapping;
     otherwise each mapped character is replaced."""
     try:
-        charsmap = CharsMap(base64.b64decode(config["precompiled_charsmap"]))
-    except binascii.Error as err:
-        raise SpecError(f"Precompiled normalizer: bad base64 charsmap ({err})") from None
+        blob = base64.b64decode(config["precompiled_charsmap"], validate=True)
+    except ValueError as err:  # binascii.Error, or a character outside ASCII
+        raise SpecError(f"Precompiled normalizer: precompiled_charsmap is not base64 ({err})") from None
+    charsmap = CharsMap(blob)
 
     def replacement(chunk: str) -> str | None:
         data = chunk.encode("utf-8")

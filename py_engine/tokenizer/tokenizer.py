@@ -14,6 +14,7 @@ from .base import TokenizerBase
 from .bpe import BPE
 from .decode import build_decoder
 from .hf_json import read_model_dir, read_tokenizer_files
+from .hf_sections import check_section
 from .normalize import build_normalizer
 from .postprocess import special_token_affixes
 from .pretokenize import build_pre_tokenizer
@@ -116,27 +117,33 @@ class Tokenizer(TokenizerBase):
             if model_type not in _DEFAULT_PIPELINES:
                 raise SpecError(f"unsupported tokenizer model type {model_type!r}")
             defaults = _DEFAULT_PIPELINES[model_type]
-
-            def chosen(part: str, given):
-                return defaults[part] if given == MODEL_DEFAULT else given
+            sections = dict(normalizer=normalizer, pre_tokenizer=pre_tokenizer, decoder=decoder)
+            sections = {part: defaults[part] if given == MODEL_DEFAULT else given for part, given in sections.items()}
+            for part, config in {**sections, "post_processor": post_processor}.items():
+                check_section(part, config)
 
             token_ids = dict(vocab) if isinstance(vocab, dict) else {t: i for i, t in enumerate(vocab)}
             added_tokens = list(added_tokens)
+            unk_id = None if unk_token is None else token_ids.get(unk_token)
+            if unk_token is not None and unk_id is None and model_type != "wordpiece":
+                raise SpecError(f"unk_token {unk_token!r:.60} is not in the vocab")
             if model_type == "wordpiece":
                 model = WordPiece(token_ids, unk_token, continuing_subword_prefix, max_input_chars_per_word)
             elif model_type == "unigram":
-                unk_id = None if unk_token is None else token_ids[unk_token]
-                model = Unigram(list(zip(vocab, scores, strict=True)), unk_id, byte_fallback)
+                if scores is None or len(scores) != len(vocab):
+                    raise SpecError(f"a Unigram model needs one score per piece ({len(vocab)})")
+                model = Unigram(list(zip(vocab, scores)), unk_id, byte_fallback)
             else:
                 model = BPE.from_merge_list(
                     token_ids,
-                    merges,
-                    unk_id=None if unk_token is None else token_ids[unk_token],
+                    merges or [],
+                    where="model.merges",
+                    unk_id=unk_id,
                     fuse_unk=fuse_unk,
                     byte_fallback=byte_fallback,
                     ignore_merges=ignore_merges,
                 )
-            normalizer = build_normalizer(chosen("normalizer", normalizer))
+            normalizer = build_normalizer(sections["normalizer"])
             id_to_token = {i: t for t, i in token_ids.items()}
             # Like HF, a token matched in normalized text decodes from its normalized form,
             # so that the decoder undoes the normalization (e.g. "▁<extra>" -> " <extra>").
@@ -144,6 +151,8 @@ class Tokenizer(TokenizerBase):
                 (token.id, normalizer(token.content) if token.normalized and normalizer else token.content)
                 for token in added_tokens
             )
+            if not id_to_token:
+                raise SpecError("the vocabulary is empty")
 
             eos_ids = list(eos_ids)
             if post_processor is not None:
@@ -151,6 +160,9 @@ class Tokenizer(TokenizerBase):
                 affixes = special_token_affixes(post_processor, all_ids.get)
             else:
                 affixes = ([bos_id] if add_bos and bos_id is not None else [], eos_ids[:1] if add_eos else [])
+            _check_ids(id_to_token, affixes[0] + affixes[1], "post_processor: the special tokens it adds")
+            _check_ids(id_to_token, [bos_id] if bos_id is not None else [], "bos_id")
+            _check_ids(id_to_token, eos_ids, "eos_ids")
             if bos_id is None and len(affixes[0]) == 1:
                 bos_id = affixes[0][0]
             if template_tokens is None:
@@ -161,8 +173,8 @@ class Tokenizer(TokenizerBase):
                 id_to_token=id_to_token,
                 added_tokens=added_tokens,
                 normalizer=normalizer,
-                pre_tokenizer=build_pre_tokenizer(chosen("pre_tokenizer", pre_tokenizer)),
-                decoder=build_decoder(chosen("decoder", decoder)),
+                pre_tokenizer=build_pre_tokenizer(sections["pre_tokenizer"]),
+                decoder=build_decoder(sections["decoder"]),
                 affixes=affixes,
                 bos_id=bos_id,
                 eos_ids=eos_ids,
@@ -224,13 +236,19 @@ class Tokenizer(TokenizerBase):
 
 @contextmanager
 def _errors_naming(source: str):
-    """Report any problem in the tokenizer description as a ModelFileError naming `source`."""
+    """Report a problem in the tokenizer description (a SpecError: the parts check what they
+    are given, hf_sections.py the pipeline's shape) as a ModelFileError naming `source`."""
     try:
         yield
     except SpecError as err:
         raise ModelFileError(source, str(err)) from None
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-        raise ModelFileError(source, f"malformed tokenizer description ({type(err).__name__}: {err})") from None
+
+
+def _check_ids(id_to_token: dict[int, str], ids: list, what: str) -> None:
+    """Ids the tokenizer emits or stops on must be tokens: the model has no embedding for others."""
+    for token_id in ids:
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id not in id_to_token:
+            raise SpecError(f"{what}: {token_id!r} is not a token id of the vocabulary")
 
 
 def _default_template_tokens(id_to_token: dict[int, str], bos_id: int | None, eos_ids: list[int]) -> dict:
