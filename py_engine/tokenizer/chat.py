@@ -3,7 +3,9 @@
 Templates are Jinja2 code from model repositories, so they run sandboxed, with the same
 environment transformers gives them (trim_blocks, lstrip_blocks, loop controls, its `tojson`,
 `raise_exception`, `strftime_now` and the `{% generation %}` tag); a template written for
-transformers then renders the same text here.
+transformers then renders the same text here. A template is a program from the model's files, so
+it also runs with limits on its time and memory (template_sandbox, template_limits); every way it
+can fail is a ChatTemplateError.
 """
 
 import json
@@ -12,9 +14,12 @@ from datetime import datetime
 import jinja2
 import jinja2.ext
 import jinja2.nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ..errors import WispError
+from .template_filters import limited_filter
+from .template_limits import ChatTemplateError, conversation_size
+from .template_sandbox import LimitedEnvironment
+
+__all__ = ["ChatTemplateError", "compile_template", "render"]
 
 # Names transformers also passes a message's reasoning under; templates read the first.
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -49,16 +54,16 @@ def _strftime_now(date_format):
 
 
 def compile_template(source: str) -> jinja2.Template:
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
-    )
-    env.filters["tojson"] = _tojson
+    env = LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = limited_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     try:
-        return env.from_string(source)
-    except jinja2.exceptions.TemplateError as err:
-        raise WispError(f"chat template does not compile: {err}") from None
+        return env.compile_source(source)
+    except (ChatTemplateError, MemoryError):  # a MemoryError would be a limit missing: let it show
+        raise
+    except Exception as err:  # noqa: BLE001 - the template's own code: syntax, nesting, size
+        raise ChatTemplateError(f"chat template does not compile: {err}") from None
 
 
 def _prepare_message(message: dict) -> dict:
@@ -74,13 +79,16 @@ def _prepare_message(message: dict) -> dict:
 def render(template: jinja2.Template, messages: list[dict], add_generation_prompt: bool, variables: dict) -> str:
     """`variables` holds the special token strings and any extra template arguments."""
     try:
-        return template.render(
-            messages=[_prepare_message(message) for message in messages],
-            add_generation_prompt=add_generation_prompt,
+        arguments = {
+            "messages": [_prepare_message(message) for message in messages],
+            "add_generation_prompt": add_generation_prompt,
             # Defined even when unused: templates test `tools is not none`, which an
             # undefined variable would pass.
             **{"tools": None, "documents": None, **variables},
-        )
-    except (jinja2.exceptions.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+        }
+        return template.environment.render_limited(template, arguments, conversation_size(arguments))
+    except (ChatTemplateError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever the template's code raised
         # Template code fails on conversations it does not accept, e.g. a message without content.
-        raise WispError(f"chat template failed: {err}") from None
+        raise ChatTemplateError(f"chat template failed: {err}") from None

@@ -6,11 +6,16 @@ character-class escapes: `\\p{L}`, `\\p{N}`, `\\s`, ... Everything else they use
 backtracks leftmost-first like Oniguruma. So we rewrite each class escape into explicit code
 point ranges and leave the rest of the pattern as it is. Unknown patterns that stick to these
 constructs therefore work too; anything `re` cannot parse raises SpecError.
+
+The patterns come from the model's files, so before one runs, regex_guard proves that it cannot
+backtrack for longer than quadratic time in the text length; one that could is a SpecError too.
 """
 
 import re
+import warnings
 from functools import lru_cache
 
+from .regex_guard import check_backtracking
 from .spec_error import SpecError
 from .unicode_classes import WHITE_SPACE, Range, category_ranges, complement, merge_ranges
 
@@ -28,11 +33,9 @@ _SHORTHAND_CLASSES = {
 
 
 def _escape_code_point(code_point: int) -> str:
-    if code_point < 0x100:
-        return f"\\x{code_point:02x}"
-    if code_point < 0x10000:
-        return f"\\u{code_point:04x}"
-    return f"\\U{code_point:08x}"
+    # The character itself (escaped where `re` gives it a meaning): `re` parses it several times
+    # faster than a \uXXXX escape, which counts for classes of some 700 ranges.
+    return re.escape(chr(code_point))
 
 
 def class_body(ranges: list[Range]) -> str:
@@ -87,7 +90,10 @@ def translate(pattern: str) -> str:
                 close = pattern.find("}", pos)
                 if close < 0:
                     raise SpecError(f"unterminated \\x{{...}} in regex {pattern!r}")
-                out.append(_escape_code_point(int(pattern[pos + 3 : close], 16)))
+                try:
+                    out.append(_escape_code_point(int(pattern[pos + 3 : close], 16)))
+                except ValueError:
+                    raise SpecError(f"bad \\x{{...}} escape in regex {pattern!r}") from None
                 pos = close + 1
             elif escaped == "z":
                 out.append(r"\Z")  # Oniguruma's absolute end of string
@@ -116,10 +122,31 @@ def translate(pattern: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=64)
+# Real pre-tokenizer patterns are under 1,000 characters (under 100 KB once translated: each
+# \p{L} spells out some 700 ranges); beyond these, compiling alone would take seconds.
+MAX_PATTERN_CHARS = 20_000
+MAX_TRANSLATED_CHARS = 1_000_000
+
+
 def compile_pattern(pattern: str) -> re.Pattern:
+    """The stdlib regex for tokenizer regex `pattern`, checked for runaway backtracking."""
+    if not isinstance(pattern, str):
+        raise SpecError(f"a regex must be a string, got {type(pattern).__name__}")
+    return _compile(pattern)
+
+
+@lru_cache(maxsize=64)
+def _compile(pattern: str) -> re.Pattern:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise SpecError(f"regex of {len(pattern)} characters is longer than {MAX_PATTERN_CHARS}")
     translated = translate(pattern)
+    if len(translated) > MAX_TRANSLATED_CHARS:
+        raise SpecError(f"regex {pattern[:200]!r} spells out too many character ranges")
     try:
-        return re.compile(translated)
-    except (re.error, ValueError, OverflowError) as err:
-        raise SpecError(f"unsupported regex {pattern!r}: {err}") from None
+        with warnings.catch_warnings():  # "possible set difference", "bad character in group name":
+            warnings.simplefilter("ignore")  # the model's business, not the user's console's
+            regex = re.compile(translated)
+    except (re.error, ValueError, OverflowError, RecursionError) as err:
+        raise SpecError(f"unsupported regex {pattern[:200]!r}: {err}") from None
+    check_backtracking(translated, pattern)
+    return regex
