@@ -1,13 +1,14 @@
 // The chat page: model picker, narrated loading, streamed answers. This module is the page's state
-// machine (idle → loading → ready ⇄ generating) and its event wiring; the views live beside it:
-// ui.js (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, messages.js (the
+// machine (idle → loading → ready ⇄ generating, and ready → recovering → ready while the worker
+// reloads the model after a GPU reset) and its event wiring; the views live beside it: ui.js
+// (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, messages.js (the
 // conversation), settings.js (sampling), format.js (numbers). Protocol handling lives in client.js.
 import { WispClient, fetchModels, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
 import { fmtMs, fmtSize } from "./format.js";
 import { resetProgress, onProgress, stopProgress } from "./progress.js";
 import { renderGpu } from "./gpu_panel.js";
-import { showError, hideError } from "./error_banner.js";
+import { showError, hideError, showDeviceLost } from "./error_banner.js";
 import { addUserMessage, addAssistantMessage, scrollToBottom, statsLine } from "./messages.js";
 import { fillSettings, onSettingsInput, requestSampling, resetSettings, toggleSettings } from "./settings.js";
 import { registerServiceWorker } from "./pwa.js";
@@ -25,7 +26,7 @@ const SUGGESTIONS = [
 ];
 
 const state = {
-  phase: "idle",        // idle | loading | ready | generating
+  phase: "idle",        // idle | loading | ready | generating | recovering (the worker reloads after a GPU reset)
   models: [],
   loaded: null,         // the model (from /api/models) the worker holds
   loadedEvent: null,
@@ -46,6 +47,7 @@ function setPhase(phase) {
 function render() {
   const { phase, loaded, noGpu } = state;
   const busy = phase === "loading";
+  const recovering = phase === "recovering";
   const hasMessages = ui.messages.childElementCount > 0;
   const selected = selectedModel();
 
@@ -56,14 +58,14 @@ function render() {
 
   ui.select.disabled = busy || state.models.length === 0;
   const sameModel = loaded && selected && selected.id === loaded.id;
-  ui.load.disabled = noGpu || busy || !selected || sameModel;
+  ui.load.disabled = noGpu || busy || recovering || !selected || sameModel;
   ui.load.classList.toggle("is-busy", busy);
   ui.load.classList.toggle("is-done", !!sameModel && !busy);
   ui.load.querySelector(".btn-label").textContent = busy ? "Loading…" : sameModel ? "Loaded" : loaded ? "Switch" : "Load";
 
   ui.prompt.disabled = busy || noGpu;
   const narrow = window.innerWidth < 560;
-  ui.prompt.placeholder = loaded ? (narrow ? "Message…" : `Message ${loaded.name}…`)
+  ui.prompt.placeholder = recovering ? "Reloading the model…" : loaded ? (narrow ? "Message…" : `Message ${loaded.name}…`)
     : busy ? "Loading the model…" : narrow ? "Load a model first" : "Load a model to start chatting";
   const generating = phase === "generating";
   ui.send.hidden = generating;
@@ -100,8 +102,28 @@ function client() {
     setPhase("idle");
   });
   c.addEventListener("error", (ev) => showError(ev.detail.kind, ev.detail.message, { openStorage }));
+  c.addEventListener("device_lost", (ev) => onDeviceLost(ev.detail));
   state.client = c;
   return c;
+}
+
+// The GPU device was lost: the worker reloads the model by itself, and the conversation stays. A
+// load under way just goes on (its `loaded` or error settles it); an answer on the lost device has
+// already failed (send() marks it) before "reloading" arrives.
+function onDeviceLost(event) {
+  const loading = state.phase === "loading";
+  showDeviceLost(event, { loading });
+  if (loading) return;
+  if (event.status === "reloading") setPhase("recovering");
+  else if (event.status === "failed") {
+    state.loaded = null;
+    state.loadedEvent = null;
+    renderGpu(null);
+    setPhase("idle");
+  } else if (state.phase === "recovering") {
+    setPhase("ready");
+    announce("The GPU was reset; the model was reloaded.");
+  }
 }
 
 async function loadSelected() {
@@ -130,7 +152,7 @@ async function loadSelected() {
     ui.prompt.focus();
   } catch (err) {
     if (err.kind !== "crash") {
-      const kind = ["no-webgpu", "internal", "quota", "store"].includes(err.kind) ? err.kind : "load";
+      const kind = ["no-webgpu", "internal", "quota", "store", "device-lost"].includes(err.kind) ? err.kind : "load";
       showError(kind, err.message, { openStorage });
       if (err.kind === "no-webgpu") showNoWebGPU("no-adapter");
       setPhase("idle");
@@ -193,8 +215,9 @@ async function send(rawText) {
     announce(done.stop === "cancel" ? "Stopped." : "Answer complete.");
   } catch (err) {
     if (state.history.length - 1 === userTurn) state.history.pop(); // the model never answered this turn
-    view.fail(err.message, gen.text);
-    if (err.kind !== "crash" && err.kind !== "terminated") showError(err.kind === "internal" ? "internal" : "generate", err.message);
+    const lost = err.kind === "device-lost";  // the worker reloads the model: its device_lost events narrate
+    view.fail(lost ? "the GPU was reset mid-answer" : err.message, gen.text);
+    if (!lost && err.kind !== "crash" && err.kind !== "terminated") showError(err.kind === "internal" ? "internal" : "generate", err.message);
   } finally {
     if (state.gen === gen) state.gen = null;
     if (state.phase === "generating") setPhase("ready");

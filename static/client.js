@@ -11,8 +11,11 @@
 //
 // Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
 // an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
-// too), are dispatched as "error" / "crash" events. Every worker message is also dispatched as an
-// event of its own type (detail: the message), e.g. client.addEventListener("progress", ...).
+// too), are dispatched as "error" / "crash" events. A lost GPU device is no crash: the generation
+// on it fails (kind "device-lost"), and the worker reloads the model by itself, narrated by
+// "device_lost" events {status: "reloading" | "reloaded" | "failed"} (py_engine/web/recovery.py).
+// Every worker message is also dispatched as an event of its own type (detail: the message), e.g.
+// client.addEventListener("progress", ...).
 
 import { detectPlatform } from "./platform.js";
 import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
@@ -299,6 +302,9 @@ export class WispClient extends EventTarget {
       case "store":
       case "probe":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
+        break;
+      case "device_lost":  // a pending load goes on (the worker loads again); "failed": nothing is loaded
+        if (msg.status === "failed") this.loaded = null;
         break;
       case "diagnostic": if (p?.onResult) p.onResult(msg.result); break;
       case "diagnostics":

@@ -12,6 +12,8 @@ const ERROR_TITLES = {
   models: "Couldn’t list the models",
   quota: "Not enough storage on this device",
   store: "The model store on this device failed",
+  "device-lost": "The GPU stopped working",
+  "gpu-reset": "The GPU was reset",  // a notice: the worker reloads the model by itself
 };
 
 const hint = $("error-hint");
@@ -51,3 +53,18 @@ export function showError(kind, message, opts = {}) {
   ui.banner.hidden = false;
 }
 export function hideError() { ui.banner.hidden = true; }
+
+/** The notice of a `device_lost` event (py_engine/web/recovery.py): the worker reloads the model on a
+ *  new device, the conversation stays; "failed" is an error with what to do next. */
+export function showDeviceLost(event, { loading = false } = {}) {
+  if (event.status === "failed") {
+    showError("device-lost", `The model could not be reloaded: ${event.message}`);
+    hint.textContent = "Close other tabs that use the GPU, then press Load to try again.";
+    hint.hidden = false;
+    return;
+  }
+  const what = loading ? "Loading the model again" : "Reloading the model";
+  showError("gpu-reset", event.status === "reloading"
+    ? `${what} from this device’s storage…${loading ? "" : " The conversation is kept."}`
+    : "The model was reloaded; the conversation is kept.");
+}

@@ -8,7 +8,7 @@
 // py_engine.gpu.device.GpuError.
 //
 // Exported API (sizes and offsets in bytes):
-//   requestDevice({allowF16, allowSubgroups, limits: "default" | "adapter"}) -> Promise<info>   (in gpu_device.js)
+//   requestDevice({allowF16, allowSubgroups, limits: "default" | "adapter"}) -> Promise<info>   (gpu_device.js opens it)
 //   createBuffer(size, kind = "storage" | "uniform", label) -> id
 //   writeBuffer(id, offset, data)          data: a typed array / ArrayBuffer, or a Pyodide PyProxy
 //                                          of a Python buffer (read zero-copy). Offset and length
@@ -29,6 +29,8 @@
 //                                          plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url,
 //                                          start, length]]; onProgress(done, total) in bytes.
 //   stats() -> {buffers, kernels, bindGroups, pending}
+//   onDeviceLost(handler)                  handler(reason, message) on each loss of the current device
+//   deviceLost(waitMs) -> Promise<{lost, reason?, message?}>   is the current device lost? (both in gpu_device.js)
 //
 // Split in four: gpu_device.js (requestDevice, the id tables, the error bookkeeping), gpu_submit.js
 // (encoding submits: the single pass and WebKit's grouped command buffers), weights.js
@@ -36,16 +38,25 @@
 // it re-exports the others' public functions and Python still sees one module.
 
 import {
-  bindGroups, buffers, check, describe, device, drain, enqueue, get, gpuError, id, kernels, layouts, pending, scoped,
-  submitState,
+  bindGroups, buffers, check, describe, device, drain, enqueue, get, gpuError, id, kernels, layouts, pending,
+  requestDevice as openDevice, scoped, submitState,
 } from "./gpu_device.js";
-import { fetchRead as fetchPending, readNow } from "./gpu_reads.js";
+import { fetchRead as fetchPending, forgetReads, readNow } from "./gpu_reads.js";
 import { encodeAndSubmit } from "./gpu_submit.js";
 import { loadWeights as loadWeightsNow } from "./weights.js";
 
-export { requestDevice } from "./gpu_device.js";
+export { deviceLost, onDeviceLost } from "./gpu_device.js";
 export { configureSubmit } from "./gpu_submit.js";
 export { READ_BYTES } from "./weights.js";
+
+let loseAtSubmit = 0;  // the test hook's countdown (_testFault below); 0: off
+
+// A new device (the first, or one replacing a lost one): the reads set aside on the old one go.
+export function requestDevice(options = {}) {
+  forgetReads();
+  loseAtSubmit = 0;
+  return openDevice(options);
+}
 
 // Weight uploads write the queue: after any pending grouped submits (none on the single-pass path).
 export async function loadWeights(plan, onProgress) {
@@ -196,6 +207,7 @@ function sharedBytes() {
 
 export function submitShared(count) {
   check();
+  countSubmit();
   const u8 = sharedBytes();
   encodeAndSubmit(new Int32Array(u8.buffer, u8.byteOffset, count));
 }
@@ -217,6 +229,7 @@ export function writeShared(bufferId, offset, length) {
 
 export function submit(ops) {
   check();
+  countSubmit();
   withInts(ops, encodeAndSubmit);
 }
 
@@ -247,8 +260,14 @@ export function stats() {
            submitGroup: submitState.group, commandBuffers: submitState.commandBuffers };
 }
 
-// Test hook: make the device report an error / lose the device as a real fault would.
-export function _testFault(kind) {
-  if (kind === "lose") device.destroy();
+// Test hook: make the device report an error / lose the device as a real fault would. "lose" with
+// afterSubmits N loses it at the Nth submit from now: mid-forward, while a generation runs.
+function countSubmit() {
+  if (loseAtSubmit && --loseAtSubmit === 0) device.destroy();
+}
+
+export function _testFault(kind, afterSubmits = 0) {
+  if (kind === "lose" && afterSubmits > 0) loseAtSubmit = afterSubmits;
+  else if (kind === "lose") device.destroy();
   else if (kind === "validation") device.createBuffer({ size: 4, usage: 0xffffffff });
 }

@@ -19,6 +19,7 @@ const REQUEST_LIMIT_KEYS = LIMIT_KEYS.slice(0, 6);  // the maxima; alignments st
 let adapter = null;
 export let device = null;
 export let lost = null;      // GPUDeviceLostInfo once the device is gone
+let lostHandler = null;      // Python's (py_engine/web/recovery.py): told of each loss of the current device
 const errors = [];           // uncaptured errors not yet thrown
 export const pending = [];   // promises prepare() awaits: each resolves to an error message or null
 let nextId = 1;
@@ -123,7 +124,12 @@ export async function requestDevice(options = {}) {
   submitState.chain = null; submitState.commandBuffers = 0;
   buffers.clear(); kernels.clear(); bindGroups.clear(); layouts.clear(); staging.length = 0;
   const current = device;
-  device.lost.then((info) => { if (device === current) lost = info; });
+  device.lost.then((info) => {
+    if (device !== current) return;  // replaced on purpose: requestDevice destroyed it
+    lost = info;
+    try { if (lostHandler) lostHandler(info.reason, info.message); }
+    catch (e) { console.error("the device-lost handler failed", e); }
+  });
   device.addEventListener("uncapturederror", (ev) => { if (device === current) errors.push(describe(ev.error)); });
   const info = adapter.info || {};
   const limits = {};
@@ -138,4 +144,20 @@ export async function requestDevice(options = {}) {
     subgroups,  // kernels reduce with subgroup shuffles (py_engine/kernels.py emits `enable subgroups;`)
     limits,
   };
+}
+
+// A lost device (driver reset, WebKit's GPU process crashing, memory reclaimed) is not ours to
+// replace: Python is told (onDeviceLost) and reopens one, reloading the model from the weight store.
+export function onDeviceLost(handler) { lostHandler = handler; }
+
+// {lost, reason, message} of the current device, waiting up to waitMs for its `lost` promise: a
+// read or write that failed because of the loss can be seen before the promise settles.
+export async function deviceLost(waitMs = 0) {
+  const current = device;
+  let info = lost;
+  if (!info && current && waitMs > 0) {
+    info = await Promise.race([current.lost, new Promise((resolve) => setTimeout(() => resolve(null), waitMs))]);
+    if (device !== current) info = null;  // replaced meanwhile: that one is not lost
+  }
+  return info ? { lost: true, reason: info.reason || "unknown", message: info.message || "" } : { lost: false };
 }

@@ -58,6 +58,12 @@ export async function fetchRead(readId) {
   return out;
 }
 
+// A new device: reads set aside on the old one are never fetched (their mappings fail quietly).
+export function forgetReads() {
+  for (const r of reads.values()) if (r.mapping) r.mapping.catch(() => {});
+  reads.clear();
+}
+
 let ownIds = 0;  // readBuffer's reads take negative ids: Python's are positive
 
 // One read submitted on its own and awaited (readBuffer): after all work queued before it.

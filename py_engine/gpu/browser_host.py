@@ -33,6 +33,11 @@ class NoWebGPUError(GpuError):
     """The browser has no WebGPU, or no adapter it will hand out."""
 
 
+class DeviceLostError(GpuError):
+    """The browser lost the GPU device (a driver reset, WebKit's GPU process crashing, memory
+    reclaimed): everything on it is gone, and a new device has to be opened."""
+
+
 class GpuBuffer(int):
     """A buffer id of worker/gpu.js with the size and label it was created with."""
 
@@ -238,6 +243,14 @@ class BrowserDevice(Device):
         with _js_errors():
             self._gpu.configureSubmit(_js_group(group))
         self.reads_overlap = group is None
+
+    async def lost_info(self, wait_ms: int = 0) -> dict | None:
+        """{"reason", "message"} once the browser has lost the device ("destroyed" for the test
+        hook, "unknown" for a real loss), else None. Waits up to wait_ms for the loss to be
+        reported: a read or write that failed because of it can be seen first."""
+        with _js_errors():
+            info = (await self._gpu.deviceLost(int(wait_ms))).to_py()
+        return {"reason": str(info["reason"]), "message": str(info["message"])} if info["lost"] else None
 
     def command_buffers(self) -> int:
         """Command buffers submitted since the device opened (grouped submits make more of them)."""

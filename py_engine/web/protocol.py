@@ -159,12 +159,35 @@ EVENTS = {  # worker -> page
         "stop": Enum("eos", "length", "cancel"),
         "command_buffers": int,
     },
+    # The GPU device was lost (web/recovery.py): the worker runs the load `id` again on a new device,
+    # from the weight store. "reloading" per attempt (attempt: losses in a row), then "reloaded", or
+    # "failed" (message: why) when it gives up. reason: the browser's ("destroyed", "unknown").
+    "device_lost": {
+        "id": ID,
+        "status": Enum("reloading", "reloaded", "failed"),
+        "attempt": int,
+        "model": str,
+        "reason": str,
+        "message": str,
+    },
     "diagnostic": {"id": ID, "result": RESULT},  # one per self-test, as it finishes
     "diagnostics": {"id": ID, "adapter": ADAPTER, "results": [RESULT]},
     "error": {
         "id": Or(ID, None),
         "message": str,
-        "kind": Enum("no-webgpu", "protocol", "load", "quota", "generate", "store", "probe", "diagnose", "internal"),
+        # device-lost: the request's GPU device was lost (a generate's: `device_lost` events follow)
+        "kind": Enum(
+            "no-webgpu",
+            "protocol",
+            "load",
+            "quota",
+            "generate",
+            "store",
+            "probe",
+            "diagnose",
+            "device-lost",
+            "internal",
+        ),
     },
 }
 TEST_HOOK = {  # only a worker started as /worker/worker.js?test (worker.js; tests/test_browser_gpu.py)

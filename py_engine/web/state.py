@@ -1,7 +1,8 @@
 """What the browser worker holds between page messages, in one object (worker.py keeps the one the
 worker uses): how events leave, the open device and the settings it was opened with, the loaded
-model, the request being served and the requests cancelled. Also the device a request runs on
-(device_for) and the adapter reply that `loaded` and `diagnostics` share."""
+model, the request being served and the requests cancelled, and what recovering from a lost device
+takes (recovery.py: the load to run again, the losses in a row, the recovery under way). Also the
+device a request runs on (device_for) and the adapter reply that `loaded` and `diagnostics` share."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class WorkerState:
     serving: object = None  # the id of the GPU request being served (load, generate, probe, diagnose)
     loading: str | None = None  # the model id the last load was for
     cancelled: set = field(default_factory=set)
+    reload: dict | None = None  # the load message of the model held: a lost device runs it again
+    losses: int = 0  # device losses since an answer last completed (recovery.py gives up after a few)
+    recovery: object = None  # the recovery task after a device loss (recovery.py)
 
     def emit(self, kind: str, request, /, **fields) -> None:
         """An event of protocol.py's table: its type, the request it answers, its fields (an

@@ -12,6 +12,8 @@ import time
 import traceback
 
 from ..errors import StorageQuotaError, WispError
+from ..gpu.device import GpuError
+from . import recovery
 from .protocol import ProtocolError, check_message
 from .state import LoadedModel, WorkerState, adapter_reply, device_for
 
@@ -19,11 +21,15 @@ STATE = WorkerState()
 
 
 def init(post) -> None:
-    """Events leave through worker.js's post, as JS objects."""
+    """Events leave through worker.js's post, as JS objects; a lost GPU device is reported by
+    worker/gpu_device.js as it happens (recovery.py reloads the model)."""
+    import wisp_gpu
     from js import Object
-    from pyodide.ffi import to_js
+    from pyodide.ffi import create_proxy, to_js
 
     STATE.post = lambda event: post(to_js(event, dict_converter=Object.fromEntries))
+    # reason and message: the page hears them from the recovery (it asks the device again)
+    wisp_gpu.onDeviceLost(create_proxy(lambda reason, message: recovery.on_device_lost(STATE, load)))
 
 
 def plain(value):
@@ -49,6 +55,7 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
             state.cancelled.add(request)
         elif kind == "unload":
             state.drop_device()
+            state.reload = None  # nothing to reload after a loss
         elif kind.startswith("store_"):
             await store_message(state, message)
         elif kind in ("probe", "diagnose"):  # checks.py; each takes the busy guard itself
@@ -56,8 +63,9 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
 
             await (checks.probe(state, message) if kind == "probe" else checks.diagnose(state, message))
         else:
+            await recovery.settled(state)  # after a device loss: on the reloaded model
             with state.busy(request):
-                await (load(state, message) if kind == "load" else generate(state, message))
+                await (load_from_page(state, message) if kind == "load" else generate_on_device(state, message))
     except WispError as exc:
         state.emit("error", request, kind=error_kind(exc, kind), message=str(exc))
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
@@ -67,10 +75,12 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
 
 def error_kind(exc: WispError, message_type: str | None) -> str:
     """The `error` event's kind: what the page tells the user (protocol.py lists them)."""
-    from ..gpu.browser_host import NoWebGPUError
+    from ..gpu.browser_host import DeviceLostError, NoWebGPUError
 
     if isinstance(exc, ProtocolError):
         return "protocol"
+    if isinstance(exc, DeviceLostError):
+        return "device-lost"
     if isinstance(exc, NoWebGPUError):
         return "no-webgpu"
     if isinstance(exc, StorageQuotaError):
@@ -78,6 +88,20 @@ def error_kind(exc: WispError, message_type: str | None) -> str:
     if message_type in ("load", "generate", "probe", "diagnose"):
         return message_type
     return "store" if message_type.startswith("store_") else "internal"
+
+
+async def load_from_page(state: WorkerState, message: dict) -> None:
+    """The page's load: a device lost while loading is replaced and the load run again."""
+    state.reload, state.losses = None, 0  # the previous model goes whether or not this one loads
+    await recovery.load_retrying(state, message, load)
+
+
+async def generate_on_device(state: WorkerState, message: dict) -> None:
+    """generate, its error of a lost device typed as such (the model is then reloaded)."""
+    try:
+        await generate(state, message)
+    except GpuError as exc:
+        raise await recovery.classify(state, exc, load) from exc
 
 
 async def load(state: WorkerState, message: dict) -> None:
@@ -229,6 +253,7 @@ async def generate(state: WorkerState, message: dict) -> None:
     tail = stream.flush() if stream else ""
     if tail:
         emit("token", request, text=tail, token_id=-1, index=len(tokens))
+    state.losses = 0  # an answer completed: the device works again
     ttft = times[0] - start if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
     emit(
