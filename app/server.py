@@ -6,6 +6,7 @@ happens in the browser (Pyodide + WebGPU in a module worker).
 /worker/*              worker/
 /pyodide/*             build/web/pyodide/        (Pyodide's core, tools/build_web.py)
 /wheels/*              build/web/wheels/
+/vendor/*              build/web/vendor/          (npm packages the worker imports: hash-wasm's SHA-256)
 /wisp-lock.json        build/web/wisp-lock.json
 /manifest.webmanifest  static/manifest.webmanifest    (application/manifest+json)
 /sw.js                 static/sw.js, the app shell's version written into it (scope "/"; no-cache)
@@ -40,7 +41,7 @@ class ShellVersion:
     under them changes (a stat of each is the key)."""
 
     def __init__(self, static: Path, worker: Path, web: Path):
-        self.dirs = (static, worker, web / "pyodide", web / "wheels")
+        self.dirs = (static, worker, web / "pyodide", web / "wheels", web / "vendor")
         self.extra = (web / "wisp-lock.json",)
         self.args = (static, worker, web)
         self.key = None
@@ -78,6 +79,7 @@ def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir
         "worker": root / "worker",
         "pyodide": web_dir / "pyodide",
         "wheels": web_dir / "wheels",
+        "vendor": web_dir / "vendor",
     }
 
     def tree(name: str):

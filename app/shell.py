@@ -32,6 +32,9 @@ def shell_manifest(static: Path, worker: Path, web: Path) -> dict:
         files[f"/pyodide/{name}"] = web / "pyodide" / name
     for path in sorted((web / "wheels").glob("*.whl")):
         files[f"/wheels/{path.name}"] = path
+    for path in sorted((web / "vendor").rglob("*")):
+        if path.is_file():
+            files[f"/vendor/{path.relative_to(web / 'vendor').as_posix()}"] = path
     files["/wisp-lock.json"] = web / "wisp-lock.json"
     digest = hashlib.sha256()
     for url, path in [*files.items(), ("/sw.js", static / "sw.js")]:

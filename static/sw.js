@@ -1,6 +1,6 @@
 // Wisp's service worker: the app works offline once it has been opened (served at /sw.js, scope "/").
 //
-// - The app shell — /, /manifest.webmanifest, static/*, worker/*, pyodide/*, wheels/*, /wisp-lock.json,
+// - The app shell — /, /manifest.webmanifest, static/*, worker/*, pyodide/*, wheels/*, vendor/*, /wisp-lock.json,
 //   as listed by /version.json (tools/build_web.py; the server computes the same live) — is precached
 //   into the cache "wisp-shell-<version>" at install, all or nothing, and served cache-first.
 // - /api/models is network-first; the last good answer (cache "wisp-api") serves offline.

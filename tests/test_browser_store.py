@@ -1,12 +1,15 @@
 """The browser's weight store (worker/store.js) in headless Chromium: OPFS and the Cache API.
 
-The app runs in-process behind a tap (an ASGI wrapper) that logs every /models/* request — its
+The store's checks of stored bytes (a whole-file SHA-256 once, every block's digest on each
+read-back) run on a synthetic 3-block file loaded by store.js alone, in a worker (OPFS) or the page
+(Cache API): no Pyodide, so each step takes a moment. The app runs in-process behind a tap (an ASGI wrapper) that logs every /models/* request — its
 Range header and the body bytes sent — and can cut a response after N bytes, as a dropped
 connection would. The tiny Qwen3 fixture with the made-up tokenizer (test_chat.py) keeps each
 load a few seconds on SwiftShader; its greedy tokens (reference.json) are the desktop's."""
 
 import hashlib
 import json
+import random
 import shutil
 
 import pytest
@@ -20,6 +23,8 @@ MODEL = "qwen3-tiny"
 REF = json.loads((FIXTURE / "reference.json").read_text())
 N = 6  # greedy tokens compared
 PHASES = ["boot", "store", "download", "verify", "upload", "compile"]
+BLOCK = 4 << 20  # worker/sha256.js BLOCK
+BLOB_SIZE = 2 * BLOCK + 1_234_567
 
 RUN = """async ({modelId, ids, n, url, code}) => {
   const {WispClient, fetchModels} = await import("/static/client.js");
@@ -109,11 +114,19 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tap(model_dir):
+def blob(tmp_path_factory):
+    """Random bytes served as a model "blob": three 4 MiB blocks, the last one short."""
+    path = tmp_path_factory.mktemp("blob") / "blob.gguf"
+    path.write_bytes(random.Random(16).randbytes(BLOB_SIZE))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tap(model_dir, blob):
     from app.models import ModelRegistry
     from app.server import create_app
 
-    tap = Tap(create_app(ModelRegistry([model_dir], include_cache=False)))
+    tap = Tap(create_app(ModelRegistry([model_dir, blob], include_cache=False)))
     with running(tap) as port:
         tap.url = f"http://127.0.0.1:{port}"
         yield tap
@@ -190,7 +203,9 @@ def test_interrupted_download_resumes_from_the_stored_offset(page, tap, model_di
 
 
 def test_corrupt_stored_file_is_discarded_and_fetched_again(page, tap, model_dir):
-    assert run(page).get("tokens") == REF["greedy"][:N]  # complete in the store
+    stored = page.evaluate(STORED, [MODEL, "model.safetensors"])
+    if not (stored and stored["meta"]["complete"]):  # the resume test left it complete; on its own: load it
+        assert run(page).get("tokens") == REF["greedy"][:N]
     page.evaluate(
         """async (model) => {
       const root = await navigator.storage.getDirectory();
@@ -262,3 +277,132 @@ def test_cache_api_writes_stay_under_64_mb(page):
     assert result["kind"] == "cache"
     assert sum(result["sizes"]) == 80 << 20 and max(result["sizes"]) <= 64 << 20, result["sizes"]
     assert result["probes"] == [1, 1, 2, 17, 20]
+
+
+# store.js alone: begin() the "blob" model, streamFile() its file, then read() 16 bytes in block 1,
+# in a module worker (OPFS; a blob: worker keeps the page's origin) or in the page (Cache API).
+STREAM = """async ({model, inPage}) => {
+  const run = async (model) => {
+    const store = await import(`${self.location.origin}/worker/store.js`);
+    await store.begin(model, "t");
+    const name = Object.keys(model.files)[0], url = `${self.location.origin}${model.base}${name}`;
+    const out = new Uint8Array(model.files[name]);
+    try {
+      const readFirst = model.readFirst ? [...(await store.read(url, (4 << 20) + 3, 16))] : null;
+      await store.streamFile(url, (at, b) => out.set(b, at));
+      const range = [...(await store.read(url, (4 << 20) + 3, 16))];
+      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", out));
+      return {sha256: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""), readFirst, range};
+    } catch (e) { return {error: `${e.name}: ${e.message}`}; }
+  };
+  const phases = new Set();
+  if (inPage) {
+    const seen = (e) => { if (e.data?.type === "progress") phases.add(e.data.phase); };
+    self.addEventListener("message", seen);
+    try { return {...(await run(model)), phases: [...phases]}; } finally { self.removeEventListener("message", seen); }
+  }
+  const src = `const run = ${run}; self.onmessage = async (e) => self.postMessage({type: "result", ...(await run(e.data))});`;
+  const worker = new Worker(URL.createObjectURL(new Blob([src], {type: "text/javascript"})), {type: "module"});
+  try {
+    const result = await new Promise((resolve) => {
+      worker.onmessage = ({data}) => (data.type === "progress" ? phases.add(data.phase) : resolve(data));
+      worker.onerror = (e) => resolve({error: e.message});
+      worker.postMessage(model);
+    });
+    return {...result, phases: [...phases]};
+  } finally { worker.terminate(); }
+}"""
+
+# Damage to the stored blob, from the page: bytes written over at `at`, the file cut to `cut` bytes,
+# record fields replaced (OPFS); or a Cache API chunk dropped.
+DAMAGE = """async ({at, cut, record, chunk}) => {
+  if (chunk !== null) {
+    const cache = await caches.open("wisp-models-v1");
+    return cache.delete(`${location.origin}/wisp-store/blob/blob.gguf?chunk=${chunk}`);
+  }
+  const dir = await (await (await navigator.storage.getDirectory()).getDirectoryHandle("wisp-models")).getDirectoryHandle("blob");
+  if (at !== null || cut !== null) {
+    const w = await (await dir.getFileHandle("blob.gguf")).createWritable({keepExistingData: true});
+    if (at !== null) await w.write({type: "write", position: at, data: new Uint8Array(3).fill(0xa5)});
+    if (cut !== null) await w.truncate(cut);
+    await w.close();
+  }
+  if (record) {
+    const handle = await dir.getFileHandle("blob.gguf.json");
+    const meta = {...JSON.parse(await (await handle.getFile()).text()), ...record};
+    const w = await handle.createWritable();
+    await w.write(JSON.stringify(meta));
+    await w.close();
+  }
+  return true;
+}"""
+
+
+def test_stored_file_is_checked_block_by_block(page, tap, blob):
+    """Every corruption the store must catch on a re-open, caught wherever it lands: a damaged byte in a
+    middle block (no sample would have to hit it), a file cut short, a lost Cache API chunk, damage
+    in a partial file's prefix (no whole-file hash yet); a record without block digests (an older
+    store) is hashed whole and gains them."""
+    data = blob.read_bytes()
+    want = hashlib.sha256(data).hexdigest()
+    digests = [hashlib.sha256(data[i : i + BLOCK]).hexdigest() for i in range(0, BLOB_SIZE, BLOCK)]
+    model = next(
+        m for m in json.loads(page.evaluate("fetch('/api/models').then((r) => r.text())")) if m["id"] == "blob"
+    )
+    model["base"] = "/models/blob/"
+    remove_blob = """async () => {  // both stores: the page's store.js has the Cache API, the worker's OPFS
+      await (await import('/worker/store.js')).remove('blob');
+      const top = await (await navigator.storage.getDirectory()).getDirectoryHandle('wisp-models', {create: true});
+      await top.removeEntry('blob', {recursive: true}).catch(() => {});
+    }"""
+
+    def stream(read_first=False, in_page=False):
+        tap.log.clear()
+        result = page.evaluate(STREAM, {"model": {**model, "readFirst": read_first}, "inPage": in_page})
+        assert result.get("sha256") == want, result
+        assert result["range"] == list(data[BLOCK + 3 : BLOCK + 19]), result
+        return result, [(e["range"], e["bytes"]) for e in tap.log]
+
+    def damage(at=None, cut=None, record=None, chunk=None):
+        assert page.evaluate(DAMAGE, {"at": at, "cut": cut, "record": record, "chunk": chunk})
+
+    page.evaluate(remove_blob)
+    first, fetched = stream()
+    assert fetched == [("", BLOB_SIZE)]
+    meta = page.evaluate(STORED, ["blob", "blob.gguf"])["meta"]
+    assert meta["complete"] and meta["verified_at"] and meta["digest"] == want
+    assert meta["blocks"] == {"block": BLOCK, "sha256": digests}
+
+    again, fetched = stream()  # re-opened: by the blocks' digests, nothing fetched
+    assert fetched == [] and again["phases"] == ["verify"]
+
+    damage(at=BLOCK + BLOCK // 2 + 12_345)  # the middle block
+    assert stream()[1] == [("", BLOB_SIZE)]
+    damage(cut=BLOCK + 5)  # cut short
+    assert stream()[1] == [("", BLOB_SIZE)]
+
+    damage(at=BLOCK + 3)  # read() of a damaged header range: from the network, and the file goes
+    result, fetched = stream(read_first=True)
+    assert result["readFirst"] == list(data[BLOCK + 3 : BLOCK + 19])
+    assert fetched == [(f"bytes={BLOCK + 3}-{BLOCK + 18}", 16), ("", BLOB_SIZE)]
+
+    damage(record={"blocks": None})  # an older record: hashed whole once, then it has the digests
+    assert stream()[1] == []
+    assert page.evaluate(STORED, ["blob", "blob.gguf"])["meta"]["blocks"]["sha256"] == digests
+    damage(record={"blocks": None}, at=100)
+    assert stream()[1] == [("", BLOB_SIZE)]
+
+    # A partial file (no whole-file digest yet) whose kept prefix was damaged: not resumed on top of it.
+    partial = {"complete": False, "written": 2 * BLOCK, "digest": None, "verified_at": None}
+    damage(record={**partial, "blocks": {"block": BLOCK, "sha256": digests[:2]}}, at=7)
+    assert stream()[1] == [("", BLOB_SIZE)]
+    damage(record={**partial, "blocks": {"block": BLOCK, "sha256": digests[:2]}})  # intact: resumed
+    assert stream()[1] == [(f"bytes={2 * BLOCK}-", BLOB_SIZE - 2 * BLOCK)]
+
+    # The Cache API (the page has no sync access handles): re-opened by the digests; a lost chunk refetched.
+    page.evaluate(remove_blob)
+    assert stream(in_page=True)[1] == [("", BLOB_SIZE)]
+    assert stream(in_page=True)[1] == []
+    damage(chunk=0)
+    assert stream(in_page=True)[1] == [("", BLOB_SIZE)]
+    page.evaluate(remove_blob)

@@ -3,6 +3,8 @@
     python tools/build_web.py [--out build/web] [--check]
 
 build/web/pyodide/       Pyodide's core files, from `npm pack pyodide@PYODIDE_VERSION` (sha512 pinned)
+build/web/vendor/        hash-wasm's SHA-256 (WASM) for the weight store, from `npm pack hash-wasm@HASH_WASM_VERSION`
+                         (sha512 pinned); worker/sha256.js falls back to its own hasher without it
 build/web/wheels/        wisp (the engine, shaders inside), jinja2 (PyPI's wheel, sha256 pinned) and
                          markupsafe (a pure py3-none-any wheel we build from its pinned sdist)
 build/web/wisp-lock.json the stock lock's "info" plus entries for those three wheels, so
@@ -43,6 +45,13 @@ PYODIDE_VERSION = "314.0.7"
 # `npm view pyodide@314.0.7 dist.integrity`
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
 
+HASH_WASM_VERSION = "4.13.0"
+# `npm view hash-wasm@4.13.0 dist.integrity`
+HASH_WASM_INTEGRITY = "sha512-GrWl7wsV46fKIXQZB5ebskLZLAmKL6d9RS0fspCxDeQyjoNu1AfTJTMLPOJyfzaQm0ldFiwFN21/w+sE/kgEFQ=="
+# Only its SHA-256 build (a UMD script, the WASM inlined; importing it sets globalThis.hashwasm) and
+# the license: the store needs nothing else of it.
+HASH_WASM_FILES = {"dist/sha256.umd.min.js": "sha256.umd.min.js", "LICENSE": "LICENSE"}
+
 JINJA2 = (
     "jinja2",
     "3.1.6",
@@ -81,16 +90,16 @@ def log(message: str) -> None:
 # ---- Pyodide ----
 
 
-def pyodide_tarball() -> Path:
-    """The npm tarball, fetched once into .cache/npm and checked against the pinned sha512."""
-    tarball = CACHE / "npm" / f"pyodide-{PYODIDE_VERSION}.tgz"
+def npm_tarball(name: str, version: str, integrity: str) -> Path:
+    """An npm tarball, fetched once into .cache/npm and checked against its pinned sha512."""
+    tarball = CACHE / "npm" / f"{name}-{version}.tgz"
     if not tarball.exists():
         tarball.parent.mkdir(parents=True, exist_ok=True)
-        log(f"fetching pyodide@{PYODIDE_VERSION} from npm")
+        log(f"fetching {name}@{version} from npm")
         with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
             if shutil.which("npm"):
                 subprocess.run(
-                    ["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--pack-destination", tmp, "--silent"],
+                    ["npm", "pack", f"{name}@{version}", "--pack-destination", tmp, "--silent"],
                     check=True,
                     stdout=subprocess.DEVNULL,
                 )
@@ -98,19 +107,32 @@ def pyodide_tarball() -> Path:
             else:  # no npm client here: the registry's own tarball URL, same bytes, same pinned hash
                 registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
                 got = Path(tmp) / tarball.name
-                urllib.request.urlretrieve(f"{registry}/pyodide/-/{tarball.name}", got)
-            check_integrity(got)
+                urllib.request.urlretrieve(f"{registry}/{name}/-/{tarball.name}", got)
+            check_integrity(got, integrity)
             os.replace(got, tarball)
     else:
-        check_integrity(tarball)
+        check_integrity(tarball, integrity)
     return tarball
 
 
-def check_integrity(path: Path) -> None:
+def check_integrity(path: Path, integrity: str) -> None:
     actual = "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
-    if actual != PYODIDE_INTEGRITY:
+    if actual != integrity:
         path.unlink(missing_ok=True)
-        raise BuildError(f"{path.name}: integrity {actual} != pinned {PYODIDE_INTEGRITY}; deleted it")
+        raise BuildError(f"{path.name}: integrity {actual} != pinned {integrity}; deleted it")
+
+
+def unpack(tarball: Path, members: dict[str, str], target: Path) -> None:
+    """`members` (package/<key>, npm's layout) of `tarball` into `target` as <value>, all or nothing."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(tarball) as tar:
+        for src_name, dst_name in members.items():
+            with tar.extractfile(tar.getmember(f"package/{src_name}")) as src, open(tmp / dst_name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
 
 
 def build_pyodide(out: Path, stamp: dict) -> None:
@@ -118,19 +140,21 @@ def build_pyodide(out: Path, stamp: dict) -> None:
     key = PYODIDE_INTEGRITY
     if stamp.get("pyodide") == key and all((target / name).is_file() for name in PYODIDE_FILES):
         return
-    tarball = pyodide_tarball()
-    tmp = out / ".pyodide.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with tarfile.open(tarball) as tar:
-        for name in PYODIDE_FILES:  # only the core: no console pages, typings or source maps
-            member = tar.getmember(f"package/{name}")
-            with tar.extractfile(member) as src, open(tmp / name, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
+    # Only the core: no console pages, typings or source maps.
+    unpack(npm_tarball("pyodide", PYODIDE_VERSION, PYODIDE_INTEGRITY), {n: n for n in PYODIDE_FILES}, target)
     stamp["pyodide"] = key
     log(f"pyodide {PYODIDE_VERSION} core -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+
+
+def build_hash_wasm(out: Path, stamp: dict) -> None:
+    target = out / "vendor" / "hash-wasm"
+    key = HASH_WASM_INTEGRITY
+    if stamp.get("hash-wasm") == key and all((target / name).is_file() for name in HASH_WASM_FILES.values()):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    unpack(npm_tarball("hash-wasm", HASH_WASM_VERSION, HASH_WASM_INTEGRITY), HASH_WASM_FILES, target)
+    stamp["hash-wasm"] = key
+    log(f"hash-wasm {HASH_WASM_VERSION} (sha256) -> {target.relative_to(out)}")
 
 
 # ---- wheels ----
@@ -355,6 +379,7 @@ def build(out: Path) -> None:
     wheels.mkdir(exist_ok=True)
     try:
         build_pyodide(out, stamp)
+        build_hash_wasm(out, stamp)
         built = [build_engine_wheel(wheels, stamp), *build_dependency_wheels(wheels, stamp)]
     finally:
         stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")

@@ -9,23 +9,34 @@
 //                               (a whole or small file is stored on the way; headers come from here)
 //   streamFile(url, sink)       the whole file in order, sink(offset, bytes): the stored prefix read
 //                               back, the rest downloaded (Range from `written`) and stored; checked
-//                               against sha256 (or the digest taken at download) before `complete`
+//                               whole against sha256 once, block by block on every read-back
 //   list() / remove(modelId) / estimate() / persist()
 //
-// Per file, a record (meta) {url, size, sha256, etag, digest, written, complete, verified_at, model}.
-// Only a complete file whose hash checked out is trusted; a partial one is resumed; a corrupt one is
-// deleted and fetched again.
+// Per file, a record (meta) {url, size, sha256, etag, digest, blocks, written, complete, verified_at,
+// model}; blocks {block, sha256: [...]} is a SHA-256 per 4 MiB block, taken from the bytes as they
+// were written. Only a complete file whose hash checked out is trusted; a partial one is resumed; a
+// corrupt one is deleted and fetched again.
+//
+// What a re-open checks, and why that much. The whole-file SHA-256 is taken once, as the file
+// arrives (against the server's sha256 when it has one). After that the threat is the storage: a file
+// cut short or a chunk lost (a crash mid-write, eviction, a bug of ours), a stale file, a flipped bit.
+// Each is caught without the whole-file hash: the size on disk (truncation), the record against the
+// server's sha256/ETag (stale), a short read (a lost chunk), and every block's digest, checked as it
+// is read back: all blocks, since a load reads every byte anyway, so damage anywhere is found (a few
+// sampled blocks would miss most of it). WebCrypto hashes them natively, off this thread. Not defended:
+// someone who can write the origin's storage; they can rewrite the record (and the cached app shell)
+// as easily as the file, which a full re-hash against the record's own digest did not stop either.
 
 import { pickBackend } from "./store_backends.js";
-import { Sha256 } from "./sha256.js";
+import { BLOCK, BlockHashes, blockList, createSha256, readChecked } from "./sha256.js";
 
-export const CHUNK = 4 << 20;       // bytes per read-back from the store
+export const CHUNK = BLOCK;         // bytes per read-back from the store: one block
 const WRITE = 256 << 10;            // downloaded bytes are written (and hashed, and sent on) in pieces of this
 const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second copy in the HTTP cache
 const META_EVERY = 4 << 20;         // the record's `written` moves at least this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
 const backend = pickBackend();
-const files = new Map();            // url -> {model, name, size, sha256, etag, info} of the current load
+const files = new Map();            // url -> {model, name, size, sha256, etag, info, checked} of the current load
 let requestId = null;
 let load = null;                    // download accounting of the current load: {done, total, t0}
 
@@ -57,7 +68,8 @@ export async function begin(model, id = null) {
   let missing = 0;
   for (const [name, size] of Object.entries(model.files || {})) {
     const hash = model.hashes?.[name] || {};
-    const f = { model: model.id, name, size: Number(size), sha256: hash.sha256 || null, etag: hash.etag || null, info };
+    const f = { model: model.id, name, size: Number(size), sha256: hash.sha256 || null, etag: hash.etag || null, info,
+                checked: new Set() };  // blocks read() checked this load
     const url = new URL(model.base + name, self.location.origin).href;
     files.set(url, f);
     const meta = await backend.getMeta(f.model, name);
@@ -89,7 +101,12 @@ export async function read(url, start = null, length = null) {
   const meta = await backend.getMeta(f.model, f.name);  // a header range of a big file
   if (!(meta?.complete || (meta && s + n <= meta.written))) return network(url, s, n);
   const file = await backend.open(f.model, f.name);
-  try { return await file.read(s, n); } finally { await file.close(); }
+  let bytes;
+  const digests = blockList(meta.blocks, f.size) ? meta.blocks.sha256 : [];  // an older record: none (streamFile checks)
+  try { bytes = await readChecked(file, f.size, digests, f.checked, s, n); } finally { await file.close(); }
+  if (bytes) return bytes;
+  await discard(f);  // a damaged block: the file goes (streamFile fetches it again), this range comes from the network
+  return network(url, s, n);
 }
 
 async function network(url, start, length) {
@@ -99,34 +116,63 @@ async function network(url, start, length) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
+async function discard(f) {
+  await backend.removeFile(f.model, f.name);  // corrupt (or changed): never served
+  f.checked.clear();
+}
+
 export async function streamFile(url, sink) {
   const f = entry(url);
   for (let attempt = 0; ; attempt++) {
     const { ok, downloaded, digest } = await pass(url, f, sink);
     if (ok) return true;
-    await backend.removeFile(f.model, f.name);  // corrupt (or changed): never served
+    await discard(f);
     if (attempt > 0 || downloaded === f.size) {
       throw new StoreError("hash", `${url}: the downloaded file does not match its sha256 (${digest}, expected ${f.sha256})`);
     }
-    console.warn(`store: ${url}: stored bytes failed the hash check; downloading the file again`);
+    console.warn(`store: ${url}: stored bytes failed the check (${digest}); downloading the file again`);
   }
+}
+
+/** Hashed in full and checked once, with a digest per block: re-opened by the blocks alone (top of file). */
+function verified(meta, f) {
+  return !!(meta.complete && meta.written === f.size && meta.digest && meta.verified_at
+    && (!f.sha256 || meta.digest === f.sha256)
+    && blockList(meta.blocks, f.size) && meta.blocks.sha256.length === Math.ceil(f.size / BLOCK));
+}
+
+/** The record's block list as far as `written` reaches: the digests of whole blocks there. */
+async function blocksUpTo(blocks, written, size) {
+  const list = await blocks.settle();
+  if (written < size) list.sha256 = list.sha256.slice(0, Math.floor(written / BLOCK));
+  return list;
 }
 
 async function pass(url, f, sink) {
   let meta = await backend.getMeta(f.model, f.name);
   if (!current(meta, f)) meta = null;
-  meta = meta || { url, size: f.size, sha256: f.sha256, etag: f.etag, digest: null, written: 0, complete: false,
-                   verified_at: null, model: f.info };
+  meta = meta || { url, size: f.size, sha256: f.sha256, etag: f.etag, digest: null, blocks: null, written: 0,
+                   complete: false, verified_at: null, model: f.info };
+  const trusted = verified(meta, f);
   const file = await backend.open(f.model, f.name);
-  let h = new Sha256();
+  let h = trusted ? null : await createSha256();  // the whole-file hash: only for what was never checked whole
+  let blocks = new BlockHashes(f.size, meta.written && blockList(meta.blocks, f.size) ? meta.blocks.sha256 : []);
   let pos = 0, downloaded = 0;
+  const damaged = (why) => ({ ok: false, downloaded, digest: why });
   try {
+    const onDisk = meta.written && file.size ? await file.size() : null;  // (Cache API: known only by reading)
     if (meta.written === 0) await file.truncate(0);  // leftovers of an older file must not trail the new one
-    while (pos < meta.written) {  // the stored prefix: read back, hashed, handed on
+    else if (onDisk !== null && (meta.complete ? onDisk !== f.size : onDisk < meta.written)) {
+      return damaged(`${onDisk} bytes on disk, ${meta.written} recorded`);
+    }
+    while (pos < meta.written) {  // the stored prefix: read back, checked, handed on
       const n = Math.min(CHUNK, meta.written - pos);
-      const bytes = await file.read(pos, n);
-      h.update(bytes);
+      let bytes;
+      try { bytes = await file.read(pos, n); } catch (e) { return damaged(`unreadable: ${e.message}`); }
+      if (h) h.update(bytes);
       if (sink) sink(pos, bytes);
+      await blocks.push(bytes);
+      if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
       pos += n;
       post("verify", { done: pos, total: f.size, file: f.name });
     }
@@ -135,20 +181,26 @@ async function pass(url, f, sink) {
       const res = await fetch(url, { ...NO_STORE, headers });
       if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
       if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
-        meta.written = 0;
+        Object.assign(meta, { written: 0, blocks: null });
         await backend.putMeta(f.model, f.name, meta);  // the record first: it never claims bytes that are gone
         await file.truncate(0);
         pos = 0;
-        h = new Sha256();
+        h = await createSha256();
+        blocks = new BlockHashes(f.size);
       }
       meta.etag = res.headers.get("ETag") || meta.etag;
       const commit = async (bytes) => {
         await file.write(pos, bytes);
         h.update(bytes);
         if (sink) sink(pos, bytes);
+        await blocks.push(bytes);
         pos += bytes.length;
         downloaded += bytes.length;
-        if (file.durable - meta.written >= META_EVERY) { meta.written = file.durable; await backend.putMeta(f.model, f.name, meta); }
+        if (file.durable - meta.written >= META_EVERY) {
+          meta.written = file.durable;
+          meta.blocks = await blocksUpTo(blocks, meta.written, f.size);
+          await backend.putMeta(f.model, f.name, meta);
+        }
         if (load) {
           load.done += bytes.length;
           const s = (performance.now() - load.t0) / 1000, rate = s > 0 ? load.done / s : 0;
@@ -173,11 +225,14 @@ async function pass(url, f, sink) {
       if (file.durable !== meta.written) meta.written = file.durable;
     }
     if (pos !== f.size) throw new StoreError("network", `${url}: got ${pos} of ${f.size} bytes (connection cut?)`);
+    const list = await blocks.settle();
+    if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
+    if (trusted) return { ok: true, downloaded, digest: meta.digest };  // every block checked: nothing to record
     const digest = h.hex();
     const expected = f.sha256 || meta.digest;
     if (expected && digest !== expected) return { ok: false, downloaded, digest };
     if (downloaded && f.size > SMALL) post("verify", { done: f.size, total: f.size, file: f.name });  // checked
-    Object.assign(meta, { written: f.size, complete: true, digest, verified_at: new Date().toISOString() });
+    Object.assign(meta, { written: f.size, complete: true, digest, blocks: list, verified_at: new Date().toISOString() });
     await backend.putMeta(f.model, f.name, meta);
     return { ok: true, downloaded, digest };
   } catch (e) {
@@ -188,6 +243,7 @@ async function pass(url, f, sink) {
     }
     if (file.durable > meta.written && !meta.complete) {  // keep what did land, for a resume
       meta.written = file.durable;
+      meta.blocks = await blocksUpTo(blocks, meta.written, f.size).catch(() => null);
       await backend.putMeta(f.model, f.name, meta).catch(() => {});
     }
     if (e instanceof StoreError) throw e;

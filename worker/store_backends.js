@@ -1,6 +1,7 @@
 // Where the weight store keeps bytes: OPFS when the worker has createSyncAccessHandle (fast,
 // synchronous, in-place writes), else the Cache API. Both give worker/store.js the same shape:
-//   open(model, name) -> {read(pos, len), write(pos, bytes), truncate(n), durable, close()}
+//   open(model, name) -> {read(pos, len), write(pos, bytes), truncate(n), durable, close()}, and
+//                        size() where the bytes on disk are known without reading them (OPFS)
 //   getMeta/putMeta(model, name[, meta]), removeFile(model, name), removeModel(model), models()
 // `durable` is the contiguous prefix that survives a crash right now: the store records it as
 // meta.written, so a resumed download never trusts bytes that were not really on disk.
@@ -42,6 +43,7 @@ class OpfsBackend {
         this.durable = pos + bytes.length;
       },
       async truncate(n) { handle.truncate(n); handle.flush(); this.durable = n; },
+      async size() { return handle.getSize(); },  // a file cut short shows here before any read
       async close() { handle.close(); },
     };
   }
