@@ -2,9 +2,9 @@
 
 Models are loaded and run through static/client.js exactly as the page does. Same tokens
 everywhere: the browser's greedy tokens must equal the desktop engine's (the tiny fixture's
-reference greedy tokens, which the desktop parity tests match; SmolLM2's 8 greedy tokens for the
-README's question: test_browser_offline, which loads it anyway). SwiftShader has no shader-f16, so
-this is the f32 path."""
+reference greedy tokens, which the desktop parity tests match; SmolLM2's greedy tokens for the
+README's question: test_browser_offline, which loads it anyway, and the iPad's in
+test_browser_webkit). SwiftShader has no shader-f16, so this is the f32 path."""
 
 import json
 
