@@ -8,6 +8,7 @@ import time
 from array import array
 from collections import deque
 
+from .errors import WispError
 from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.model_files import read_model, tensor_info
 from .formats.source import open_source
@@ -138,6 +139,8 @@ class Engine:
     def _forward(self, rows: int, ids: list[int] | None = None, logit_rows: int = 1) -> list:
         """A forward of `rows` tokens at the engine's position, its LM head scoring the last
         `logit_rows`; ids None: the token is already on the GPU (Sampler.gpu_feedback copied it there)."""
+        if ids is not None:
+            self._check_ids(ids)
         self._resume()
         self._check_room(rows)
         ex = self.executor
@@ -150,6 +153,14 @@ class Engine:
         commands = ex.commands(rows, self.pos, logit_rows)
         self.pos += rows
         return commands
+
+    def _check_ids(self, ids: list[int]) -> None:
+        """Ids from outside (a prompt's, or a tokenizer's whose vocabulary outgrows the model's
+        embedding) must name an embedding row: past the rows the GPU would read another or none."""
+        vocab = self.cfg.vocab_size
+        bad = next((i for i in ids if type(i) is not int or not 0 <= i < vocab), None)
+        if bad is not None:
+            raise WispError(f"token id {bad!r} is outside the model's vocabulary (0..{vocab - 1})")
 
     def _check_room(self, rows: int) -> None:
         """Refuse a forward of `rows` at pos past the context or (kv_cache.py) past what the

@@ -12,6 +12,7 @@ import pytest
 from gpu_harness import collect, device
 
 from py_engine.engine import Engine
+from py_engine.errors import WispError
 from py_engine.gpu import Read
 from py_engine.sampling import SamplingParams
 
@@ -190,3 +191,14 @@ def test_a_cancel_rolls_back_at_once_in_a_running_loop(engine, reference):
         return got, engine.pos
 
     assert asyncio.run(run()) == (reference[:4], len(PROMPT) + 3)
+
+
+@pytest.mark.parametrize("bad", [384, -1, 10**12, 2.0])
+def test_a_token_id_outside_the_vocabulary_is_refused_before_the_gpu(engine, bad):
+    """The ids a forward writes to the GPU index the embedding (vocab 384): any other is a typed
+    error, and the engine is where it was."""
+    engine.reset()
+    with pytest.raises(WispError, match="outside the model's vocabulary"):
+        asyncio.run(collect(engine.generate([5, bad, 9], 2, GREEDY)))
+    assert engine.pos == 0
+    assert asyncio.run(collect(engine.generate(PROMPT, 1, GREEDY)))
