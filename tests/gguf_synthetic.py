@@ -26,13 +26,13 @@ BASE_METADATA = (
 )
 
 
-def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
-    """A small GGUF: `metadata` as (adder name, value) pairs of GGUFWriter, `tokenizer` a dict."""
-    writer = gguf.GGUFWriter(str(path), arch)
-    for adder, value in {**dict(BASE_METADATA), **dict(metadata)}.items():
-        getattr(writer, adder)(value)
-    for key, value in (tokenizer or {}).items():
-        if key == "tokens":
+def add_tokenizer(writer, tokenizer: dict) -> None:
+    """A tokenizer dict: GGUFWriter adder names (tokens, types, scores, merges, pre, bos_token_id,
+    ...) or full metadata keys (tokenizer.ggml.*, as tokenizer_vocab.gguf_metadata gives them)."""
+    for key, value in tokenizer.items():
+        if key.startswith("tokenizer.ggml."):
+            add_metadata_value(writer, key, value)
+        elif key == "tokens":
             writer.add_token_list(value)
         elif key == "types":
             writer.add_token_types(value)
@@ -44,6 +44,14 @@ def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
             writer.add_string("tokenizer.ggml.pre", value)
         else:
             getattr(writer, f"add_{key}")(value)
+
+
+def write_gguf(path, arch="llama", metadata=(), tensors=None, tokenizer=None):
+    """A small GGUF: `metadata` as (adder name, value) pairs of GGUFWriter, `tokenizer` a dict."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    for adder, value in {**dict(BASE_METADATA), **dict(metadata)}.items():
+        getattr(writer, adder)(value)
+    add_tokenizer(writer, tokenizer or {})
     for name, array in (tensors or {"token_embd.weight": np.zeros((8, 16), np.float32)}).items():
         writer.add_tensor(name, array)
     writer.write_header_to_file()

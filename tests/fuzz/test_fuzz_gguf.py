@@ -19,7 +19,7 @@ gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 from gguf_convert import write_metadata as write_dense_metadata  # noqa: E402
 from gguf_convert_hybrids import write_metadata as write_hybrid_metadata  # noqa: E402
-from gguf_synthetic import add_metadata_value, byte_level_tokenizer, spm_tokenizer  # noqa: E402
+from gguf_synthetic import add_tokenizer, byte_level_tokenizer, spm_tokenizer  # noqa: E402
 from tokenizer_vocab import gguf_metadata  # noqa: E402
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -64,29 +64,10 @@ def load(data: bytes) -> None:
 # ---- seeds ----
 
 
-def _tokenizer_keys(writer, tokenizer: dict) -> None:
-    """gguf_synthetic's tokenizer dicts (adder names) or tokenizer_vocab's metadata (full keys)."""
-    for key, value in tokenizer.items():
-        if key.startswith("tokenizer.ggml."):
-            add_metadata_value(writer, key, value)
-        elif key == "tokens":
-            writer.add_token_list(value)
-        elif key == "types":
-            writer.add_token_types(value)
-        elif key == "scores":
-            writer.add_token_scores(value)
-        elif key == "merges":
-            writer.add_token_merges(value)
-        elif key == "pre":
-            writer.add_string("tokenizer.ggml.pre", value)
-        else:
-            getattr(writer, f"add_{key}")(value)
-
-
 def _write(path: Path, arch: str, metadata, tokenizer: dict, tensors: dict) -> bytes:
     writer = gguf.GGUFWriter(str(path), arch)
     metadata(writer)
-    _tokenizer_keys(writer, tokenizer)
+    add_tokenizer(writer, tokenizer)
     for name, shape in tensors.items():
         writer.add_tensor(name, np.ones(shape, np.float32))  # RoPE factors must be positive
     writer.write_header_to_file()
