@@ -8,6 +8,7 @@ import time
 from array import array
 from collections import deque
 
+from .constrained_decode import constrained_decode
 from .errors import WispError
 from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.model_files import read_model, tensor_info
@@ -52,6 +53,7 @@ class Engine:
         # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
         # the host waited for a token the GPU had not finished (the GPU-fed loop only).
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
+        self.constraint_seconds = 0.0  # the last constrained generate's host seconds in its constraint
         self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (LIVE_SECONDS)
         # A decode forward's staged inputs, one slot each: its Step, its cos/sin rows (one per
         # RoPE table of the graph), its draw.
@@ -229,6 +231,7 @@ class Engine:
         sampling: SamplingParams | None = None,
         stop_ids=(),
         context_ids: list[int] | None = None,
+        constraint=None,
     ):
         """Async generator of new token ids; a stop id is yielded, then generation ends. Closing it
         early (a cancel, a stop string) leaves pos as if the tokens after the last one yielded had
@@ -236,7 +239,9 @@ class Engine:
         token before the answer, cached ones included (the repetition penalty's history, as HF
         takes the whole input); default the prompt. sampling.lookup: draft from the conversation and
         verify drafts in one forward (prompt_lookup.py), without a repetition penalty: the same
-        tokens as without it (greedy, or the same seed's draws)."""
+        tokens as without it (greedy, or the same seed's draws). constraint: a
+        constrain.Constraint whose mask each token is drawn under (constrained_decode.py); generation ends
+        when it is finished."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
@@ -249,11 +254,12 @@ class Engine:
             count = max_new_tokens - len(answer)
             if self.long_after is not None and not self.rope_long:  # stop before a forward passes long_after
                 count = min(count, self.long_after - first_input + 1)
-            tokens = (
-                lookup_decode(self, prompt, count, sampling, stop_ids, list(history))
-                if sampling.lookup and sampling.repetition_penalty == 1
-                else self._on_gpu(prompt, count, sampling, stop_ids, list(history))
-            )
+            if constraint is not None:
+                tokens = constrained_decode(self, prompt, count, sampling, stop_ids, list(history), constraint)
+            elif sampling.lookup and sampling.repetition_penalty == 1:
+                tokens = lookup_decode(self, prompt, count, sampling, stop_ids, list(history))
+            else:
+                tokens = self._on_gpu(prompt, count, sampling, stop_ids, list(history))
             produced = 0
             try:
                 async for token in tokens:

@@ -27,7 +27,7 @@ class PromptCache:
         self.cached = []
         self.engine.reset()
 
-    async def generate(self, ids: list[int], max_new_tokens: int, sampling, stop_ids):
+    async def generate(self, ids: list[int], max_new_tokens: int, sampling, stop_ids, constraint=None):
         """Async generator of new token ids, as Engine.generate. At least one prompt token is
         always prefilled (its logits pick the first answer token). Where the cache was written too
         far past the shared prefix for a sliding layer's ring to hold the window before it
@@ -40,7 +40,9 @@ class PromptCache:
         self.cached = ids[:keep]
         answer: list[int] = []
         try:
-            async for token in self.engine.generate(ids[keep:], max_new_tokens, sampling, stop_ids, context_ids=ids):
+            async for token in self.engine.generate(
+                ids[keep:], max_new_tokens, sampling, stop_ids, context_ids=ids, constraint=constraint
+            ):
                 answer.append(token)
                 yield token
         finally:

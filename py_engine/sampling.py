@@ -99,6 +99,7 @@ class Sampler:
             buffer(8 * tiles, label="topk stats")[1],
         )
         self._rows = [self._row_draw(0)]
+        self._mask = None  # constrained decoding's mask buffer and dispatch (mask), made on first use
 
         # The host's exact draw (pick() when the candidates cannot decide), with Params of its own.
         self._full = sampling_kernel(kernels, "sample_full")
@@ -107,6 +108,27 @@ class Sampler:
         self._full_draw = Dispatch(
             self._full.handle, device.create_bind_group(self._full.handle, [p, logits, chosen]), (1, 1, 1)
         )
+
+    def mask(self, allowed: bytes) -> list:
+        """The dispatch that makes every token outside `allowed` (a bit per vocabulary entry,
+        ceil(vocab / 32) little-endian u32 words: constrain.Constraint.mask()) impossible on row 0,
+        written now; it goes before `commands`' dispatches (after the LM head wrote the row)."""
+        words = -(-self.vocab // 32)
+        if len(allowed) != 4 * words:
+            raise ValueError(f"a mask of {len(allowed)} bytes for a vocabulary of {self.vocab}: {4 * words} expected")
+        if self._mask is None:
+            kernel = sampling_kernel(self._kernels, "logit_mask")
+            buffer = self.device.create_buffer(4 * words, label="logit mask")
+            params = self.device.create_buffer(16, "uniform")
+            self.device.write_buffer(
+                params, 0, kernel.pack_params({"vocab": self.vocab, "logits_base": self._logits_base})
+            )
+            logits, _ = self._row_logits(0)
+            group = self.device.create_bind_group(kernel.handle, [(params, 0, 16), (buffer, 0, 4 * words), logits])
+            self._mask = (buffer, Dispatch(kernel.handle, group, (-(-self.vocab // THREADS), 1, 1)))
+        buffer, dispatch = self._mask
+        self.device.write_buffer(buffer, 0, allowed)
+        return [dispatch]
 
     def _row_logits(self, r: int) -> tuple:
         """The binding of logits rows 0..r (from the aligned start) and row r's first element in it."""
