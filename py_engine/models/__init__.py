@@ -1,6 +1,7 @@
 """Architecture registry: HF `architectures[0]` → the generator that emits its graph."""
 
 from ..errors import UnsupportedArchitectureError
+from .bert import build_bert
 from .gemma import build_gemma
 from .gemma2 import build_gemma2
 from .gemma3 import build_gemma3
@@ -24,11 +25,24 @@ ARCHITECTURES = {
     "Qwen3_5ForCausalLM": build_qwen3_5,
 }
 
+# Encoders: embedding models only (py_engine/embedding), no LM head (config.ENCODER_ARCHITECTURES).
+ENCODERS = {"BertModel": build_bert}
 
-def graph_generator(architecture: str, source: str = "config.json"):
+
+def graph_generator(architecture: str, source: str = "config.json", *, encoders: bool = False):
+    """The generator of `architecture`'s graph. An encoder's only with encoders=True (reading a
+    model's files, and the embedder): it embeds, and has nothing to generate with."""
+    if architecture in ENCODERS:
+        if encoders:
+            return ENCODERS[architecture]
+        raise UnsupportedArchitectureError(
+            f"{source}: {architecture} is an embedding model (an encoder): it embeds (py_engine.embedding), "
+            "it does not generate text"
+        )
     try:
         return ARCHITECTURES[architecture]
     except KeyError:
+        known = sorted([*ARCHITECTURES, *ENCODERS])
         raise UnsupportedArchitectureError(
-            f"{source}: unsupported architecture {architecture!r}; supported: {', '.join(sorted(ARCHITECTURES))}"
+            f"{source}: unsupported architecture {architecture!r}; supported: {', '.join(known)}"
         ) from None

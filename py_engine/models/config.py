@@ -58,6 +58,9 @@ class ModelConfig:
     # llama.cpp stores DeltaNet's value heads tiled over the key heads (value head h reads key head
     # h % nk) where HF groups them (h // (nv / nk)): every per-value-head tensor in that order.
     linear_value_heads_tiled: bool = False
+    # Encoders (BERT, models/bert.py): the feed-forward activation and the position embeddings' kind.
+    hidden_act: str = ""
+    position_embedding_type: str = ""
 
     @property
     def rotary_dim(self) -> int:
@@ -125,6 +128,7 @@ TEXT_TOWERS = {
     "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
 }
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
+ENCODER_ARCHITECTURES = ("BertModel",)  # models/bert.py: embedders, not causal LMs
 
 
 def architecture_of(raw: dict, path) -> str:
@@ -178,6 +182,10 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
             **scaling,
         }
     partial = keys.section("rope_parameters").number("partial_rotary_factor", 1.0)
+    encoder = architecture in ENCODER_ARCHITECTURES
+    eps = (
+        keys.number("layer_norm_eps", 1e-12) if encoder else keys.number("rms_norm_eps", keys.number("norm_eps", 1e-6))
+    )
     return ModelConfig(
         architecture=architecture,
         vocab_size=keys.int("vocab_size"),
@@ -187,7 +195,7 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         num_heads=heads,
         num_kv_heads=keys.int("num_key_value_heads", heads),
         head_dim=hidden // heads if head_dim is None else head_dim,
-        rms_norm_eps=keys.number("rms_norm_eps", keys.number("norm_eps", 1e-6)),
+        rms_norm_eps=eps,
         rope_theta=theta,
         rope_scaling=scaling,
         partial_rotary_factor=keys.number("partial_rotary_factor", partial),
@@ -210,6 +218,8 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         linear_value_head_dim=keys.int("linear_value_head_dim", 0),
         conv_kernel=keys.int("linear_conv_kernel_dim", 0) or keys.int("conv_L_cache", 0),
         conv_bias=keys.bool("conv_bias", False),
+        hidden_act=keys.str("hidden_act", "gelu") if encoder else "",
+        position_embedding_type=keys.str("position_embedding_type", "absolute") if encoder else "",
     )
 
 

@@ -12,7 +12,7 @@ import math
 
 from ..errors import ModelFileError
 from ..json_file import describe
-from .config import MAX_LAYERS, ModelConfig
+from .config import ENCODER_ARCHITECTURES, MAX_LAYERS, ModelConfig
 from .config_values import is_int, is_number
 from .delta_chunk_plan import DK_MAX
 from .rope import SCALINGS
@@ -28,6 +28,7 @@ LAYER_TYPES = {  # the layer kinds each architecture's graph builds
     "Qwen3_5ForCausalLM": ("full_attention", "linear_attention"),
     "Lfm2ForCausalLM": (*ATTENTION, "conv"),
 }
+ENCODER_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh")  # gelu.wgsl's exact and tanh forms
 CONV_KERNEL_KEY = {"Qwen3_5ForCausalLM": "linear_conv_kernel_dim", "Lfm2ForCausalLM": "conv_L_cache"}
 
 
@@ -85,6 +86,15 @@ def check_config(cfg: ModelConfig, path) -> None:
         _check_delta_net(check, cfg)
     if "conv" in kinds or "linear_attention" in kinds:
         check.count(CONV_KERNEL_KEY[cfg.architecture], cfg.conv_kernel, high=MAX_CONV_KERNEL)
+    if cfg.architecture in ENCODER_ARCHITECTURES:
+        if cfg.hidden_act not in ENCODER_ACTIVATIONS:
+            check.fail("hidden_act", f"must be one of {', '.join(ENCODER_ACTIVATIONS)}", cfg.hidden_act)
+        if cfg.head_dim % 4:  # encoder_attention.wgsl reads q and k as vec4s
+            check.fail("hidden_size", "/ num_attention_heads must be a multiple of 4 in an encoder", cfg.head_dim)
+        if cfg.position_embedding_type != "absolute":
+            check.fail(
+                "position_embedding_type", 'must be "absolute" (the only kind supported)', cfg.position_embedding_type
+            )
 
 
 def _check_token_ids(check: FieldCheck, cfg: ModelConfig) -> None:

@@ -43,6 +43,12 @@ _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73
 _CJK += ((0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
+def lowercase(text: str) -> str:
+    """HF lowercases character by character (Rust's char::to_lowercase); Python's str.lower()
+    alone would also apply Unicode's final-sigma rule ("ΟΣ" -> "ος", where HF gives "οσ")."""
+    return text.lower() if "Σ" not in text else "".join(map(str.lower, text))
+
+
 def _strip_marks(text: str) -> str:
     return "".join(char for char in text if unicodedata.category(char) != "Mn")
 
@@ -50,9 +56,9 @@ def _strip_marks(text: str) -> str:
 def _bert(config: dict) -> Normalizer:
     """HF's BertNormalizer: drop control characters, white space to " ", spaces around CJK
     ideographs, accents off (NFD, then no nonspacing marks), lowercase."""
-    lowercase = config.get("lowercase", True)
+    lower = config.get("lowercase", True)
     strip_accents = config.get("strip_accents")
-    strip_accents = lowercase if strip_accents is None else strip_accents
+    strip_accents = lower if strip_accents is None else strip_accents
 
     def clean(char: str) -> str:
         # HF drops control characters before it turns white space into spaces, so only tab,
@@ -70,7 +76,7 @@ def _bert(config: dict) -> Normalizer:
             text = "".join(f" {c} " if any(a <= ord(c) <= b for a, b in _CJK) else c for c in text)
         if strip_accents:
             text = _strip_marks(unicodedata.normalize("NFD", text))
-        return text.lower() if lowercase else text
+        return lowercase(text) if lower else text
 
     return normalize
 
@@ -123,7 +129,7 @@ def build_normalizer(config: dict | None) -> Normalizer | None:
     if kind in ("NFC", "NFD", "NFKC", "NFKD"):
         return _unicode_form(kind)
     if kind == "Lowercase":
-        return str.lower
+        return lowercase
     if kind == "Prepend":
         return _prepender(config["prepend"])
     if kind == "Replace":

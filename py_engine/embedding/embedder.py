@@ -1,0 +1,252 @@
+"""Embeddings from the engine: `embedder = await load_embedder(model, device)`, then
+`vectors, prompt_tokens = await embedder.embed(["text", ...])` (an Embeddings).
+
+Two kinds of model embed: encoders (BERT: models/bert.py; mean or CLS pooling as their
+sentence-transformers files say) and causal LMs of the architectures the engine runs, pooled at the
+last token's final-norm state (Qwen3-Embedding). Vectors are L2-normalised unless asked otherwise.
+
+Loading is two steps, as for generation (session.py): read_embedder_files reads and checks
+everything the model's files say (config, tensors, tokenizer, pooling) and plans the graph once with
+no device, so a malformed folder is a typed error before a GPU opens; load_embedder uploads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from ..errors import WispError
+from ..executor import Executor
+from ..formats.model_files import read_model, tensor_info
+from ..formats.source import ModelSource, open_source
+from ..kernels import KernelCache
+from ..kv_cache import kv_formats
+from ..memory import ModelTooLargeError, footprint, size
+from ..models import graph_generator
+from ..models.bert import EmbeddingBuilder
+from ..models.config import ENCODER_ARCHITECTURES
+from ..models.tensor_check import check_tensors
+from ..session import ModelFiles
+from ..weights import WeightUploader
+from .runners import DecoderRunner, EncoderRunner
+from .settings import EmbedSettings, embed_settings
+
+BATCH_TOKENS = 512  # an encoder forward's rows (at least the longest input): texts packed per forward
+PREFILL_ROWS = 128  # a decoder embedder's forward: a longer text is several, as a chat prompt's prefill
+
+
+class Embeddings(NamedTuple):
+    vectors: list[list[float]]  # one per input, in order
+    prompt_tokens: int  # tokens the model read, special tokens included (OpenAI's usage.prompt_tokens)
+
+
+@dataclass
+class EmbedderFiles:
+    """A model's files read and checked for embedding: what loading needs besides a device."""
+
+    source: ModelSource
+    cfg: object
+    tensors: dict
+    tokenizer: object | None
+    settings: EmbedSettings
+    encoder: bool
+
+
+def read_embedder_files(model, *, pooling: str | None = None, max_tokens: int | None = None) -> EmbedderFiles:
+    """model: an HF directory or GGUF file, a ModelSource (the browser's), or session.read_model_files'
+    ModelFiles. pooling ("cls", "mean", "lasttoken") / max_tokens: override the model's files.
+    Raises WispError (ModelFileError naming the file and field) for anything malformed."""
+    if isinstance(model, EmbedderFiles):
+        if pooling is None and max_tokens is None:
+            return model
+        settings = embed_settings(model.source, model.cfg, model.encoder, pooling, max_tokens)
+        return replace(model, settings=settings)
+    tokenizer = None
+    if isinstance(model, ModelFiles):
+        source, (cfg, tensors, gguf), tokenizer = model.source, model.read, model.tokenizer
+    else:
+        source = open_source(model)
+        cfg, tensors, gguf = read_model(source)
+    encoder = cfg.architecture in ENCODER_ARCHITECTURES
+    if not encoder:
+        tensors = _backbone_names(cfg, tensors, source)
+    settings = embed_settings(source, cfg, encoder, pooling, max_tokens)
+    if tokenizer is None:
+        tokenizer = _read_tokenizer(source, gguf)
+    files = EmbedderFiles(source, cfg, tensors, tokenizer, settings, encoder)
+    _plan(files, half=False, kv=("f32", "f32"), max_binding=1 << 27)  # missing tensors, dtypes: before a device
+    return files
+
+
+def _backbone_names(cfg, tensors: dict, source) -> dict:
+    """Qwen3-Embedding's checkpoints are saved from the bare Qwen3Model: "embed_tokens.weight",
+    "layers.N....", "norm.weight", no "model." prefix (and no LM head, which pooling never reads)."""
+    if "model.embed_tokens.weight" in tensors or "embed_tokens.weight" not in tensors:
+        return tensors
+    renamed = {name if name.startswith("lm_head.") else "model." + name: info for name, info in tensors.items()}
+    check_tensors(cfg, renamed, source.label)
+    return renamed
+
+
+def _read_tokenizer(source, gguf):
+    if gguf is not None:
+        from ..formats.gguf_tokenizer import tokenizer_from_gguf
+
+        return tokenizer_from_gguf(gguf)
+    if not source.exists("tokenizer.json"):
+        return None  # token ids only (a test fixture)
+    from ..tokenizer import Tokenizer
+
+    return Tokenizer.from_model_dir(source.small_dir())
+
+
+def _plan(files: EmbedderFiles, *, half: bool, kv: tuple, max_binding: int, normalize: bool = True):
+    cfg, settings = files.cfg, files.settings
+    max_rows = max(settings.max_tokens, BATCH_TOKENS) if files.encoder else PREFILL_ROWS
+    builder = EmbeddingBuilder(
+        cfg,
+        lambda name: tensor_info(files.tensors, name, files.source.label),
+        max_rows,
+        max_rows if files.encoder else settings.max_tokens,  # an encoder has no KV cache
+        half,
+        kv,
+        max_binding,
+        pooling=settings.pooling,
+        normalize=normalize,
+    )
+    graph = graph_generator(cfg.architecture, files.source.label, encoders=True)(builder)
+    if graph.recurrent:
+        raise WispError(f"{files.source.label}: {cfg.architecture} has recurrent layers, which cannot embed yet")
+    return graph
+
+
+async def load_embedder(
+    model,
+    device,
+    *,
+    pooling: str | None = None,
+    normalize: bool = True,
+    max_tokens: int | None = None,
+    model_id: str | None = None,
+    progress=None,
+    gpu_budget: int | None = None,
+    f32: bool = False,
+    packed_kv: bool = False,
+    max_binding: int = 0,
+) -> Embedder:
+    """An Embedder of `model` (what read_embedder_files takes, or its EmbedderFiles) on `device`.
+    pooling / max_tokens: override the model's files (max_tokens: the longest input; an encoder's
+    default is its sentence-transformers max_seq_length or max_position_embeddings, a decoder's at
+    most 2048, which sizes its KV cache). normalize: L2-normalise (default). model_id: the name
+    Embedder.model_id reports (default the model's folder or file name). progress, gpu_budget,
+    packed_kv, max_binding: as Engine.load's. f32: no f16 weights even with shader-f16."""
+    files = read_embedder_files(model, pooling=pooling, max_tokens=max_tokens)
+    half = device.caps.shader_f16 and not f32
+    kv = kv_formats(files.tensors, half, packed_kv)
+    graph = _plan(
+        files, half=half, kv=kv, max_binding=max_binding or device.caps.limits.max_storage_binding, normalize=normalize
+    )
+    need = footprint(graph, 0, 0)
+    if gpu_budget is not None and need.total > gpu_budget:
+        raise ModelTooLargeError(
+            f"{files.source.label} needs {need.describe()} of GPU memory to embed, more than this "
+            f"device's budget of {size(gpu_budget)}"
+        )
+    kernels = KernelCache(device)
+    uploader = WeightUploader(device, kernels, files.tensors, files.source, progress)
+    uploader.expect(t for t in graph.tensors if t.kind == "weight")
+    executor = Executor(device, kernels, graph, uploader)
+    await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
+    await uploader.finish()
+    dim = files.cfg.hidden_size
+    runner = (EncoderRunner if files.encoder else DecoderRunner)(device, executor, dim)
+    await device.read_buffer(executor.buffer("embeddings"), 0, 4)  # every upload landed
+    name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
+    embedder = Embedder(files, runner, name, normalize)
+    embedder.footprint = need
+    return embedder
+
+
+class Embedder:
+    kv_formats = ()  # no KV cache is kept between requests (what the worker's `loaded` reports, as an Engine's)
+
+    def __init__(self, files: EmbedderFiles, runner, model_id: str, normalize: bool):
+        """Use load_embedder."""
+        self.files, self.runner, self.model_id, self.normalize = files, runner, model_id, normalize
+        self.footprint = None  # memory.Footprint of its graph (load_embedder sets it)
+        self.tokenizer = files.tokenizer
+        self._affixes = special_affixes(self.tokenizer) if self.tokenizer else ([], [])
+
+    @property
+    def dimensions(self) -> int:
+        return self.files.cfg.hidden_size
+
+    @property
+    def max_tokens(self) -> int:
+        return self.files.settings.max_tokens
+
+    @property
+    def context(self) -> int:  # as an Engine's: the longest input
+        return self.max_tokens
+
+    @property
+    def pooling(self) -> str:
+        return self.files.settings.pooling
+
+    def tokens(self, item, truncate: bool = True) -> list[int]:
+        """The token ids the model reads for one input: a text (its special tokens added, as
+        sentence-transformers does) or a list of token ids (taken as they are), cut to max_tokens
+        (truncate=False: longer is a WispError)."""
+        limit = self.max_tokens
+        if isinstance(item, str):
+            if self.tokenizer is None:
+                raise WispError(f"{self.model_id} has no tokenizer: give token ids, not text")
+            text = item.lower() if self.files.settings.lowercase else item
+            ids = text_tokens(self.tokenizer, text, limit, self._affixes, truncate)
+        elif isinstance(item, list) and all(type(i) is int for i in item):
+            if len(item) > limit and not truncate:
+                raise WispError(f"an input of {len(item)} tokens exceeds {limit}")
+            ids = item[:limit]
+        else:
+            raise WispError("each input must be a string or a list of token ids")
+        vocab = self.files.cfg.vocab_size
+        bad = next((i for i in ids if not 0 <= i < vocab), None)
+        if bad is not None:
+            raise WispError(f"token id {bad} is outside the model's vocabulary (0..{vocab - 1})")
+        if not ids:
+            raise WispError("an input is empty (no tokens to embed)")
+        return ids
+
+    async def embed(self, inputs, *, truncate: bool = True) -> Embeddings:
+        """Vectors of `inputs`: a string, a list of strings, a list of token ids or a list of such
+        lists (OpenAI's `input`). truncate: cut inputs longer than max_tokens (sentence-transformers'
+        behaviour); False: refuse them with a WispError."""
+        if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and all(type(i) is int for i in inputs)):
+            inputs = [inputs]
+        if not isinstance(inputs, (list, tuple)) or not inputs:
+            raise WispError("input must be a string, a list of strings or token ids, and not empty")
+        sequences = [self.tokens(item, truncate) for item in inputs]
+        return Embeddings(await self.runner.run(sequences), sum(map(len, sequences)))
+
+
+def text_tokens(tokenizer, text: str, limit: int, affixes=None, truncate: bool = True) -> list[int]:
+    """encode(text, add_special_tokens=True) cut to `limit` tokens as HF truncates (the text's
+    tokens, keeping room for the special tokens around them); truncate=False: a WispError instead."""
+    prefix, suffix = affixes or special_affixes(tokenizer)
+    ids = tokenizer.encode(text)
+    room = max(limit - len(prefix) - len(suffix), 0)
+    if len(ids) > room and not truncate:
+        raise WispError(f"an input of {len(ids) + len(prefix) + len(suffix)} tokens exceeds {limit}")
+    return prefix + ids[:room] + suffix
+
+
+def special_affixes(tokenizer) -> tuple[list[int], list[int]]:
+    """(ids before the text, ids after it) that encode(text, add_special_tokens=True) adds: [CLS]
+    and [SEP] for BERT, a BOS or an EOS for a decoder's. Found by comparing the two encodings of a
+    probe text, so any tokenizer with the usual encode() works (HF tokenizer.json, GGUF's)."""
+    empty = tokenizer.encode("", add_special_tokens=True)
+    plain = tokenizer.encode("a", add_special_tokens=False)
+    full = tokenizer.encode("a", add_special_tokens=True)
+    for cut in range(len(empty) + 1):
+        if full[cut : cut + len(plain)] == plain and full[:cut] + full[cut + len(plain) :] == empty:
+            return full[:cut], full[cut + len(plain) :]
+    return [], empty  # not prefix + text + suffix: keep the specials after the text

@@ -1,0 +1,203 @@
+"""BERT encoders (all-MiniLM-L6-v2, bge-small-en-v1.5: HF's BertModel) and the ops sentence
+embeddings are made of: LayerNorm with bias, GELU, bidirectional attention over packed sequences,
+pooling with L2 normalisation.
+
+A forward packs several texts one after another into its rows, with no padding (an encoder's
+attention cannot be cut into chunks the way a decoder's prefill is: every token sees the whole
+text, so a text must fit one forward). Three inputs say where each text lies: `positions` (each
+row's position in its text, for the position embeddings), `spans` (each row's text, first row and
+end row: the rows its attention sees) and `seqs` (each text's rows, for pooling). Step.logit_rows
+carries the number of texts, the graph's output rows ("embeddings": one vector per text).
+
+Per layer (post-LN): q|k|v with biases -> attention -> output dense + bias + residual -> LayerNorm
+-> intermediate dense + bias -> GELU -> output dense + bias + residual -> LayerNorm.
+"""
+
+from __future__ import annotations
+
+from ..graph import Tensor, WeightSpec, ceil_div
+from ..linear_plan import embedding_grid
+from .builder import GraphBuilder
+
+POOLING_MODES = {"cls": 0, "mean": 1, "lasttoken": 2}  # embed_pool.wgsl's modes
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")  # BERT configs' hidden_act for GELU's tanh form
+
+
+class EmbeddingBuilder(GraphBuilder):
+    """A GraphBuilder for embedding graphs. pooling: how build_bert pools a text's rows ("cls",
+    "mean" or "lasttoken"); normalize: L2-normalise the pooled vectors. A causal LM's graph built
+    with it ends in last-token pooling of its final norm's row instead of the LM head (decoder
+    embedders, Qwen3-Embedding): the head is never read, so a checkpoint may leave it out."""
+
+    def __init__(self, *args, pooling: str = "mean", normalize: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pooling, self.normalize = pooling, normalize
+
+    def logits(self, x_last: Tensor, head: str) -> Tensor:
+        # x_last: the final norm of the forward's last row (Step.logit_rows = 1) in row 0.
+        return pool(self, x_last, self.cfg.hidden_size, "cls", sequences=1)
+
+    def softcap(self, logits: Tensor, cap: float) -> Tensor:
+        return logits  # Gemma 2/3's final softcapping belongs to the logits
+
+
+def build_bert(b: GraphBuilder):
+    cfg = b.cfg
+    g, hidden = b.g, cfg.hidden_size
+    positions = input_tensor(b, "positions", 4)
+    spans = input_tensor(b, "spans", 8)
+    e = "embeddings."
+    words = b.embedding(e + "word_embeddings.weight")
+    where = gather(b, e + "position_embeddings.weight", positions)
+    token_type = g.tensor(
+        e + "token_type_embeddings.weight",
+        hidden * 4,
+        "weight",
+        weight=WeightSpec((e + "token_type_embeddings.weight",), "vector"),
+        rows=(0, 1),  # type 0's row: every token is of the first segment
+    )
+    x = layer_norm(b, words, e + "LayerNorm", residual=where, shift=token_type)
+    for i in range(cfg.num_layers):
+        p = f"encoder.layer.{i}."
+        qkv_parts = [p + f"attention.self.{name}" for name in ("query", "key", "value")]
+        qkv = b.linear(x, [n + ".weight" for n in qkv_parts], bias=[n + ".bias" for n in qkv_parts])
+        a = encoder_attention(b, qkv, spans)
+        out = p + "attention.output.dense."
+        x = layer_norm(
+            b, b.linear(a, [out + "weight"], bias=[out + "bias"], residual=x), p + "attention.output.LayerNorm"
+        )
+        inter = p + "intermediate.dense."
+        h = gelu(b, b.linear(x, [inter + "weight"], bias=[inter + "bias"]), tanh=cfg.hidden_act in TANH_GELUS)
+        out = p + "output.dense."
+        x = layer_norm(b, b.linear(h, [out + "weight"], bias=[out + "bias"], residual=x), p + "output.LayerNorm")
+    pool(b, x, hidden, getattr(b, "pooling", "mean"), sequences=g.max_rows)
+    return g
+
+
+def encoder_shapes(cfg) -> dict[str, tuple]:
+    """BertModel's tensors -> the shapes they may have (models/tensor_check.py; None: any size)."""
+    h, inter = cfg.hidden_size, cfg.intermediate_size
+    e = "embeddings."
+    shapes = {
+        e + "word_embeddings.weight": ((cfg.vocab_size, h),),
+        e + "position_embeddings.weight": ((cfg.max_position, h),),
+        e + "token_type_embeddings.weight": ((None, h),),
+    }
+    norms = [e + "LayerNorm"]
+    for i in range(cfg.num_layers):
+        p = f"encoder.layer.{i}."
+        for name, rows, cols in (
+            ("attention.self.query", h, h),
+            ("attention.self.key", h, h),
+            ("attention.self.value", h, h),
+            ("attention.output.dense", h, h),
+            ("intermediate.dense", inter, h),
+            ("output.dense", h, inter),
+        ):
+            shapes[p + name + ".weight"], shapes[p + name + ".bias"] = ((rows, cols),), ((rows,),)
+        norms += [p + "attention.output.LayerNorm", p + "output.LayerNorm"]
+    for norm in norms:
+        shapes[norm + ".weight"] = shapes[norm + ".bias"] = ((h,),)
+    return shapes
+
+
+# ---- the ops ----------------------------------------------------------------------------------
+
+
+def input_tensor(b: GraphBuilder, name: str, row_bytes: int) -> Tensor:
+    """A per-forward input of row_bytes a row (the embedder writes it before each forward)."""
+    if name not in b.g.inputs:
+        b.g.inputs[name] = b.g.tensor(name, b.g.max_rows * row_bytes, "input")
+    return b.g.inputs[name]
+
+
+def gather(b: GraphBuilder, table: str, ids: Tensor) -> Tensor:
+    """Rows of the embedding table `table` picked by the ids input `ids` (embedding.wgsl)."""
+    shards, _, dim = b.matrix([table])
+    y = b.act("gather", dim)
+    for shard, start, defines in shards:
+        b.g.op(
+            "embedding",
+            {"ids": ids, "w": shard, "y": y},
+            {"dim": dim, "row_start": start, "row_count": shard.rows[1], "scale": 1.0},
+            lambda rows, dim=dim: embedding_grid(dim, rows),
+            defines,
+        )
+    return y
+
+
+def layer_norm(b: GraphBuilder, x: Tensor, prefix: str, residual: Tensor | None = None, shift=None) -> Tensor:
+    """LayerNorm(x + residual + shift) with prefix's weight and bias (layernorm.wgsl)."""
+    weight = b.vector([prefix + ".weight"])
+    dim = weight.nbytes // 4
+    y = b.act("layernorm", dim)
+    b.g.op(
+        "layernorm",
+        {
+            "x": x,
+            "residual": residual or b.dummy,
+            "shift": shift or b.dummy,
+            "w": weight,
+            "b": b.vector([prefix + ".bias"]),
+            "y": y,
+        },
+        {
+            "dim": dim,
+            "eps": b.cfg.rms_norm_eps,
+            "add_residual": int(residual is not None),
+            "add_shift": int(shift is not None),
+        },
+        lambda rows: (rows, 1, 1),
+    )
+    return y
+
+
+def gelu(b: GraphBuilder, x: Tensor, tanh: bool = False) -> Tensor:
+    """GELU over the linear layer output x, in place (gelu.wgsl): exact (erf), or tanh's form."""
+    width = x.nbytes // (4 * b.g.max_rows)
+    b.g.op(
+        "gelu",
+        {"x": x},
+        {"width": width, "pad0": 0, "pad1": 0, "pad2": 0},
+        lambda rows: (ceil_div(width, 256), rows, 1),
+        {"TANH": tanh, "GELU": True},
+    )
+    return x
+
+
+def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
+    """Bidirectional attention of each row over its own text's rows (encoder_attention.wgsl)."""
+    cfg = b.cfg
+    heads, hd = cfg.num_heads, cfg.head_dim
+    width = heads * hd
+    y = b.act("attn", width)
+    b.g.op(
+        "encoder_attention",
+        {"qkv": qkv, "spans": spans, "y": y},
+        {
+            "n_heads": heads,
+            "head_dim": hd,
+            "q_stride": 3 * width,
+            "k_offset": width,
+            "v_offset": 2 * width,
+            "scale": hd**-0.5,
+            "pad0": 0,
+            "pad1": 0,
+        },
+        lambda rows: (heads, rows, 1),
+    )
+    return y
+
+
+def pool(b: GraphBuilder, x: Tensor, dim: int, mode: str, sequences: int) -> Tensor:
+    """The graph's output "embeddings" [sequences, dim]: each text's rows of x (the `seqs` input)
+    pooled by `mode` and, where the builder says so, L2-normalised (embed_pool.wgsl)."""
+    seqs = input_tensor(b, "seqs", 8)
+    y = b.g.outputs["embeddings"] = b.g.tensor("embeddings", sequences * dim * 4, "output")
+    b.g.op(
+        "embed_pool",
+        {"x": x, "seqs": seqs, "y": y},
+        {"dim": dim, "mode": POOLING_MODES[mode], "normalize": int(getattr(b, "normalize", True)), "pad0": 0},
+        lambda rows: (min(rows, sequences), 1, 1),
+    )
+    return y

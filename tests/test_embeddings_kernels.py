@@ -1,0 +1,120 @@
+"""The embedding kernels against numpy: LayerNorm with bias (and the embeddings' three-way sum),
+GELU (exact erf and tanh forms), bidirectional attention over packed sequences, pooling with L2
+normalisation."""
+
+import math
+
+import numpy as np
+import pytest
+from gpu_harness import as_f32, run_kernel
+
+RNG = np.random.default_rng(17)
+
+
+def layer_norm_ref(v, w, b, eps):
+    v = v.astype(np.float64)
+    mean = v.mean(-1, keepdims=True)
+    var = ((v - mean) ** 2).mean(-1, keepdims=True)
+    return (v - mean) / np.sqrt(var + eps) * w + b
+
+
+@pytest.mark.parametrize("dim", [64, 384, 1000])
+@pytest.mark.parametrize("extras", [False, True])
+def test_layernorm(dim, extras):
+    rows = 5
+    x = (RNG.standard_normal((rows, dim)) * 3 + 5).astype(np.float32)  # a mean far from 0
+    residual = RNG.standard_normal((rows, dim)).astype(np.float32)
+    shift = RNG.standard_normal(dim).astype(np.float32)
+    w = (1 + 0.1 * RNG.standard_normal(dim)).astype(np.float32)
+    b = (0.1 * RNG.standard_normal(dim)).astype(np.float32)
+    res = run_kernel(
+        "layernorm",
+        {"x": x, "residual": residual, "shift": shift, "w": w, "b": b, "y": rows * dim * 4},
+        {"dim": dim, "eps": 1e-12, "add_residual": int(extras), "add_shift": int(extras)},
+        grid=(rows, 1, 1),
+        step=(rows, 0, rows),
+    )
+    v = x + residual + shift if extras else x
+    np.testing.assert_allclose(as_f32(res["y"], (rows, dim)), layer_norm_ref(v, w, b, 1e-12), rtol=1e-4, atol=2e-5)
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+@pytest.mark.parametrize("tanh", [False, True])
+def test_gelu(tanh):
+    rows, width = 3, 300
+    x = (RNG.standard_normal((rows, width)) * 4).astype(np.float32)
+    x[0, :6] = [-30.0, -9.0, -4.0, 0.0, 9.0, 30.0]
+    res = run_kernel(
+        "gelu",
+        {"x": x},
+        {"width": width, "pad0": 0, "pad1": 0, "pad2": 0},
+        grid=(2, rows, 1),
+        step=(rows, 0, rows),
+        defines={"TANH": tanh, "GELU": True},
+    )
+    want = (gelu_tanh if tanh else gelu_erf)(x.astype(np.float64))
+    # The erf form keeps its relative precision where x is very negative; tanh's form cancels there.
+    np.testing.assert_allclose(
+        as_f32(res["x"], (rows, width)), want, rtol=2e-6 if not tanh else 1e-5, atol=1e-7 if not tanh else 1e-6
+    )
+
+
+@pytest.mark.parametrize("subgroups", [True, False])
+@pytest.mark.parametrize("hd,lengths", [(32, [3, 1, 70, 9]), (64, [150, 600]), (256, [5, 2])])
+def test_encoder_attention_keeps_to_each_sequence(hd, lengths, subgroups):
+    """Packed sequences: each row sees every row of its own sequence (before and after it), no
+    other; 600 keys take two chunks of 512 (the online softmax across them)."""
+    heads = 3
+    width = heads * hd
+    rows = sum(lengths)
+    qkv = RNG.standard_normal((rows, 3 * width)).astype(np.float32)
+    spans, starts = [], np.cumsum([0, *lengths])
+    for first, end in zip(starts[:-1], starts[1:]):
+        spans += [first, end] * (end - first)
+    res = run_kernel(
+        "encoder_attention",
+        {"qkv": qkv, "spans": np.array(spans, np.uint32), "y": rows * width * 4},
+        {"n_heads": heads, "head_dim": hd, "q_stride": 3 * width, "k_offset": width, "v_offset": 2 * width}
+        | {"scale": hd**-0.5, "pad0": 0, "pad1": 0},
+        grid=(heads, rows, 1),
+        step=(rows, 0, rows),
+        subgroups=subgroups,
+    )
+    got = as_f32(res["y"], (rows, heads, hd))
+    q, k, v = (qkv[:, i * width : (i + 1) * width].reshape(rows, heads, hd).astype(np.float64) for i in range(3))
+    for first, end in zip(starts[:-1], starts[1:]):
+        scores = np.einsum("qhd,khd->hqk", q[first:end], k[first:end]) * hd**-0.5
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        want = np.einsum("hqk,khd->qhd", weights, v[first:end])
+        np.testing.assert_allclose(got[first:end], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("normalize", [0, 1])
+def test_embed_pool(mode, normalize):
+    dim, lengths = 300, [4, 1, 9]
+    rows = sum(lengths)
+    x = RNG.standard_normal((rows, dim)).astype(np.float32)
+    starts = np.cumsum([0, *lengths])
+    seqs = np.array([[a, b] for a, b in zip(starts[:-1], starts[1:])], np.uint32)
+    res = run_kernel(
+        "embed_pool",
+        {"x": x, "seqs": seqs, "y": (len(lengths) + 1) * dim * 4},
+        {"dim": dim, "mode": mode, "normalize": normalize, "pad0": 0},
+        grid=(rows, 1, 1),
+        step=(rows, 0, rows, len(lengths)),  # logit_rows: the sequences; the other workgroups return
+    )
+    got = as_f32(res["y"], (len(lengths) + 1, dim))
+    for s, (a, b) in enumerate(seqs):
+        v = [x[a], x[a:b].astype(np.float64).mean(0), x[b - 1]][mode]
+        want = v / np.linalg.norm(v) if normalize else v
+        np.testing.assert_allclose(got[s], want, rtol=1e-5, atol=1e-6)
+    assert not got[len(lengths)].any()  # past the sequences: untouched
