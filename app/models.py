@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.files import safe_path
-from py_engine.catalog import DEFAULT_MODEL, MODELS
+from py_engine.catalog import DEFAULT_MODEL, EMBEDDING_MODELS, MODELS
 from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
@@ -36,6 +36,7 @@ class ServedModel:
     default: bool = False
     files: dict[str, Path] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)  # file -> the catalog's hash
+    task: str = "chat"  # or "embedding": the page's chat picker leaves those out
 
     def file(self, rel: str) -> Path | None:
         """The listed file `rel` as it is now, or None: an HF model's files are resolved at each
@@ -67,6 +68,8 @@ class ServedModel:
         }
         if self.description:
             out["description"] = self.description
+        if self.task != "chat":
+            out["task"] = self.task
         return out
 
 
@@ -151,6 +154,15 @@ class ModelRegistry:
         raise ModelPathError(f"{path}: expected a .gguf file or an HF model directory")
 
     def _catalog(self, name: str) -> ServedModel | None:
+        if name in EMBEDDING_MODELS:  # a folder: each file with the catalog's hash
+            entry = EMBEDDING_MODELS[name]
+            path = cached_path(name, self.cache_dir)
+            if path is None:
+                return None
+            served = hf_model(name, path)
+            served.description, served.task = entry.description, "embedding"
+            served.sha256 = {f.name: f.sha256 for f in entry.files}
+            return served
         path = cached_path(name, self.cache_dir)
         return None if path is None else gguf_model(name, path, MODELS[name].description, MODELS[name].sha256)
 
@@ -160,7 +172,8 @@ class ModelRegistry:
         out = list(self.explicit)
         if self.include_cache:
             listed = {m.id for m in out}
-            out += [m for name in MODELS if name not in listed and (m := self._catalog(name)) is not None]
+            names = [*MODELS, *EMBEDDING_MODELS]
+            out += [m for name in names if name not in listed and (m := self._catalog(name)) is not None]
         if out:
             chosen = out[0] if self.explicit else next((m for m in out if m.id == DEFAULT_MODEL), out[0])
             for m in out:

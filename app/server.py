@@ -1,5 +1,6 @@
-"""The web app's URL map (ASGI, Starlette). It only serves files and a model list: all compute
-happens in the browser (Pyodide + WebGPU in a module worker).
+"""The web app's URL map (ASGI, Starlette). The page's compute happens in the browser (Pyodide +
+WebGPU in a module worker); this server serves its files and models, and answers OpenAI's API on
+this machine's own GPU for apps that call it (app/openai_api.py).
 
 /                      static/index.html
 /static/*              static/
@@ -14,6 +15,8 @@ happens in the browser (Pyodide + WebGPU in a module worker).
                        writes it into build/web; served as computed from the files now, so never stale)
 /api/models            JSON list of models (app/models.py)
 /models/<id>/<file>    the listed files of one model, with Range requests
+/v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings
+                       OpenAI's API over the same models, run here with wgpu-py (app/openai_api.py)
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from starlette.routing import Route
 
 from .files import file_response, not_found, safe_path
 from .models import ModelRegistry
+from .openai_api import openai_routes
 from .shell import shell_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +75,9 @@ class ShellVersion:
             return self.value
 
 
-def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None) -> Starlette:
+def create_app(
+    registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None, openai=None
+) -> Starlette:
     registry = registry if registry is not None else ModelRegistry()
     web_dir = web_dir if web_dir is not None else root / "build" / "web"
     trees = {
@@ -135,6 +141,7 @@ def create_app(registry: ModelRegistry | None = None, root: Path = ROOT, web_dir
         Route("/api/models", api_models, methods=["GET"]),
         Route("/models/{model_id}/{path:path}", model_file, methods=["GET", "HEAD"]),
         *(tree(name) for name in trees),
+        *openai_routes(registry, openai),
     ]
     app = Starlette(routes=routes)
     app.state.registry = registry

@@ -25,8 +25,10 @@ import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
  *  the submit strategy (py_engine/web/webkit.py's submit_strategy). */
 export function pageLoadOptions(scope = globalThis) {
   const options = { platform: detectPlatform(scope.navigator) };
-  const group = scope.location ? new URLSearchParams(scope.location.search).get("group") : null;
-  if (group) options.group = group;
+  const params = new URLSearchParams(scope.location?.search || "");
+  if (params.get("group")) options.group = params.get("group");
+  // ?gpu_budget_mb=N: refuse models whose GPU footprint exceeds N MB (WebKit has 1200 by default)
+  if (params.get("gpu_budget_mb")) options.gpu_budget_mb = params.get("gpu_budget_mb");
   return options;
 }
 
@@ -57,11 +59,15 @@ export function modelSize(model) {
   return Object.values(model.files || {}).reduce((a, b) => a + Number(b || 0), 0);
 }
 
-/** The load message's model: what /api/models gives plus the base URL of its files. */
+/** The load message's model: what /api/models gives plus the base URL of its files; a model the
+ *  user brought (static/byo.js) has its own base and source (and, local, its File handles). */
 export function modelRef(model) {
   // hashes: what the worker's weight store checks downloaded files against (absent: it asks /api/models)
-  return { id: model.id, name: model.name, kind: model.kind, base: `/models/${model.id}/`, files: model.files,
-           hashes: model.hashes };
+  const ref = { id: model.id, name: model.name, kind: model.kind, base: model.base || `/models/${model.id}/`,
+                files: model.files, hashes: model.hashes };
+  if (model.source) ref.source = model.source;
+  if (model.blobs) ref.blobs = model.blobs;
+  return ref;
 }
 
 /** One generation: async-iterable over `token` events; `done` resolves with the `done` event. */
@@ -208,6 +214,19 @@ export class WispClient extends EventTarget {
     return gen;
   }
 
+  /** An OpenAI request to the loaded model (static/openai.js): endpoint "chat.completions",
+   *  "completions" or "embeddings", body as OpenAI's. Returns a Generation whose iteration yields
+   *  the stream's chunks and whose `done` resolves with the whole response. */
+  openai(endpoint, body) {
+    if (!this.worker) throw new WispError("internal", "No model is loaded.");
+    const id = `api-${nextId++}`;
+    const gen = new Generation(this, id);
+    gen._release = this._submit.guardFirstForward();
+    this._pending.set(id, { kind: "generate", gen });
+    this._post({ type: "openai", id, endpoint, body });
+    return gen;
+  }
+
   /** Cancel a generation by id (or every running one). */
   cancel(id = null) {
     for (const [pid, p] of this._pending) {
@@ -311,6 +330,10 @@ export class WispClient extends EventTarget {
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "token": if (p?.gen) p.gen._token(msg); break;
+      case "chunk": if (p?.gen) p.gen._push({ value: msg.chunk, done: false }); break;
+      case "response":
+        if (p?.gen) { this._pending.delete(msg.id); p.gen._finish(msg.body); }
+        break;
       case "done":
         if (p?.gen) { this._pending.delete(msg.id); p.gen._finish(msg); }
         break;

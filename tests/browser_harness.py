@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from server_harness import ROOT, app_server  # noqa: F401 - the browser tests import it from here
 
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (make test installs it); never `playwright install`
 FLAGS = [
     "--enable-unsafe-webgpu",
@@ -24,28 +20,6 @@ FLAGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-
-
-@contextlib.contextmanager
-def app_server(*args: str):
-    """`python -m app --port 0 ARGS…` on a free loopback port; yields its base URL (no trailing /)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", "0", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        match = re.search(r"http://\S+", proc.stdout.readline())
-        if not match:
-            proc.kill()
-            raise RuntimeError(f"the server did not start: {proc.stderr.read()}")
-        yield match.group(0).rstrip("/"), proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
 
 
 def launch(p, profile: Path | None = None, **options):

@@ -21,6 +21,8 @@ MODEL = {
     "base": "/models/tiny/",
     "files": {"tiny.gguf": 1234},
     "hashes": {"tiny.gguf": {"sha256": "ab" * 32}},
+    "source": "local",  # a model the user brought: its files are File handles (blobs)
+    "blobs": {"tiny.gguf": {}},
 }
 OPTIONS = {
     "context": 512,
@@ -46,6 +48,12 @@ VALID = {  # one message of each type with every field the table knows
             "max_new_tokens": 16,
         },
         "ignore_eos": True,
+    },
+    "openai": {
+        "type": "openai",
+        "id": "api-8",
+        "endpoint": "chat.completions",
+        "body": {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": True},
     },
     "cancel": {"type": "cancel", "id": "gen-2"},
     "unload": {"type": "unload", "id": 7},

@@ -19,16 +19,10 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
+import { openDawn } from "./dawn_gpu.mjs";
 import { openPage } from "./page.mjs";
 
 const log = (...a) => console.error("[dawn]", ...a);
-// WebGPU's default limits for compute (core feature level), which the engine is written against.
-const CORE_DEFAULTS = {
-  maxComputeWorkgroupSizeX: 256, maxComputeWorkgroupSizeY: 256, maxComputeWorkgroupSizeZ: 64,
-  maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupStorageSize: 16384,
-  maxStorageBuffersPerShaderStage: 8, maxStorageBufferBindingSize: 134217728, maxBufferSize: 268435456,
-};
-
 const { values: args } = parseArgs({ options: {
   model: { type: "string" }, ids: { type: "string" }, "new-tokens": { type: "string", default: "16" },
   context: { type: "string" }, "dawn-backend": { type: "string", default: "vulkan" },
@@ -45,43 +39,6 @@ function readIds(text) {
   const value = JSON.parse(/^\s*[[{]/.test(text) ? text : fs.readFileSync(text, "utf8"));
   const ids = Array.isArray(value) ? value : value.ids;
   return { ids, warm: Array.isArray(value) ? [...ids].reverse() : (value.warm_ids || [...ids].reverse()) };
-}
-
-/** Dawn as navigator.gpu: its globals (GPUBufferUsage, ...) on globalThis; opengles in compatibility mode. */
-async function openDawn(dir, backend, toggles) {
-  if (backend === "opengles") {
-    process.env.EGL_PLATFORM ??= "surfaceless";
-    process.env.XDG_RUNTIME_DIR ??= os.tmpdir();
-  }
-  const { create, globals } = await import(path.join(path.resolve(dir), "index.js"));
-  Object.assign(globalThis, globals);
-  const gpu = create([`backend=${backend}`, ...toggles]);
-  if (backend !== "opengles") return { gpu, featureLevel: "core" };
-  // worker/gpu_device.js asks for a plain adapter; GLES has only a compatibility-mode one, whose
-  // default limits are lower than the WebGPU defaults every desktop browser grants (256 invocations,
-  // 8 storage buffers per stage): its devices get those, where the adapter has them.
-  const raise = (adapter) => new Proxy(adapter, {
-    get(target, prop) {
-      if (prop === "requestDevice") {
-        return (desc = {}) => {
-          const core = {};
-          for (const [k, v] of Object.entries(CORE_DEFAULTS)) core[k] = Math.min(v, target.limits[k]);
-          return target.requestDevice({ ...desc, requiredLimits: { ...core, ...(desc.requiredLimits || {}) } });
-        };
-      }
-      const value = target[prop];
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  const compat = {
-    requestAdapter: async (options = {}) => {
-      const adapter = await gpu.requestAdapter({ ...options, featureLevel: "compatibility" });
-      return adapter && raise(adapter);
-    },
-    getPreferredCanvasFormat: () => gpu.getPreferredCanvasFormat(),
-    get wgslLanguageFeatures() { return gpu.wgslLanguageFeatures; },
-  };
-  return { gpu: compat, featureLevel: "compatibility" };
 }
 
 function progressLogger() {

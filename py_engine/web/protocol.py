@@ -56,6 +56,11 @@ MODEL = {  # what /api/models lists, plus where its files are served (client.js 
     "base": str,
     "files": Map(int),
     "hashes?": Or(Map(Or({"sha256": str}, {"etag": str})), None),
+    # A model the user brought (static/byo.js), absent for our server's: "url": base is another
+    # origin's absolute URL; "local": the user's files, base "local:<id>/", each File in blobs
+    # (worker.js hands them to the weight store; Python never sees them).
+    "source?": Enum("url", "local"),
+    "blobs?": Map(object),
 }
 SAMPLING = {  # py_engine/token_choice.py SamplingParams, plus the answer's length
     "temperature?": Or(float, None),
@@ -78,6 +83,9 @@ MESSAGES = {  # page -> worker
         "sampling?": SAMPLING,
         "ignore_eos?": bool,
     },  # ignore_eos: benchmarks decode a fixed count
+    # OpenAI's API (py_engine/api/, static/openai.js): a request body as the desktop's /v1 takes it,
+    # answered with `chunk` events (stream: true) and one `response`; the loaded model answers.
+    "openai": {"id": ID, "endpoint": Enum("chat.completions", "completions", "embeddings"), "body": dict},
     "cancel": {"id": ID},
     "unload": {"id?": ID},
     "store_list": {"id": ID},
@@ -159,6 +167,8 @@ EVENTS = {  # worker -> page
         "stop": Enum("eos", "length", "cancel"),
         "command_buffers": int,
     },
+    "chunk": {"id": ID, "chunk": dict},  # an OpenAI stream's chunk, as the desktop's server-sent events carry
+    "response": {"id": ID, "body": dict},  # the whole OpenAI response (after a stream: the chunks added up)
     # The GPU device was lost (web/recovery.py): the worker runs the load `id` again on a new device,
     # from the weight store. "reloading" per attempt (attempt: losses in a row), then "reloaded", or
     # "failed" (message: why) when it gives up. reason: the browser's ("destroyed", "unknown").
@@ -182,6 +192,7 @@ EVENTS = {  # worker -> page
             "load",
             "quota",
             "generate",
+            "request",  # an OpenAI request the API refuses (api/request.py RequestError): its message names the field
             "store",
             "probe",
             "diagnose",

@@ -19,6 +19,7 @@ class LoadedModel:
     tok: object  # None: a model without a tokenizer (generate by ids)
     stop_ids: set
     cache: object  # PromptCache
+    embedder: object = None  # an embedding model's embedding.Embedder (then engine is None)
 
 
 @dataclass

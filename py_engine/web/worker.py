@@ -65,7 +65,10 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
         else:
             await recovery.settled(state)  # after a device loss: on the reloaded model
             with state.busy(request):
-                await (load_from_page(state, message) if kind == "load" else generate_on_device(state, message))
+                if kind == "load":
+                    await load_from_page(state, message)
+                else:
+                    await generate_on_device(state, message)
     except WispError as exc:
         state.emit("error", request, kind=error_kind(exc, kind), message=str(exc))
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
@@ -75,10 +78,13 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
 
 def error_kind(exc: WispError, message_type: str | None) -> str:
     """The `error` event's kind: what the page tells the user (protocol.py lists them)."""
+    from ..api.request import RequestError
     from ..gpu.browser_host import DeviceLostError, NoWebGPUError
 
     if isinstance(exc, ProtocolError):
         return "protocol"
+    if isinstance(exc, RequestError):
+        return "request"
     if isinstance(exc, DeviceLostError):
         return "device-lost"
     if isinstance(exc, NoWebGPUError):
@@ -87,6 +93,8 @@ def error_kind(exc: WispError, message_type: str | None) -> str:
         return "quota"
     if message_type in ("load", "generate", "probe", "diagnose"):
         return message_type
+    if message_type == "openai":
+        return "generate"
     return "store" if message_type.startswith("store_") else "internal"
 
 
@@ -97,9 +105,12 @@ async def load_from_page(state: WorkerState, message: dict) -> None:
 
 
 async def generate_on_device(state: WorkerState, message: dict) -> None:
-    """generate, its error of a lost device typed as such (the model is then reloaded)."""
+    """generate (or an OpenAI request), its error of a lost device typed as such (the model is
+    then reloaded)."""
+    from .openai_messages import answer
+
     try:
-        await generate(state, message)
+        await (answer(state, message) if message["type"] == "openai" else generate(state, message))
     except GpuError as exc:
         raise await recovery.classify(state, exc, load) from exc
 
@@ -133,17 +144,30 @@ async def load(state: WorkerState, message: dict) -> None:
             emit("progress", request, phase="upload", done=done, total=total)
             emit("progress", request, phase="compile", done=0, total=0)
 
-    has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
-    engine, tok, stop_ids = await load_model(
-        source,
-        device,
-        context=policy["context"],
-        with_tokenizer=has_tokenizer,
-        progress=progress,
-        packed_kv=policy["packed_kv"],
-        gpu_budget=policy["gpu_budget"],
-    )
-    state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
+    if _is_encoder(source):  # an embedding model: it answers `openai` embeddings requests only
+        from ..embedding import load_embedder
+
+        engine = await load_embedder(
+            source,
+            device,
+            model_id=model["id"],
+            progress=progress,
+            packed_kv=policy["packed_kv"],
+            gpu_budget=policy["gpu_budget"],
+        )
+        state.model = LoadedModel(model["id"], None, engine.tokenizer, set(), None, embedder=engine)
+    else:
+        has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
+        engine, tok, stop_ids = await load_model(
+            source,
+            device,
+            context=policy["context"],
+            with_tokenizer=has_tokenizer,
+            progress=progress,
+            packed_kv=policy["packed_kv"],
+            gpu_budget=policy["gpu_budget"],
+        )
+        state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
     emit(
         "loaded",
         request,
@@ -155,6 +179,17 @@ async def load(state: WorkerState, message: dict) -> None:
         gpu_bytes={k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
         wasm_memory_bytes=wasm_memory_bytes(),
     )
+
+
+def _is_encoder(source) -> bool:
+    """Whether config.json names an encoder architecture (models/bert.py: embedding models)."""
+    from ..json_file import read_json
+    from ..models.config import ENCODER_ARCHITECTURES
+
+    if source.kind != "hf":
+        return False
+    architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
+    return architectures[0] in ENCODER_ARCHITECTURES
 
 
 async def begin_store(model: dict, request) -> None:

@@ -1,0 +1,159 @@
+"""OpenAI's API on the desktop: /v1/chat/completions, /v1/completions, /v1/embeddings and
+/v1/models, answered by the same engine the page runs, here on wgpu-py.
+
+One request is served at a time, in the order they came (an asyncio.Lock is first come, first
+served): one GPU, one model in memory per kind (a chat model and an embedding model). The device
+is opened, and a model loaded, by the first request that needs it; a request naming another model
+replaces it. Streams are server-sent events ending in `data: [DONE]`, as OpenAI's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from py_engine.api import completions, embeddings
+from py_engine.api.request import RequestError, parse_chat, parse_completion, parse_embeddings
+from py_engine.errors import WispError
+from py_engine.memory import ModelTooLargeError
+
+from .models import ModelRegistry
+
+log = logging.getLogger("wisp.api")
+CONTEXT = 4096  # tokens per chat model; --context would be the place to change it
+
+
+class Models:
+    """The device and the models loaded on it, one of each kind."""
+
+    def __init__(self, registry: ModelRegistry, context: int = CONTEXT):
+        self.registry, self.context = registry, context
+        self.lock = asyncio.Lock()
+        self.device = None
+        self.chat: completions.ChatModel | None = None
+        self.embedder = None
+
+    def _find(self, model_id: str):
+        served = self.registry.find(model_id)
+        if served is None:
+            raise RequestError(
+                f"no model '{model_id}' here (GET /v1/models lists them)", "model", 404, "model_not_found"
+            )
+        return served
+
+    async def _device(self):
+        if self.device is None:
+            from py_engine.gpu import open_device
+
+            self.device = await open_device()
+        return self.device
+
+    async def chat_model(self, model_id: str) -> completions.ChatModel:
+        if self.chat is None or self.chat.id != model_id:
+            from py_engine.prompt_cache import PromptCache
+            from py_engine.session import load_model
+
+            served, self.chat = self._find(model_id), None
+            engine, tok, stop_ids = await load_model(served.path, await self._device(), context=self.context)
+            self.chat = completions.ChatModel(model_id, engine, tok, stop_ids, PromptCache(engine))
+        return self.chat
+
+    async def embedding_model(self, model_id: str):
+        if self.embedder is None or self.embedder.model_id != model_id:
+            from py_engine.embedding import load_embedder
+
+            served, self.embedder = self._find(model_id), None
+            self.embedder = await load_embedder(served.path, await self._device(), model_id=model_id)
+        return self.embedder
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    if isinstance(exc, RequestError):
+        return JSONResponse(exc.body(), status_code=exc.status)
+    if isinstance(exc, ModelTooLargeError):
+        return JSONResponse(RequestError(str(exc), "model", 507).body(), status_code=507)
+    if isinstance(exc, WispError):  # a model that does not load, a template that fails: the request's
+        return JSONResponse(RequestError(str(exc), None, 422).body(), status_code=422)
+    log.exception("internal error")
+    return JSONResponse(RequestError(f"{type(exc).__name__}: {exc}", None, 500).body(), status_code=500)
+
+
+async def _body(request: Request):
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        raise RequestError("the request body is not JSON") from None
+
+
+def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list[Route]:
+    models = models or Models(registry)
+
+    async def list_models(request: Request) -> Response:
+        data = [{"id": m.id, "object": "model", "created": 0, "owned_by": "wisp"} for m in registry.models()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def generation(request: Request, parse, chunks) -> Response:
+        try:
+            parsed = parse(await _body(request))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes OpenAI's error object
+            return error_response(exc)
+        await models.lock.acquire()
+        streaming = False
+        try:
+            stream = chunks(await models.chat_model(parsed.model), parsed)
+            if not parsed.stream:
+                return JSONResponse(await completions.collect(stream))
+            first = await anext(stream)  # an error before the first chunk is still an HTTP status
+            streaming = True  # the stream releases the lock when it ends
+            events = _events(first, stream, parsed.include_usage, models.lock)
+            return StreamingResponse(events, media_type="text/event-stream")
+        except Exception as exc:  # noqa: BLE001
+            return error_response(exc)
+        finally:
+            if not streaming:
+                models.lock.release()
+
+    async def chat(request: Request) -> Response:
+        return await generation(request, parse_chat, completions.chat_chunks)
+
+    async def complete(request: Request) -> Response:
+        return await generation(request, parse_completion, completions.completion_chunks)
+
+    async def embed(request: Request) -> Response:
+        try:
+            parsed = parse_embeddings(await _body(request))
+            async with models.lock:
+                embedder = await models.embedding_model(parsed.model)
+                return JSONResponse(await embeddings.response(embedder, parsed))
+        except Exception as exc:  # noqa: BLE001
+            return error_response(exc)
+
+    return [
+        Route("/v1/models", list_models),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", complete, methods=["POST"]),
+        Route("/v1/embeddings", embed, methods=["POST"]),
+    ]
+
+
+async def _events(first: dict, stream, include_usage: bool, lock: asyncio.Lock):
+    """The server-sent events of a stream; the lock is held until it ends (or the client left)."""
+    try:
+        chunk = first
+        while True:
+            if include_usage or chunk["choices"]:
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            try:
+                chunk = await anext(stream)
+            except StopAsyncIteration:
+                break
+        yield "data: [DONE]\n\n"
+    except Exception as exc:  # noqa: BLE001 - headers are sent: the error goes in the stream
+        yield f"data: {error_response(exc).body.decode()}\n\n"
+    finally:
+        await stream.aclose()
+        lock.release()

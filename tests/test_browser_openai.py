@@ -1,0 +1,101 @@
+"""The page's OpenAI API (static/openai.js) in headless Chromium: the same request bodies as the
+desktop's /v1, answered in the module worker by the same Python (py_engine/api/). A tiny random
+model with a made-up tokenizer (test_openai_server.py's) streams a chat answer, writes JSON of a
+schema, and makes a forced tool call whose result goes back into the conversation; all-MiniLM-L6-v2
+embeds the 20 reference sentences as sentence-transformers does. One worker for all: Pyodide boots
+once, and each request loads the model it names."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from browser_harness import app_server, check_protocol, launch, record_protocol
+from test_openai_server import MINILM, REFERENCE, TINY, WEATHER, tiny_tool_model
+
+from py_engine.model_cache import ensure_model
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+jsonschema = pytest.importorskip("jsonschema")
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}, "size": {"enum": ["S", "M", "L"]}},
+    "required": ["ok", "size"],
+    "additionalProperties": False,
+}
+
+RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
+  const {Wisp} = await import("/static/openai.js");
+  const wisp = new Wisp({loadOptions: {context: 256}});
+  const out = {models: (await wisp.models.list()).data.map((m) => m.id)};
+  const ask = [{role: "user", content: "hello"}];
+
+  const stream = await wisp.chat.completions.create(
+    {model: tiny, messages: ask, stream: true, temperature: 0, max_tokens: 6, stream_options: {include_usage: true}});
+  out.chunks = [];
+  for await (const chunk of stream) out.chunks.push(chunk);
+  out.whole = await wisp.chat.completions.create({model: tiny, messages: ask, temperature: 0, max_tokens: 6});
+
+  out.json = await wisp.chat.completions.create({model: tiny, messages: ask, temperature: 0.8, seed: 1, max_tokens: 200,
+    response_format: {type: "json_schema", json_schema: {name: "shirt", schema, strict: true}}});
+
+  out.call = await wisp.chat.completions.create({model: tiny, messages: ask, tools: [weather], tool_choice: "required",
+    temperature: 0.8, seed: 3, max_tokens: 200});
+  const message = out.call.choices[0].message;
+  const id = message.tool_calls?.[0]?.id;
+  out.answer = await wisp.chat.completions.create({model: tiny, tools: [weather], temperature: 0, max_tokens: 4,
+    messages: [...ask, message, {role: "tool", tool_call_id: id, content: "18"}]});
+
+  try { await wisp.chat.completions.create({model: tiny, messages: [], max_tokens: 1}); }
+  catch (err) { out.error = {kind: err.kind, message: err.message}; }
+
+  out.embeddings = await wisp.embeddings.create({model: minilm, input: sentences, encoding_format: "float"});
+  wisp.client.terminate();
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
+    with app_server("--no-default", "--model", str(tiny), str(ensure_model(MINILM))) as (url, _):
+        yield url
+
+
+def test_the_pages_openai_api(server, tmp_path):
+    ref = json.loads(REFERENCE.read_text())
+    with playwright_api.sync_playwright() as p:
+        context = launch(p, tmp_path / "profile")
+        traffic = record_protocol(context)
+        page = context.new_page()
+        page.goto(server + "/")
+        args = {"tiny": TINY, "minilm": MINILM, "weather": WEATHER, "schema": SCHEMA, "sentences": ref["sentences"]}
+        out = page.evaluate(RUN, args)
+        context.close()
+    assert set(out["models"]) == {TINY, MINILM}
+
+    chunks, whole = out["chunks"], out["whole"]
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert chunks[0]["object"] == "chat.completion.chunk" and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert streamed == whole["choices"][0]["message"]["content"] and streamed
+    assert chunks[-1]["usage"] == whole["usage"] and whole["usage"]["completion_tokens"] == 6
+    assert whole["choices"][0]["finish_reason"] == "length" and whole["object"] == "chat.completion"
+
+    jsonschema.validate(json.loads(out["json"]["choices"][0]["message"]["content"]), SCHEMA)
+    assert out["json"]["choices"][0]["finish_reason"] == "stop"
+
+    call = out["call"]["choices"][0]
+    assert call["finish_reason"] == "tool_calls" and call["message"]["content"] is None
+    arguments = json.loads(call["message"]["tool_calls"][0]["function"]["arguments"])
+    jsonschema.validate(arguments, WEATHER["function"]["parameters"])
+    assert out["answer"]["usage"]["prompt_tokens"] > out["call"]["usage"]["prompt_tokens"]
+    assert out["error"]["kind"] == "request" and "messages" in out["error"]["message"]
+
+    want = np.array([np.frombuffer(base64.b64decode(v), "<f4") for v in ref["vectors_f32"]])
+    got = np.array([item["embedding"] for item in out["embeddings"]["data"]])
+    assert (got * want).sum(1).min() >= 0.999  # sentence-transformers' vectors, as on the desktop
+    assert out["embeddings"]["usage"]["prompt_tokens"] == sum(map(len, ref["input_ids"]))
+    seen = check_protocol(traffic)
+    assert {"openai", "chunk", "response"} <= set(seen), seen

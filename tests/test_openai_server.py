@@ -1,0 +1,148 @@
+"""OpenAI's API on the desktop: `python -m app` as users start it, driven by the real `openai`
+package (its streaming and errors included), on this machine's GPU (lavapipe in CI). SmolLM2
+answers the chat and JSON-schema requests, all-MiniLM-L6-v2 the embeddings (against
+sentence-transformers' vectors, tests/fixtures/embed_minilm); a tiny random model with a made-up tokenizer answers
+a forced tool call and the conversation that feeds its result back (its words are noise, the
+shapes are what is checked; its context is 256 tokens, so its template names the tools only)."""
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from server_harness import app_server
+from test_chat import write_tiny_tokenizer
+
+from py_engine.model_cache import ensure_model
+
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+pytestmark = pytest.mark.slow
+
+SMOL = "smollm2-135m-instruct.q4_1"
+TINY = "tiny-tools"
+MINILM = "all-minilm-l6-v2"
+REFERENCE = Path(__file__).parent / "fixtures" / "embed_minilm" / "embedding_reference.json"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+TOOL_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}{{ t.function.name }}{% endfor %}</tools>"
+    "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}"
+    "{% for c in m.tool_calls %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}"
+    "{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"enum": ["Paris", "Oslo"]}, "celsius": {"type": "boolean"}},
+            "required": ["city", "celsius"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def tiny_tool_model(directory: Path) -> Path:
+    """test_chat's tiny random qwen3 with its made-up tokenizer, and a chat template that takes tools."""
+    from test_chat import FIXTURE
+
+    tiny = directory / TINY
+    shutil.copytree(FIXTURE, tiny)
+    write_tiny_tokenizer(tiny)
+    config = json.loads((tiny / "tokenizer_config.json").read_text())
+    (tiny / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TOOL_TEMPLATE}))
+    return tiny
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
+    smol, minilm = ensure_model("smollm2-135m-instruct"), ensure_model(MINILM)
+    with app_server("--no-default", "--model", str(smol), str(tiny), str(minilm)) as (url, _):
+        yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
+
+
+def test_models_are_listed(client):
+    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM}
+
+
+def test_a_streamed_chat_answer_is_the_whole_answer(client):
+    whole = client.chat.completions.create(model=SMOL, messages=QUESTION, temperature=0, max_tokens=8)
+    stream = client.chat.completions.create(
+        model=SMOL, messages=QUESTION, temperature=0, max_tokens=8, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "Paris" in whole.choices[0].message.content and text == whole.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert chunks[-2].choices[0].finish_reason == whole.choices[0].finish_reason == "stop"
+    cut = client.chat.completions.create(model=SMOL, messages=QUESTION, temperature=0, max_tokens=8, stop=["Paris"])
+    assert "Paris" not in cut.choices[0].message.content and cut.choices[0].finish_reason == "stop"
+
+
+def test_a_json_schema_answer_validates(client):
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}, "country": {"type": "string", "maxLength": 30}},
+        "required": ["city", "country"],
+        "additionalProperties": False,
+    }
+    stream = client.chat.completions.create(
+        model=SMOL,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=60,
+        stream=True,
+        response_format={"type": "json_schema", "json_schema": {"name": "place", "schema": schema, "strict": True}},
+    )
+    chunks = list(stream)
+    answer = json.loads("".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
+    jsonschema.validate(answer, schema)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_a_forced_tool_call_and_its_result(client):
+    messages = [{"role": "user", "content": "weather?"}]
+    first = client.chat.completions.create(
+        model=TINY, messages=messages, tools=[WEATHER], tool_choice="required", temperature=0.8, seed=3, max_tokens=400
+    )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather" and call.id.startswith("call_")
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+    messages += [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "18"},
+    ]
+    final = client.chat.completions.create(model=TINY, messages=messages, tools=[WEATHER], temperature=0, max_tokens=4)
+    assert final.usage.prompt_tokens > first.usage.prompt_tokens  # the call and its result went back in
+
+
+def test_errors_are_openais(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=QUESTION)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=SMOL, messages=QUESTION, n=2)
+    assert "'n'" in str(caught.value)
+    with pytest.raises(openai.BadRequestError, match="does not take tools"):
+        client.chat.completions.create(model=SMOL, messages=QUESTION, tools=[WEATHER])
+
+
+def test_embeddings_match_sentence_transformers(client):
+    ref = json.loads(REFERENCE.read_text())
+    want = np.array([np.frombuffer(base64.b64decode(v), "<f4") for v in ref["vectors_f32"]])
+    response = client.embeddings.create(model=MINILM, input=ref["sentences"])  # the client asks for base64
+    got = np.array([item.embedding for item in response.data])
+    assert [item.index for item in response.data] == list(range(len(want)))
+    assert (got * want).sum(1).min() >= 0.999  # both are unit vectors
+    assert response.usage.prompt_tokens == sum(map(len, ref["input_ids"]))
+    one = client.embeddings.create(model=MINILM, input=ref["sentences"][0], encoding_format="float")
+    assert np.allclose(one.data[0].embedding, got[0], atol=1e-6)
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
+        client.embeddings.create(model=MINILM, input="x", dimensions=64)
