@@ -12,8 +12,10 @@ import { showError, hideError, showDeviceLost } from "./error_banner.js";
 import { addUserMessage, addAssistantMessage, scrollToBottom, statsLine } from "./messages.js";
 import { fillSettings, onSettingsInput, requestSampling, resetSettings, toggleSettings } from "./settings.js";
 import { registerServiceWorker } from "./pwa.js";
-import { initStorage, refreshStore, storedState, toggleStorage, storageOpen } from "./storage.js";
+import { initStorage, refreshStore, toggleStorage, storageOpen } from "./storage.js";
 import { initDiagnostics } from "./diagnostics.js";
+import { fillPicker, updateWelcome } from "./picker.js";
+import { broughtModels, initByo } from "./byo.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false };
@@ -126,9 +128,9 @@ function onDeviceLost(event) {
   }
 }
 
-async function loadSelected() {
-  const model = selectedModel();
-  if (!model || state.phase === "loading" || state.noGpu) return;
+// The picker's model, or one the user brought (byo.js); true once it is loaded.
+async function loadModel(model = selectedModel()) {
+  if (!model || state.phase === "loading" || state.noGpu) return false;
   if (state.gen) state.gen.cancel();
   hideError();
   const c = client();
@@ -150,6 +152,7 @@ async function loadSelected() {
     setPhase("ready");
     announce(`${model.name} is loaded. Type a message.`);
     ui.prompt.focus();
+    return true;
   } catch (err) {
     if (err.kind !== "crash") {
       const kind = ["no-webgpu", "internal", "quota", "store", "device-lost"].includes(err.kind) ? err.kind : "load";
@@ -162,6 +165,15 @@ async function loadSelected() {
     state.loadingId = null;
     if (state.client) refreshStore(); // the model is stored now (or partly: a failed load resumes later)
   }
+  return false;
+}
+
+// A model the user brought is listed beside the server's (the list: byo.js, in localStorage).
+function addModel(model) {
+  state.models = [...state.models.filter((m) => m.id !== model.id), model];
+  fillPicker(state.models, model.id);
+  updateWelcome(selectedModel());
+  render();
 }
 
 function openStorage() {
@@ -265,8 +277,9 @@ async function init() {
   const support = webgpuSupport();
   if (!support.ok) showNoWebGPU(support.reason);
 
-  ui.load.addEventListener("click", loadSelected);
-  ui.select.addEventListener("change", () => { updateWelcome(); render(); });
+  ui.load.addEventListener("click", () => loadModel());
+  ui.select.addEventListener("change", () => { updateWelcome(selectedModel()); render(); });
+  initByo({ client, load: loadModel, busy: () => state.phase === "loading" || state.noGpu, onModel: addModel, showError });
   ui.composer.addEventListener("submit", (ev) => { ev.preventDefault(); send(); });
   ui.prompt.addEventListener("input", () => { autosize(); render(); });
   ui.prompt.addEventListener("keydown", (ev) => {
@@ -290,7 +303,7 @@ async function init() {
   initDiagnostics({ client }); // "Check this device" (the GPU panel's button)
   initStorage({
     client, models: () => state.models, busyId: () => state.loadingId,
-    onChange: () => { fillPicker(); updateWelcome(); },
+    onChange: () => { fillPicker(state.models); updateWelcome(selectedModel()); },
   });
   $("storage-button").addEventListener("click", () => {
     if (storageOpen()) { toggleSettings(false); ui.gpuPanel.open = false; }
@@ -308,42 +321,20 @@ async function init() {
   window.addEventListener("resize", render);
   render();
   try {
-    state.models = await fetchModels();
+    // embedding models (task "embedding") answer static/openai.js, not the chat
+    state.models = [...(await fetchModels()).filter((m) => m.task !== "embedding"), ...broughtModels()];
   } catch (err) {
     ui.select.replaceChildren(new Option("No models available"));
     showError("models", err.message);
     return;
   }
-  fillPicker();
+  fillPicker(state.models);
   if (!state.models.some((m) => m.default) && state.models.length) ui.select.value = state.models[0].id;
   if (!state.models.length) ui.select.replaceChildren(new Option("No models on this server"));
-  updateWelcome();
+  updateWelcome(selectedModel());
   render();
   document.body.dataset.models = "ready";
   if (!state.noGpu && state.models.length) refreshStore(); // marks the stored models (and starts the worker early)
-}
-
-// The picker: every model with its size; stored ones are marked "on this device".
-function fillPicker() {
-  if (!state.models.length) return;
-  const current = ui.select.value;
-  const keep = state.models.some((m) => m.id === current);
-  ui.select.replaceChildren(...state.models.map((m) => {
-    const stored = storedState(m.id);
-    const mark = stored === "complete" ? " · on this device" : stored === "partial" ? " · partly on this device" : "";
-    const o = new Option(`${m.name} · ${fmtSize(m.size)}${mark}`, m.id);
-    o.dataset.stored = stored || "";
-    if (m.description) o.title = m.description;
-    o.selected = keep ? m.id === current : !!m.default;
-    return o;
-  }));
-}
-
-function updateWelcome() {
-  const m = selectedModel();
-  const about = !m ? "" : m.description ? `${m.description}.` : `${m.name}: ${fmtSize(m.size)} of weights.`;
-  const stored = m && storedState(m.id) === "complete" ? " Stored on this device: it loads without downloading." : "";
-  ui.welcomeSize.textContent = about + stored;
 }
 
 init();

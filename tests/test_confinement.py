@@ -72,3 +72,29 @@ def test_a_hub_cache_snapshot_reads_its_blobs(tmp_path):
     (snapshot / "config.json").symlink_to(tmp_path / "outside.json")
     with pytest.raises(ModelFileError, match="outside the model folder"):
         read_model(open_source(snapshot))
+
+
+@pytest.mark.parametrize(
+    "model_id, name",
+    [
+        ("../up", "model.gguf"),
+        (".", "model.gguf"),
+        ("a/b", "model.gguf"),
+        ("ok", "../model.gguf"),
+        ("ok", "/etc/passwd"),
+        ("ok", "sub/./model.gguf"),
+        ("ok", "a//b.safetensors"),
+        ("ok", "a\\b.gguf"),
+        ("ok", "model.gguf?x=1"),
+        ("ok", "x" * 200 + ".gguf"),
+    ],
+)
+def test_the_browser_source_takes_plain_names_only(model_id, name):
+    """The page names a model's id and files (a brought model's come from a URL, an index.json or a
+    folder): the worker's source refuses any that is not plain relative segments before a fetch."""
+    from py_engine.errors import WispError
+    from py_engine.web.files import confine
+
+    confine("byo-org-qwen-0a1b2c3d", {"config.json": 2, "model-00001-of-00002.safetensors": 1})
+    with pytest.raises(WispError, match="not a plain"):
+        confine(model_id, {name: 1})

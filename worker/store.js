@@ -4,7 +4,8 @@
 // weight files through streamFile().
 //
 //   begin(model, requestId)     a load starts: model {id, name, kind, base, files:{name:size},
-//                               hashes:{name:{sha256}|{etag}}}; drops stale files, checks the quota
+//                               hashes:{name:{sha256}|{etag}}, source?}; drops stale files, checks the quota
+//                               (source: a model the user brought; its bytes come through remote.js)
 //   read(url, start?, length?)  bytes of a model file: from the store when there, else the network
 //                               (a whole or small file is stored on the way; headers come from here)
 //   streamFile(url, sink)       the whole file in order, sink(offset, bytes): the stored prefix read
@@ -29,12 +30,16 @@
 
 import { pickBackend } from "./store_backends.js";
 import { BLOCK, BlockHashes, blockList, createSha256, readChecked } from "./sha256.js";
+import { readRange, source } from "./remote.js";
 
 export const CHUNK = BLOCK;         // bytes per read-back from the store: one block
 const WRITE = 256 << 10;            // downloaded bytes are written (and hashed, and sent on) in pieces of this
 const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second copy in the HTTP cache
 const META_EVERY = 4 << 20;         // the record's `written` moves at least this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
+// ...but not a weight file of a model the user brought: its header is read by Range and nothing is
+// stored before the footprint check has passed (a refused model costs its header, not 4 MiB).
+const WEIGHTS = /\.(gguf|safetensors)$/;
 const backend = pickBackend();
 const files = new Map();            // url -> {model, name, size, sha256, etag, info, checked} of the current load
 let requestId = null;
@@ -61,7 +66,7 @@ export async function begin(model, id = null) {
   model = model?.toJs ? model.toJs({ dict_converter: Object.fromEntries }) : model;
   requestId = id;
   files.clear();
-  if (!model.hashes) {  // a page that did not pass them: ask the server (offline: none, records are trusted)
+  if (!model.hashes && !model.source) {  // a page that did not pass them: ask the server (offline: none, records are trusted)
     try { model.hashes = (await (await fetch("/api/models")).json()).find((m) => m.id === model.id)?.hashes; } catch { /* offline */ }
   }
   const info = { id: model.id, name: model.name, kind: model.kind };
@@ -69,7 +74,7 @@ export async function begin(model, id = null) {
   for (const [name, size] of Object.entries(model.files || {})) {
     const hash = model.hashes?.[name] || {};
     const f = { model: model.id, name, size: Number(size), sha256: hash.sha256 || null, etag: hash.etag || null, info,
-                checked: new Set() };  // blocks read() checked this load
+                checked: new Set(), brought: !!model.source };  // checked: blocks read() checked this load
     const url = new URL(model.base + name, self.location.origin).href;
     files.set(url, f);
     const meta = await backend.getMeta(f.model, name);
@@ -93,7 +98,7 @@ export async function read(url, start = null, length = null) {
   if (!f) return network(url, start, length);
   const whole = start === null || start === undefined;
   const s = whole ? 0 : Number(start), n = whole ? f.size : Math.min(Number(length), f.size - s);
-  if (whole || f.size <= SMALL) {  // small or whole: through streamFile, so it is stored and checked every time
+  if (whole || (f.size <= SMALL && !(f.brought && WEIGHTS.test(f.name)))) {  // small or whole: through streamFile, so it is stored and checked every time
     const out = new Uint8Array(f.size);
     await streamFile(url, (at, bytes) => out.set(bytes, at));
     return out.subarray(s, s + n);
@@ -110,8 +115,8 @@ export async function read(url, start = null, length = null) {
 }
 
 async function network(url, start, length) {
-  const whole = start === null || start === undefined;
-  const res = await fetch(url, whole ? NO_STORE : { ...NO_STORE, headers: { Range: `bytes=${start}-${start + length - 1}` } });
+  if (start !== null && start !== undefined) return readRange(url, start, length, NO_STORE);
+  const res = await source(url, NO_STORE);
   if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
   return new Uint8Array(await res.arrayBuffer());
 }
@@ -178,7 +183,7 @@ async function pass(url, f, sink) {
     }
     if (pos < f.size) {
       const headers = pos > 0 ? { Range: `bytes=${pos}-`, ...(meta.etag ? { "If-Range": meta.etag } : {}) } : {};
-      const res = await fetch(url, { ...NO_STORE, headers });
+      const res = await source(url, { ...NO_STORE, headers });  // our server, another origin, or a local file
       if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
       if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
         Object.assign(meta, { written: 0, blocks: null });

@@ -19,6 +19,7 @@
 
 import * as gpu from "./gpu.js";
 import * as store from "./store.js";
+import { attach } from "./remote.js";
 
 const TEST = new URL(self.location.href).searchParams.has("test");
 
@@ -49,6 +50,15 @@ async function boot() {
 const booting = boot();
 booting.catch((err) => fail("internal", null, err));
 
+// A load of the user's own files carries their File handles (model.blobs): they stay in JavaScript,
+// with the weight store (worker/remote.js), and Python gets the message without them.
+function localFilesOut(msg) {
+  if (msg?.type !== "load" || !msg.model?.blobs || typeof msg.model.blobs !== "object") return msg;
+  const { blobs, ...model } = msg.model;
+  attach(model.id, blobs);
+  return { ...msg, model };
+}
+
 async function testExec(state, msg) {
   try {
     const value = await state.pyodide.runPythonAsync(msg.code, { globals: state.globals });
@@ -73,7 +83,7 @@ self.onmessage = async (ev) => {
   // ---- dispatch: load / generate / cancel / unload go to py_engine.web.worker.handle ----
   let message;
   try {
-    message = state.pyodide.toPy(msg);
+    message = state.pyodide.toPy(localFilesOut(msg));
     await state.handle(message);
   } catch (err) {  // handle() reports its own errors; this is a failure of the bridge itself
     fail("internal", msg?.id, err);

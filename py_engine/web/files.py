@@ -11,6 +11,7 @@ fetch into GPU buffers — they never enter the Python heap or wasm memory.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import ModelFileError, StorageQuotaError, WispError
@@ -18,7 +19,14 @@ from ..formats.hf_dir import SMALL_FILES
 from ..formats.source import ModelSource
 
 FIRST_PREFIX = 4 << 20  # GGUF headers: SmolLM2 1.8 MB, Qwen2.5 (152k tokens) 6 MB; doubled as needed
+# A model the user brought (another origin, or local files) may be refused by the footprint check
+# after its header: its first read is small, so what is refused costs little more than its header.
+BROUGHT_FIRST_PREFIX = 256 << 10
 MAX_PREFIX = 256 << 20
+# Ids and file names come from the page, and a brought model's from an untrusted index.json or
+# folder: a name is relative path segments of these characters, none "." or "..", so base + name
+# stays under base and the in-memory directory below stays under its model's.
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 class PrefixTooShort(Exception):
@@ -45,6 +53,16 @@ def store_error(exc, url: str | None = None) -> WispError:
     return ModelFileError(url, message) if url else WispError(f"the weight store: {message}")
 
 
+def confine(model_id, files: dict) -> None:
+    """A WispError unless the id is one safe segment and every file name safe relative segments."""
+    if not isinstance(model_id, str) or not _SEGMENT.fullmatch(model_id):
+        raise WispError(f"model id {str(model_id)[:80]!r} is not a plain name (letters, digits, . _ -)")
+    for rel in files:
+        parts = rel.split("/") if isinstance(rel, str) else [None]
+        if len(parts) > 4 or not all(isinstance(p, str) and _SEGMENT.fullmatch(p) for p in parts):
+            raise WispError(f"{model_id}: the file name {str(rel)[:80]!r} is not a plain relative name")
+
+
 class RemoteModel(ModelSource):
     def __init__(self, model_id: str, name: str, kind: str, base: str, files: dict):
         self.id, self.label, self.kind, self.base = model_id, name, kind, base
@@ -55,13 +73,15 @@ class RemoteModel(ModelSource):
 
     @classmethod
     async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> RemoteModel:
+        confine(model_id, files)
         source = cls(model_id, name, kind, base.rstrip("/") + "/", files)
         source.dir.mkdir(parents=True, exist_ok=True)
         if kind == "gguf":
             await source._fetch_gguf_header(source.files()[0])
         else:
             for rel in SMALL_FILES:
-                if rel in source.sizes:
+                if rel in source.sizes:  # some are in a folder (an embedding model's 1_Pooling/config.json)
+                    (source.dir / rel).parent.mkdir(parents=True, exist_ok=True)
                     (source.dir / rel).write_bytes(await fetch_bytes(source.url(rel)))
             for rel in source.files():
                 if rel.endswith(".safetensors"):
@@ -73,12 +93,20 @@ class RemoteModel(ModelSource):
         return source
 
     async def _fetch_gguf_header(self, rel: str) -> None:
-        """Fetch a prefix that holds the whole header: parse, and on running out fetch twice as much."""
+        """Fetch a prefix that holds the whole header: parse, and on running out fetch as much again
+        (only the bytes not yet fetched)."""
         from ..formats.gguf import parse_gguf
 
-        want = min(FIRST_PREFIX, self.sizes[rel])
+        first = FIRST_PREFIX if self.base.startswith("/") else BROUGHT_FIRST_PREFIX  # our origin's: /models/
+        want = min(first, self.sizes[rel])
+        self.prefixes[rel] = b""
         while True:
-            self.prefixes[rel] = await fetch_bytes(self.url(rel), 0, want)
+            have = len(self.prefixes[rel])
+            self.prefixes[rel] += await fetch_bytes(self.url(rel), have, want - have)
+            if len(self.prefixes[rel]) != want:
+                raise ModelFileError(
+                    self.url(rel), f"asked for bytes {have}-{want - 1}, got {len(self.prefixes[rel]) - have}"
+                )
             try:
                 parse_gguf(lambda start, length: self.read(rel, start, length), self.sizes[rel], self.locate(rel))
                 return
