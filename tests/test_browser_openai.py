@@ -44,6 +44,7 @@ RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
   out.call = await wisp.chat.completions.create({model: tiny, messages: ask, tools: [weather], tool_choice: "required",
     temperature: 0.8, seed: 3, max_tokens: 200});
   const message = out.call.choices[0].message;
+  out.nullContent = message.content === null;  // not undefined: JSON keeps it
   const id = message.tool_calls?.[0]?.id;
   out.answer = await wisp.chat.completions.create({model: tiny, tools: [weather], temperature: 0, max_tokens: 4,
     messages: [...ask, message, {role: "tool", tool_call_id: id, content: "18"}]});
@@ -87,7 +88,7 @@ def test_the_pages_openai_api(server, tmp_path):
     assert out["json"]["choices"][0]["finish_reason"] == "stop"
 
     call = out["call"]["choices"][0]
-    assert call["finish_reason"] == "tool_calls" and call["message"]["content"] is None
+    assert call["finish_reason"] == "tool_calls" and call["message"]["content"] is None and out["nullContent"]
     arguments = json.loads(call["message"]["tool_calls"][0]["function"]["arguments"])
     jsonschema.validate(arguments, WEATHER["function"]["parameters"])
     assert out["answer"]["usage"]["prompt_tokens"] > out["call"]["usage"]["prompt_tokens"]

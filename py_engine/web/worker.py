@@ -25,11 +25,23 @@ def init(post) -> None:
     worker/gpu_device.js as it happens (recovery.py reloads the model)."""
     import wisp_gpu
     from js import Object
-    from pyodide.ffi import create_proxy, to_js
+    from pyodide.ffi import create_proxy, jsnull, to_js
 
-    STATE.post = lambda event: post(to_js(event, dict_converter=Object.fromEntries))
+    STATE.post = lambda event: post(to_js(with_nulls(event, jsnull), dict_converter=Object.fromEntries))
     # reason and message: the page hears them from the recovery (it asks the device again)
     wisp_gpu.onDeviceLost(create_proxy(lambda reason, message: recovery.on_device_lost(STATE, load)))
+
+
+def with_nulls(value, null):
+    """An event with None as JS null: to_js makes None undefined, which a page's JSON drops (an
+    OpenAI message's `content: null` must stay)."""
+    if value is None:
+        return null
+    if isinstance(value, dict):
+        return {key: with_nulls(item, null) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_nulls(item, null) for item in value]
+    return value
 
 
 def plain(value):
