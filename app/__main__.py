@@ -1,4 +1,4 @@
-"""python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ...] [--no-default]"""
+"""python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ...] [--no-default]: the page, and /v1 (app/openai_api.py)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from .server import ROOT, create_app
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m app", description="Serve Wisp's web app (the model runs in the browser)."
+        prog="python -m app",
+        description="Serve Wisp's web app (the model runs in the browser) and OpenAI's API on this machine's GPU (/v1).",
     )
     # Loopback by default: the server hands out local model files; exposing it is an explicit choice.
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

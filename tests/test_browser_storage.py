@@ -133,7 +133,9 @@ def test_narration_speed_eta_and_stall(page, base_url):
     assert "Verifying… 50 %" in log
     assert "Uploading to the GPU… 49 / 98 MB" in log
     assert "Compiling kernels… 6 / 12" in log
-    assert "Waiting for the server to send more weights… no progress for 4 s" in log
+    # the timer counted on past 3 s (which second it showed last depends on the machine's load)
+    stalls = [line for line in log if line.startswith("Waiting for the server to send more weights… no progress for")]
+    assert any(not line.endswith(("1 s", "2 s", "3 s")) for line in stalls), stalls
 
     # A stored model skips download and verify: the stepper shows them skipped.
     tid(page, "model-select").select_option("tiny-stored")
