@@ -67,7 +67,7 @@ class Executor:
     def _prepare(self, index: int, op):
         """The op's Params written and one bind group; its kernels by name: gemv and matmul for a
         linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
-        decode_defines, its one-row variant "decode"."""
+        decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too)."""
         if op.kernel == "linear":
             kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv", "matmul")}
             if op.fold_defines:
@@ -76,6 +76,8 @@ class Executor:
             kernels = {op.kernel: self.kernels.get(op.kernel, **op.defines)}
             if op.decode_defines:
                 kernels["decode"] = self.kernels.get(op.kernel, **{**op.defines, **op.decode_defines})
+            if op.many_rows:
+                kernels["many_rows"] = self.kernels.get(op.many_rows[1], **op.defines)
         first = next(iter(kernels.values()))  # the variants share their bindings: one bind group serves all
         self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
         resources = []
@@ -127,6 +129,8 @@ class Executor:
                 variant = choose_linear(op.fixed_rows or rows)
                 if op.fold_defines and op.folded(fold):
                     variant = "gemv_fold"
+            elif op.many_rows and (op.fixed_rows or rows) > op.many_rows[0]:
+                variant = "many_rows"
             else:
                 variant = "decode" if one_row and op.decode_defines else op.kernel
             plan.append((i, op, variant))
@@ -138,4 +142,7 @@ class Executor:
         fold: Graph.folds' level, True for every layer: the attention's merge runs inside the O
         projection's GEMV)."""
         shader = {"decode": None, "gemv_fold": "gemv"}  # variants of a kernel (None: the op's own)
-        return [shader.get(variant, variant) or op.kernel for _, op, variant in self._plan(rows, fold)]
+        return [
+            op.many_rows[1] if variant == "many_rows" else shader.get(variant, variant) or op.kernel
+            for _, op, variant in self._plan(rows, fold)
+        ]

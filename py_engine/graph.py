@@ -51,6 +51,9 @@ class Op:
     # Dispatched only in forwards of lo <= rows <= hi (None: every forward): an op with a one-row
     # form of its own and a many-row form of several kernels (DeltaNet's delta rule).
     rows_range: tuple[int, int] | None = None
+    # (above, kernel): forwards of more than `above` rows run that kernel instead (the same
+    # bindings, Params and defines; one bind group serves both): attention's tiled form for prompts.
+    many_rows: tuple[int, str] | None = None
 
     def folded(self, fold: int) -> bool:
         """Whether this op takes its folded form in a forward of fold level `fold` (Graph.folds)."""
@@ -98,7 +101,8 @@ class Graph:
         return t
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
-        """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until / rows_range (Op)."""
+        """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until / rows_range /
+        many_rows (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
         level = self.ops[-1].fold_until
         if level and level not in self.fold_levels:

@@ -1,18 +1,24 @@
-// Causal multi-head attention over the KV cache, flash-decoding style: the key positions are cut
-// into splits of split_len keys, each workgroup runs an online softmax over its split (tiles of
-// 64 keys) and writes a partial (max, sum, weighted V); attention_combine.wgsl merges the splits.
-// Splitting gives a decode token heads × splits workgroups instead of just one per head.
-// GQA: query head h reads kv head h / (n_heads / n_kv_heads). Query row r sits at absolute
-// position q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
+// Causal multi-head attention of a few query rows (a decode token, or the drafts a forward
+// verifies; py_engine/models/attention_grid.py FEW_ROWS) over the KV cache, flash-decoding style:
+// the key positions are cut into splits of split_len keys, each workgroup runs an online softmax
+// over its split (tiles of 64 keys) and writes a partial (max, sum, weighted V) per q head;
+// attention_combine.wgsl (or the O projection's GEMV, COMBINE) merges the splits. A prompt's
+// forward runs attention_tiled.wgsl instead, which writes the same partials.
+// GQA: a workgroup takes GROUP_HEADS q heads that share one KV head and reads each key and value
+// once for all of them: their q vectors sit in workgroup memory as one vec4 of 4 heads per
+// dimension, so a key element costs one vec4 FMA for 4 heads. (One workgroup per q head read the
+// cache once per q head: an 8B's decode attention at 4,500 keys took 118 us a layer on an H200.)
+// Query head h reads KV head h / (n_heads / n_kv_heads). Query row r sits at absolute position
+// q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
 // RING (a sliding layer, py_engine/kv_cache.py): the caches are a ring of `capacity` rows, key
 // position k at row k % capacity, holding positions [step.kv_len - capacity, step.kv_len) once
 // this forward's keys are in; the splits cut that range of positions, not the rows, so the keys
 // are visited in the order of a cache with a row for every position. Without it (a define, so a
 // full layer's kernel is as before) position k is row k.
 // ROPE_KV (a one-row forward: decode): rope_kv.wgsl's work is done here instead, saving its
-// dispatch: the q head is normalised (has_qk_norm) and rotated in workgroup memory, and the new
+// dispatch: the q heads are normalised (has_qk_norm) and rotated in workgroup memory, and the new
 // key and value (position q) come from qkv: the split holding q reads them from workgroup memory
-// in place of the cache's row q, and the group's first q head writes them to the caches (nothing
+// in place of the cache's row q, and the KV head's first group writes them to the caches (nothing
 // in this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
 //           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
@@ -23,21 +29,24 @@
 //           from element partials_at),
 //           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
 //           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
-// Defines: SUBGROUPS (kernels.py, from the device): a tile's max score by subgroups. ROPE_KV. RING.
-// Dispatch: (n_heads, step.rows, splits) workgroups of 128 threads, splits = ceil(capacity /
-//           split_len); head_dim ≤ 256, even. Workgroup storage is 5.5 KiB (16 KiB are granted).
-// A tile's memory reads are spread over twice as many threads as it has keys: LANES_PER_KEY
-// threads share a key's score (half of its pairs each), then each thread sums half of the tile's
-// keys for a value dimension, so each issues half as many batches of loads, one memory latency
-// each. H100, decode, 2 runs of 256 tokens each: 64 threads (one per key) 241.5 tok/s on the
-// 8B-shaped Q4_0 and 737-741 on SmolLM2; 128 threads 246.1 and 751-761; 256 threads 244.8 and
-// 701-757.
+// Defines: GROUP_HEADS (attention_grid.group_heads: q heads per workgroup, <= 8, and <= 4 when
+//           head_dim > 128). SUBGROUPS (kernels.py, from the device): a key's two halves and the
+//           tile's max by subgroup operations. ROPE_KV. RING.
+// Dispatch: attention_grid.attention_grid: (n_heads / GROUP_HEADS, step.rows, splits) workgroups of
+//           256 threads, splits = ceil(capacity / split_len); head_dim <= 256, even.
+// A tile's scores: four threads per key, each every fourth pair of it for every head of the group;
+// its values: `parts` groups of threads each take a share of the tile's keys, a thread one output
+// dimension, merged once at the end of the split (not per tile), adding up the tile's weights as
+// they go (each part its own sums): a tile costs 3 barriers with subgroups. The kernel waits on
+// memory, not arithmetic (an 8B's decode token reads 4,500 keys from few workgroups), so each
+// thread issues 8 pairs' or 8 keys' loads before it uses them, and loops over few of them.
+// Workgroup storage: exactly 16 KiB.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
     interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
-    q_head_stride: u32, pad0: u32, pad1: u32, pad2: u32,
+    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, pad2: u32,  // tiled_*: attention_tiled.wgsl's
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -50,43 +59,57 @@ struct Params {
 @group(0) @binding(7) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(8) var<storage, read> k_norm: array<f32>;
 
-const THREADS: u32 = 128u;
+const THREADS: u32 = 256u;
 const TILE: u32 = 64u;  // keys per tile
-const LANES_PER_KEY: u32 = THREADS / TILE;  // threads per key's score, and parts of a tile's keys per value sum
-const KEYS_PER_PART: u32 = TILE / LANES_PER_KEY;
-const SLOTS: u32 = 4u;  // output dimensions per thread of the first TILE: lid + TILE * slot < head_dim
-var<workgroup> q: array<f32, 256>;
-var<workgroup> weights: array<f32, 64>;
-var<workgroup> tile_max: array<f32, 64>;
+const LANES: u32 = THREADS / TILE;  // threads per key's score
+const QV: u32 = (GROUP_HEADS + 3u) / 4u;  // vec4s of heads per dimension (1 or 2)
+// The group's q heads: qg[v * head_dim + d][c] is dimension d of head 4v + c (zeros past the
+// group), scaled by p.scale. QV * head_dim <= 256 (attention_grid.group_heads).
+var<workgroup> qg: array<vec4<f32>, 256>;
+// A tile's scores' quarters [v * THREADS + thread] (then the max's, by subgroup or tree; after the
+// last tile, the parts' outputs); ROPE_KV: a head's sum of squares per thread.
+var<workgroup> part: array<vec4<f32>, 2 * THREADS>;
+var<workgroup> weights: array<vec4<f32>, 2 * TILE>;  // [v * TILE + key]: exp(score - max)
 var<workgroup> new_k: array<f32, 256>;  // ROPE_KV: the new key, normalised and rotated
 var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
-// Per tile: the score parts [key][lane], then the value sums [slot][key part][dimension];
-// ROPE_KV: a head's sum of squares per thread.
-var<workgroup> part_sums: array<f32, SLOTS * THREADS>;
 
-// ROPE_KV: the head vector staged (q or new_k, after a barrier) normalised by its norm weight when
-// the model has q/k norms, then rotated (shaders/rope.wgsl), for forward row `row`: rope_kv.wgsl's
-// operations in its order (128 threads there too), so a decode token's q and k equal a prefill's.
-fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
+// Dimension d of group head c (c == GROUP_HEADS: the new key), for ROPE_KV's norm and rotation.
+// One thread writes a dimension's vec4 at a time, so component writes never race.
+fn head_get(c: u32, d: u32) -> f32 {
+    if (c == GROUP_HEADS) { return new_k[d]; }
+    return qg[(c / 4u) * p.head_dim + d][c % 4u];
+}
+
+fn head_set(c: u32, d: u32, value: f32) {
+    if (c == GROUP_HEADS) {
+        new_k[d] = value;
+    } else {
+        qg[(c / 4u) * p.head_dim + d][c % 4u] = value;
+    }
+}
+
+// ROPE_KV: group head c (or the new key) normalised by its norm weight when the model has q/k
+// norms, then rotated (shaders/rope.wgsl), for forward row `row`: rope_kv.wgsl's operations in its
+// order (its 128 threads' sums, then their tree), so a decode token's q and k equal a prefill's.
+fn norm_and_rotate(lid: u32, row: u32, c: u32) {
     let hd = p.head_dim;
     if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
         var sum = 0.0;
-        for (var d = lid; d < hd; d += THREADS) {
-            var v = new_k[d];
-            if (is_q) { v = q[d]; }
+        for (var d = lid; d < hd && lid < 128u; d += 128u) {
+            let v = head_get(c, d);
             sum += v * v;
         }
-        part_sums[lid] = sum;
+        part[lid].x = sum;
         workgroupBarrier();
-        for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
-            if (lid < stride) { part_sums[lid] += part_sums[lid + stride]; }
+        for (var stride = 64u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) { part[lid].x += part[lid + stride].x; }
             workgroupBarrier();
         }
-        let scale = inverseSqrt(part_sums[0] / f32(hd) + p.eps);
-        workgroupBarrier();  // part_sums[0] read by all before the tiles reuse it
+        let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
+        workgroupBarrier();  // part[0] read by all before it is reused
         for (var d = lid; d < hd; d += THREADS) {
-            if (is_q) { q[d] = q[d] * scale * (q_norm[d] + p.norm_offset); }
-            else { new_k[d] = new_k[d] * scale * (k_norm[d] + p.norm_offset); }
+            if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
+            else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
         }
         workgroupBarrier();
     }
@@ -94,27 +117,11 @@ fn norm_and_rotate(lid: u32, row: u32, is_q: bool) {
     for (var i = lid; i < half; i += THREADS) {
         let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
         let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
-        if (is_q) {
-            let turned = rope_turn(vec2<f32>(q[ab.x], q[ab.y]), cs);
-            q[ab.x] = turned.x;
-            q[ab.y] = turned.y;
-        } else {
-            let turned = rope_turn(vec2<f32>(new_k[ab.x], new_k[ab.y]), cs);
-            new_k[ab.x] = turned.x;
-            new_k[ab.y] = turned.y;
-        }
+        let turned = rope_turn(vec2<f32>(head_get(c, ab.x), head_get(c, ab.y)), cs);
+        head_set(c, ab.x, turned.x);
+        head_set(c, ab.y, turned.y);
     }
     workgroupBarrier();
-}
-
-// acc + q[i] * v.x + q[i + 1] * v.y + ..., added one by one in that order.
-fn add_q_products(acc: f32, i: u32, v: vec4<f32>) -> f32 {
-    return (((acc + q[i] * v.x) + q[i + 1u] * v.y) + q[i + 2u] * v.z) + q[i + 3u] * v.w;
-}
-
-// acc + weights[j] * v.x + weights[j + 1] * v.y + ..., in that order.
-fn add_weighted(acc: f32, j: u32, v: vec4<f32>) -> f32 {
-    return (((acc + weights[j] * v.x) + weights[j + 1u] * v.y) + weights[j + 2u] * v.z) + weights[j + 3u] * v.w;
 }
 
 // ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
@@ -147,22 +154,85 @@ fn value_at(row: u32, d: u32) -> f32 {
     return cached;
 }
 
-// Element d of keys at .. at + 3 (kv_base + positions), each at most last_key.
-fn v_column4(at: u32, last_key: u32, d: u32) -> vec4<f32> {
-    return vec4<f32>(value_at(cache_row(at), d), value_at(cache_row(min(at + 1u, last_key)), d),
-                     value_at(cache_row(min(at + 2u, last_key)), d), value_at(cache_row(min(at + 3u, last_key)), d));
+// A value for each head of the group: heads 0-3 in a, 4-7 in b (b unused when QV == 1, and
+// its arithmetic folded away). Not an array: drivers put function-scope arrays in slow memory.
+struct Heads { a: vec4<f32>, b: vec4<f32> }
+
+fn heads_splat(x: f32) -> Heads { return Heads(vec4<f32>(x), vec4<f32>(x)); }
+
+fn heads_add(x: Heads, y: Heads) -> Heads {
+    var out = Heads(x.a + y.a, vec4<f32>(0.0));
+    if (QV > 1u) { out.b = x.b + y.b; }
+    return out;
+}
+
+fn heads_max(x: Heads, y: Heads) -> Heads {
+    var out = Heads(max(x.a, y.a), vec4<f32>(-3.0e38));
+    if (QV > 1u) { out.b = max(x.b, y.b); }
+    return out;
+}
+
+// acc + w * x for each head.
+fn heads_fma(w: Heads, x: f32, acc: Heads) -> Heads {
+    var out = Heads(fma(w.a, vec4<f32>(x), acc.a), vec4<f32>(0.0));
+    if (QV > 1u) { out.b = fma(w.b, vec4<f32>(x), acc.b); }
+    return out;
+}
+
+// acc * correction + tile for each head (the online softmax's rescale).
+fn heads_rescale(acc: Heads, correction: Heads, tile: Heads) -> Heads {
+    var out = Heads(acc.a * correction.a + tile.a, vec4<f32>(0.0));
+    if (QV > 1u) { out.b = acc.b * correction.b + tile.b; }
+    return out;
+}
+
+fn heads_exp(x: Heads) -> Heads {
+    var out = Heads(safe_exp4(x.a), vec4<f32>(0.0));
+    if (QV > 1u) { out.b = safe_exp4(x.b); }
+    return out;
+}
+
+// Group head c's value.
+fn heads_at(x: Heads, c: u32) -> f32 {
+    if (c < 4u) { return x.a[c]; }
+    return x.b[c - 4u];
+}
+
+// The group's q at dimension d (qg's vec4s).
+fn q_heads(d: u32) -> Heads {
+    var out = Heads(qg[d], vec4<f32>(0.0));
+    if (QV > 1u) { out.b = qg[p.head_dim + d]; }
+    return out;
+}
+
+// A key's pair e (k2) times every group head's q, added to s.
+fn pair_dot(e: u32, k2: vec2<f32>, s: Heads) -> Heads {
+    return heads_fma(q_heads(2u * e + 1u), k2.y, heads_fma(q_heads(2u * e), k2.x, s));
+}
+
+// safe_exp (shaders/safe_exp.wgsl) of each component.
+fn safe_exp4(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(safe_exp(x.x), safe_exp(x.y), safe_exp(x.z), safe_exp(x.w)); }
+
+// Key shares of the value sums: `parts` groups of threads (the largest power of two, at most 8,
+// with parts * head_dim <= THREADS) each take TILE / parts of a tile's keys; within a part,
+// thread `dim` owns dimension dim.
+fn value_parts(hd: u32) -> u32 {
+    var parts = 1u;
+    while (parts < 8u && 2u * parts * hd <= THREADS) { parts *= 2u; }
+    return parts;
 }
 
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
 //#if SUBGROUPS
-        @builtin(subgroup_size) subgroup_size: u32, @builtin(subgroup_invocation_id) subgroup_lane: u32,
+        @builtin(subgroup_size) subgroup_size: u32,
 //#endif
 ) {
-    let h = wid.x;
+    let first_head = wid.x * GROUP_HEADS;
     let row = wid.y;
     let hd = p.head_dim;
-    let kvh = h / (p.n_heads / p.n_kv_heads);
+    let group = p.n_heads / p.n_kv_heads;
+    let kvh = first_head / group;
     let q_pos = step.pos + row;
     // kv_base + a key position: its row (RING: before the wrap, cache_row). RING: the positions
     // the cache holds start at oldest; the rows of the lap before oldest's are kv_base's offset.
@@ -179,12 +249,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // ROPE_KV: the new key (q_pos) is not in the cache yet: the split holding it reads it from
     // workgroup memory where the cache would hold it (key_pair, value_at), with the same
     // arithmetic as the other keys, so a decode token's attention equals that of a forward of
-    // many rows, where rope_kv cached it first. end is exclusive; first >= end: no key here.
+    // a few rows, where rope_kv cached it first. end is exclusive; first >= end: no key here.
     let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
     let end = min(q_pos + 1u, split_end);
     new_row = cache_row(kv_base + q_pos);
 
-    for (var d = lid; d < hd; d += THREADS) { q[d] = qkv[row * p.q_stride + h * p.q_head_stride + d]; }
+    for (var d = lid; d < hd; d += THREADS) {
+        for (var v = 0u; v < QV; v++) {
+            var heads = vec4<f32>(0.0);
+            for (var c = 0u; c < 4u; c++) {
+                if (4u * v + c < GROUP_HEADS) { heads[c] = qkv[row * p.q_stride + (first_head + 4u * v + c) * p.q_head_stride + d]; }
+            }
+            qg[v * hd + d] = heads;
+        }
+    }
     if (ROPE_KV && holds_new) {
         let k_at = row * p.q_stride + p.n_heads * p.q_head_stride + kvh * hd;
         let v_at = k_at + p.n_kv_heads * hd;
@@ -192,9 +270,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (ROPE_KV) {
-        norm_and_rotate(lid, row, true);
+        for (var c = 0u; c < GROUP_HEADS; c++) { norm_and_rotate(lid, row, c); }
         if (holds_new) {  // uniform across the workgroup
-            norm_and_rotate(lid, row, false);
+            norm_and_rotate(lid, row, GROUP_HEADS);
             // As the caches will hold them (f16 rounding), so the score and the output equal a
             // later forward's, which reads them from there.
             for (var e = lid; e < hd / 2u; e += THREADS) {
@@ -206,7 +284,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 new_v[2u * e + 1u] = v2.y;
             }
             workgroupBarrier();
-            if (h % (p.n_heads / p.n_kv_heads) == 0u) {  // the group's first q head stores them
+            if (first_head % group == 0u) {  // the KV head's first group stores them
                 let first_pair = new_row * hd / 2u;
                 for (var e = lid; e < hd / 2u; e += THREADS) {
                     k_store_pair(first_pair + e, vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]));
@@ -215,125 +293,175 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
     }
-    for (var d = lid; d < hd; d += THREADS) { q[d] = q[d] * p.scale; }
+    for (var i = lid; i < QV * hd; i += THREADS) { qg[i] = qg[i] * p.scale; }
     workgroupBarrier();
 
-    // Threads lid < TILE own output dims lid + TILE * slot; every thread keeps the running max and sum.
-    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-    var running_max = -3.0e38;
-    var running_sum = 0.0;
-    // This thread's share of a key's score: pairs [pair_lo, pair_hi) of the key it works on.
+    // Scores: this thread's share of key lid / LANES: its pairs lane, lane + LANES, ... (the key's
+    // LANES threads read 32 contiguous bytes of an f32 cache at a time, not 32 bytes apart).
     let pairs = hd / 2u;
-    let lane = lid % LANES_PER_KEY;
-    let per_lane = (pairs + LANES_PER_KEY - 1u) / LANES_PER_KEY;
-    let pair_lo = min(pairs, lane * per_lane);
-    let pair_hi = min(pairs, pair_lo + per_lane);
-    let part = lid / TILE;  // the tile's keys KEYS_PER_PART * part .. that it sums values over
+    let lane = lid % LANES;
+    let my_pairs = (pairs + LANES - 1u - lane) / LANES;
+    // Values: this thread's part (a share of the tile's keys) and dimension.
+    let parts = value_parts(hd);
+    let part_threads = THREADS / parts;
+    let my_part = lid / part_threads;
+    let dim = lid % part_threads;
+    let keys_per_part = TILE / parts;
+    let dim_active = dim < hd;
+    // Per head: the running max (every thread alike), this part's running sum and its output
+    // accumulator for dimension dim.
+    var running_max = heads_splat(-3.0e38);
+    var running_sum = heads_splat(0.0);
+    var acc = heads_splat(0.0);
     for (var start = first; start < end; start += TILE) {
-        let key = start + lid / LANES_PER_KEY;
-        var dot = 0.0;
+        let key = start + lid / LANES;
+        var s = heads_splat(0.0);
         if (key < end) {
-            let row = cache_row(kv_base + key);
-            // Eight pairs' loads issued before their adds: drivers do not unroll a loop of one load
-            // then its use, which waits a memory latency per pair.
-            var e = pair_lo;
-            for (; e + 8u <= pair_hi; e += 8u) {
-                let a = vec4<f32>(key_pair(row, e), key_pair(row, e + 1u));
-                let b = vec4<f32>(key_pair(row, e + 2u), key_pair(row, e + 3u));
-                let c = vec4<f32>(key_pair(row, e + 4u), key_pair(row, e + 5u));
-                let g = vec4<f32>(key_pair(row, e + 6u), key_pair(row, e + 7u));
-                dot = add_q_products(add_q_products(add_q_products(add_q_products(dot, 2u * e, a), 2u * e + 4u, b), 2u * e + 8u, c), 2u * e + 12u, g);
+            let key_row = cache_row(kv_base + key);
+            // Eight pairs' loads issued before their FMAs: drivers do not unroll a loop of one
+            // load then its use, which waits a memory latency per pair.
+            var i = 0u;
+            for (; i + 8u <= my_pairs; i += 8u) {
+                let e = lane + LANES * i;
+                let k0 = key_pair(key_row, e);
+                let k1 = key_pair(key_row, e + LANES);
+                let k2 = key_pair(key_row, e + 2u * LANES);
+                let k3 = key_pair(key_row, e + 3u * LANES);
+                let k4 = key_pair(key_row, e + 4u * LANES);
+                let k5 = key_pair(key_row, e + 5u * LANES);
+                let k6 = key_pair(key_row, e + 6u * LANES);
+                let k7 = key_pair(key_row, e + 7u * LANES);
+                s = pair_dot(e + 3u * LANES, k3, pair_dot(e + 2u * LANES, k2, pair_dot(e + LANES, k1, pair_dot(e, k0, s))));
+                s = pair_dot(e + 7u * LANES, k7, pair_dot(e + 6u * LANES, k6, pair_dot(e + 5u * LANES, k5, pair_dot(e + 4u * LANES, k4, s))));
             }
-            for (; e < pair_hi; e++) {  // a share not a multiple of 8 pairs
-                let k2 = key_pair(row, e);
-                dot += q[2u * e] * k2.x;
-                dot += q[2u * e + 1u] * k2.y;
+            for (; i < my_pairs; i++) {  // a share not a multiple of 8 pairs
+                let e = lane + LANES * i;
+                s = pair_dot(e, key_pair(key_row, e), s);
             }
         }
-        part_sums[lid] = dot;
+        // The key's score: its quarters added as (lane 0 + lane 1) + (lane 2 + lane 3) on every lane.
+//#if SUBGROUPS
+        var other = Heads(subgroupShuffleXor(s.a, 1u), vec4<f32>(0.0));
+        if (QV > 1u) { other.b = subgroupShuffleXor(s.b, 1u); }
+        var halves = heads_add(s, other);
+        if (lane % 2u == 1u) { halves = heads_add(other, s); }
+        other = Heads(subgroupShuffleXor(halves.a, 2u), vec4<f32>(0.0));
+        if (QV > 1u) { other.b = subgroupShuffleXor(halves.b, 2u); }
+        var total = heads_add(halves, other);
+        if (lane >= 2u) { total = heads_add(other, halves); }
+//#else
+        part[lid] = s.a;
+        part[THREADS + lid] = s.b;
         workgroupBarrier();
-        var score = -3.0e38;
-        if (lid < TILE && start + lid < end) {
-            let at = LANES_PER_KEY * lid;
-            var total = part_sums[at];
-            for (var i = 1u; i < LANES_PER_KEY; i++) { total += part_sums[at + i]; }
+        let at = lid - lane;
+        let total = heads_add(heads_add(Heads(part[at], part[THREADS + at]), Heads(part[at + 1u], part[THREADS + at + 1u])),
+                              heads_add(Heads(part[at + 2u], part[THREADS + at + 2u]), Heads(part[at + 3u], part[THREADS + at + 3u])));
+        workgroupBarrier();  // part is the max's tree next
+//#endif
+        var score = heads_splat(-3.0e38);
+        if (key < end) {
+            score = total;
             // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal (e^2x / e^2x);
             // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
-            if (p.softcap > 0.0) { total = tanh(clamp(total / p.softcap, -10.0, 10.0)) * p.softcap; }
-            score = total;
+            if (p.softcap > 0.0) {
+                score.a = tanh(clamp(score.a / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
+                score.b = tanh(clamp(score.b / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
+            }
         }
 //#if SUBGROUPS
-        // The tile's max by subgroups, then across their maxima: one barrier instead of seven.
-        // Subgroups hold consecutive invocations (as gemv.wgsl assumes); threads past the tile
-        // carry -3e38.
-        let subgroup_max = subgroupMax(score);
-        if (subgroup_lane == 0u && lid < TILE) { tile_max[lid / subgroup_size] = subgroup_max; }
+        // The tile's max by subgroups, then across their maxima (subgroups hold consecutive
+        // invocations, as gemv.wgsl assumes).
+        let top = Heads(subgroupMax(score.a), subgroupMax(score.b));
+        if (lid % subgroup_size == 0u) {
+            part[lid / subgroup_size] = top.a;
+            part[THREADS + lid / subgroup_size] = top.b;
+        }
         workgroupBarrier();
-        var top = tile_max[0];
-        for (var k = 1u; k < (TILE + subgroup_size - 1u) / subgroup_size; k++) { top = max(top, tile_max[k]); }
-        let new_max = max(running_max, top);
+        var new_max = running_max;
+        for (var k = 0u; k < THREADS / subgroup_size; k++) { new_max = heads_max(new_max, Heads(part[k], part[THREADS + k])); }
 //#else
-        if (lid < TILE) { tile_max[lid] = score; }
+        part[lid] = score.a;
+        part[THREADS + lid] = score.b;
         workgroupBarrier();
-        for (var stride = TILE / 2u; stride > 0u; stride >>= 1u) {
-            if (lid < stride) { tile_max[lid] = max(tile_max[lid], tile_max[lid + stride]); }
+        for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
+            if (lid < stride) {
+                part[lid] = max(part[lid], part[lid + stride]);
+                part[THREADS + lid] = max(part[THREADS + lid], part[THREADS + lid + stride]);
+            }
             workgroupBarrier();
         }
-        let new_max = max(running_max, tile_max[0]);
+        let new_max = heads_max(running_max, Heads(part[0], part[THREADS]));
 //#endif
-        if (lid < TILE) {
-            var w = 0.0;
-            if (start + lid < end) { w = safe_exp(score - new_max); }  // masked keys weigh exactly 0
-            weights[lid] = w;
+        if (lane == 0u) {
+            var w = heads_splat(0.0);  // masked keys weigh exactly 0
+            if (key < end) { w = heads_exp(heads_add(score, Heads(-new_max.a, -new_max.b))); }
+            weights[lid / LANES] = w.a;
+            weights[TILE + lid / LANES] = w.b;
         }
         workgroupBarrier();
 
-        let correction = safe_exp(running_max - new_max);  // first tile: -3e38 - max → 0
-        running_max = new_max;
+        // Values: this part's keys of the tile for dimension dim, in key order, eight keys' loads
+        // at a time. Keys past the tile's last read the last key (written, finite) and weigh
+        // exactly 0.
         let count = min(TILE, end - start);
-        var tile_sum = 0.0;
-        for (var j = 0u; j < count; j++) { tile_sum += weights[j]; }
-        running_sum = running_sum * correction + tile_sum;
-        // Values: this thread's part of the tile's keys for dims lid % TILE + TILE * slot. Keys
-        // past `count` read the last key (written, finite) and weigh exactly 0, adding +0.
         let last_key = kv_base + start + count - 1u;
-        for (var slot = 0u; slot < SLOTS; slot++) {
-            let d = lid % TILE + slot * TILE;
-            if (d < hd) {
-                var v_acc = 0.0;
-                // Sixteen keys' loads before their adds (as the scores above).
-                for (var j = KEYS_PER_PART * part; j < KEYS_PER_PART * (part + 1u); j += 16u) {
-                    let at = kv_base + start + j;
-                    let a = v_column4(min(at, last_key), last_key, d);
-                    let b = v_column4(min(at + 4u, last_key), last_key, d);
-                    let c = v_column4(min(at + 8u, last_key), last_key, d);
-                    let g = v_column4(min(at + 12u, last_key), last_key, d);
-                    v_acc = add_weighted(add_weighted(add_weighted(add_weighted(v_acc, j, a), j + 4u, b), j + 8u, c), j + 12u, g);
-                }
-                part_sums[slot * THREADS + lid] = v_acc;
+        var tile_sum = heads_splat(0.0);
+        var tile = heads_splat(0.0);
+        let j0 = my_part * keys_per_part;
+        for (var j = j0; j < j0 + keys_per_part; j += 8u) {
+            var lo = vec4<f32>(0.0);
+            var hi = vec4<f32>(0.0);
+            if (dim_active) {
+                let at = kv_base + start + j;
+                lo = vec4<f32>(value_at(cache_row(min(at, last_key)), dim), value_at(cache_row(min(at + 1u, last_key)), dim),
+                               value_at(cache_row(min(at + 2u, last_key)), dim), value_at(cache_row(min(at + 3u, last_key)), dim));
+                hi = vec4<f32>(value_at(cache_row(min(at + 4u, last_key)), dim), value_at(cache_row(min(at + 5u, last_key)), dim),
+                               value_at(cache_row(min(at + 6u, last_key)), dim), value_at(cache_row(min(at + 7u, last_key)), dim));
+            }
+            for (var i = 0u; i < 4u; i++) {
+                let w = Heads(weights[j + i], weights[TILE + j + i]);
+                tile_sum = heads_add(tile_sum, w);
+                tile = heads_fma(w, lo[i], tile);
+            }
+            for (var i = 0u; i < 4u; i++) {
+                let w = Heads(weights[j + 4u + i], weights[TILE + j + 4u + i]);
+                tile_sum = heads_add(tile_sum, w);
+                tile = heads_fma(w, hi[i], tile);
             }
         }
-        workgroupBarrier();
-        if (lid < TILE) {
-            for (var slot = 0u; slot < SLOTS; slot++) {
-                let d = lid + slot * TILE;
-                if (d < hd) {
-                    let at = slot * THREADS + lid;
-                    var v_sum = part_sums[at];
-                    for (var i = 1u; i < LANES_PER_KEY; i++) { v_sum += part_sums[at + i * TILE]; }
-                    acc[slot] = acc[slot] * correction + v_sum;
-                }
-            }
+        let correction = heads_exp(heads_add(running_max, Heads(-new_max.a, -new_max.b)));  // first tile: -3e38 - max → 0
+        running_sum = heads_rescale(running_sum, correction, tile_sum);
+        acc = heads_rescale(acc, correction, tile);
+        running_max = new_max;
+        workgroupBarrier();  // weights and part are rewritten by the next tile
+    }
+
+    // The parts' sums and outputs added in part order, by part 0's threads.
+    if (parts > 1u) {
+        part[lid] = acc.a;
+        part[THREADS + lid] = acc.b;
+        if (dim == 0u) {
+            weights[my_part] = running_sum.a;
+            weights[TILE + my_part] = running_sum.b;
         }
         workgroupBarrier();
+        if (my_part == 0u) {
+            running_sum = Heads(weights[0], weights[TILE]);
+            acc = Heads(part[dim], part[THREADS + dim]);
+            for (var k = 1u; k < parts; k++) {
+                running_sum = heads_add(running_sum, Heads(weights[k], weights[TILE + k]));
+                acc = heads_add(acc, Heads(part[k * part_threads + dim], part[THREADS + k * part_threads + dim]));
+            }
+        }
     }
-    let out = p.partials_at + ((row * p.n_heads + h) * p.splits + wid.z) * (hd + 2u);
-    for (var slot = 0u; slot < SLOTS; slot++) {
-        let d = lid + slot * TILE;
-        if (lid < TILE && d < hd) { partials[out + d] = acc[slot]; }
-    }
-    if (lid == 0u) {
-        partials[out + hd] = running_max;
-        partials[out + hd + 1u] = running_sum;
+    if (my_part == 0u) {
+        for (var c = 0u; c < GROUP_HEADS; c++) {
+            let out = p.partials_at + ((row * p.n_heads + first_head + c) * p.splits + wid.z) * (hd + 2u);
+            if (dim_active) { partials[out + dim] = heads_at(acc, c); }
+            if (dim == 0u) {
+                partials[out + hd] = heads_at(running_max, c);
+                partials[out + hd + 1u] = heads_at(running_sum, c);
+            }
+        }
     }
 }

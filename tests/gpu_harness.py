@@ -9,6 +9,7 @@ import numpy as np
 
 from py_engine.gpu import Dispatch, open_device
 from py_engine.kernels import STEP_FORMAT, KernelCache
+from py_engine.models import attention_grid
 
 _devices = {}
 
@@ -86,18 +87,23 @@ def repacked(raw: np.ndarray, fmt: str, f16: bool = True) -> np.ndarray:
     return np.frombuffer(out["w"], np.uint8, count=raw.size)
 
 
-def run_combine(partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: int, step=(1, 0, 1)) -> np.ndarray:
-    """attention_combine.wgsl over attention.wgsl's partials (written from element 0): the
-    attention output [rows, nh, hd]. The kernel's one tensor holds the output, then the partials."""
+def run_combine(
+    partials: np.ndarray, *, rows: int, nh: int, hd: int, splits: int, split_len: int, step=(1, 0, 1)
+) -> np.ndarray:
+    """attention_combine.wgsl over attention.wgsl's or attention_tiled.wgsl's partials (written
+    from element 0, `splits` of split_len keys): the attention output [rows, nh, hd]. The kernel's
+    one tensor holds the output, then the partials."""
     out_elems = rows * nh * hd
     attn = np.concatenate([np.zeros(out_elems, np.float32), partials.astype(np.float32)])
     out = run_kernel(
         "attention_combine",
         {"attn": attn, "gate": np.zeros(4, np.float32)},
         {"n_heads": nh, "head_dim": hd, "splits": splits, "partials_at": out_elems}
-        | {"gate_stride": 0, "gate_head_stride": 0, "gate_offset": 0, "pad0": 0},
+        | {"gate_stride": 0, "gate_head_stride": 0, "gate_offset": 0, "split_len": split_len}
+        | {"tiled_splits": splits, "tiled_split_len": split_len, "pad0": 0, "pad1": 0},
         grid=(nh, rows, 1),
         step=step,
+        defines={"FEW_ROWS": attention_grid.FEW_ROWS},
     )
     return as_f32(out["attn"][: out_elems * 4], (rows, nh, hd))
 
@@ -142,8 +148,9 @@ def attend(
     k_dtype, v_dtype = k_cache.dtype, v_cache.dtype
     dummy = np.zeros(4, np.float32)
     fused = cos_sin is not None
+    few = rows <= attention_grid.FEW_ROWS  # else the prompt's kernel, attention_tiled.wgsl
     out = run_kernel(
-        "attention",
+        "attention" if few else "attention_tiled",
         {
             "qkv": qkv,
             "k_cache": k_cache,
@@ -171,20 +178,28 @@ def attend(
             "norm_offset": 0.0,
             "partials_at": 0,
             "q_head_stride": hd,
-            "pad0": 0,
-            "pad1": 0,
+            "tiled_split_len": split_len,
+            "tiled_splits": splits,
             "pad2": 0,
         },
-        grid=(nh, rows, splits),
+        grid=attention_grid.grid(rows, nh, p["n_kv_heads"], hd, splits, splits),
         step=(rows, pos, pos + rows),
-        defines={**defines, "ROPE_KV": fused, "RING": ring},
+        defines={
+            **defines,
+            "ROPE_KV": fused,
+            "RING": ring,
+            "GROUP_HEADS": attention_grid.group_heads(nh, p["n_kv_heads"], hd),
+            **attention_grid.tiled_defines(hd),
+        },
         subgroups=subgroups,
         read=["partials", "k_cache", "v_cache"],
     )
     partials = np.frombuffer(out["partials"], np.float32)
     shape = (p["n_kv_heads"], cap, hd)
     return {
-        "y": run_combine(partials, rows=rows, nh=nh, hd=hd, splits=splits, step=(rows, pos, pos + rows)),
+        "y": run_combine(
+            partials, rows=rows, nh=nh, hd=hd, splits=splits, split_len=split_len, step=(rows, pos, pos + rows)
+        ),
         "partials": partials,
         "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
         "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64),

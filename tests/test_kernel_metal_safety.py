@@ -197,11 +197,12 @@ def test_workgroup_storage_sizes_known():
     sizes = {p.stem: workgroup_bytes(p) for p in SHADERS}
     assert sizes["rmsnorm"] == 256 * 4
     assert (
-        sizes["attention"] == (256 + 64 + 64 + 256 + 256 + 4 * 128) * 4
-    )  # q, weights, tile max; ROPE_KV: new k, v; part sums
+        sizes["attention"] == (256 + 2 * 256 + 2 * 64) * 16 + (256 + 256) * 4
+    )  # the group's q, score parts, weights; ROPE_KV: new k, v
     assert (
         sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 64 * 8
     )  # partial sums, the padded x chunk, its x sums, heads' merge
+    assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4

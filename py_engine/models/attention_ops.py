@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ..graph import Tensor, ceil_div
 from ..kernels import KV_BYTES
 from ..linear_plan import MERGE_HEADS, attention_merge_params
+from . import attention_grid
 
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
 # each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
@@ -21,7 +22,7 @@ MERGE_WORK = 48
 GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
-def attention_splits(capacity: int, most: int = 32) -> tuple[int, int]:
+def attention_splits(capacity: int, most: int) -> tuple[int, int]:
     """(keys per split, splits): at most `most` splits of a multiple of 64 keys (one tile)."""
     split_len = max(64, ceil_div(ceil_div(capacity, most), 64) * 64)
     return split_len, ceil_div(capacity, split_len)
@@ -125,12 +126,19 @@ class AttentionOps:
         if ring:
             self.g.ring_slack = self.ring_slack
         k_cache, v_cache = self._kv_caches(kv, cache_rows)
-        split_len, splits = attention_splits(cache_rows)
+        # A few rows' forward (attention.wgsl) splits the keys finely: its few workgroups per
+        # split wait on memory, and more splits keep more of them in flight. A prompt's
+        # (attention_tiled.wgsl) has row blocks to spread and its partials are many rows'.
+        split_len, splits = attention_splits(cache_rows, attention_grid.FEW_ROWS_SPLITS)
+        most_tiled = attention_grid.tiled_splits_most(self.g.max_rows, heads, hd)
+        tiled_split_len, tiled_splits = attention_splits(cache_rows, most_tiled)
         # One tensor: the output [rows, heads * head_dim], then the per-split partials that
         # attention_combine merges into it, or (a decode token with few splits in use) the O
         # projection's GEMV as it reads them (COMBINE): one dispatch fewer. Every layer's is the
         # size of the largest (a ring's fewer splits leave its tail unused): one pool slot.
-        y = self.act("attn", heads * hd + heads * splits * (hd + 2))
+        max_rows = self.g.max_rows
+        partial_rows = max(max_rows * tiled_splits, min(max_rows, attention_grid.FEW_ROWS) * splits)
+        y = self.act("attn", max_rows * heads * hd + heads * partial_rows * (hd + 2), rows=1)
         self._attention_outputs.append(y)
         for t in self._attention_outputs:
             t.nbytes = max(t.nbytes, y.nbytes)
@@ -156,20 +164,39 @@ class AttentionOps:
                 **kv.rope,
                 "partials_at": partials_at,
                 "q_head_stride": kv.q_head_stride,
-                "pad0": 0,
-                "pad1": 0,
+                "tiled_split_len": tiled_split_len,
+                "tiled_splits": tiled_splits,
                 "pad2": 0,
             },
-            lambda rows: (heads, rows, splits),
-            {**self.kv_defines(), "ROPE_KV": False, "RING": ring},
+            lambda rows: attention_grid.grid(rows, heads, cfg.num_kv_heads, hd, splits, tiled_splits),
+            {
+                **self.kv_defines(),
+                "ROPE_KV": False,
+                "RING": ring,
+                "GROUP_HEADS": attention_grid.group_heads(heads, cfg.num_kv_heads, hd),
+                **attention_grid.tiled_defines(hd),
+            },
             decode_defines={"ROPE_KV": True},
+            many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows
         )
         gate = {"gate_stride": kv.stride if kv.gated else 0, "gate_head_stride": kv.q_head_stride, "gate_offset": hd}
         self.g.op(
             "attention_combine",
             {"attn": y, "gate": kv.qkv if kv.gated else self.dummy},
-            {"n_heads": heads, "head_dim": hd, "splits": splits, "partials_at": partials_at, **gate, "pad0": 0},
+            {
+                "n_heads": heads,
+                "head_dim": hd,
+                "splits": splits,
+                "partials_at": partials_at,
+                **gate,
+                "split_len": split_len,
+                "tiled_splits": tiled_splits,
+                "tiled_split_len": tiled_split_len,
+                "pad0": 0,
+                "pad1": 0,
+            },
             lambda rows: (heads, rows, 1),
+            {"FEW_ROWS": attention_grid.FEW_ROWS},
             fold_skip=True,
             fold_until=fold_until,
         )

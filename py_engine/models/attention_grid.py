@@ -1,0 +1,86 @@
+"""Which attention kernel a forward runs and how large a grid it dispatches (pure Python).
+
+A forward of at most FEW_ROWS rows (a decode token, or the drafted tokens a forward verifies) runs
+shaders/attention.wgsl: a workgroup per (group of q heads sharing a KV head, row, split of the
+keys), each key read once for the group's heads. A longer forward (a prompt) runs
+shaders/attention_tiled.wgsl: a workgroup per (KV head, block of rows, split), its K and V tiles
+staged in workgroup memory once for every (row, q head) of the block. Both write the same
+per-split partials, which attention_combine.wgsl (or a decode token's O projection) merges.
+H200, the 8B shape (32 q heads, 8 KV heads), one 128-row prompt forward after 4,000 keys, its 32
+layers' attention: attention_tiled.wgsl 34.8 ms, attention.wgsl (GQA groups, a row per workgroup)
+64.2 ms; the kernel before GQA groups (a q head and a row per workgroup) took 41.0 ms a layer for
+512 rows, attention_tiled.wgsl 4.4.
+"""
+
+from __future__ import annotations
+
+from ..graph import ceil_div
+from ..linear_plan import LOGIT_ROWS_MAX
+
+# Forwards of up to this many rows take attention.wgsl: a decode token, and picks_after's
+# verifying forward, whose rows must equal one-token decodes bit for bit.
+FEW_ROWS = LOGIT_ROWS_MAX
+
+# The most splits of a layer's keys (attention_ops.attention_splits: of a multiple of 64 keys) for
+# a few rows' forward and for a prompt's (at most TILED_PARTIALS_BYTES of partials: they are
+# max_rows rows'). H200, the 8B shape's decode token at 4,200 keys: 22 splits of 192 keys, attention
+# 1.38 ms + their merge 0.34; 66 of 64 keys, 1.31 + 0.68.
+FEW_ROWS_SPLITS = 32
+TILED_SPLITS = 32
+TILED_PARTIALS_BYTES = 64 << 20
+
+
+def tiled_splits_most(max_rows: int, n_heads: int, head_dim: int) -> int:
+    """The most splits attention_tiled.wgsl's partials may have for a forward of max_rows rows."""
+    return max(1, min(TILED_SPLITS, TILED_PARTIALS_BYTES // (max_rows * n_heads * (head_dim + 2) * 4)))
+
+
+# attention.wgsl keeps its group's q vectors in workgroup memory as vec4s of 4 heads per
+# dimension (at most 2 vec4s, 8 heads, of at most 256 dimensions).
+GROUP_HEADS_MAX = 8
+
+# attention_tiled.wgsl's (row, q head) slots per workgroup.
+TILED_SLOTS = 32
+
+
+def group_heads(n_heads: int, n_kv_heads: int, head_dim: int) -> int:
+    """q heads one attention.wgsl workgroup takes (its GROUP_HEADS): the largest divisor of the
+    GQA group size (q heads per KV head) that is at most GROUP_HEADS_MAX and whose q vectors fit
+    its workgroup array (a vec4 of 4 heads per dimension, 256 vec4s)."""
+    group = n_heads // n_kv_heads
+    fits = [d for d in range(1, min(group, GROUP_HEADS_MAX) + 1) if -(-d // 4) * head_dim <= 256]
+    return max(d for d in fits if group % d == 0)
+
+
+def attention_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, splits: int) -> tuple[int, int, int]:
+    """attention.wgsl's workgroups: (head groups, rows, splits)."""
+    return (n_heads // group_heads(n_heads, n_kv_heads, head_dim), rows, splits)
+
+
+def tiled_block(n_heads: int, n_kv_heads: int) -> tuple[int, int]:
+    """(q heads, rows) of one attention_tiled.wgsl workgroup's slots: all of a KV head's q heads
+    (at most TILED_SLOTS) and as many rows as fill the rest."""
+    heads = min(n_heads // n_kv_heads, TILED_SLOTS)
+    return heads, TILED_SLOTS // heads
+
+
+def tiled_defines(head_dim: int) -> dict:
+    """attention_tiled.wgsl's defines from the model's shape: HEAD_VEC4S, the vec4 chunks of a head
+    vector (ceil(head_dim / 4)), which size its per-lane registers and its K / V tile."""
+    return {"HEAD_VEC4S": ceil_div(head_dim, 4)}
+
+
+def tiled_grid(rows: int, n_heads: int, n_kv_heads: int, splits: int) -> tuple[int, int, int]:
+    """attention_tiled.wgsl's workgroups: (KV heads x head blocks, row blocks, splits)."""
+    heads, block_rows = tiled_block(n_heads, n_kv_heads)
+    return (n_kv_heads * ceil_div(n_heads // n_kv_heads, heads), ceil_div(rows, block_rows), splits)
+
+
+def grid(
+    rows: int, n_heads: int, n_kv_heads: int, head_dim: int, splits: int, tiled_splits: int
+) -> tuple[int, int, int]:
+    """The grid of the attention kernel a forward of `rows` rows runs (splits: attention.wgsl's,
+    tiled_splits: attention_tiled.wgsl's)."""
+    if rows <= FEW_ROWS:
+        return attention_grid(rows, n_heads, n_kv_heads, head_dim, splits)
+    return tiled_grid(rows, n_heads, n_kv_heads, tiled_splits)
