@@ -3,7 +3,7 @@ run by Node on Dawn (Chrome's WebGPU, npm `webgpu`) through benchmarks/dawn/run.
 
     python benchmarks/dawn.py --model PATH|NAME [--prompt-tokens 128] [--new-tokens 128] [--compare]
                               [--node node] [--webgpu /tmp/webgpu] [--dawn-backend vulkan|opengles]
-                              [--store-dir DIR] [--f32]
+                              [--store-dir DIR] [--f32] [--dawn-toggle T ...]
 
 The prompt ids are benchmarks/decode.py's (random.Random(0) over the model's vocabulary), the warm-up
 prompt the next ones of the same generator. Like decode.py, --new-tokens counts the decode steps after
@@ -14,7 +14,9 @@ the same clock as the worker's (py_engine/web/worker.py generate: prefill = time
 tokens after it), on the same precision (shader-f16 only where Dawn's engine used it), and reports
 `tokens_identical` and both engines' speeds. Before running, the engine wheel in build/web/ is checked
 against py_engine/ and shaders/ (and rebuilt with tools/build_web.py where it differs): the browser
-engine measured is this tree's.
+engine measured is this tree's. --dawn-toggle passes a Dawn instance toggle, as Chrome's flags do, e.g.
+`enable-dawn-features=vulkan_enable_f16_on_nvidia` (Dawn hides shader-f16 on NVIDIA's Vulkan driver
+without it) or `enable-dawn-features=allow_unsafe_apis` (experimental features such as subgroup matrices).
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
         args.webgpu,
         *(["--store-dir", args.store_dir] if args.store_dir else []),
         *(["--f32"] if args.f32 else []),
+        *(arg for toggle in args.dawn_toggle for arg in ("--dawn-toggle", toggle)),
     ]
     try:
         result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -155,6 +158,9 @@ def main():
     parser.add_argument("--dawn-backend", default="vulkan", help="vulkan, or opengles (compatibility mode, no GPU)")
     parser.add_argument("--store-dir", help="keep the worker's weight store (OPFS) here between runs")
     parser.add_argument("--f32", action="store_true", help="the f32 path on both engines")
+    parser.add_argument(
+        "--dawn-toggle", action="append", default=[], help="a Dawn toggle (repeatable), e.g. enable-dawn-features=X"
+    )
     parser.add_argument("--compare", action="store_true", help="also run the desktop engine and compare tokens")
     args = parser.parse_args()
     ensure_current_wheel()
