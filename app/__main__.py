@@ -7,7 +7,10 @@ import socket
 import sys
 from pathlib import Path
 
+from py_engine.cli import add_precision_arg
+
 from .models import ModelPathError, ModelRegistry
+from .openai_api import Models
 from .server import ROOT, create_app
 
 
@@ -39,6 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=None,
         help="model cache directory (default $WISP_MODEL_CACHE or ~/.cache/wisp/models)",
     )
+    add_precision_arg(parser)  # /v1's chat models (the page's engine takes its own load option)
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -86,7 +90,8 @@ def main(argv=None) -> int:
         print(f"  model {m.id}{' (default)' if m.default else ''}: {m.path}", flush=True)
     if not models:
         print("  no models: run `python -m py_engine fetch` or pass --model PATH", flush=True)
-    config = uvicorn.Config(create_app(registry, web_dir=web_dir), log_level=args.log_level)
+    openai = Models(registry, precision=args.precision)
+    config = uvicorn.Config(create_app(registry, web_dir=web_dir, openai=openai), log_level=args.log_level)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

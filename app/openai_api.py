@@ -30,8 +30,10 @@ CONTEXT = 4096  # tokens per chat model; --context would be the place to change 
 class Models:
     """The device and the models loaded on it, one of each kind."""
 
-    def __init__(self, registry: ModelRegistry, context: int = CONTEXT):
-        self.registry, self.context = registry, context
+    def __init__(self, registry: ModelRegistry, context: int = CONTEXT, precision: str = "fast"):
+        """precision: a chat model's arithmetic (Engine.load's) where a request's `precision`
+        does not say (python -m app --precision)."""
+        self.registry, self.context, self.precision = registry, context, precision
         self.lock = asyncio.Lock()
         self.device = None
         self.chat: completions.ChatModel | None = None
@@ -52,13 +54,16 @@ class Models:
             self.device = await open_device()
         return self.device
 
-    async def chat_model(self, model_id: str) -> completions.ChatModel:
-        if self.chat is None or self.chat.id != model_id:
+    async def chat_model(self, model_id: str, precision: str | None = None) -> completions.ChatModel:
+        """The chat model, loaded again where the request names another model or precision."""
+        precision = precision or self.precision
+        if self.chat is None or self.chat.id != model_id or self.chat.engine.precision != precision:
             from py_engine.prompt_cache import PromptCache
             from py_engine.session import load_model
 
             served, self.chat = self._find(model_id), None
-            engine, tok, stop_ids = await load_model(served.path, await self._device(), context=self.context)
+            device = await self._device()
+            engine, tok, stop_ids = await load_model(served.path, device, context=self.context, precision=precision)
             self.chat = completions.ChatModel(model_id, engine, tok, stop_ids, PromptCache(engine))
         return self.chat
 
@@ -104,7 +109,7 @@ def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list
         await models.lock.acquire()
         streaming = False
         try:
-            stream = chunks(await models.chat_model(parsed.model), parsed)
+            stream = chunks(await models.chat_model(parsed.model, parsed.precision), parsed)
             if not parsed.stream:
                 return JSONResponse(await completions.collect(stream))
             first = await anext(stream)  # an error before the first chunk is still an HTTP status

@@ -3,6 +3,7 @@ copy kernel measured in the same run. Prints one JSON object.
 
     python benchmarks/gemv_bandwidth.py [--formats q4_0,q6_k,...] [--shapes 4096x14336,14336x4096]
                                         [--layouts 32.8.1.2,64.4.4.1] [--limits default|adapter] [--no-subgroups] [--fuse norm,gated]
+                                        [--precision exact|fast|exact,fast]
 
 A shape is KxN (K inputs, N outputs). Each measurement rotates over enough copies of the matrix
 (> 512 MB) that no dispatch finds its weights in the GPU's cache, sharded by the storage binding
@@ -12,6 +13,9 @@ kernel's bytes moved (read + written) per second. --layouts sweeps gemv.wgsl's t
 (LANES.SLOTS.RPT.STEP); the engine's own choice (linear_plan.gemv_layout) is measured by default.
 Every measurement first keeps the GPU busy for 0.2 s (Timer.warm_up): without it, every format
 after the first read 3-4x slow, measured at the clocks the GPU had dropped to during the upload.
+--precision exact,fast times each block format both ways ("fast": int8 activations, gemv.wgsl
+Q8_ACT, for the formats in linear_plan.INT8_FORMATS; a float format only once, exact): the
+numbers that decide which formats stay in INT8_FORMATS.
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import Kernel, KernelCache  # noqa: E402
-from py_engine.linear_plan import gemv_features, gemv_layout, linear_defines, linear_grid, linear_params  # noqa: E402
+from py_engine.linear_plan import (  # noqa: E402
+    PRECISIONS,
+    gemv_features,
+    gemv_layout,
+    int8_activations,
+    linear_defines,
+    linear_grid,
+    linear_params,
+)
 from py_engine.quant import FORMATS  # noqa: E402
 
 ALL_FORMATS = [
@@ -202,8 +214,10 @@ def gemv_bandwidth(
     repeats: int,
     kernel_name: str = "gemv",
     fused: dict | None = None,
+    precision: str = "exact",
 ) -> dict:
-    """fused: linear_defines' norm / gated (the RMSNorm and the gated activation inside the GEMV)."""
+    """fused: linear_defines' norm / gated (the RMSNorm and the gated activation inside the GEMV);
+    precision: linear_defines'."""
     fused = fused or {}
     gated = fused.get("gated", False)
     x = device.create_buffer(4 * K)
@@ -216,7 +230,7 @@ def gemv_bandwidth(
     for shards in copies:
         dispatches = []
         for start, count, w in shards:
-            defines = {**linear_defines(K, count, fmt, 64, **fused), **layout}
+            defines = {**linear_defines(K, count, fmt, 64, precision=precision, **fused), **layout}
             name = defines.pop("kernel", kernel_name)
             kernel = cache.get(name, **defines)
             params = linear_params(K, count, out_stride=N // 2 if gated else N, out_offset=start, rows=1, norm_eps=1e-5)
@@ -277,6 +291,9 @@ async def measure(args) -> dict:
     # Finite 16-bit fields whatever the format: every half is below 2 in magnitude.
     noise = np.random.default_rng(0).integers(0, 1 << 32, (256 << 20) // 4, dtype=np.uint32) & np.uint32(0x3BFF3BFF)
     fused = {"norm": "norm" in args.fuse, "gated": "gated" in args.fuse}
+    precisions = args.precision.split(",")
+    if not set(precisions) <= set(PRECISIONS):
+        raise SystemExit(f"--precision: {args.precision!r}: a comma-separated list of {', '.join(PRECISIONS)}")
     results = []
     for fmt in args.formats.split(","):
         if fmt == "f16" and not device.caps.shader_f16:
@@ -291,21 +308,37 @@ async def measure(args) -> dict:
             for layout in layouts + [v for v in variants if v.get("K", K) == K and v.get("format", fmt) == fmt]:
                 layout = {k: v for k, v in (layout or {}).items() if k not in ("K", "format")}
                 chosen = layout or gemv_layout(K, N, fmt, fused["gated"])
-                try:
-                    r = gemv_bandwidth(
-                        device, cache, timer, fmt, K, N, copies, matrix_bytes, chosen, args.repeats, args.kernel, fused
+                for precision in precisions:
+                    if precision == "fast" and not int8_activations(fmt, precision):
+                        continue  # runs exact: measured once
+                    try:
+                        r = gemv_bandwidth(
+                            device,
+                            cache,
+                            timer,
+                            fmt,
+                            K,
+                            N,
+                            copies,
+                            matrix_bytes,
+                            chosen,
+                            args.repeats,
+                            args.kernel,
+                            fused,
+                            precision,
+                        )
+                    except Exception as e:  # a variant that does not compile or fit: say so, go on
+                        r = {"error": str(e).splitlines()[-1][:200]}
+                    r.update(
+                        format=fmt,
+                        precision=precision,
+                        K=K,
+                        N=N,
+                        layout=".".join(f"{k}{v}" for k, v in chosen.items() if k not in ("X_SUMS",)),
+                        of_copy=round(r.get("gb_s", 0) * 1e9 / copy, 3),
                     )
-                except Exception as e:  # a variant that does not compile or fit: say so, go on
-                    r = {"error": str(e).splitlines()[-1][:200]}
-                r.update(
-                    format=fmt,
-                    K=K,
-                    N=N,
-                    layout=".".join(f"{k}{v}" for k, v in chosen.items() if k not in ("X_SUMS",)),
-                    of_copy=round(r.get("gb_s", 0) * 1e9 / copy, 3),
-                )
-                results.append(r)
-                print(json.dumps(r), file=sys.stderr)
+                    results.append(r)
+                    print(json.dumps(r), file=sys.stderr)
             for shards in copies:
                 for _, _, w in shards:
                     w.destroy()
@@ -337,6 +370,9 @@ def main():
         '(optional "K" / "format": only for that shape / format)',
     )
     parser.add_argument("--read-floor", action="store_true", help="also time the read-only kernel over each matrix")
+    parser.add_argument(
+        "--precision", default="exact", help="exact, fast or exact,fast: the GEMV's arithmetic (fast: int8 activations)"
+    )
     parser.add_argument(
         "--fuse",
         default="",

@@ -26,13 +26,13 @@ CHAT_MAX_NEW_TOKENS = 512
 HELP = "type a message; /reset starts a new conversation, /exit or Ctrl-D quits"
 
 
-async def load(model, device, context: int, progress=None):
+async def load(model, device, context: int, progress=None, precision: str = "fast"):
     """session.load_model (of a path, or the ModelFiles read from one), reporting the weight upload
     to `progress` as stage "load"."""
     from .session import load_model
 
     report = (lambda done, total: progress("load", done, total)) if progress else None
-    return await load_model(model, device, context=context, with_tokenizer=True, progress=report)
+    return await load_model(model, device, context=context, with_tokenizer=True, progress=report, precision=precision)
 
 
 class Conversation:
@@ -126,7 +126,7 @@ async def chat(args, path: Path, files) -> int:
 
     device = await open_device(allow_f16=not args.f32)
     bar = ProgressBar()
-    engine, tok, stop_ids = await load(files, device, args.context, bar)
+    engine, tok, stop_ids = await load(files, device, args.context, bar, args.precision)
     bar.finish()
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
     conversation = Conversation(engine, tok, stop_ids, sampling, args.max_new_tokens, args.system)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .catalog import DEFAULT_MODEL
 from .chat import CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, chat
 from .errors import WispError
+from .linear_plan import PRECISIONS
 from .terminal import ProgressBar, resolve_model
 
 
@@ -81,6 +82,17 @@ def add_sampling_args(parser, max_new_tokens: int, temperature: float, top_p: fl
     )
     parser.add_argument("--context", type=int, default=2048, help="KV-cache length in tokens (default 2048)")
     parser.add_argument("--f32", action="store_true", help="force the f32 path even where shader-f16 exists")
+    add_precision_arg(parser)
+
+
+def add_precision_arg(parser) -> None:
+    """--precision, as Engine.load's (also benchmarks/decode.py's and python -m app's)."""
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fast",
+        help="fast (default): quantized weights' GEMV on int8 activations; exact: f32 arithmetic throughout",
+    )
 
 
 def main(argv=None) -> int:
@@ -236,7 +248,7 @@ async def generate(args) -> int:
         if bad or not prompt:
             raise WispError(f"--ids: token ids must be in 0..{vocab_size - 1}, got {bad or 'nothing'}")
     device = await open_device(allow_f16=not args.f32)
-    engine, tok, stop_ids = await load_model(files, device, context=args.context)
+    engine, tok, stop_ids = await load_model(files, device, context=args.context, precision=args.precision)
     if args.logits_out:
         from .npy import write_npy_f32
 

@@ -16,6 +16,7 @@ from .formats.source import open_source
 from .gpu import Copy
 from .kernels import KernelCache
 from .kv_cache import SUBMITS_AHEAD, TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
+from .linear_plan import check_precision
 from .memory import footprint, largest_context, too_large
 from .models import graph_generator
 from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
@@ -82,6 +83,7 @@ class Engine:
         gpu_budget: int | None = None,
         read=None,
         kv_rings: bool = True,
+        precision: str = "fast",
     ) -> Engine:
         """The one way a model becomes an Engine (session.load_model adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
@@ -93,13 +95,19 @@ class Engine:
         needs more bytes. read: read_model(model)'s result when the caller has it already
         (session.load_model: a GGUF header holds the tokenizer too, and is parsed once).
         kv_rings: a sliding layer caches only its window's keys (kv_cache.py); False: the whole
-        context, as a layer without a window does."""
+        context, as a layer without a window does. precision: "fast" (the default: the GEMV of
+        the block formats linear_plan.INT8_FORMATS multiplies int8-quantized activations; mean KL
+        divergence from exact <= 1e-3, benchmarks/fidelity.py) or "exact" (f32 arithmetic, the
+        transformers-parity path)."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source) if read is None else read
         generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
         kernels = KernelCache(device)
         half = device.caps.shader_f16
+        # Fast falls back to exact per matrix (linear_plan.int8_activations), and everywhere in a
+        # browser without WGSL's packed integer dot products; engine.precision is what was asked.
+        arithmetic = check_precision(precision) if device.caps.int8_dot else "exact"
         kv = kv_formats(tensors, half, packed_kv)
 
         def plan(context):
@@ -112,6 +120,7 @@ class Engine:
                 kv,
                 max_binding or device.caps.limits.max_storage_binding,
                 ring_slack(max_rows) if kv_rings else 0,
+                arithmetic,
             )
             graph = generate_graph(builder)
             return graph, footprint(graph, cfg.vocab_size, context)
@@ -125,7 +134,7 @@ class Engine:
         uploader.expect(t for t in graph.tensors if t.kind == "weight")
         executor = Executor(device, kernels, graph, uploader)
         engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
-        engine.footprint, engine.kv_formats = need, kv
+        engine.footprint, engine.kv_formats, engine.precision = need, kv, precision
         await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
         await uploader.finish()
         await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for every upload
@@ -206,6 +215,20 @@ class Engine:
         saved = self.recurrent.save() if self.recurrent else []  # its drafts may be rejected
         commands = saved + self._forward(rows, ids, logit_rows=rows) + picks
         return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))
+
+    async def rows_logits(self, ids: list[int]) -> list[array]:
+        """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position scoring every
+        row: the float32 logits after each prefix ids[:i + 1], each row computed as a decode
+        token's (the GEMV path, as picks_after's). benchmarks/fidelity.py compares precisions with
+        them. pos advances by len(ids)."""
+        rows, vocab = len(ids), self.cfg.vocab_size
+        most = min(LOGIT_ROWS_MAX, self.max_rows)
+        if not 1 <= rows <= most:
+            raise ValueError(f"rows_logits takes 1 to {most} ids, not {rows}")
+        self._resume()
+        self.device.submit(self._forward(rows, ids, logit_rows=rows))
+        raw = await self.device.read_buffer(self.logits_buffer, 0, rows * vocab * 4)
+        return [array("f", raw[r * vocab * 4 : (r + 1) * vocab * 4]) for r in range(rows)]
 
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""

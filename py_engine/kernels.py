@@ -11,7 +11,9 @@ kernel's `weight_block`, dequantizing that format) and the helper snippets it bu
 Kernels that call gate_act get shaders/activations.wgsl (SiLU, GELU-tanh); those that call
 rope_pair get shaders/rope.wgsl; those that call key_head (DeltaNet's) shaders/delta_heads.wgsl.
 A weight snippet's part after its `// units` line (the GEMV's unit_x / unit_dot; float_units.wgsl
-for the float formats) is appended only to kernels that call unit_dot.
+for the float formats) is appended only to kernels that call unit_dot. A units part may hold two
+forms, after a `// f32 units` and an `// int8 units` line (what comes before them, UNIT and
+X_PAD, serves both): the define Q8_ACT (int8 activations, block formats only) picks the second.
 Lines between `//#if NAME`, `//#else` and `//#endif` are kept or dropped by the boolean define
 NAME, for code that must not reach a compiler at all when the define is false (subgroup builtins
 need the feature). SUBGROUPS is defined for every kernel that mentions it, from the device's
@@ -101,17 +103,22 @@ def specialise(source: str, defines: dict, enables: tuple = ()) -> str:
     return "".join(f"enable {e};\n" for e in enables) + head + source
 
 
-def weight_snippets(weight_format: str, units: bool = False) -> str:
+def weight_snippets(weight_format: str, units: bool = False, int8: bool = False) -> str:
     """The WGSL appended to a kernel for WEIGHTS=weight_format: helpers, then the format's own
-    (with its GEMV units part when `units`)."""
+    (with its GEMV units part when `units`: the int8-activation units when `int8`)."""
     fmt = quant.weight_format(weight_format)  # ValueError for an unknown format
+    if int8 and fmt.is_float:
+        raise ValueError(f"{weight_format}: int8 activations (Q8_ACT) are for block formats only")
     names = () if fmt.is_float else ("bytes",)
     names += _WEIGHT_HELPERS.get(weight_format, ()) + (weight_format,)
     parts = [(WEIGHTS_DIR / f"{n}.wgsl").read_text().partition("\n// units\n") for n in names]
     text = "".join("\n" + main for main, _, _ in parts)
     if units:
         text += "\n" + (WEIGHTS_DIR / "float_units.wgsl").read_text() if fmt.is_float else ""
-        text += "".join("\n" + unit_part for _, _, unit_part in parts)
+        for _, _, unit_part in parts:
+            shared, _, forms = unit_part.partition("// f32 units\n")
+            f32_form, _, int8_form = forms.partition("\n// int8 units\n")
+            text += "\n" + shared + (int8_form if int8 else f32_form)
     return text
 
 
@@ -177,7 +184,7 @@ def assemble(
     bindings = parse_bindings(raw)
     helpers = SAFE_EXP + (ACTIVATIONS if "gate_act(" in raw else "") + (ROPE if "rope_pair(" in raw else "")
     helpers += DELTA_HEADS if "key_head(" in raw else ""
-    helpers += weight_snippets(weights, units="unit_dot(" in raw) if weights else ""
+    helpers += weight_snippets(weights, "unit_dot(" in raw, defines.get("Q8_ACT", False)) if weights else ""
     by_name = {b.name: b for b in bindings}
     for cache in ("k", "v"):
         cache_format = defines.pop(f"{cache.upper()}_CACHE", None)

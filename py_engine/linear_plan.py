@@ -77,6 +77,27 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False) -> dict
     return {"LANES": lanes, "SLOTS": slots, "RPT": 2 if gated else 1, "STEP": step, **sums}
 
 
+# precision "exact": today's f32 arithmetic everywhere; "fast" (the default): the GEMV multiplies
+# int8-quantized activations (gemv.wgsl Q8_ACT) for the formats in INT8_FORMATS.
+PRECISIONS = ("fast", "exact")
+
+# The block formats whose GEMV runs on int8 activations under "fast": each has int8 units
+# (shaders/weights/<format>.wgsl), and stays here only while it measures faster that way
+# (benchmarks/gemv_bandwidth.py --precision fast); a format taken off runs exact under both.
+INT8_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "mlx4_f16", "mlx4_bf16"})
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    return precision
+
+
+def int8_activations(weight_format: str, precision: str) -> bool:
+    """Whether a GEMV over this format multiplies int8-quantized activations (Q8_ACT)."""
+    return check_precision(precision) == "fast" and weight_format in INT8_FORMATS
+
+
 def gemv_features(defines: dict) -> int:
     """Output features one GEMV workgroup computes under these defines (GATED: a thread's two
     rows make one output)."""
@@ -92,11 +113,15 @@ def linear_defines(
     norm: bool = False,
     gated: bool = False,
     gelu: bool = False,
+    precision: str = "exact",
 ) -> dict:
     """Defines of a linear op's kernels (gemv and matmul share one bind group and these). norm:
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
-    outputs act(gate) * up, act GELU-tanh if gelu else SiLU."""
+    outputs act(gate) * up, act GELU-tanh if gelu else SiLU. precision: "fast" gives the GEMV
+    int8 activations where int8_activations says so (the matmul ignores it)."""
     return {
+        "Q8_ACT": int8_activations(weight_format, precision),
+        "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
         **weight_defines(K, weight_format, mlx_group),
         **gemv_layout(K, N, weight_format, gated),
         "NORM": norm,

@@ -27,6 +27,11 @@
 //   is attention.wgsl's output tensor, whose per-split partials (from element partials_at, head
 //   size head_dim, `splits` of split_len keys) are merged here as x is staged, instead of by
 //   attention_combine.wgsl in a dispatch of its own.
+//   Q8_ACT (block formats, precision "fast": linear_plan.int8_activations): each staged 32 x are
+//   quantized to int8 in two levels (quantize_chunk), and the format's int8 units (kernels.py)
+//   multiply them with dot4I8Packed: a 4-bit weight costs a fraction of an instruction instead of
+//   ~3 dequantizing it to f32. Q8_EVEN_ODD (MLX): each 8 x are quantized evens first, then odds,
+//   the order of MLX's nibbles (a byte holds weights 2j and 2j + 1).
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
@@ -46,6 +51,7 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 const THREADS: u32 = LANES * SLOTS;
 // LOGIT_ROWS (define, linear_plan.LOGIT_ROWS): the p.rows that means step.logit_rows.
 const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
+const_assert !Q8_ACT || X_CHUNK / 16u <= THREADS;  // the staged x blocks' maxima fit `partial`
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
 // they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
@@ -57,6 +63,10 @@ const X_BLOCKS: u32 = select(X_CHUNK, X_CHUNK / 4u, VEC4);
 var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
 var<workgroup> x_sums: array<f32, X_CHUNK / 32u>;     // [32 x of the chunk] their sum, when X_SUMS
+// Q8_ACT: [32 x of the chunk] their scale e and their sum of Q (quantize_chunk).
+const X_SCALES: u32 = select(1u, X_CHUNK / 32u, Q8_ACT);
+var<workgroup> x_scale: array<f32, X_SCALES>;
+var<workgroup> x_qsum: array<atomic<i32>, X_SCALES>;
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
 // MERGE_HEADS (define, linear_plan.MERGE_HEADS): COMBINE's most attention heads.
 var<workgroup> head_merge: array<vec2<f32>, MERGE_HEADS>;  // COMBINE: each head's (peak, total)
@@ -137,8 +147,87 @@ fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x_chunk[act_slot(i)]); }
 fn act_at(slot: u32, c: u32) -> vec4<f32> { return vec4<f32>(x_chunk[slot + c + c / X_PAD]); }
 
 // The sum of the 32 x from block i (whole-x index, a multiple of 8 from the chunk's start): the
-// formats with an offset (X_SUMS) weigh it by the x sum; every row's units share these.
-fn act_sum32(i: u32) -> f32 { return x_sums[(i - chunk_first) / 8u]; }
+// formats with an offset (X_SUMS) weigh it by the x sum; every row's units share these. Q8_ACT:
+// the sum of their Q times e, so that an offset multiplies the x the int8 dot saw.
+fn act_sum32(i: u32) -> f32 {
+//#if Q8_ACT
+    let at = (i - chunk_first) / 8u;
+    return x_scale[at] * f32(atomicLoad(&x_qsum[at]));
+//#else
+    return x_sums[(i - chunk_first) / 8u];
+//#endif
+}
+
+//#if Q8_ACT
+// Q8_ACT replaces each staged 32 x by int8 in place (quantize_chunk), in two levels: with s the
+// power of two that puts max |x| / s in [32, 64), t = x / s, q1 = round(t) and q2 = round((t - q1)
+// * 254), so that Q = 254 q1 + q2 is x / (s / 254) at ~13 bits. One level (llama.cpp's q8_1:
+// round(x * 127 / max)) added mean KL divergences of 4e-3 on SmolLM2-135M, past issue 28's 1e-3
+// (benchmarks/fidelity.py): small models' activations have outliers that leave a block's other
+// x a few steps of 127. The second level costs one more dot4I8Packed per 4 weights (~2 us of a
+// Q4_0 4096 x 14336 GEMV on an H200), and a power of two makes every step exact (t, t - q1) or
+// one rounded product, as numpy computes it (tests/quant_ref.py). The 8 x blocks of a 32 hold,
+// compacted into their first 4 slots, each x block's q1 and q2 words (pack4xI8): slot k = (q1, q2
+// of block 2k, q1, q2 of block 2k + 1). x_scale: e = s / 254 (x ~ e * Q); x_qsum: the 32's sum of Q.
+struct Quantized { words: vec2<u32>, sum: i32 }  // an x block's q1 and q2 words, its 4 Q's sum
+
+fn quantize4(v: vec4<f32>, inv: f32) -> Quantized {
+    let t = v * inv;  // exact: inv is a power of two
+    let q1 = round(t);
+    let q2 = vec4<i32>(round((t - q1) * 254.0));  // t - q1 is exact: |q2| <= 127
+    let q = vec4<i32>(q1) * 254 + q2;
+    return Quantized(vec2<u32>(pack4xI8(vec4<i32>(q1)), pack4xI8(q2)), q.x + q.y + q.z + q.w);
+}
+
+// The staged chunk's `blocks` x blocks as int8, a pair of x blocks (2k, 2k + 1 of 32-block b) per
+// thread: every thread has a short part (one thread per 32 made a Q4_0 4096 x 14336 GEMV 7 us
+// slower on an H200, 32.6 us against 25.5: the workgroup waits at the barrier after it). The
+// staging left each x block's max |x| in `partial` (free until the row's reduction). Slot k of a
+// 32 is rewritten once its 4 pairs have read slots 2k and 2k + 1 (the barrier inside; the loop's
+// count is the same for every thread).
+fn quantize_chunk(lid: u32, blocks: u32) {
+    for (var first = 0u; first < blocks / 2u; first += THREADS) {
+        let pair = first + lid;
+        let live = pair < blocks / 2u;
+        let b = pair / 4u;
+        let k = pair % 4u;
+        let base = 8u * b + (8u * b) / X_PAD;  // X_PAD is a multiple of 8: the 32's 8 slots are consecutive
+        var a = vec4<f32>(0.0);
+        var e = vec4<f32>(0.0);
+        var top = vec4<f32>(0.0);
+        if (live) {
+            a = x_chunk[base + 2u * k];
+            e = x_chunk[base + 2u * k + 1u];
+            top = max(partial[2u * b], partial[2u * b + 1u]);
+            if (k == 0u) { atomicStore(&x_qsum[b], 0); }
+        }
+        workgroupBarrier();
+        if (live) {
+            // max = f * 2^exp, f in [0.5, 1): s = 2^(exp - 6). A max below 2^-100 quantizes to 0
+            // (its 1 / s would overflow).
+            let top_exp = max(frexp(max(max(top.x, top.y), max(top.z, top.w))).exp, -100);
+            let inv = ldexp(1.0, 6 - top_exp);
+            let lo = quantize4(select(a, vec4<f32>(a.xz, e.xz), Q8_EVEN_ODD), inv);
+            let hi = quantize4(select(e, vec4<f32>(a.yw, e.yw), Q8_EVEN_ODD), inv);
+            x_chunk[base + k] = bitcast<vec4<f32>>(vec4<u32>(lo.words, hi.words));
+            atomicAdd(&x_qsum[b], lo.sum + hi.sum);
+            if (k == 0u) { x_scale[b] = ldexp(1.0, top_exp - 6) / 254.0; }
+        }
+    }
+}
+
+// The sum of w's 4 signed bytes times x block i + c's Q (for a block i that starts an X_PAD group
+// of the chunk, slot = act_slot(i), as act_at): x ~ act_scale32 * Q. |result| < 2^24 per 4 bytes.
+fn act_dot(w: u32, slot: u32, c: u32) -> i32 {
+    let k = c % 8u;  // its block within its 32, whose compacted slots start at slot + c - k (+ pads)
+    let q = bitcast<vec4<u32>>(x_chunk[slot + (c - k) + (c - k) / X_PAD + k / 2u]);
+    let words = select(q.xy, q.zw, k % 2u == 1u);
+    return 254 * dot4I8Packed(w, words.x) + dot4I8Packed(w, words.y);
+}
+
+// The scale e of the 32 x from block i (as act_sum32's i).
+fn act_scale32(i: u32) -> f32 { return x_scale[(i - chunk_first) / 8u]; }
+//#endif
 
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
 fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
@@ -236,8 +325,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
                     v = v * (norm[chunk_first - x_row + i] + XBlock(p.norm_offset));
                 }
                 x_chunk[i + i / X_PAD] = v;
+//#if Q8_ACT
+                let m = abs(v);
+                partial[i / 4u][i % 4u] = max(max(m.x, m.y), max(m.z, m.w));  // for quantize_chunk
+//#endif
             }
             workgroupBarrier();
+//#if Q8_ACT
+            quantize_chunk(lid, blocks);
+            workgroupBarrier();
+//#else
             // Once per chunk, not once per unit of every row: 8 x reads a unit fewer. From the staged
             // chunk after its barrier: summing from x itself to share that barrier ran 4-5 % slower.
             if (X_SUMS) {
@@ -249,6 +346,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
                 }
                 workgroupBarrier();
             }
+//#endif
             let last_unit = min(units, first_unit + chunk_units);
             for (var s = 0u; s < steps; s++) {
                 let u = first_unit + lane + s * STEP * LANES;

@@ -29,6 +29,8 @@ export function pageLoadOptions(scope = globalThis) {
   if (params.get("group")) options.group = params.get("group");
   // ?gpu_budget_mb=N: refuse models whose GPU footprint exceeds N MB (WebKit has 1200 by default)
   if (params.get("gpu_budget_mb")) options.gpu_budget_mb = params.get("gpu_budget_mb");
+  // ?precision=exact: f32 arithmetic in every GEMV (default fast: int8 activations, py_engine/linear_plan.py)
+  if (params.get("precision")) options.precision = params.get("precision");
   return options;
 }
 
@@ -169,7 +171,7 @@ export class WispClient extends EventTarget {
   }
 
   /** Load a model ({id, name, kind, files} from /api/models); resolves with the `loaded` event.
-   *  options: {context, f32}; platform and group default to pageLoadOptions(). On WebKit without a
+   *  options: {context, f32, precision}; platform and group default to pageLoadOptions(). On WebKit without a
    *  group, the submit probe (static/submit_probe.js) calibrates the group first: options.probe. */
   load(model, options = {}, { onProgress = null } = {}) {
     this.start();

@@ -25,7 +25,7 @@ export class Wisp {
     this._models = models;
     this._loadOptions = loadOptions;
     this._onProgress = onProgress;
-    this._loading = null;  // the load under way: {id, promise}
+    this._loading = null;  // the load under way: {key (model id / precision), promise}
     this._queue = Promise.resolve();  // one request at a time, in order (one GPU, one model)
     this.chat = { completions: { create: (body) => this._create("chat.completions", body) } };
     this.completions = { create: (body) => this._create("completions", body) };
@@ -38,13 +38,18 @@ export class Wisp {
     return this._models;
   }
 
-  async _ensure(id) {
-    if (this.client.loaded?.model === id) return;
-    if (this._loading?.id !== id) {
+  // A body's precision ("fast" or "exact", Wisp's own field) is a load option: another one than
+  // the loaded model's loads it again.
+  async _ensure(id, precision) {
+    const loaded = this.client.loaded;
+    if (loaded?.model === id && (!precision || loaded.precision === precision)) return;
+    const key = `${id}/${precision ?? ""}`;
+    if (this._loading?.key !== key) {
       const model = (await this._list()).find((m) => m.id === id);
       if (!model) throw new WispError("request", `No model '${id}' here (wisp.models.list() lists them).`);
-      const promise = this.client.load(model, this._loadOptions, { onProgress: this._onProgress });
-      this._loading = { id, promise };
+      const options = precision ? { ...this._loadOptions, precision } : this._loadOptions;
+      const promise = this.client.load(model, options, { onProgress: this._onProgress });
+      this._loading = { key, promise };
       promise.finally(() => { if (this._loading?.promise === promise) this._loading = null; }).catch(() => {});
     }
     await this._loading.promise;
@@ -54,7 +59,7 @@ export class Wisp {
    *  whole completion, a promise) and controller.abort(). Without stream: the response. */
   _create(endpoint, body) {
     const turn = this._queue.then(async () => {
-      await this._ensure(body?.model);
+      await this._ensure(body?.model, body?.precision);
       return this.client.openai(endpoint, body);
     });
     this._queue = turn.then((gen) => gen.done, () => {}).catch(() => {});

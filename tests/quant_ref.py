@@ -101,3 +101,18 @@ def repack_reference(raw: np.ndarray, fmt: str) -> np.ndarray:
         chunk = stored[first : first + REPACK_CHUNK]
         out += [chunk[:, offset : offset + size].ravel() for offset, size in info.repack]
     return np.concatenate(out + [raw[blocks * info.block_bytes :]])
+
+
+def int8_activations(x: np.ndarray) -> np.ndarray:
+    """shaders/gemv.wgsl's Q8_ACT quantization of float32 activations [rows, K], per 32 along K,
+    in float64: s = 2^(e - 6) for max |x| = f * 2^e (f in [0.5, 1)), t = x / s, q1 = round(t),
+    q2 = round((t - q1) * 254) (ties to even, as WGSL's round; float32, exact but for the one
+    rounded product, as the GPU computes them), x ~ (s / 254) * (254 q1 + q2): what the int8
+    GEMV multiplies, bit for bit."""
+    blocks = x.astype(np.float32).reshape(*x.shape[:-1], -1, 32)
+    exp = np.maximum(np.frexp(np.abs(blocks).max(-1, keepdims=True))[1], -100)
+    t = blocks * np.ldexp(np.float32(1), 6 - exp).astype(np.float32)
+    q1 = np.round(t)
+    q2 = np.round((t - q1) * np.float32(254))
+    value = np.ldexp(1.0, exp - 6) / 254 * (254 * q1.astype(np.float64) + q2)
+    return value.reshape(x.shape)

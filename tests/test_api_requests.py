@@ -24,6 +24,7 @@ def test_chat_defaults_are_openais():
     request = parse_chat({**CHAT, "stream": True, "stream_options": {"include_usage": True}, "stop": "x"})
     assert request.include_usage and request.stop == ["x"]
     assert parse_chat({**CHAT, "max_completion_tokens": 9}).max_tokens == 9
+    assert request.precision is None and parse_chat({**CHAT, "precision": "exact"}).precision == "exact"
 
 
 @pytest.mark.parametrize(
@@ -46,6 +47,7 @@ def test_chat_defaults_are_openais():
         ({"tools": [{"type": "function", "function": {}}]}, "tools"),
         ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"frobnicate": 1}, "frobnicate"),
+        ({"precision": "f16"}, "precision"),
     ],
 )
 def test_bad_chat_bodies_name_the_field(change, param):

@@ -25,7 +25,7 @@ RUN = """async ({modelId, request, context}) => {
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
   const model = (await fetchModels()).find((m) => m.id === modelId);
   const client = new WispClient();
-  const loaded = await client.load(modelRef(model), {context});
+  const loaded = await client.load(modelRef(model), {context, precision: "exact"});  // the desktop references' arithmetic
   const generation = client.generate(request);
   const tokens = [];
   let text = "";
@@ -69,7 +69,7 @@ RUN_EACH = """async ({runs, context}) => {
   const client = new WispClient();  // one worker: Pyodide boots once for every model
   const results = {};
   for (const [modelId, request] of Object.entries(runs)) {
-    await client.load(modelRef(models.find((m) => m.id === modelId)), {context});
+    await client.load(modelRef(models.find((m) => m.id === modelId)), {context, precision: "exact"});
     const generation = client.generate(request);
     const tokens = [];
     for await (const t of generation) { if (t.token_id >= 0) tokens.push(t.token_id); }

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from browser_harness import CHROMIUM, ROOT, launch
 from quant_ref import QuantMatrix
+from test_kernel_quant import assert_int8_gemv
 
 PLAN_FILE = "plan-data.gguf"  # any bytes: the app serves a .gguf file as a model, with Range requests
 PLAN_FILE_BYTES = 20 << 20 | 4242  # more than one 16 MiB read, and not a whole number of words
@@ -250,19 +251,23 @@ def test_rmsnorm_and_q4_1_gemv(worker):
                                 grid=({rows}, 1, 1), step=({rows}, 0, {rows}))
         params, grid = repack_params("q4_1", 37 * 352 // 32)
         packed = await run_kernel("repack", {{"w": "{enc(m.raw())}"}}, params, grid=grid)
-        defines = linear_defines(352, 37, "q4_1")
-        gemv = await run_kernel("gemv", {{"x": "{enc(xg)}", "w": packed["w"], "bias": 16, "residual": 16,
-                                         "norm": 16, "y": {2 * 37 * 4}}},
-                                linear_params(352, 37, rows=2),
-                                grid=linear_grid("gemv", 2, 37, gemv_per_group=gemv_features(defines)),
-                                step=(2, 0, 2), defines=defines)
-        json.dumps({{"norm": norm["y"], "gemv": gemv["y"]}})
+        gemv = {{}}
+        for precision in ("exact", "fast"):  # fast: dot4I8Packed as Tint compiles it
+            defines = linear_defines(352, 37, "q4_1", precision=precision)
+            gemv[precision] = (await run_kernel(
+                "gemv", {{"x": "{enc(xg)}", "w": packed["w"], "bias": 16, "residual": 16, "norm": 16,
+                          "y": {2 * 37 * 4}}},
+                linear_params(352, 37, rows=2),
+                grid=linear_grid("gemv", 2, 37, gemv_per_group=gemv_features(defines)),
+                step=(2, 0, 2), defines=defines))["y"]
+        json.dumps({{"norm": norm["y"], "gemv": gemv["exact"], "gemv_fast": gemv["fast"]}})
     """)
     ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5) * w
     np.testing.assert_allclose(f32(out["norm"], (rows, dim)), ref, rtol=1e-5, atol=1e-5)
     ref = xg.astype(np.float64) @ m.ref.astype(np.float64).T
     err = np.abs(f32(out["gemv"], (2, 37)) - ref).max() / np.abs(ref).max()
     assert err < 1e-4
+    assert_int8_gemv(f32(out["gemv_fast"], (2, 37)), xg, m, "q4_1 fast in the browser")
 
 
 def test_compile_error_is_a_gpu_error(worker):

@@ -40,6 +40,8 @@ def test_generate_ids_json_and_logits(tmp_path):
         "--json",
         "--logits-out",
         out,
+        "--precision",
+        "exact",
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1])["tokens"] == ref["greedy"]
@@ -220,3 +222,36 @@ def test_tokenize_a_gguf_by_its_metadata(tmp_path):
 def test_bad_sampling_arguments():
     result = cli("generate", "--model", FIXTURE, "--ids", "1", "--json", "--top-p", "1.5")
     assert result.returncode == 2 and "--top-p" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_precision_reaches_engine_load(monkeypatch):
+    """--precision goes to Engine.load's precision: in generate (chat's load is the same call,
+    chat.load) and in python -m app's /v1 models; a bad value is argparse's error."""
+    import asyncio
+
+    from app.__main__ import parse_args
+    from app.models import ModelRegistry
+    from app.openai_api import Models
+    from py_engine import session
+    from py_engine.cli import build_parser, main
+    from py_engine.errors import WispError
+
+    seen = []
+
+    async def load_model(model, device, **options):
+        seen.append(options["precision"])
+        raise WispError("loaded far enough")
+
+    monkeypatch.setattr(session, "load_model", load_model)
+    assert main(["generate", "--model", str(FIXTURE), "--ids", "1", "--json", "--precision", "exact"]) == 2
+    assert build_parser().parse_args(["chat"]).precision == "fast"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "--precision", "f16"])
+    models = Models(
+        ModelRegistry([str(FIXTURE)], include_cache=False), precision=parse_args(["--precision", "exact"]).precision
+    )
+    models._device = lambda: asyncio.sleep(0)  # no GPU: the load stops before it
+    for asked in (None, "fast"):  # the server's, then the request's
+        with pytest.raises(WispError):
+            asyncio.run(models.chat_model(models.registry.models()[0].id, asked))
+    assert seen == ["exact", "exact", "fast"], seen

@@ -28,7 +28,7 @@ Q = gguf.GGMLQuantizationType
 
 
 async def logits(path: Path, dev, ids):
-    engine = await Engine.load(path, dev, max_rows=8, context=64)
+    engine = await Engine.load(path, dev, max_rows=8, context=64, precision="exact")
     return engine, np.array(await engine.prompt_logits(ids))
 
 

@@ -2,6 +2,7 @@
 kernel that comes apart shows here first (at most 5 a layer for Llama, Qwen2/3 and Mistral, its
 sliding layers' KV rings included). Built from each family's tiny fixture, no GPU needed."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,20 +15,37 @@ from py_engine.models.builder import GraphBuilder
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def build(name: str, max_binding: int = 128 << 20, kv_capacity: int = 64, ring_slack: int = 0):
+def build(
+    name: str, max_binding: int = 128 << 20, kv_capacity: int = 64, ring_slack: int = 0, info=None, precision="fast"
+):
+    """info: rewrites each tensor's TensorInfo (a dtype the fixture does not have)."""
     source = open_source(FIXTURES / name)
     cfg, tensors, _ = read_model(source)
     b = GraphBuilder(
         cfg,
-        lambda n: tensor_info(tensors, n, source.label),
+        lambda n: (info or (lambda t: t))(tensor_info(tensors, n, source.label)),
         16,
         kv_capacity,
         False,
         ("f32", "f32"),
         max_binding,
         ring_slack,
+        precision,
     )
     return cfg, graph_generator(cfg.architecture)(b)
+
+
+@pytest.mark.parametrize("precision", ["fast", "exact"])
+def test_precision_reaches_the_gemv_of_block_formats(precision):
+    """precision "fast" specialises every linear op over a block format for int8 activations
+    (gemv.wgsl Q8_ACT); "exact", and float weights under either, keep f32 arithmetic."""
+    as_q8 = lambda t: replace(t, dtype="Q8_0") if len(t.shape) == 2 and t.shape[1] % 32 == 0 else t  # noqa: E731
+    _, graph = build("llama-f32", info=as_q8, precision=precision)
+    linear = [op.defines for op in graph.ops if op.kernel == "linear"]
+    assert {d["WEIGHTS"] for d in linear} == {"q8_0", "f32"}  # the fixture's down_proj: K = 112
+    assert all(d["Q8_ACT"] == (precision == "fast" and d["WEIGHTS"] == "q8_0") for d in linear)
+    _, graph = build("llama-f32", precision=precision)
+    assert not any(op.defines["Q8_ACT"] for op in graph.ops if op.kernel == "linear")
 
 
 @pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])

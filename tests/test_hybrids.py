@@ -30,7 +30,7 @@ def reference(name: str) -> dict:
 
 
 def load(name: str, **options) -> Engine:
-    options = {"max_rows": 8, "context": 96, **options}
+    options = {"max_rows": 8, "context": 96, "precision": "exact", **options}
     return asyncio.run(Engine.load(FIXTURES / name, device(False)[0], **options))
 
 
@@ -57,7 +57,9 @@ def test_a_300_token_prompt_keeps_its_state(name):
 def test_another_layer_pattern(name):
     """A second model of each family with attention first (fixtures' <name>/pattern/)."""
     ref = json.loads((FIXTURES / name / "pattern" / "reference.json").read_text())
-    engine = asyncio.run(Engine.load(FIXTURES / name / "pattern", device(False)[0], max_rows=16, context=32))
+    engine = asyncio.run(
+        Engine.load(FIXTURES / name / "pattern", device(False)[0], max_rows=16, context=32, precision="exact")
+    )
     assert engine.cfg.layer_types == ref["layer_types"]
     got = np.array(asyncio.run(engine.prompt_logits(ref["prompt_ids"])))
     want = np.array(ref["logits"])

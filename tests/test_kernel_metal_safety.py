@@ -105,6 +105,7 @@ ENGINE_DEFINES = {
     "VEC4": True,
     "LANES": 256,
     "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
+    "Q8_ACT": True,  # gemv: with its int8 scales (the larger)
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
 }
 TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
@@ -200,8 +201,8 @@ def test_workgroup_storage_sizes_known():
         sizes["attention"] == (256 + 2 * 256 + 2 * 64) * 16 + (256 + 256) * 4
     )  # the group's q, score parts, weights; ROPE_KV: new k, v
     assert (
-        sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 64 * 8
-    )  # partial sums, the padded x chunk, its x sums, heads' merge
+        sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 2 * 64 * 4 + 64 * 8
+    )  # partial sums, the padded x chunk, its x sums, Q8_ACT's scales and sums, heads' merge
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16

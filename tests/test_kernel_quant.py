@@ -6,7 +6,7 @@ import gpu_harness
 import numpy as np
 import pytest
 from gpu_harness import as_f32, run_kernel
-from quant_ref import QuantMatrix, repack_reference
+from quant_ref import QuantMatrix, int8_activations, repack_reference
 
 from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
 from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
@@ -63,6 +63,7 @@ def run_linear(
     norm_offset: float = 0.0,
     gated: bool = False,
     gelu: bool = False,
+    precision: str = "exact",
 ):
     """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up)."""
     rows, K = x.shape
@@ -77,7 +78,7 @@ def run_linear(
         "y": rows * outputs * 4,
     }
     defines = {
-        **linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu),
+        **linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu, precision=precision),
         **(layout or {}),
     }
     grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated)
@@ -103,9 +104,11 @@ def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, ge
     if norm is not None:
         h = h / np.sqrt((h**2).mean(-1, keepdims=True) + NORM_EPS) * (norm.astype(np.float64) + norm_offset)
     y = h @ m.ref.astype(np.float64).T
-    if not gated:
-        return y
-    gate, up = y[:, : m.N // 2], y[:, m.N // 2 :]
+    return gate_reference(y, m.N, gelu) if gated else y
+
+
+def gate_reference(y: np.ndarray, N: int, gelu: bool) -> np.ndarray:
+    gate, up = y[:, : N // 2], y[:, N // 2 :]
     act = (
         0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate**3)))
         if gelu
@@ -114,17 +117,44 @@ def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, ge
     return act * up
 
 
-@pytest.mark.parametrize("kernel,row_counts,N", [("gemv", (1, 3, 8, 13), GEMV_N), ("matmul", (17, 70, 130), MATMUL_N)])
-@pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)
-def test_linear(kernel, row_counts, N, fmt, K, group):
-    m = matrix(fmt, N, K, group)
-    assert m.raw().size == FORMATS[fmt].matrix_bytes(N, K, group)
+def int8_reference(x, m: QuantMatrix, norm=None, norm_offset: float = 0.0, gated=False, gelu=False):
+    """The GEMV's int8-activation arithmetic (gemv.wgsl Q8_ACT) in float64: x (times the norm
+    weight, in float32 as the kernel stages it) quantized per 32 (quant_ref.int8_activations)
+    against the dequantized weights, then the RMS factor and the gated activation."""
+    staged = x if norm is None else x * (norm + np.float32(norm_offset))
+    scale = 1.0
+    if norm is not None:
+        h = x.astype(np.float64)
+        scale = 1 / np.sqrt((h**2).mean(-1, keepdims=True) + NORM_EPS)
+    y = scale * (int8_activations(staged) @ m.ref.astype(np.float64).T)
+    return gate_reference(y, m.N, gelu) if gated else y
+
+
+def assert_int8_gemv(got, x, m: QuantMatrix, label: str, **fused):
+    """got: the GEMV under precision "fast" — the int8 model's outputs within f32 rounding, and
+    measurably not the exact ones."""
+    ref = int8_reference(x, m, **fused)
+    tol = 2e-6 * np.abs(ref).max()
+    err = np.abs(got - ref).max()
+    assert err < tol, f"{label}: off the int8 model by {err:.2e} (tolerance {tol:.2e})"
+    exact = fused_reference(
+        x, m, fused.get("norm"), fused.get("norm_offset", 0.0), fused.get("gated", False), fused.get("gelu", False)
+    )
+    assert np.abs(exact - ref).max() > 4 * tol, f"{label}: int8 and exact cannot be told apart"
+
+
+INT8_CASES = [(f, k, g) for f, k, g in CASES if not FORMATS[f].is_float]
+
+
+@pytest.mark.parametrize("fmt,K,group", INT8_CASES, ids=[i for i, c in zip(CASE_IDS, CASES) if c in INT8_CASES])
+def test_gemv_int8(fmt, K, group):
+    """precision "fast": every block format's int8 units against the int8 model."""
+    m = matrix(fmt, GEMV_N, K, group)
     rng = np.random.default_rng(K)
-    for rows in row_counts:
+    for rows in (1, 13):
         x = rng.standard_normal((rows, K), dtype=np.float32)
-        ref = x.astype(np.float64) @ m.ref.astype(np.float64).T
-        err = np.abs(run_linear(kernel, x, m) - ref).max() / np.abs(ref).max()
-        assert err < 1e-4, f"{kernel} {fmt} rows={rows} K={K} N={N}: relative error {err:.2e}"
+        got = run_linear("gemv", x, m, precision="fast")
+        assert_int8_gemv(got, x, m, f"{fmt} rows={rows} K={K}")
 
 
 # GEMV thread layouts (LANES, SLOTS, RPT, STEP): slots wider and narrower than a subgroup, rows
@@ -161,6 +191,9 @@ def test_gemv_layouts(fmt, K, group, subgroups):
         got = run_linear("gemv", x, m, layout, subgroups)
         err = np.abs(got - ref).max() / np.abs(ref).max()
         assert err < 1e-4, f"{fmt} {layout} rows={rows}: relative error {err:.2e}"
+        if not FORMATS[fmt].is_float and K > 2048:  # int8 staging of several chunks, same layout
+            got = run_linear("gemv", x, m, layout, subgroups, precision="fast")
+            assert_int8_gemv(got, x, m, f"{fmt} {layout} rows={rows} fast")
 
 
 # (kernel, subgroups, format, K, rows, norm, gated): the scalar-x path (K = 70), an x-sum format
@@ -180,7 +213,8 @@ FUSED = [
 
 @pytest.mark.parametrize("kernel,subgroups,fmt,K,rows,with_norm,gated", FUSED)
 def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
-    """RMSNorm inside the projection (NORM) and the gated activation after it (GATED)."""
+    """RMSNorm inside the projection (NORM) and the gated activation after it (GATED); the GEMV
+    of a block format under precision "fast" too (its int8 x quantized after the norm weight)."""
     m = matrix(fmt, 2 * 37 if gated else 37, K, 64)
     rng = np.random.default_rng(K + rows)
     x = rng.standard_normal((rows, K), dtype=np.float32) * 3
@@ -191,6 +225,10 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
     ref = fused_reference(x, m, norm, offset, gated, gelu)
     err = np.abs(got - ref).max() / np.abs(ref).max()
     assert err < 1e-4, f"{kernel} {fmt} K={K} rows={rows}: relative error {err:.2e}"
+    if kernel == "gemv" and not FORMATS[fmt].is_float:
+        fused = {"norm": norm, "norm_offset": offset, "gated": gated, "gelu": gelu}
+        got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", **fused)
+        assert_int8_gemv(got, x, m, f"{fmt} K={K} rows={rows} fast", **fused)
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -84,7 +84,7 @@ def relabel_bf16(path: Path) -> None:
 
 
 async def logits(path: Path, dev, ids):
-    engine = await Engine.load(path, dev, max_rows=8, context=64)
+    engine = await Engine.load(path, dev, max_rows=8, context=64, precision="exact")
     return engine, np.array(await engine.prompt_logits(ids))
 
 

@@ -22,7 +22,7 @@ PATHS = [("f16", 64), ("f32", 64), ("f32", 5), ("webkit", 64)]
 
 
 async def run(model_dir: Path, dev, max_rows: int, ref: dict, packed_kv: bool = False):
-    engine = await Engine.load(model_dir, dev, max_rows=max_rows, context=64, packed_kv=packed_kv)
+    engine = await Engine.load(model_dir, dev, max_rows=max_rows, context=64, packed_kv=packed_kv, precision="exact")
     logits = np.array(await engine.prompt_logits(ref["prompt_ids"]))
     engine.reset()
     tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
@@ -57,7 +57,7 @@ def test_weights_split_over_many_bindings(name):
     ref = json.loads((FIXTURES / name / "reference.json").read_text())
 
     async def logits(dev):
-        engine = await Engine.load(FIXTURES / name, dev, max_rows=16, context=32, max_binding=4096)
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=16, context=32, max_binding=4096, precision="exact")
         ops = engine.executor.graph.ops
         assert sum(op.kernel == "embedding" for op in ops) > 1
         assert sum(op.kernel == "linear" and op.fixed_rows == 1 for op in ops) > 1  # the LM head
@@ -82,7 +82,7 @@ def test_long_prefill_through_matmul(name, f16):
     assert choose_linear(len(ids)) == "matmul"
 
     async def logits(dev):
-        engine = await Engine.load(FIXTURES / name, dev, max_rows=64, context=64)
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=64, context=64, precision="exact")
         return np.array(await engine.prompt_logits(ids))
 
     assert int(np.argmax(asyncio.run(logits(device(f16)[0])))) == ref["greedy"][-1]
@@ -98,14 +98,14 @@ def test_longrope_keys_follow_the_sequence_length():
     prompt = ref["prompt_ids"]
 
     async def fresh(dev, ids, n):
-        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64)
+        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64, precision="exact")
         return [t async for t in engine.generate(ids, n, SamplingParams())], await last_logits(engine)
 
     async def last_logits(engine):  # of the last forward's LM head
         return np.frombuffer(await engine.device.read_buffer(engine.logits_buffer, 0, 384 * 4), np.float32)
 
     async def turns(dev):
-        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64)
+        engine = await Engine.load(FIXTURES / "phi3-f32", dev, max_rows=8, context=64, precision="exact")
         cache, out = PromptCache(engine), []
         for turn, n in ((1, 8), (2, 6), (3, 1)):
             # 2: turn 1 + its answer + 3 ids; 3: its first 16 ids (short again: cached keys are long)
@@ -143,7 +143,7 @@ def test_gemma3_text_tower_of_a_multimodal_checkpoint(tmp_path):
     dev = device(False)[0]
 
     async def logits(path):
-        engine = await Engine.load(path, dev, max_rows=16, context=32)
+        engine = await Engine.load(path, dev, max_rows=16, context=32, precision="exact")
         return engine.cfg.architecture, np.array(await engine.prompt_logits(ref["prompt_ids"]))
 
     arch, got = asyncio.run(logits(tmp_path))

@@ -30,7 +30,7 @@ MODELS = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"
 
 
 async def check_model(path: Path, ref: dict, dev, lookup: bool = True) -> list[str]:
-    engine = await Engine.load(path, dev, max_rows=64, context=256)
+    engine = await Engine.load(path, dev, max_rows=64, context=256, precision="exact")
     problems = []
     for i, case in enumerate(ref["cases"]):
         engine.reset()

@@ -28,7 +28,14 @@ WEBKIT = {"webkit": True, "reason": "iOS device (iPad)"}
 
 def test_policy_desktop_changes_nothing():
     policy = load_policy({"webkit": False}, {})
-    assert policy == {"context": 2048, "allow_f16": True, "packed_kv": False, "gpu_budget": None, "workarounds": []}
+    assert policy == {
+        "context": 2048,
+        "allow_f16": True,
+        "packed_kv": False,
+        "gpu_budget": None,
+        "precision": "fast",
+        "workarounds": [],
+    }
     assert load_policy(None, {"f32": True, "context": 4096})["allow_f16"] is False
     assert load_policy(None, {"context": 4096})["context"] == 4096  # only WebKit is clamped
 
@@ -46,6 +53,15 @@ def test_policy_webkit_context_f16_kv_and_budget():
     for bad in ({"context": 0}, {"context": "many"}, {"gpu_budget_mb": -5}):
         with pytest.raises(WispError, match="positive whole number"):
             load_policy(WEBKIT, bad)
+
+
+def test_policy_precision_is_the_load_options_everywhere():
+    """The worker's load option `precision` reaches Engine.load as is, on WebKit too."""
+    for platform in (None, WEBKIT):
+        assert load_policy(platform, {"precision": "exact"})["precision"] == "exact"
+        assert load_policy(platform, {"precision": None})["precision"] == "fast"
+    with pytest.raises(WispError, match="precision"):
+        load_policy(None, {"precision": "f16"})
 
 
 class RecordingDevice:
@@ -78,7 +94,7 @@ def test_webkit_variants_have_no_native_f16_and_match(name):
     dev = RecordingDevice(device(False)[0])
 
     async def run():
-        engine = await Engine.load(FIXTURES / name, dev, max_rows=64, context=64, packed_kv=True)
+        engine = await Engine.load(FIXTURES / name, dev, max_rows=64, context=64, packed_kv=True, precision="exact")
         return engine, [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]
 
     engine, tokens = asyncio.run(run())
@@ -147,7 +163,7 @@ def test_smollm2_as_webkit_runs_it_matches_transformers():
     dev = device(False)[0]
 
     async def run():
-        engine = await Engine.load(path, dev, max_rows=64, context=512, packed_kv=True)
+        engine = await Engine.load(path, dev, max_rows=64, context=512, packed_kv=True, precision="exact")
         out = []
         for case in ref["cases"][:1]:
             engine.reset()

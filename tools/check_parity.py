@@ -18,7 +18,7 @@ from py_engine.sampling import SamplingParams  # noqa: E402
 
 async def check(model_dir: Path, device) -> dict:
     ref = json.loads((model_dir / "reference.json").read_text())
-    engine = await Engine.load(model_dir, device, max_rows=64, context=64)
+    engine = await Engine.load(model_dir, device, max_rows=64, context=64, precision="exact")
     logits = await engine.prompt_logits(ref["prompt_ids"])
     engine.reset()
     tokens = [t async for t in engine.generate(ref["prompt_ids"], 16, SamplingParams())]

@@ -4,7 +4,10 @@ and /v1/embeddings (or the page's module, which sends the same dicts), turned in
 Field names, defaults and limits are OpenAI's (temperature and top_p default to 1; at most 4 stop
 strings; n is 1). A field Wisp cannot honour is refused by name rather than ignored, except those
 that change nothing about the answer (user, metadata, store, parallel_tool_calls, service_tier,
-logprobs false). A bad body is a RequestError: HTTP 400 with OpenAI's error object."""
+logprobs false). Besides OpenAI's fields, generation takes top_k, repetition_penalty and
+precision ("fast" or "exact": the arithmetic of the model's GEMV, Engine.load's; absent: the
+server's or the page's load option). A bad body is a RequestError: HTTP 400 with OpenAI's error
+object."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..errors import WispError
+from ..linear_plan import PRECISIONS
 from ..token_choice import SamplingParams
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -41,6 +45,7 @@ class GenerationRequest:
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
     response_format: dict | None = None
+    precision: str | None = None  # Wisp's own field: "fast" or "exact" arithmetic (None: as loaded)
 
 
 @dataclass
@@ -125,6 +130,7 @@ GENERATION_FIELDS = {
     "frequency_penalty",
     "presence_penalty",
     "logit_bias",
+    "precision",
 }
 
 
@@ -158,6 +164,9 @@ def _generation(body: dict, request: GenerationRequest) -> None:
     if fmt is not None and fmt["type"] == "json_schema" and not isinstance(fmt.get("json_schema"), dict):
         raise RequestError("'response_format.json_schema' must be an object with a schema", "response_format")
     request.response_format = None if fmt is None or fmt["type"] == "text" else fmt
+    request.precision = _get(body, "precision", str)
+    if request.precision not in (None, *PRECISIONS):
+        raise RequestError(f"'precision' must be {' or '.join(PRECISIONS)}, not {request.precision!r}", "precision")
 
 
 def parse_chat(body) -> ChatRequest:

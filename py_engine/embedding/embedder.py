@@ -112,6 +112,7 @@ def _plan(files: EmbedderFiles, *, half: bool, kv: tuple, max_binding: int, norm
         max_binding,
         pooling=settings.pooling,
         normalize=normalize,
+        precision="exact",  # int8 activations are measured (benchmarks/fidelity.py) for generation only
     )
     graph = graph_generator(cfg.architecture, files.source.label, encoders=True)(builder)
     if graph.recurrent:

@@ -108,6 +108,7 @@ async def open_browser_device(
         shader_f16=bool(info["shaderF16"]),
         subgroups=bool(info.get("subgroups")),
         subgroups_enable=True,  # Tint requires `enable subgroups;`
+        int8_dot=bool(info.get("int8Dot")),
         limits=Limits(
             max_storage_binding=int(lim["maxStorageBufferBindingSize"]),
             max_buffer_size=int(lim["maxBufferSize"]),

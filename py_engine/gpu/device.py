@@ -40,6 +40,9 @@ class Capabilities:
     subgroups: bool
     limits: Limits = field(default_factory=Limits)
     subgroups_enable: bool = False  # the host's WGSL wants `enable subgroups;` (Tint does, naga refuses it)
+    # WGSL's packed_4x8_integer_dot_product (dot4I8Packed, pack4xI8): naga always has it, a browser
+    # says so in navigator.gpu.wgslLanguageFeatures. Without it precision "fast" runs exact.
+    int8_dot: bool = True
 
 
 @dataclass(frozen=True)

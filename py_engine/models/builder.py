@@ -13,6 +13,7 @@ from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..linear_plan import (
     LOGIT_ROWS,
     LOGIT_ROWS_MAX,
+    check_precision,
     choose_linear,
     embedding_grid,
     gemv_features,
@@ -38,9 +39,12 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         kv_formats: tuple[str, str],
         max_binding: int,
         ring_slack: int = 0,
+        precision: str = "fast",
     ):
         """ring_slack: a sliding layer's K and V caches are a ring of window - 1 + ring_slack rows
-        where that is fewer than kv_capacity (kv_cache.py; at least max_rows); 0: the context's."""
+        where that is fewer than kv_capacity (kv_cache.py; at least max_rows); 0: the context's.
+        precision: "fast" (the GEMV of a block format on int8 activations where
+        linear_plan.int8_activations says so) or "exact" (f32 arithmetic throughout)."""
         if ring_slack and ring_slack < max(max_rows, LOGIT_ROWS_MAX):
             raise ValueError(f"ring_slack {ring_slack} < a forward's rows ({max(max_rows, LOGIT_ROWS_MAX)})")
         self.cfg = cfg
@@ -51,6 +55,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         self.k_format, self.v_format = kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = max_binding
         self.ring_slack = ring_slack
+        self.precision = check_precision(precision)
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.rope_table("cos_sin", cfg.rope_theta, cfg.rope_scaling)
@@ -121,7 +126,8 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 count = min(per_shard, n - r)
                 nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 16) * 16
                 shard = self.g.tensor(f"{group[0]}[{r}]", nbytes, "weight", weight=spec, rows=(r, count), dtype=fmt)
-                shards.append((shard, first + r, linear_defines(k, count, fmt, mlx_group, **fused)))
+                defines = linear_defines(k, count, fmt, mlx_group, precision=self.precision, **fused)
+                shards.append((shard, first + r, defines))
             first += n
         return shards, first, k
 

@@ -27,6 +27,8 @@ async def answer(state, message: dict) -> None:
         return
     if model.engine is None:
         raise RequestError(f"'{model.id}' is an embedding model: it writes no text", "model")
+    if body.precision not in (None, model.engine.precision):  # static/openai.js loads it so first
+        raise RequestError(f"'{model.id}' is loaded with precision '{model.engine.precision}'", "precision")
     make = completions.chat_chunks if endpoint == "chat.completions" else completions.completion_chunks
 
     def cancelled() -> bool:

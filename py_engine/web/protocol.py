@@ -44,6 +44,7 @@ GROUP = Or(str, int, None)  # dispatches per command buffer, or "all"
 DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_policy, submit_strategy)
     "context?": Or(int, str, None),
     "f32?": bool,
+    "precision?": Or(Enum("fast", "exact"), None),  # Engine.load's (None: fast)
     "gpu_budget_mb?": Or(int, str, None),
     "platform?": PLATFORM,
     "group?": GROUP,
@@ -140,6 +141,7 @@ EVENTS = {  # worker -> page
         "load_ms": float,
         "context": int,
         "kv_cache": str,  # "K/V" formats
+        "precision?": Enum("fast", "exact"),  # the generating model's arithmetic (not an embedder's)
         "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
         "wasm_memory_bytes": int,
     },  # weights never pass through the worker's heap

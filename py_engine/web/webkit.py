@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..errors import WispError
 from ..gpu.device import GpuError
+from ..linear_plan import PRECISIONS
 
 DESKTOP_CONTEXT = 2048
 WEBKIT_CONTEXT = 512
@@ -41,17 +42,23 @@ def _positive_int(options: dict, key: str):
 
 
 def load_policy(platform: dict | None, options: dict) -> dict:
-    """{context, allow_f16, packed_kv, gpu_budget (bytes or None), workarounds} of a load, from
-    the page's detectPlatform() and the load options {context, f32, gpu_budget_mb}."""
+    """{context, allow_f16, packed_kv, gpu_budget (bytes or None), precision, workarounds} of a
+    load, from the page's detectPlatform() and the load options {context, f32, gpu_budget_mb,
+    precision}. precision (Engine.load's, "fast" by default) is the same on every platform: a
+    browser without WGSL's packed integer dot products runs exact (Capabilities.int8_dot)."""
     webkit = bool((platform or {}).get("webkit"))
     context = _positive_int(options, "context")
     budget_mb = _positive_int(options, "gpu_budget_mb")
+    precision = options.get("precision") or "fast"
+    if precision not in PRECISIONS:
+        raise WispError(f"load option 'precision' must be {' or '.join(PRECISIONS)}, not {precision!r}")
     if not webkit:
         return {
             "context": context or DESKTOP_CONTEXT,
             "allow_f16": not options.get("f32", False),
             "packed_kv": False,
             "gpu_budget": budget_mb << 20 if budget_mb else None,
+            "precision": precision,
             "workarounds": [],
         }
     workarounds = ["no-native-f16", "packed-f16-kv", "gpu-budget"]
@@ -62,6 +69,7 @@ def load_policy(platform: dict | None, options: dict) -> dict:
         "allow_f16": False,
         "packed_kv": True,
         "gpu_budget": (budget_mb or WEBKIT_GPU_BUDGET_MB) << 20,
+        "precision": precision,
         "workarounds": workarounds,
     }
 

@@ -178,6 +178,7 @@ async def load(state: WorkerState, message: dict) -> None:
             progress=progress,
             packed_kv=policy["packed_kv"],
             gpu_budget=policy["gpu_budget"],
+            precision=policy["precision"],
         )
         state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
     emit(
@@ -188,6 +189,7 @@ async def load(state: WorkerState, message: dict) -> None:
         adapter=adapter_reply(device, platform, submit, policy),
         context=engine.context,
         kv_cache="/".join(engine.kv_formats),
+        **({"precision": engine.precision} if state.model.embedder is None else {}),
         gpu_bytes={k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
         wasm_memory_bytes=wasm_memory_bytes(),
     )

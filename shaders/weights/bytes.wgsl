@@ -75,6 +75,7 @@ fn byte_products(v: u32, x: vec4<f32>) -> vec4<f32> {
     return b * x;
 }
 // units
+// f32 units
 // A unit's 16-byte quad of 32 nibbles, ggml order (word t: weights 4t .. 4t + 3 in its low nibbles,
 // 16 + 4t .. in its high ones), minus `offset`, against x blocks 0 .. 7 from slot xs (gemv.wgsl's
 // act_at). Four calls with constant t, not a loop: NVIDIA's compiler leaves a 4-trip loop rolled,
@@ -85,4 +86,18 @@ fn nibble_quad_dot(q: vec4<u32>, xs: u32, offset: f32) -> f32 {
                         nibble_products(q.z, act_at(xs, 2u), act_at(xs, 6u), offset),
                         nibble_products(q.w, act_at(xs, 3u), act_at(xs, 7u), offset));
     return dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE);
+}
+// int8 units
+// The same quad against int8 x (gemv.wgsl Q8_ACT, act_dot): the integer dot of the nibbles, offset
+// not applied. A byte's low nibble pairs with x block t's, its high nibble with block 4 + t's: one
+// AND (and a shift) per 4 weights, and act_dot's two dot4I8Packed.
+const NIBBLES = 0x0f0f0f0fu;
+
+fn nibble_word_dot8(v: u32, xs: u32, t: u32) -> i32 {
+    return act_dot(v & NIBBLES, xs, t) + act_dot((v >> 4u) & NIBBLES, xs, 4u + t);
+}
+
+fn nibble_quad_dot8(q: vec4<u32>, xs: u32) -> i32 {
+    return (nibble_word_dot8(q.x, xs, 0u) + nibble_word_dot8(q.y, xs, 1u))
+         + (nibble_word_dot8(q.z, xs, 2u) + nibble_word_dot8(q.w, xs, 3u));
 }

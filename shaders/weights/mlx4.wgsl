@@ -20,6 +20,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;  // four packed words: one 16-byte load (rows start 16-aligned: K % 32 == 0)
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 // Word t holds weights 8t .. 8t + 7, weight 8t + k at bits 4k: byte j's nibbles are 2j, 2j + 1.
 fn mlx4_step(v: u32, xs: u32, t: u32) -> Nibbles {
@@ -36,4 +37,19 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let n = nibbles_sum(mlx4_step(q.x, xs, 0u), mlx4_step(q.y, xs, 1u), mlx4_step(q.z, xs, 2u), mlx4_step(q.w, xs, 3u));
     let sb = mlx_scale_bias(row, 32u * u, K, N);
     return sb.x * (dot(n.lo, LO_SCALE) + dot(n.hi, HI_SCALE)) + sb.y * act_sum32(x0);
+}
+// int8 units
+// Word t against int8 x blocks 2t (the evens of x 8t .. 8t + 7: gemv.wgsl Q8_EVEN_ODD) and 2t + 1
+// (the odds): the low nibbles of its bytes, then the high ones.
+fn mlx4_step8(v: u32, xs: u32, t: u32) -> i32 {
+    return act_dot(v & NIBBLES, xs, 2u * t) + act_dot((v >> 4u) & NIBBLES, xs, 2u * t + 1u);
+}
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let q = w_vec4(16u * (row * (K / 32u) + u));
+    let x0 = x_row + 8u * u;
+    let xs = act_slot(x0);
+    let s = (mlx4_step8(q.x, xs, 0u) + mlx4_step8(q.y, xs, 1u)) + (mlx4_step8(q.z, xs, 2u) + mlx4_step8(q.w, xs, 3u));
+    let sb = mlx_scale_bias(row, 32u * u, K, N);
+    return sb.x * (act_scale32(x0) * f32(s)) + sb.y * act_sum32(x0);
 }

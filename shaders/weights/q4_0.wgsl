@@ -13,6 +13,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;  // one ggml block: one 16-byte load of quants
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 // Unit u (block u of the row) against the activations from x block x_row + 8u.
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
@@ -21,4 +22,13 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let x0 = x_row + 8u * u;
     let xs = act_slot(x0);
     return q4_0_d(g, N * (K / 32u)) * nibble_quad_dot(q, xs, 8.0);
+}
+// int8 units
+// (q - 8) . x = q . x - 8 sum(x), the sum over the int8 x (act_sum32).
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let g = row * (K / 32u) + u;
+    let q = w_vec4(q4_0_quants(g, N * (K / 32u)));
+    let x0 = x_row + 8u * u;
+    let dots = f32(nibble_quad_dot8(q, act_slot(x0)));
+    return q4_0_d(g, N * (K / 32u)) * (act_scale32(x0) * dots - 8.0 * act_sum32(x0));
 }

@@ -14,6 +14,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
@@ -22,4 +23,12 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let xs = act_slot(x0);
     let dm = q4_1_dm(g, N * (K / 32u));
     return dm.x * nibble_quad_dot(q, xs, 0.0) + dm.y * act_sum32(x0);
+}
+// int8 units
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let g = row * (K / 32u) + u;
+    let q = w_vec4(q4_1_quants(g, N * (K / 32u)));
+    let x0 = x_row + 8u * u;
+    let dm = q4_1_dm(g, N * (K / 32u));
+    return dm.x * (act_scale32(x0) * f32(nibble_quad_dot8(q, act_slot(x0)))) + dm.y * act_sum32(x0);
 }

@@ -16,6 +16,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
@@ -26,4 +27,14 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let xs = act_slot(x0);
     let s = q5_quad_dot(q, qh, xs, 16.0);
     return q5_0_d(g, total) * s;
+}
+// int8 units
+// (q - 16) . x = q . x - 16 sum(x), the sum over the int8 x (act_sum32).
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let q = w_vec4(q5_0_quants(g, total));
+    let x0 = x_row + 8u * u;
+    let dots = f32(q5_quad_dot8(q, q5_0_high(g, total), act_slot(x0)));
+    return q5_0_d(g, total) * (act_scale32(x0) * dots - 16.0 * act_sum32(x0));
 }

@@ -17,6 +17,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let g = row * (K / 32u) + u;
@@ -28,4 +29,14 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let s = q5_quad_dot(q, qh, xs, 0.0);
     let dm = q5_1_dm(g, total);
     return dm.x * s + dm.y * act_sum32(x0);
+}
+// int8 units
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let q = w_vec4(q5_1_quants(g, total));
+    let x0 = x_row + 8u * u;
+    let dots = f32(q5_quad_dot8(q, q5_1_high(g, total), act_slot(x0)));
+    let dm = q5_1_dm(g, total);
+    return dm.x * (act_scale32(x0) * dots) + dm.y * act_sum32(x0);
 }

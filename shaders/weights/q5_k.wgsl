@@ -16,6 +16,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes, qh bits 2p, 2p + 1
 const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
+// f32 units
 
 fn q5_k_values(v: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
     return magic_f32(byte_bits(v, shift, 15u) | (byte_bits(qh, bit, 1u) << vec4<u32>(4u)), 0.0);
@@ -42,4 +43,33 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let sums = (q5_k_step(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
              + (q5_k_step(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
     return k_unit_total(head, pair, sums.x, sums.y, x0);
+}
+// int8 units
+// Four weights' 5-bit q as bytes: the nibbles `shift` of v, bit `bit` of qh's bytes as bit 4.
+fn q5_k_bytes(v: u32, shift: u32, qh: u32, bit: u32) -> u32 {
+    return ((v >> shift) & NIBBLES) | (((qh >> bit) & 0x01010101u) << 4u);
+}
+
+// Word t of both quads against int8 x: (sub-block 2p: blocks t, 4 + t; 2p + 1: 8 + t, 12 + t).
+fn q5_k_step8(qa: u32, qb: u32, ha: u32, hb: u32, pair: u32, xs: u32, t: u32) -> vec2<i32> {
+    let lo = act_dot(q5_k_bytes(qa, 0u, ha, 2u * pair), xs, t)
+           + act_dot(q5_k_bytes(qb, 0u, hb, 2u * pair), xs, 4u + t);
+    let hi = act_dot(q5_k_bytes(qa, 4u, ha, 2u * pair + 1u), xs, 8u + t)
+           + act_dot(q5_k_bytes(qb, 4u, hb, 2u * pair + 1u), xs, 12u + t);
+    return vec2<i32>(lo, hi);
+}
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let o = (row * (K / 256u) + u / 4u) * 176u;
+    let pair = u % 4u;
+    let head = w_vec4(o);
+    let ha = w_vec4(o + 16u);
+    let hb = w_vec4(o + 32u);
+    let qa = w_vec4(o + 48u + 32u * pair);
+    let qb = w_vec4(o + 64u + 32u * pair);
+    let x0 = x_row + 16u * u;
+    let xs = act_slot(x0);
+    let s = (q5_k_step8(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step8(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
+          + (q5_k_step8(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step8(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
+    return k_unit_total(head, pair, act_scale32(x0) * f32(s.x), act_scale32(x0 + 8u) * f32(s.y), x0);
 }

@@ -25,6 +25,7 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // bits 2s and 2s + 4 of qh bytes 32h + i. Activations: two runs of 32, 64 apart.
 const UNIT: u32 = 64u;
 const X_PAD: u32 = 8u;  // a unit's two runs of activations start 8-block aligned
+// f32 units
 
 // Four weights' q - 32 from a ql word (nibble `shift`) and a qh word (bits `bit`).
 fn q6_values(ql: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
@@ -64,4 +65,41 @@ fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
     let sum = q6_k_scale(scales, first) * a0 + q6_k_scale(scales, first + 1u) * a1
             + q6_k_scale(scales, first + 4u) * b0 + q6_k_scale(scales, first + 5u) * b1;
     return w_f16(q6_k_field(g, total, 208u, 2u)) * sum;
+}
+// int8 units
+// Four weights' q - 32 as signed bytes: q + 96 (< 256: no carry into the next byte) with bit 7
+// flipped is q - 32 mod 256.
+fn q6_bytes(ql: u32, shift: u32, qh: u32, bit: u32) -> u32 {
+    let q = ((ql >> shift) & NIBBLES) | (((qh >> bit) & 0x03030303u) << 4u);
+    return (q + 0x60606060u) ^ 0x80808080u;
+}
+
+// Word t of the ql and qh quads against int8 x blocks t, 4 + t (low nibbles), 16 + t, 20 + t (high).
+fn q6_k_step8(la: u32, lb: u32, ha: u32, hb: u32, s: u32, xs: u32, t: u32) -> vec4<i32> {
+    return vec4<i32>(act_dot(q6_bytes(la, 0u, ha, 2u * s), xs, t),
+                     act_dot(q6_bytes(lb, 0u, hb, 2u * s), xs, 4u + t),
+                     act_dot(q6_bytes(la, 4u, ha, 2u * s + 4u), xs, 16u + t),
+                     act_dot(q6_bytes(lb, 4u, hb, 2u * s + 4u), xs, 20u + t));
+}
+
+fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
+    let g = row * (K / 256u) + u / 4u;
+    let total = N * (K / 256u);
+    let h = (u % 4u) / 2u;
+    let s = u % 2u;
+    let ql = q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * s;
+    let qh = q6_k_field(g, total, 128u, 64u) + 32u * h;
+    let la = w_vec4(ql);
+    let lb = w_vec4(ql + 16u);
+    let ha = w_vec4(qh);
+    let hb = w_vec4(qh + 16u);
+    let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // the low-nibble run's 32 x; the high one's from x0 + 16
+    let xs = act_slot(x0);
+    let ab = vec4<f32>((q6_k_step8(la.x, lb.x, ha.x, hb.x, s, xs, 0u) + q6_k_step8(la.y, lb.y, ha.y, hb.y, s, xs, 1u))
+                     + (q6_k_step8(la.z, lb.z, ha.z, hb.z, s, xs, 2u) + q6_k_step8(la.w, lb.w, ha.w, hb.w, s, xs, 3u)));
+    let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
+    let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16
+    let low = q6_k_scale(scales, first) * ab.x + q6_k_scale(scales, first + 1u) * ab.y;
+    let high = q6_k_scale(scales, first + 4u) * ab.z + q6_k_scale(scales, first + 5u) * ab.w;
+    return w_f16(q6_k_field(g, total, 208u, 2u)) * (act_scale32(x0) * low + act_scale32(x0 + 16u) * high);
 }

@@ -1,0 +1,92 @@
+"""How far precision "fast" (int8 activations in the quantized GEMV) moves a model's predictions
+from "exact". Prints one JSON object.
+
+    python benchmarks/fidelity.py --model PATH --text FILE [--precision fast] [--tokens 2048] [--f32]
+
+The text's tokens are fed teacher-forced to two engines of the model, one per precision, in
+forwards of LOGIT_ROWS_MAX (8) rows scoring every row: every position's logits come from the GEMV
+(forwards of at most linear_plan.GEMV_MAX_ROWS rows), the path a decode token takes. A prefill's
+matmul reads the same f32 activations under both precisions. For each position: the KL
+divergence KL(exact || precision) of the next-token distributions, and whether their argmaxes
+agree. JSON: {"model", "precision", "tokens" (positions scored), "mean_kld", "p99_kld",
+"max_kld", "top1_agreement"}. The bound (issue 28): mean KLD <= 1e-3 and top-1 agreement >= 99 %
+for every catalog model; tests/test_fidelity.py checks it on SmolLM2 over a few hundred tokens.
+--tokens caps the positions (default 2048; the model's context caps them too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from py_engine.catalog import MODELS  # noqa: E402
+from py_engine.engine import Engine  # noqa: E402
+from py_engine.linear_plan import LOGIT_ROWS_MAX, PRECISIONS  # noqa: E402
+from py_engine.model_cache import ensure_model  # noqa: E402
+from py_engine.session import read_model_files  # noqa: E402
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    z -= z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+async def compare(path, device, ids: list[int], precision: str = "fast") -> dict:
+    """Feed `ids` through an exact engine and a `precision` one (8 rows a forward) and compare
+    every position's next-token distribution: the JSON fields above, model aside."""
+    engines = [
+        await Engine.load(path, device, max_rows=LOGIT_ROWS_MAX, context=len(ids), precision=p)
+        for p in ("exact", precision)
+    ]
+    klds, agree = [], 0
+    for start in range(0, len(ids), LOGIT_ROWS_MAX):
+        chunk = ids[start : start + LOGIT_ROWS_MAX]
+        exact, other = [np.array(await e.rows_logits(chunk), np.float32) for e in engines]
+        p, q = log_softmax(exact), log_softmax(other)
+        klds += list((np.exp(p) * (p - q)).sum(-1))
+        agree += int((exact.argmax(-1) == other.argmax(-1)).sum())
+    klds = np.array(klds)
+    return {
+        "precision": precision,
+        "tokens": len(klds),
+        "mean_kld": float(klds.mean()),
+        "p99_kld": float(np.percentile(klds, 99)),
+        "max_kld": float(klds.max()),
+        "top1_agreement": agree / len(klds),
+    }
+
+
+def text_ids(files, text: str, tokens: int) -> list[int]:
+    """The text's token ids (the tokenizer's special tokens, BOS, included), at most `tokens`
+    and the model's context."""
+    return files.tokenizer.encode(text, add_special_tokens=True)[: min(tokens, files.cfg.max_position)]
+
+
+async def main(args) -> dict:
+    from py_engine.gpu.wgpu_host import open_wgpu_device
+
+    model = args.model
+    if not model.exists() and str(model) in MODELS:
+        model = ensure_model(str(model))
+    files = read_model_files(model, with_tokenizer=True)
+    ids = text_ids(files, args.text.read_text(encoding="utf-8"), args.tokens)
+    device = await open_wgpu_device(allow_f16=not args.f32)
+    return {"model": str(args.model), **await compare(model, device, ids, args.precision)}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, type=Path, help="a .gguf file, an HF directory or a catalog name")
+    parser.add_argument("--text", required=True, type=Path, help="a UTF-8 text file, fed teacher-forced")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fast", help="the precision compared to exact")
+    parser.add_argument("--tokens", type=int, default=2048, help="positions scored, at most (default 2048)")
+    parser.add_argument("--f32", action="store_true", help="open the device without shader-f16")
+    print(json.dumps(asyncio.run(main(parser.parse_args()))))
