@@ -1,11 +1,13 @@
 """Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
 
-    python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--limits adapter]
-                                [--f32] [--packed-kv] [--breakdown] [--round-trip] [--tokens-per-submit N]
+    python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--depth 0] [--limits adapter]
+                                [--f32] [--precision fast|exact] [--packed-kv] [--breakdown] [--round-trip] [--tokens-per-submit N]
                                 [--temperature T] [--top-p P]
 
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
-decode token and the effective bandwidth they imply are part of the JSON.
+decode token and the effective bandwidth they imply are part of the JSON. --depth D puts D tokens in the
+KV cache first (prefilled, untimed): the prompt's prefill and the decode after it are then timed at that
+depth, as llama-bench's `-d D` does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemv_bandwidth import Timer  # noqa: E402
 
 from py_engine.catalog import MODELS  # noqa: E402
+from py_engine.cli import add_precision_arg  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
@@ -41,16 +44,25 @@ async def measure(args) -> dict:
         args.model,
         device,
         max_rows=args.max_rows,
-        context=args.prompt_tokens + args.new_tokens + 8,
+        context=args.depth + args.prompt_tokens + args.new_tokens + 8,
         packed_kv=args.packed_kv,
+        precision=args.precision,
     )
     engine.tokens_per_submit = args.tokens_per_submit
     rng = random.Random(0)
+    earlier = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.depth)]
     prompt = [rng.randrange(engine.cfg.vocab_size) for _ in range(args.prompt_tokens)]
     greedy = SamplingParams()
 
-    async def prefill():
+    async def at_depth():
+        """The engine reset, then --depth tokens in its KV cache (waited for)."""
         engine.reset()
+        if earlier:
+            device.submit(engine.prefill_commands(earlier))
+            await device.read_buffer(engine.logits_buffer, 0, 4)
+
+    async def prefill():
+        await at_depth()
         start = time.perf_counter()
         device.submit(engine.prefill_commands(prompt) + engine.sampler.commands(greedy, prompt))
         token = await engine.sampler.pick(greedy)
@@ -61,10 +73,10 @@ async def measure(args) -> dict:
     # Decode as generate() runs it (the token stays on the GPU; the host encodes ahead where it can):
     # the clock starts at the first answer token, which needs the prefill.
     decode = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=0)
-    engine.reset()
+    await at_depth()
     async for _ in engine.generate(prompt, 9, decode):  # warm-up: the decode loop's first submits
         pass
-    engine.reset()
+    await at_depth()
     start = None
     tokens = (
         engine._sampled(prompt, args.new_tokens + 1, decode, ())
@@ -76,21 +88,30 @@ async def measure(args) -> dict:
     decode_s = time.perf_counter() - start
     host_s, wait_s = engine.decode_host_seconds, engine.decode_wait_seconds
     engine.reset()
-    engine.pos = len(prompt)
+    engine.pos = args.depth + len(prompt)
     fold = engine.executor.graph.folds(
         1, engine.pos + 1
     )  # a decode token's plan: the attention's merge in the O projection
     commands = engine.forward_commands([token]) + engine.sampler.commands(greedy, [])  # one decode token's
     read_per_token = weight_bytes_per_token(engine.executor.graph)
-    breakdown = await kernel_breakdown(engine, device, commands, fold, args.repeats) if args.breakdown else None
+    breakdown = await kernel_breakdown(engine, device, commands, 1, fold, args.repeats) if args.breakdown else None
+    prefill_breakdown = None
+    if args.breakdown:  # one prefill forward of the prompt's first max_rows tokens, at the depth
+        engine.reset()
+        engine.pos = args.depth
+        rows = min(args.max_rows, len(prompt))
+        forward = engine.forward_commands(prompt[:rows])
+        prefill_breakdown = await kernel_breakdown(engine, device, forward, rows, 0, args.repeats)
     return {
         "adapter": device.caps.adapter,
         "model": str(args.model),
+        "precision": args.precision,
         "shader_f16": device.caps.shader_f16,
         "kv_cache": "/".join(engine.kv_formats),
         "decode_loop": "host round trip per token" if args.round_trip else "on the GPU",
         "tokens_per_submit": args.tokens_per_submit or "sized",
         "temperature": args.temperature,
+        "depth": args.depth,
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
@@ -109,7 +130,7 @@ async def measure(args) -> dict:
         "weight_formats": weight_formats(engine.executor.graph),
         "weight_mb_per_decode_token": round(read_per_token / 1e6, 2),
         "effective_weight_gb_s": round(read_per_token * args.new_tokens / decode_s / 1e9, 1),
-        **({"decode_ms_by_kernel": breakdown} if breakdown else {}),
+        **({"decode_ms_by_kernel": breakdown, "prefill_forward_ms_by_kernel": prefill_breakdown} if breakdown else {}),
     }
 
 
@@ -134,12 +155,12 @@ def weight_formats(graph) -> dict:
     return out
 
 
-async def kernel_breakdown(engine, device, commands, fold: int, repeats: int) -> dict:
-    """GPU milliseconds per decode token in each kernel: every dispatch of one decode token in a
-    compute pass of its own between timestamp queries (the median of `repeats` runs, after a
-    warm-up), summed by kernel; "all" is their sum (dispatches run back to back in the engine's one
-    pass overlap a little, so the token's own time is a bit lower)."""
-    names = engine.executor.kernel_names(1, fold)
+async def kernel_breakdown(engine, device, commands, rows: int, fold: int, repeats: int) -> dict:
+    """GPU milliseconds of one forward of `rows` tokens (1: a decode token) in each kernel: every
+    dispatch in a compute pass of its own between timestamp queries (the median of `repeats` runs,
+    after a warm-up), summed by kernel; "all" is their sum (dispatches run back to back in the
+    engine's one pass overlap a little, so the forward's own time is a bit lower)."""
+    names = engine.executor.kernel_names(rows, fold)
     names += ["sampler"] * (len(commands) - len(names))
     passes = [[(c.kernel.pipeline, c.bind_group, c.grid)] for c in commands]
     timer = Timer(device, len(passes))
@@ -157,11 +178,17 @@ def main():
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--depth", type=int, default=0, help="tokens in the KV cache before the timed prompt")
     parser.add_argument("--max-rows", type=int, default=128, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")
     parser.add_argument("--f32", action="store_true")
+    add_precision_arg(parser)
     parser.add_argument("--packed-kv", action="store_true", help="K and V cached as packed f16 (WebKit's layout)")
-    parser.add_argument("--breakdown", action="store_true", help="also time each kernel's share of a decode token")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time each kernel's share of a decode token and of a prefill forward",
+    )
     parser.add_argument("--repeats", type=int, default=20, help="--breakdown's timed runs")
     parser.add_argument("--temperature", type=float, default=0.0, help="sample (seed 0) instead of greedy")
     parser.add_argument("--top-p", type=float, default=1.0)

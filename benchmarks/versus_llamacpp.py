@@ -5,12 +5,15 @@ with `bash ../shared/gpu-bench/prepare.sh`; it holds llama.cpp's source from the
 the layouts of SmolLM2-135M and of a Llama-3-8B-shaped Q4_0 model, and the loaders):
 
     . .gpu-bench/device_setup.sh && python3 benchmarks/versus_llamacpp.py [--backends cuda,vulkan]
-                                                                          [--models smollm2,llama8b]
+                                   [--models smollm2,llama8b] [--depths 0,4000] [--precision fast|exact]
 
 It builds the random-weight GGUFs from the layouts (real tensor shapes and types; speed does not depend
-on the values), builds llama-bench for each backend and runs it (`.gpu-bench/llamacpp.sh`: pp128 and
-tg256 / tg128 for the 8B, flash attention on, 3 repetitions), runs benchmarks/decode.py on the same files
-(128-token prompt, as many new tokens), and reports tok/s side by side with Wisp's ratio to each.
+on the values), builds llama-bench for each backend (`.gpu-bench/llamacpp.sh`, which also benches pp128
+and tg256 / tg128 for the 8B: reported as "short"), then runs llama-bench's pp512 and tg128 at each
+depth (`-d`: tokens already in the KV cache; flash attention on, 3 repetitions) and
+benchmarks/decode.py on the same files at the same depths (`--depth D --prompt-tokens 512
+--new-tokens 128`: the 512-token prefill after D tokens, then 128 decoded tokens, which start at
+depth D + 512 where llama-bench's start at D), and reports tok/s side by side with Wisp's ratio to each.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NEW_TOKENS = {"smollm2": 256, "llama8b": 128}
+PROMPT, NEW = 512, 128  # pp512 and tg128 at each depth
 
 
 def gguf_py(bench: Path) -> Path:
@@ -55,8 +58,8 @@ def build_gguf(bench: Path, model: str) -> Path:
     return path
 
 
-def llamacpp(bench: Path, backends: list[str], models: list[str], out: Path) -> dict:
-    """{(backend, model): {"pp": tok/s, "tg": tok/s}} from llama-bench's JSON."""
+def llamacpp(bench: Path, backends: list[str], models: list[str], depths: list[int], out: Path) -> dict:
+    """{(backend, model): {"short": {"pp128", "tg"}, depth: {"pp", "tg"}}} from llama-bench's JSON."""
     subprocess.run(
         ["bash", str(bench / "llamacpp.sh"), " ".join(backends), " ".join(models)],
         check=True,
@@ -64,41 +67,52 @@ def llamacpp(bench: Path, backends: list[str], models: list[str], out: Path) -> 
     )
     results = {}
     for backend in backends:
+        binary = Path(f"/tmp/lcpp-{backend}/build/bin/llama-bench")
         for model in models:
             path = out / f"llamacpp-{backend}-{model}.json"
-            if not path.exists() or not path.read_text().strip():
+            if not binary.exists() or not path.exists() or not path.read_text().strip():
                 continue
-            rows = json.loads(path.read_text())
-            results[backend, model] = {("pp" if r["n_prompt"] else "tg"): round(r["avg_ts"], 1) for r in rows}
+            short = {("pp128" if r["n_prompt"] else "tg"): round(r["avg_ts"], 1) for r in json.loads(path.read_text())}
+            deep = out / f"llamacpp-{backend}-{model}-depths.json"
+            cmd = [str(binary), "-m", f"/tmp/{model}.gguf", "-ngl", "99", "-p", str(PROMPT), "-n", str(NEW)]
+            cmd += ["-d", ",".join(map(str, depths)), "-fa", "1", "-r", "3", "-o", "json"]
+            with deep.open("w") as f:
+                subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.DEVNULL)
+            row = {"short": short}
+            for r in json.loads(deep.read_text()):
+                row.setdefault(r["n_depth"], {})["pp" if r["n_prompt"] else "tg"] = round(r["avg_ts"], 1)
+            results[backend, model] = row
     return results
 
 
-def wisp(model: str, path: Path) -> dict:
-    cmd = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "decode.py"),
-        "--model",
-        str(path),
-        "--prompt-tokens",
-        "128",
-        "--new-tokens",
-        str(NEW_TOKENS[model]),
-    ]
-    report = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+def wisp(path: Path, depth: int, precision: str, out: Path) -> dict:
+    """decode.py's report at this depth, also written to out/ as it comes (a run cut short keeps it)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--model", str(path), "--depth", str(depth)]
+    cmd += ["--prompt-tokens", str(PROMPT), "--new-tokens", str(NEW), "--precision", precision]
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    (out / f"wisp-{path.stem}-depth{depth}.json").write_text(text)
+    report = json.loads(text)
     return {"pp": report["prefill_tok_s"], "tg": report["decode_tok_s"], "decode.py": report}
 
 
-def table(models: list[str], backends: list[str], ours: dict, theirs: dict) -> dict:
+def table(models: list[str], backends: list[str], depths: list[int], ours: dict, theirs: dict) -> dict:
     out = {}
     for model in models:
-        row = {"wisp": {k: ours[model][k] for k in ("pp", "tg")}}
+        for depth in depths:
+            mine = ours[model, depth]
+            row = {"wisp": {k: mine[k] for k in ("pp", "tg")}}
+            for backend in backends:
+                them = theirs.get((backend, model), {}).get(depth)
+                if them:
+                    row[f"llama.cpp {backend}"] = them
+                    row[f"wisp / llama.cpp {backend}"] = {k: round(mine[k] / them[k], 3) for k in them if them[k]}
+            row["wisp decode.py"] = mine["decode.py"]
+            out[f"{model} depth {depth}"] = row
         for backend in backends:
             if (backend, model) in theirs:
-                them = theirs[backend, model]
-                row[f"llama.cpp {backend}"] = them
-                row[f"wisp / llama.cpp {backend}"] = {k: round(row["wisp"][k] / them[k], 3) for k in them if them[k]}
-        row["wisp decode.py"] = ours[model]["decode.py"]
-        out[model] = row
+                out.setdefault(f"{model} llama.cpp short (pp128, tg of llamacpp.sh)", {})[backend] = theirs[
+                    backend, model
+                ]["short"]
     return out
 
 
@@ -107,18 +121,23 @@ def main():
     parser.add_argument("--bench", type=Path, default=ROOT / ".gpu-bench")
     parser.add_argument("--backends", default="cuda,vulkan")
     parser.add_argument("--models", default="smollm2,llama8b")
+    parser.add_argument("--depths", default="0,4000")
+    parser.add_argument("--precision", choices=["fast", "exact"], default="fast")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     args = parser.parse_args()
     backends, models = args.backends.split(","), args.models.split(",")
+    depths = [int(d) for d in args.depths.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     paths = {m: build_gguf(args.bench, m) for m in models}
-    ours = {m: wisp(m, paths[m]) for m in models}  # first: llama.cpp's builds leave the GPU alone meanwhile
-    theirs = llamacpp(args.bench, backends, models, args.out)
+    # Wisp first: llama.cpp's builds leave the GPU alone meanwhile.
+    ours = {(m, d): wisp(paths[m], d, args.precision, args.out) for m in models for d in depths}
+    theirs = llamacpp(args.bench, backends, models, depths, args.out)
     result = {
-        "gpu": ours[models[0]]["decode.py"]["adapter"],
-        "prompt_tokens": 128,
-        "new_tokens": {m: NEW_TOKENS[m] for m in models},
-        "models": table(models, backends, ours, theirs),
+        "gpu": ours[models[0], depths[0]]["decode.py"]["adapter"],
+        "prompt_tokens": PROMPT,
+        "new_tokens": NEW,
+        "precision": args.precision,
+        "models": table(models, backends, depths, ours, theirs),
     }
     (args.out / "versus_llamacpp.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result))
