@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from gpu_harness import device, run_combine, run_kernel
 from test_kernel_attention import KV_FORMATS, NUMPY, attention_reference, in_positions
-from test_kernel_metal_safety import ATTN_CASES, attention_ref
+from test_kernel_metal_safety import ATTN_CASES, attention_ref, extreme_inputs
 
 from py_engine.models.attention_grid import tiled_block, tiled_defines, tiled_grid
 
@@ -178,16 +178,7 @@ def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv
 def test_metal_safety_cases(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap, ring, subgroups):
     """test_kernel_metal_safety's masked and extreme attention cases (splits of 4 to 32 keys, fewer
     than a tile's) through this kernel: no NaN/Inf, numpy's output."""
-    rng = np.random.default_rng(len(name) * 31 + pos)
-    cap = ring or pos + rows + 9
-    qkv = rng.standard_normal((rows, (nh + 2 * nkv) * hd)).astype(np.float32)
-    k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
-    v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
-    if mag > 1e3:
-        qkv = (np.abs(qkv) * mag).astype(np.float32)
-        k_cache = (-np.abs(k_cache) * mag).astype(np.float32)
-    else:
-        qkv *= mag
+    qkv, k_cache, v_cache, cap = extreme_inputs(name, nh, nkv, hd, rows, pos, mag, ring)
     kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=window, scale=hd**-0.5, softcap=softcap)
     raw = run_tiled(
         qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, hd**-0.5, softcap, split_len, F32, subgroups, ring

@@ -267,14 +267,11 @@ ATTN_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap,ring", ATTN_CASES, ids=[c[0] for c in ATTN_CASES]
-)
-def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap, ring):
+def extreme_inputs(name, nh, nkv, hd, rows, pos, mag, ring):
+    """(qkv, k_cache, v_cache, capacity) of an ATTN_CASES case: f32 caches of `capacity` rows."""
     rng = np.random.default_rng(len(name) * 31 + pos)
     cap = ring or pos + rows + 9  # no ring: spare capacity past the last key, whole trailing splits masked
-    stride = (nh + 2 * nkv) * hd
-    qkv = rng.standard_normal((rows, stride)).astype(np.float32)
+    qkv = rng.standard_normal((rows, (nh + 2 * nkv) * hd)).astype(np.float32)
     k_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
     v_cache = rng.standard_normal((nkv, cap, hd)).astype(np.float32)
     if mag > 1e3:
@@ -284,6 +281,14 @@ def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len
         k_cache = (-np.abs(k_cache) * mag).astype(np.float32)
     else:
         qkv *= mag
+    return qkv, k_cache, v_cache, cap
+
+
+@pytest.mark.parametrize(
+    "name,nh,nkv,hd,rows,pos,window,split_len,mag,softcap,ring", ATTN_CASES, ids=[c[0] for c in ATTN_CASES]
+)
+def test_masked_attention_no_nan(name, nh, nkv, hd, rows, pos, window, split_len, mag, softcap, ring):
+    qkv, k_cache, v_cache, cap = extreme_inputs(name, nh, nkv, hd, rows, pos, mag, ring)
     kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=window, scale=hd**-0.5, softcap=softcap)
     partials, got = attention_gpu(qkv, k_cache, v_cache, split_len=split_len, ring=bool(ring), **kw)
     assert np.isfinite(partials).all(), "NaN/Inf in the attention partials"

@@ -15,6 +15,16 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes
 const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
+
+// Unit u of a row's 144-byte blocks: its block's head (d, dmin, scales), the two quads of its
+// sub-blocks' nibbles, p = u % 4 (sub-blocks 2p, 2p + 1) and its first x block.
+struct Q4kUnit { head: vec4<u32>, qa: vec4<u32>, qb: vec4<u32>, pair: u32, x0: u32 }
+
+fn q4_k_unit(row: u32, u: u32, K: u32, x_row: u32) -> Q4kUnit {
+    let o = (row * (K / 256u) + u / 4u) * 144u;
+    let pair = u % 4u;
+    return Q4kUnit(w_vec4(o), w_vec4(o + 16u + 32u * pair), w_vec4(o + 32u + 32u * pair), pair, x_row + 16u * u);
+}
 // f32 units
 
 // Word t of both quads: low nibbles against x blocks t and 4 + t, high nibbles 8 + t and 12 + t.
@@ -25,18 +35,13 @@ fn q4_k_step(qa: u32, qb: u32, xs: u32, t: u32) -> Nibbles {
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let o = (row * (K / 256u) + u / 4u) * 144u;
-    let pair = u % 4u;
-    let head = w_vec4(o);
-    let qa = w_vec4(o + 16u + 32u * pair);
-    let qb = w_vec4(o + 32u + 32u * pair);
-    let x0 = x_row + 16u * u;
-    let xs = act_slot(x0);
+    let w = q4_k_unit(row, u, K, x_row);
+    let xs = act_slot(w.x0);
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
     // n.lo: sub-block 2p (low nibbles), at LO_SCALE; n.hi: sub-block 2p + 1, at HI_SCALE.
-    let n = nibbles_sum(q4_k_step(qa.x, qb.x, xs, 0u), q4_k_step(qa.y, qb.y, xs, 1u),
-                        q4_k_step(qa.z, qb.z, xs, 2u), q4_k_step(qa.w, qb.w, xs, 3u));
-    return k_unit_total(head, pair, dot(n.lo, LO_SCALE), dot(n.hi, HI_SCALE), x0);
+    let n = nibbles_sum(q4_k_step(w.qa.x, w.qb.x, xs, 0u), q4_k_step(w.qa.y, w.qb.y, xs, 1u),
+                        q4_k_step(w.qa.z, w.qb.z, xs, 2u), q4_k_step(w.qa.w, w.qb.w, xs, 3u));
+    return k_unit_total(w.head, w.pair, dot(n.lo, LO_SCALE), dot(n.hi, HI_SCALE), w.x0);
 }
 // int8 units
 // Word t of both quads against int8 x: (sub-block 2p: blocks t, 4 + t; 2p + 1: 8 + t, 12 + t).
@@ -46,14 +51,9 @@ fn q4_k_step8(qa: u32, qb: u32, xs: u32, t: u32) -> vec2<i32> {
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let o = (row * (K / 256u) + u / 4u) * 144u;
-    let pair = u % 4u;
-    let head = w_vec4(o);
-    let qa = w_vec4(o + 16u + 32u * pair);
-    let qb = w_vec4(o + 32u + 32u * pair);
-    let x0 = x_row + 16u * u;
-    let xs = act_slot(x0);
-    let s = (q4_k_step8(qa.x, qb.x, xs, 0u) + q4_k_step8(qa.y, qb.y, xs, 1u))
-          + (q4_k_step8(qa.z, qb.z, xs, 2u) + q4_k_step8(qa.w, qb.w, xs, 3u));
-    return k_unit_total(head, pair, act_scale32(x0) * f32(s.x), act_scale32(x0 + 8u) * f32(s.y), x0);
+    let w = q4_k_unit(row, u, K, x_row);
+    let xs = act_slot(w.x0);
+    let s = (q4_k_step8(w.qa.x, w.qb.x, xs, 0u) + q4_k_step8(w.qa.y, w.qb.y, xs, 1u))
+          + (q4_k_step8(w.qa.z, w.qb.z, xs, 2u) + q4_k_step8(w.qa.w, w.qb.w, xs, 3u));
+    return k_unit_total(w.head, w.pair, act_scale32(w.x0) * f32(s.x), act_scale32(w.x0 + 8u) * f32(s.y), w.x0);
 }

@@ -16,6 +16,17 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes, qh bits 2p, 2p + 1
 const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's
+
+// Unit u of a row's 176-byte blocks: its block's head (d, dmin, scales), both quads of high bits,
+// the two quads of its sub-blocks' nibbles, p = u % 4 (sub-blocks 2p, 2p + 1), its first x block.
+struct Q5kUnit { head: vec4<u32>, ha: vec4<u32>, hb: vec4<u32>, qa: vec4<u32>, qb: vec4<u32>, pair: u32, x0: u32 }
+
+fn q5_k_unit(row: u32, u: u32, K: u32, x_row: u32) -> Q5kUnit {
+    let o = (row * (K / 256u) + u / 4u) * 176u;
+    let pair = u % 4u;
+    return Q5kUnit(w_vec4(o), w_vec4(o + 16u), w_vec4(o + 32u), w_vec4(o + 48u + 32u * pair),
+                   w_vec4(o + 64u + 32u * pair), pair, x_row + 16u * u);
+}
 // f32 units
 
 fn q5_k_values(v: u32, shift: u32, qh: u32, bit: u32) -> vec4<f32> {
@@ -30,19 +41,12 @@ fn q5_k_step(qa: u32, qb: u32, ha: u32, hb: u32, pair: u32, xs: u32, t: u32) -> 
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let o = (row * (K / 256u) + u / 4u) * 176u;
-    let pair = u % 4u;
-    let head = w_vec4(o);
-    let ha = w_vec4(o + 16u);
-    let hb = w_vec4(o + 32u);
-    let qa = w_vec4(o + 48u + 32u * pair);
-    let qb = w_vec4(o + 64u + 32u * pair);
-    let x0 = x_row + 16u * u;
-    let xs = act_slot(x0);
+    let w = q5_k_unit(row, u, K, x_row);
+    let xs = act_slot(w.x0);
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
-    let sums = (q5_k_step(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
-             + (q5_k_step(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
-    return k_unit_total(head, pair, sums.x, sums.y, x0);
+    let sums = (q5_k_step(w.qa.x, w.qb.x, w.ha.x, w.hb.x, w.pair, xs, 0u) + q5_k_step(w.qa.y, w.qb.y, w.ha.y, w.hb.y, w.pair, xs, 1u))
+             + (q5_k_step(w.qa.z, w.qb.z, w.ha.z, w.hb.z, w.pair, xs, 2u) + q5_k_step(w.qa.w, w.qb.w, w.ha.w, w.hb.w, w.pair, xs, 3u));
+    return k_unit_total(w.head, w.pair, sums.x, sums.y, w.x0);
 }
 // int8 units
 // Four weights' 5-bit q as bytes: the nibbles `shift` of v, bit `bit` of qh's bytes as bit 4.
@@ -60,16 +64,9 @@ fn q5_k_step8(qa: u32, qb: u32, ha: u32, hb: u32, pair: u32, xs: u32, t: u32) ->
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let o = (row * (K / 256u) + u / 4u) * 176u;
-    let pair = u % 4u;
-    let head = w_vec4(o);
-    let ha = w_vec4(o + 16u);
-    let hb = w_vec4(o + 32u);
-    let qa = w_vec4(o + 48u + 32u * pair);
-    let qb = w_vec4(o + 64u + 32u * pair);
-    let x0 = x_row + 16u * u;
-    let xs = act_slot(x0);
-    let s = (q5_k_step8(qa.x, qb.x, ha.x, hb.x, pair, xs, 0u) + q5_k_step8(qa.y, qb.y, ha.y, hb.y, pair, xs, 1u))
-          + (q5_k_step8(qa.z, qb.z, ha.z, hb.z, pair, xs, 2u) + q5_k_step8(qa.w, qb.w, ha.w, hb.w, pair, xs, 3u));
-    return k_unit_total(head, pair, act_scale32(x0) * f32(s.x), act_scale32(x0 + 8u) * f32(s.y), x0);
+    let w = q5_k_unit(row, u, K, x_row);
+    let xs = act_slot(w.x0);
+    let s = (q5_k_step8(w.qa.x, w.qb.x, w.ha.x, w.hb.x, w.pair, xs, 0u) + q5_k_step8(w.qa.y, w.qb.y, w.ha.y, w.hb.y, w.pair, xs, 1u))
+          + (q5_k_step8(w.qa.z, w.qb.z, w.ha.z, w.hb.z, w.pair, xs, 2u) + q5_k_step8(w.qa.w, w.qb.w, w.ha.w, w.hb.w, w.pair, xs, 3u));
+    return k_unit_total(w.head, w.pair, act_scale32(w.x0) * f32(s.x), act_scale32(w.x0 + 8u) * f32(s.y), w.x0);
 }

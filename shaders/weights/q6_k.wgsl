@@ -25,6 +25,21 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // bits 2s and 2s + 4 of qh bytes 32h + i. Activations: two runs of 32, 64 apart.
 const UNIT: u32 = 64u;
 const X_PAD: u32 = 8u;  // a unit's two runs of activations start 8-block aligned
+
+// Unit u of a row's blocks: its ql and qh quads, its block (g of total), half h and run s, and its
+// first x block (the low-nibble run's 32 x; the high one's from x0 + 16; quads: 64 per block).
+struct Q6kUnit { la: vec4<u32>, lb: vec4<u32>, ha: vec4<u32>, hb: vec4<u32>, g: u32, total: u32, h: u32, s: u32, x0: u32 }
+
+fn q6_k_unit(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> Q6kUnit {
+    let g = row * (K / 256u) + u / 4u;
+    let total = N * (K / 256u);
+    let h = (u % 4u) / 2u;
+    let s = u % 2u;
+    let ql = q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * s;
+    let qh = q6_k_field(g, total, 128u, 64u) + 32u * h;
+    return Q6kUnit(w_vec4(ql), w_vec4(ql + 16u), w_vec4(qh), w_vec4(qh + 16u), g, total, h, s,
+                   x_row + 64u * (u / 4u) + 32u * h + 8u * s);
+}
 // f32 units
 
 // Four weights' q - 32 from a ql word (nibble `shift`) and a qh word (bits `bit`).
@@ -41,30 +56,20 @@ fn q6_k_step(la: u32, lb: u32, ha: u32, hb: u32, s: u32, xs: u32, t: u32) -> vec
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let g = row * (K / 256u) + u / 4u;
-    let total = N * (K / 256u);
-    let h = (u % 4u) / 2u;
-    let s = u % 2u;
-    let ql = q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * s;
-    let qh = q6_k_field(g, total, 128u, 64u) + 32u * h;
-    let la = w_vec4(ql);
-    let lb = w_vec4(ql + 16u);
-    let ha = w_vec4(qh);
-    let hb = w_vec4(qh + 16u);
-    let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // quads: 64 per block
-    let xs = act_slot(x0);
+    let w = q6_k_unit(row, u, K, N, x_row);
+    let xs = act_slot(w.x0);
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
-    let ab = (q6_k_step(la.x, lb.x, ha.x, hb.x, s, xs, 0u) + q6_k_step(la.y, lb.y, ha.y, hb.y, s, xs, 1u))
-           + (q6_k_step(la.z, lb.z, ha.z, hb.z, s, xs, 2u) + q6_k_step(la.w, lb.w, ha.w, hb.w, s, xs, 3u));
+    let ab = (q6_k_step(w.la.x, w.lb.x, w.ha.x, w.hb.x, w.s, xs, 0u) + q6_k_step(w.la.y, w.lb.y, w.ha.y, w.hb.y, w.s, xs, 1u))
+           + (q6_k_step(w.la.z, w.lb.z, w.ha.z, w.hb.z, w.s, xs, 2u) + q6_k_step(w.la.w, w.lb.w, w.ha.w, w.hb.w, w.s, xs, 3u));
     let a0 = ab.x;  // weights i < 16 of the low-nibble run
     let a1 = ab.y;  // i >= 16
     let b0 = ab.z;  // the high-nibble run
     let b1 = ab.w;
-    let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
-    let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16
+    let scales = w_vec4(q6_k_field(w.g, w.total, 192u, 16u));
+    let first = 8u * w.h + 2u * w.s;  // the scale of weights 128h + 32s .. + 16
     let sum = q6_k_scale(scales, first) * a0 + q6_k_scale(scales, first + 1u) * a1
             + q6_k_scale(scales, first + 4u) * b0 + q6_k_scale(scales, first + 5u) * b1;
-    return w_f16(q6_k_field(g, total, 208u, 2u)) * sum;
+    return w_f16(q6_k_field(w.g, w.total, 208u, 2u)) * sum;
 }
 // int8 units
 // Four weights' q - 32 as signed bytes: q + 96 (< 256: no carry into the next byte) with bit 7
@@ -83,23 +88,13 @@ fn q6_k_step8(la: u32, lb: u32, ha: u32, hb: u32, s: u32, xs: u32, t: u32) -> ve
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let g = row * (K / 256u) + u / 4u;
-    let total = N * (K / 256u);
-    let h = (u % 4u) / 2u;
-    let s = u % 2u;
-    let ql = q6_k_field(g, total, 0u, 128u) + 64u * h + 32u * s;
-    let qh = q6_k_field(g, total, 128u, 64u) + 32u * h;
-    let la = w_vec4(ql);
-    let lb = w_vec4(ql + 16u);
-    let ha = w_vec4(qh);
-    let hb = w_vec4(qh + 16u);
-    let x0 = x_row + 64u * (u / 4u) + 32u * h + 8u * s;  // the low-nibble run's 32 x; the high one's from x0 + 16
-    let xs = act_slot(x0);
-    let ab = vec4<f32>((q6_k_step8(la.x, lb.x, ha.x, hb.x, s, xs, 0u) + q6_k_step8(la.y, lb.y, ha.y, hb.y, s, xs, 1u))
-                     + (q6_k_step8(la.z, lb.z, ha.z, hb.z, s, xs, 2u) + q6_k_step8(la.w, lb.w, ha.w, hb.w, s, xs, 3u)));
-    let scales = w_vec4(q6_k_field(g, total, 192u, 16u));
-    let first = 8u * h + 2u * s;  // the scale of weights 128h + 32s .. + 16
+    let w = q6_k_unit(row, u, K, N, x_row);
+    let xs = act_slot(w.x0);
+    let ab = vec4<f32>((q6_k_step8(w.la.x, w.lb.x, w.ha.x, w.hb.x, w.s, xs, 0u) + q6_k_step8(w.la.y, w.lb.y, w.ha.y, w.hb.y, w.s, xs, 1u))
+                     + (q6_k_step8(w.la.z, w.lb.z, w.ha.z, w.hb.z, w.s, xs, 2u) + q6_k_step8(w.la.w, w.lb.w, w.ha.w, w.hb.w, w.s, xs, 3u)));
+    let scales = w_vec4(q6_k_field(w.g, w.total, 192u, 16u));
+    let first = 8u * w.h + 2u * w.s;  // the scale of weights 128h + 32s .. + 16
     let low = q6_k_scale(scales, first) * ab.x + q6_k_scale(scales, first + 1u) * ab.y;
     let high = q6_k_scale(scales, first + 4u) * ab.z + q6_k_scale(scales, first + 5u) * ab.w;
-    return w_f16(q6_k_field(g, total, 208u, 2u)) * (act_scale32(x0) * low + act_scale32(x0 + 16u) * high);
+    return w_f16(q6_k_field(w.g, w.total, 208u, 2u)) * (act_scale32(w.x0) * low + act_scale32(w.x0 + 16u) * high);
 }

@@ -11,6 +11,16 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
 // units
 const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
+
+// Unit u (block u of the row): its two 16-byte quads of quants, its d, its first x block.
+struct Q8Unit { lo: vec4<u32>, hi: vec4<u32>, d: f32, x0: u32 }
+
+fn q8_0_unit(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> Q8Unit {
+    let g = row * (K / 32u) + u;
+    let total = N * (K / 32u);
+    let at = q8_0_quants(g, total);
+    return Q8Unit(w_vec4(at), w_vec4(at + 16u), q8_0_d(g, total), x_row + 8u * u);
+}
 // f32 units
 
 // Word t of the unit's two quads against their activations (x blocks t and 4 + t).
@@ -19,17 +29,12 @@ fn q8_0_step(lo: u32, hi: u32, xs: u32, t: u32) -> vec4<f32> {
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let g = row * (K / 32u) + u;
-    let total = N * (K / 32u);
-    let at = q8_0_quants(g, total);
-    let lo = w_vec4(at);
-    let hi = w_vec4(at + 16u);
-    let x0 = x_row + 8u * u;
-    let xs = act_slot(x0);
+    let w = q8_0_unit(row, u, K, N, x_row);
+    let xs = act_slot(w.x0);
     // Four calls with constant t, not a loop: NVIDIA's compiler leaves such loops rolled (bytes.wgsl's nibble_quad_dot).
-    let s = (q8_0_step(lo.x, hi.x, xs, 0u) + q8_0_step(lo.y, hi.y, xs, 1u))
-          + (q8_0_step(lo.z, hi.z, xs, 2u) + q8_0_step(lo.w, hi.w, xs, 3u));
-    return q8_0_d(g, total) * dot(s, BYTE_SCALE);
+    let s = (q8_0_step(w.lo.x, w.hi.x, xs, 0u) + q8_0_step(w.lo.y, w.hi.y, xs, 1u))
+          + (q8_0_step(w.lo.z, w.hi.z, xs, 2u) + q8_0_step(w.lo.w, w.hi.w, xs, 3u));
+    return w.d * dot(s, BYTE_SCALE);
 }
 // int8 units
 // Words t of the two quads against the int8 x blocks t and 4 + t.
@@ -38,14 +43,9 @@ fn q8_0_step8(lo: u32, hi: u32, xs: u32, t: u32) -> i32 {
 }
 
 fn unit_dot(row: u32, u: u32, K: u32, N: u32, x_row: u32) -> f32 {
-    let g = row * (K / 32u) + u;
-    let total = N * (K / 32u);
-    let at = q8_0_quants(g, total);
-    let lo = w_vec4(at);
-    let hi = w_vec4(at + 16u);
-    let x0 = x_row + 8u * u;
-    let xs = act_slot(x0);
-    let s = (q8_0_step8(lo.x, hi.x, xs, 0u) + q8_0_step8(lo.y, hi.y, xs, 1u))
-          + (q8_0_step8(lo.z, hi.z, xs, 2u) + q8_0_step8(lo.w, hi.w, xs, 3u));
-    return q8_0_d(g, total) * (act_scale32(x0) * f32(s));
+    let w = q8_0_unit(row, u, K, N, x_row);
+    let xs = act_slot(w.x0);
+    let s = (q8_0_step8(w.lo.x, w.hi.x, xs, 0u) + q8_0_step8(w.lo.y, w.hi.y, xs, 1u))
+          + (q8_0_step8(w.lo.z, w.hi.z, xs, 2u) + q8_0_step8(w.lo.w, w.hi.w, xs, 3u));
+    return w.d * (act_scale32(w.x0) * f32(s));
 }
