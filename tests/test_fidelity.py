@@ -1,7 +1,8 @@
 """Precision "fast" (int8 activations in the quantized GEMV, gemv.wgsl Q8_ACT) against "exact" on
 a real model: benchmarks/fidelity.py's measure of SmolLM2 (Q4_1, its embedding and head Q8_0)
 over the start of the README, within issue 28's bound (mean KL divergence <= 1e-3, top-1
-agreement >= 99 %). The lead's GPU runs take 2,000 tokens and every catalog model."""
+agreement >= 99 %). benchmarks/fidelity.py takes 2,000 tokens of every catalog model where a row
+costs less than lavapipe's second (a GPU machine)."""
 
 import asyncio
 import sys
