@@ -315,8 +315,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         var acc = vec4<f32>(0.0);
         var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
         for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
-            chunk_first = x_row + first_unit * (UNIT / select(1u, 4u, VEC4));
-            let blocks = min(X_BLOCKS, x_row_blocks - (chunk_first - x_row));
+            // From uniform values, not the private chunk_first: WGSL counts a private variable's
+            // value as non-uniform, and Q8_ACT's quantize_chunk loops `blocks` times around a barrier.
+            let chunk_start = first_unit * (UNIT / select(1u, 4u, VEC4));
+            chunk_first = x_row + chunk_start;
+            let blocks = min(X_BLOCKS, x_row_blocks - chunk_start);
             for (var i = lid; i < blocks; i += THREADS) {
                 var v = x_block(r, chunk_first - x_row + i);
                 if (NORM) {
