@@ -198,6 +198,13 @@ class Engine:
             self.device.submit(self._forward(len(chunk), chunk))
         self.recomputed += len(replay)
 
+    def _check_scored_rows(self, rows: int, caller: str) -> None:
+        """A forward that scores every row takes 1 to LOGIT_ROWS_MAX (and max_rows: the
+        activations hold that many) rows."""
+        most = min(LOGIT_ROWS_MAX, self.max_rows)
+        if not 1 <= rows <= most:
+            raise ValueError(f"{caller} takes 1 to {most} ids, not {rows}")
+
     async def picks_after(
         self, ids: list[int], sampling: SamplingParams | None = None, us: list[float] = ()
     ) -> list[int]:
@@ -207,9 +214,7 @@ class Engine:
         decode token's, and each row is drawn by the decode loop's kernels): how drafted tokens
         are verified. pos advances by len(ids)."""
         rows = len(ids)
-        most = min(LOGIT_ROWS_MAX, self.max_rows)  # the activations hold max_rows rows
-        if not 1 <= rows <= most:
-            raise ValueError(f"picks_after takes 1 to {most} ids, not {rows}")
+        self._check_scored_rows(rows, "picks_after")
         picks = self.sampler.rows_pick(rows, sampling or SamplingParams(), us)
         self._resume()
         saved = self.recurrent.save() if self.recurrent else []  # its drafts may be rejected
@@ -222,9 +227,7 @@ class Engine:
         token's (the GEMV path, as picks_after's). benchmarks/fidelity.py compares precisions with
         them. pos advances by len(ids)."""
         rows, vocab = len(ids), self.cfg.vocab_size
-        most = min(LOGIT_ROWS_MAX, self.max_rows)
-        if not 1 <= rows <= most:
-            raise ValueError(f"rows_logits takes 1 to {most} ids, not {rows}")
+        self._check_scored_rows(rows, "rows_logits")
         self._resume()
         self.device.submit(self._forward(rows, ids, logit_rows=rows))
         raw = await self.device.read_buffer(self.logits_buffer, 0, rows * vocab * 4)

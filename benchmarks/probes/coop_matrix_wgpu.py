@@ -317,6 +317,12 @@ def header(ab, cd):
 
 
 # ---------------------------------------------------------------- step 3: one tile per variant + layout check
+def bind_matmul(pipe, A, W, c, dims):
+    """The matmul kernel's bind group: A, W, the output c and the (m, n, k) uniform."""
+    uniform = device.create_buffer_with_data(data=np.array([*dims, 0], np.uint32).tobytes(), usage=U.UNIFORM)
+    return bind(pipe, [buf(A.ravel()), buf(W.ravel()), c, uniform])
+
+
 def tile_src(t, ab, cd, load_a, load_b, store):
     return (
         header(ab, cd)
@@ -440,15 +446,7 @@ for name, t, ab, cd in working:
             A = (rng.standard_normal((m, k)) * 0.5).astype(NP[ab])
             W = (rng.standard_normal((n, k)) * 0.5).astype(NP[ab])
             bc = buf(np.zeros(m * n, NP[cd]))
-            bg = bind(
-                pipe,
-                [
-                    buf(A.ravel()),
-                    buf(W.ravel()),
-                    bc,
-                    device.create_buffer_with_data(data=np.array([m, n, k, 0], np.uint32).tobytes(), usage=U.UNIFORM),
-                ],
-            )
+            bg = bind_matmul(pipe, A, W, bc, (m, n, k))
             run(pipe, bg, (n // bn, m // bm, 1))
             got = read(bc, NP[cd]).astype(np.float32).reshape(m, n)
             want_ = A.astype(np.float32) @ W.astype(np.float32).T
@@ -461,15 +459,7 @@ for name, t, ab, cd in working:
             A = (rng.standard_normal((M, K)) * 0.1).astype(NP[ab])
             W = (rng.standard_normal((N, K)) * 0.1).astype(NP[ab])
             bc = buf(size=M * N * np.dtype(NP[cd]).itemsize)
-            bg = bind(
-                pipe,
-                [
-                    buf(A.ravel()),
-                    buf(W.ravel()),
-                    bc,
-                    device.create_buffer_with_data(data=np.array([M, N, K, 0], np.uint32).tobytes(), usage=U.UNIFORM),
-                ],
-            )
+            bg = bind_matmul(pipe, A, W, bc, (M, N, K))
             groups = (N // bn, M // bm, 1)
             run(pipe, bg, groups, 3)
             read(bc, NP[cd], 4)  # fence
