@@ -39,7 +39,7 @@ class Executor:
         self._last_step = None
         self._params = device.create_buffer(256 * len(graph.ops), "uniform", label="op params")
         self._bind = [self._prepare(i, op) for i, op in enumerate(graph.ops)]
-        self._dispatches = {}  # (rows, fold level) → the forward's dispatch list (grids depend on rows only)
+        self._dispatches = {}  # (rows, fold level) → the forward's dispatches, as device.batch prepared them
         self.kv_bytes = sum(t.nbytes for t in graph.tensors if t.kind == "state")
 
     # buffers ---------------------------------------------------------------------------------
@@ -111,10 +111,12 @@ class Executor:
     def _dispatch_list(self, rows: int, pos: int) -> list:
         key = (rows, self.graph.folds(rows, pos + rows))
         if key not in self._dispatches:
-            self._dispatches[key] = [
-                Dispatch(self._bind[i][1][variant].handle, self._bind[i][0], op.grid(op.fixed_rows or rows))
-                for i, op, variant in self._plan(*key)
-            ]
+            self._dispatches[key] = self.device.batch(
+                [
+                    Dispatch(self._bind[i][1][variant].handle, self._bind[i][0], op.grid(op.fixed_rows or rows))
+                    for i, op, variant in self._plan(*key)
+                ]
+            )
         return list(self._dispatches[key])
 
     def _plan(self, rows: int, fold: int = 0) -> list:

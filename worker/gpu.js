@@ -19,11 +19,14 @@
 //   createBindGroup(kernelId, resources) -> id   resources: flat [buf, offset, size, buf, offset, size, ...]
 //   submit(ops)                            ops: Int32Array (or a PyProxy of a Python array('i')):
 //                                          dispatch [0, kernel, bindGroup, x, y, z], copy [1, src, srcOff,
-//                                          dst, dstOff, size], read [2, src, srcOff, size, readId, 0]. Values are signed 32-bit: offsets and sizes
+//                                          dst, dstOff, size], read [2, src, srcOff, size, readId, 0], batch
+//                                          [3, batchId, 0, 0, 0, 0]. Values are signed 32-bit: offsets and sizes
 //                                          must stay below 2^31 (2 GiB).
+//   createBatch(ops) -> id                 ops: dispatches only, as submit's; a submit's op 3 replays them
 //   configureSubmit(group)                 0: one command buffer per submit; N: N dispatches each, one in flight
 //   readBuffer(id, offset, size) -> Promise<Uint8Array>
-//   fetchRead(readId) -> Promise<Uint8Array>   the bytes a submit's read op [2, ...] set aside (gpu_reads.js)
+//   fetchRead(readId) -> Promise<Uint8Array>   the bytes that a submit's read ops [2, ...] set aside, all
+//                                          of them one after the other; readId: the submit's first (gpu_reads.js)
 //   destroyBuffer(id)
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>         (in weights.js)
 //                                          plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url,
@@ -46,7 +49,7 @@ import { encodeAndSubmit } from "./gpu_submit.js";
 import { loadWeights as loadWeightsNow } from "./weights.js";
 
 export { deviceLost, onDeviceLost } from "./gpu_device.js";
-export { configureSubmit } from "./gpu_submit.js";
+export { configureSubmit, createBatch } from "./gpu_submit.js";
 export { READ_BYTES } from "./weights.js";
 
 let loseAtSubmit = 0;  // the test hook's countdown (_testFault below); 0: off
@@ -236,9 +239,9 @@ export function submit(ops) {
 export async function readBuffer(bufferId, offset, size) {
   check();
   if (submitState.chain) { await drain(); check(); }  // grouped: the read-back copy is its own final submit
-  const buffer = get(buffers, bufferId, "buffer");
+  get(buffers, bufferId, "buffer");
   if (size === 0) return new Uint8Array(0);
-  return readNow(buffer, offset, size);
+  return readNow(bufferId, offset, size);
 }
 
 export function fetchRead(readId) { return fetchPending(readId); }

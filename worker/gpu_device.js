@@ -26,6 +26,7 @@ let nextId = 1;
 export const buffers = new Map();  // id -> GPUBuffer
 export const kernels = new Map();  // id -> {label, layout, pipeline (null while compiling), code}
 export const bindGroups = new Map();
+export const batches = new Map();  // id -> a dispatch list prepared once (gpu_submit.js's createBatch)
 export const layouts = new Map();  // "uniform,read,rw" -> {bgl, pipelineLayout}
 export const staging = [];         // free MAP_READ buffers for readBuffer
 
@@ -122,7 +123,7 @@ export async function requestDevice(options = {}) {
   errors.length = 0;
   pending.length = 0;
   submitState.chain = null; submitState.commandBuffers = 0;
-  buffers.clear(); kernels.clear(); bindGroups.clear(); layouts.clear(); staging.length = 0;
+  buffers.clear(); kernels.clear(); bindGroups.clear(); batches.clear(); layouts.clear(); staging.length = 0;
   const current = device;
   device.lost.then((info) => {
     if (device !== current) return;  // replaced on purpose: requestDevice destroyed it

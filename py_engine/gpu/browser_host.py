@@ -3,7 +3,10 @@
 The WebGPU objects live in JavaScript (worker/gpu.js keeps them in id tables); Python holds ints.
 Buffers are `GpuBuffer`s — ints that also carry `.size` and `.label` as wgpu-py buffers do.
 Every method is one FFI call: `submit` hands the whole command list over as one Int32Array,
-`write_buffer` lends the Python bytes to JavaScript zero-copy. Weight bytes never enter Python:
+`write_buffer` lends the Python bytes to JavaScript zero-copy. A forward's dispatch list goes to
+JavaScript once (`batch`) and a submit names it with one op: encoding a decode token's ~150
+dispatches in Python took a sixth of the page's host time a token. A submit's reads come back in
+one `fetch` crossing (one await a decode group, not one a token). Weight bytes never enter Python:
 `upload_plan` gives JavaScript (file URL, range) → (buffer, offset) pieces to fetch and write.
 
 The worker registers gpu.js as the JS module "wisp_gpu" before Python imports this module.
@@ -11,6 +14,7 @@ The worker registers gpu.js as the JS module "wisp_gpu" before Python imports th
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 from contextlib import contextmanager
 
@@ -27,6 +31,7 @@ except ImportError:  # pragma: no cover - lets the desktop import this module fo
 # the FFI call passes only ints (a buffer handed over per call costs a proxy and a view each time).
 _SHARED_BYTES = 64 << 10
 _SMALL_WRITE = 4096  # writes up to this size go through the shared array
+_UNFETCHED = 64  # submits whose reads were fetched in part (a cancelled generation) kept at most
 
 
 class NoWebGPUError(GpuError):
@@ -52,6 +57,19 @@ class GpuBuffer(int):
 
     def __repr__(self):
         return f"GpuBuffer({int(self)}, size={self.size}, label={self.label!r})"
+
+
+class Batch:
+    """A dispatch list gpu.js resolved once (BrowserDevice.batch): one op of a submit replays it."""
+
+    __slots__ = ("handle", "commands")
+
+    def __init__(self, handle: int, commands: list):
+        self.handle = handle
+        self.commands = commands
+
+    def __repr__(self):
+        return f"Batch({self.handle}, {len(self.commands)} dispatches)"
 
 
 def _gpu_error(e) -> GpuError:
@@ -137,6 +155,9 @@ class BrowserDevice(Device):
         self.info = info or {}  # what requestDevice reported: name, vendor, features, limits, ...
         self._share(_SHARED_BYTES)
         self._next_read = 0  # ids of the reads that submits set aside (worker/gpu_reads.js)
+        # A submit's reads fetched together: its first read id -> [future of their bytes, reads
+        # not yet fetched]
+        self._fetched: dict[int, list] = {}
         # WebKit's grouped submits keep one command buffer in flight: there a read waits for the
         # chain, and reading ahead gains nothing.
         self.reads_overlap = True
@@ -195,15 +216,27 @@ class BrowserDevice(Device):
             return self._gpu.createBindGroup(kernel, to_js(flat))
 
     # work --------------------------------------------------------------------------------------
-    def encode(self, commands) -> tuple[array, list[int]]:
-        """(the flat op list gpu.js's submit reads, the ids of its reads): dispatch [0, kernel,
+    def batch(self, commands: list) -> list:
+        """The dispatches registered with gpu.js: [a Batch] that a submit carries as one op."""
+        if any(type(c) is not Dispatch for c in commands):
+            raise TypeError("a batch holds dispatches only")
+        ops, _ = self.encode(commands)
+        with _js_errors():
+            return [Batch(int(self._gpu.createBatch(ops)), commands)]
+
+    def encode(self, commands) -> tuple[array, list[tuple]]:
+        """(the flat op list gpu.js's submit reads, a pending read per Read): dispatch [0, kernel,
         bind group, x, y, z], copy [1, src, src offset, dst, dst offset, size], read [2, src,
-        offset, size, read id, 0] (signed 32-bit values)."""
+        offset, size, read id, 0], batch [3, batch id, 0, 0, 0, 0] (signed 32-bit values). A
+        pending read is (the submit's first read id, its bytes' start and end in what gpu.js's
+        fetchRead returns for that id, how many reads the submit has)."""
         flat, reads = [], []
         add = flat.extend
         for c in commands:
             kind = type(c)
-            if kind is Dispatch:
+            if kind is Batch:
+                add((3, c.handle, 0, 0, 0, 0))
+            elif kind is Dispatch:
                 g = c.grid
                 if len(g) == 3:
                     add((0, c.kernel, c.bind_group, *g))
@@ -213,14 +246,19 @@ class BrowserDevice(Device):
                 add((1, c.src, c.src_offset, c.dst, c.dst_offset, c.size))
             elif kind is Read:
                 self._next_read = self._next_read % 0x7FFFFFFF + 1
-                reads.append(self._next_read)
+                reads.append((self._next_read, c.size))
                 add((2, c.buffer, c.offset, c.size, self._next_read, 0))
             else:
                 raise TypeError(f"unknown command {c!r}")
         try:
-            return array("i", flat), reads
+            ops = array("i", flat)
         except OverflowError:
             raise GpuError("submit: offsets and sizes must stay below 2 GiB") from None
+        pending, at = [], 0
+        for _, size in reads:
+            pending.append((reads[0][0], at, at + size, len(reads)))
+            at += size
+        return ops, pending
 
     def submit(self, commands):
         ops, reads = self.encode(commands)
@@ -233,9 +271,26 @@ class BrowserDevice(Device):
         return reads
 
     async def fetch(self, pending):
-        with _js_errors():
-            data = await self._gpu.fetchRead(pending)
-        return data.to_bytes()
+        """The first fetch of a submit's reads brings all of them over (one await, not one a read)."""
+        key, start, end, count = pending
+        entry = self._fetched.get(key)
+        if entry is None:
+            future = asyncio.get_running_loop().create_future()  # for a fetch of a sibling meanwhile
+            entry = self._fetched[key] = [future, count]
+            if len(self._fetched) > _UNFETCHED:
+                del self._fetched[next(iter(self._fetched))]
+            try:
+                with _js_errors():
+                    data = (await self._gpu.fetchRead(key)).to_bytes()
+            except BaseException:
+                self._fetched.pop(key, None)
+                future.cancel()
+                raise
+            future.set_result(data)
+        entry[1] -= 1
+        if entry[1] == 0:
+            self._fetched.pop(key, None)
+        return (await entry[0])[start:end]
 
     def set_submit_group(self, group: int | str | None) -> None:
         """Change the submit strategy of the open device (None: one submit per forward; "all":

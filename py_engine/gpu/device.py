@@ -112,6 +112,12 @@ class Device:
         pass). Returns one pending read per Read, for `fetch`."""
         raise NotImplementedError
 
+    def batch(self, commands: list) -> list:
+        """What a submit carries in place of `commands` (dispatches submitted again and again: a
+        forward's). A host where handing a list over costs per dispatch (the browser's) prepares
+        it once and returns a stand-in; the others return the list itself."""
+        return commands
+
     async def fetch(self, pending) -> bytes:
         """The bytes of a Read returned by `submit`, once the work before it has run. Each pending
         read is fetched once."""
