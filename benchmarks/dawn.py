@@ -3,7 +3,7 @@ run by Node on Dawn (Chrome's WebGPU, npm `webgpu`) through benchmarks/dawn/run.
 
     python benchmarks/dawn.py --model PATH|NAME [--prompt-tokens 128] [--new-tokens 128] [--compare]
                               [--node node] [--webgpu /tmp/webgpu] [--dawn-backend vulkan|opengles]
-                              [--store-dir DIR] [--f32] [--dawn-toggle T ...]
+                              [--store-dir DIR] [--f32] [--dawn-toggle T ...] [--reload] [--load-only]
 
 The prompt ids are benchmarks/decode.py's (random.Random(0) over the model's vocabulary), the warm-up
 prompt the next ones of the same generator. Like decode.py, --new-tokens counts the decode steps after
@@ -17,6 +17,13 @@ against py_engine/ and shaders/ (and rebuilt with tools/build_web.py where it di
 engine measured is this tree's. --dawn-toggle passes a Dawn instance toggle, as Chrome's flags do, e.g.
 `enable-dawn-features=vulkan_enable_f16_on_nvidia` (Dawn hides shader-f16 on NVIDIA's Vulkan driver
 without it) or `enable-dawn-features=allow_unsafe_apis` (experimental features such as subgroup matrices).
+
+`load` is the model load: `ms` the page's wall time (Pyodide's planning, the weights, the shaders),
+`weights_ms` the weights' streaming (fetch or read-back, verify, store, upload), `mb_s` and
+`weights_mb_s` the weight bytes over each, and `phases` the seconds the worker's thread spent per phase
+(worker/load_clock.js; they overlap, so they need not add up). --reload loads the model again in
+the same worker, from the store the first load filled (`reload`); with --store-dir of an earlier run,
+both loads read the kept store. --load-only stops there (no generation, no tokens).
 """
 
 from __future__ import annotations
@@ -94,6 +101,8 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
         args.webgpu,
         *(["--store-dir", args.store_dir] if args.store_dir else []),
         *(["--f32"] if args.f32 else []),
+        *(["--reload"] if args.reload else []),
+        *(["--load-only"] if args.load_only else []),
         *(arg for toggle in args.dawn_toggle for arg in ("--dawn-toggle", toggle)),
     ]
     try:
@@ -162,12 +171,19 @@ def main():
         "--dawn-toggle", action="append", default=[], help="a Dawn toggle (repeatable), e.g. enable-dawn-features=X"
     )
     parser.add_argument("--compare", action="store_true", help="also run the desktop engine and compare tokens")
+    parser.add_argument("--reload", action="store_true", help="load a second time, from the store (`reload`)")
+    parser.add_argument("--load-only", action="store_true", help="measure the load(s) alone: no generation")
     args = parser.parse_args()
+    if args.load_only and args.compare:
+        parser.error("--compare needs the generation that --load-only skips")
     ensure_current_wheel()
     path = model_path(args.model)
     ids, warm = prompts(path, args.prompt_tokens)
     steps, context = args.new_tokens + 1, args.prompt_tokens + args.new_tokens + 8  # decode.py's context
     dawn = run_dawn(args, path, ids, warm, steps, context)
+    if args.load_only:
+        print(json.dumps({**dawn, "model": str(path)}))
+        return
     tokens = dawn.pop("tokens")
     result = {**dawn, "model": str(path), "new_tokens": args.new_tokens, "generated_tokens": len(tokens)}
     if args.compare:

@@ -3,11 +3,12 @@
 What would break silently (a benchmark that measures a different store path, or none): the disk
 OPFS (opfs.mjs) under the real weight store (worker/store.js + store_backends.js: OPFS backend picked,
 a download stored and checked, a cut download resumed by Range + If-Range from the bytes that were
-flushed, a second sync access handle refused as in Chrome), the Node server's Range answers and
+recorded, a second sync access handle refused as in Chrome), the Node server's Range answers and
 /api/models entry (serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from
 build/web, the store answering `store_list`, a load without WebGPU failing as `no-webgpu`).
 """
 
+import random
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,7 @@ assert.equal((await fetch(`${server.origin}/models/${entry.id}/other.gguf`)).sta
 assert.equal((await fetch(`${server.origin}/worker/.hidden`)).status, 404);
 assert.equal((await fetch(`${server.origin}/worker/worker.js`)).status, 200);
 
-// the weight store on the disk OPFS: a download cut after 2 of its 256 KiB pieces, then resumed
+// the weight store on the disk OPFS: a download cut at the second of its 4 MiB blocks, then resumed
 const requests = [];
 const fetchBefore = globalThis.fetch;
 globalThis.fetch = (input, init) => { requests.push(init?.headers?.Range ?? null); return fetchBefore(input, init); };
@@ -77,10 +78,10 @@ let pieces = 0;
 const cut = (at, b) => { if (++pieces === 2) throw new Error("cut"); got.set(b, at); };
 await assert.rejects(store.streamFile(url, cut), { name: "StoreError" });
 const partial = (await store.list())[0].files[0];
-assert.equal(partial.written, 2 * 256 * 1024); assert.equal(partial.complete, false);
+assert.equal(partial.written, 4 << 20); assert.equal(partial.complete, false);  // the block that landed
 requests.length = 0;
 assert.equal(await store.streamFile(url, (at, b) => got.set(b, at)), true);
-assert.deepEqual(requests, [`bytes=${2 * 256 * 1024}-`]);  // only the missing bytes
+assert.deepEqual(requests, [`bytes=${4 << 20}-`]);  // only the missing bytes
 assert.ok(got.equals(bytes));
 assert.ok(fs.readFileSync(`${storeDir}/wisp-models/${entry.id}/${name}`).equals(bytes));
 const stored = (await store.list())[0];
@@ -130,7 +131,7 @@ def node(script: str, tmp_path: Path, *args) -> subprocess.CompletedProcess:
 
 def test_store_on_disk_opfs_and_range_server(tmp_path):
     model = tmp_path / "x.gguf"
-    model.write_bytes(bytes((i * 7 + i // 251) % 256 for i in range(1_000_003)))  # 3.8 pieces of 256 KiB
+    model.write_bytes(random.Random(7).randbytes(2 * (4 << 20) + 1_234_567))  # 2.3 blocks of 4 MiB
     out = node(STORE_AND_SERVER, tmp_path, DAWN, ROOT / "worker", model, tmp_path / "opfs")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 

@@ -172,6 +172,9 @@ export class BlockHashes {
     }));
   }
 
+  /** Settles once the digests pending now are done: bytes pushed before it may be reused then. */
+  idle() { return Promise.all(this.pending); }
+
   /** Waits for every pending digest; the list of those done, as a record keeps it. */
   async settle() {
     while (this.pending.length) await this.pending.shift();

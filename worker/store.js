@@ -10,13 +10,20 @@
 //                               (a whole or small file is stored on the way; headers come from here)
 //   streamFile(url, sink)       the whole file in order, sink(offset, bytes): the stored prefix read
 //                               back, the rest downloaded (Range from `written`) and stored; checked
-//                               whole against sha256 once, block by block on every read-back
+//                               whole against the server's sha256 once, block by block on every read-back
 //   list() / remove(modelId) / estimate() / persist()
 //
 // Per file, a record (meta) {url, size, sha256, etag, digest, blocks, written, complete, verified_at,
 // model}; blocks {block, sha256: [...]} is a SHA-256 per 4 MiB block, taken from the bytes as they
 // were written. Only a complete file whose hash checked out is trusted; a partial one is resumed; a
-// corrupt one is deleted and fetched again.
+// corrupt one is deleted and fetched again. `digest` is the whole file's SHA-256, taken as the file
+// arrives only where the server names a sha256 to check it against (served by ETag: null; hashing
+// 4 GB on this thread would check nothing and halve the download's speed).
+//
+// A download is written a block at a time, unflushed (a flush per write made it disk-bound); the
+// record moves every META_EVERY bytes to a block boundary, so a resume trusts no byte without a
+// digest: bytes the OS lost in a crash fail their block's check and are fetched again. Only an
+// interrupted download's record names a partial block, and that after a flush.
 //
 // What a re-open checks, and why that much. The whole-file SHA-256 is taken once, as the file
 // arrives (against the server's sha256 when it has one). After that the threat is the storage: a file
@@ -31,11 +38,14 @@
 import { pickBackend } from "./store_backends.js";
 import { BLOCK, BlockHashes, blockList, createSha256, readChecked } from "./sha256.js";
 import { readRange, source } from "./remote.js";
+import * as clock from "./load_clock.js";
 
-export const CHUNK = BLOCK;         // bytes per read-back from the store: one block
-const WRITE = 256 << 10;            // downloaded bytes are written (and hashed, and sent on) in pieces of this
+export { report as loadReport } from "./load_clock.js";
+
+export const CHUNK = BLOCK;         // bytes per read-back, and per write of a download: one block
 const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second copy in the HTTP cache
-const META_EVERY = 4 << 20;         // the record's `written` moves at least this often (and on any error)
+const RING = 6;                     // chunk buffers a pass cycles through (sha256.js: 4 digests in flight)
+const META_EVERY = 64 << 20;        // the record's `written` moves about this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
 // ...but not a weight file of a model the user brought: its header is read by Range and nothing is
 // stored before the footprint check has passed (a refused model costs its header, not 4 MiB).
@@ -66,6 +76,7 @@ export async function begin(model, id = null) {
   model = model?.toJs ? model.toJs({ dict_converter: Object.fromEntries }) : model;
   requestId = id;
   files.clear();
+  clock.reset();
   if (!model.hashes && !model.source) {  // a page that did not pass them: ask the server (offline: none, records are trusted)
     try { model.hashes = (await (await fetch("/api/models")).json()).find((m) => m.id === model.id)?.hashes; } catch { /* offline */ }
   }
@@ -139,9 +150,10 @@ export async function streamFile(url, sink) {
   }
 }
 
-/** Hashed in full and checked once, with a digest per block: re-opened by the blocks alone (top of file). */
+/** Checked once (against the server's sha256 where it named one), with a digest per block: re-opened
+ *  by the blocks alone (top of file). */
 function verified(meta, f) {
-  return !!(meta.complete && meta.written === f.size && meta.digest && meta.verified_at
+  return !!(meta.complete && meta.written === f.size && meta.verified_at
     && (!f.sha256 || meta.digest === f.sha256)
     && blockList(meta.blocks, f.size) && meta.blocks.sha256.length === Math.ceil(f.size / BLOCK));
 }
@@ -159,52 +171,81 @@ async function pass(url, f, sink) {
   meta = meta || { url, size: f.size, sha256: f.sha256, etag: f.etag, digest: null, blocks: null, written: 0,
                    complete: false, verified_at: null, model: f.info };
   const trusted = verified(meta, f);
+  // The whole-file hash, only where there is a digest to check it against (the server's sha256, or an
+  // older record's, kept before block digests existed): without one it would check nothing.
+  const expected = trusted ? null : f.sha256 || (meta.complete ? meta.digest : null);
   const file = await backend.open(f.model, f.name);
-  let h = trusted ? null : await createSha256();  // the whole-file hash: only for what was never checked whole
+  let h = expected ? await createSha256() : null;
   let blocks = new BlockHashes(f.size, meta.written && blockList(meta.blocks, f.size) ? meta.blocks.sha256 : []);
   let pos = 0, downloaded = 0;
   const damaged = (why) => ({ ok: false, downloaded, digest: why });
+  // Chunk buffers, reused (a fresh 4 MiB each time costs as much as a copy): one is taken again once
+  // the digests started on its bytes are done (a digest's fallback hashes them after WebCrypto failed).
+  const ring = Array.from({ length: RING }, () => ({ bytes: null, free: null }));
+  let slot = 0;
+  const buffer = async () => {
+    const r = ring[slot];
+    slot = (slot + 1) % RING;
+    if (r.free) await r.free;
+    r.bytes ??= new Uint8Array(CHUNK);
+    return r;
+  };
+  // A chunk at `pos`: hashed (block digests start first: they run off this thread), sent on, counted.
+  const take = async (r, bytes) => {
+    let t = performance.now();
+    await blocks.push(bytes);
+    r.free = blocks.idle();
+    if (h) h.update(bytes);
+    t = clock.add("verify", t, bytes.length);
+    if (sink) sink(pos, bytes);
+    clock.add("upload", t, bytes.length);
+    pos += bytes.length;
+  };
   try {
+    if (meta.complete && !trusted && !expected) return damaged("a stored file with nothing to check it against");
     const onDisk = meta.written && file.size ? await file.size() : null;  // (Cache API: known only by reading)
     if (meta.written === 0) await file.truncate(0);  // leftovers of an older file must not trail the new one
     else if (onDisk !== null && (meta.complete ? onDisk !== f.size : onDisk < meta.written)) {
       return damaged(`${onDisk} bytes on disk, ${meta.written} recorded`);
     }
     while (pos < meta.written) {  // the stored prefix: read back, checked, handed on
-      const n = Math.min(CHUNK, meta.written - pos);
+      const n = Math.min(CHUNK, meta.written - pos), r = await buffer(), t = performance.now();
       let bytes;
-      try { bytes = await file.read(pos, n); } catch (e) { return damaged(`unreadable: ${e.message}`); }
-      if (h) h.update(bytes);
-      if (sink) sink(pos, bytes);
-      await blocks.push(bytes);
+      try { bytes = await file.read(pos, n, r.bytes); } catch (e) { return damaged(`unreadable: ${e.message}`); }
+      clock.add("read", t, n);
+      await take(r, bytes);
       if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
-      pos += n;
       post("verify", { done: pos, total: f.size, file: f.name });
     }
     if (pos < f.size) {
       const headers = pos > 0 ? { Range: `bytes=${pos}-`, ...(meta.etag ? { "If-Range": meta.etag } : {}) } : {};
+      let t = performance.now();
       const res = await source(url, { ...NO_STORE, headers });  // our server, another origin, or a local file
+      clock.add("fetch", t);
       if (!res.ok) throw new StoreError("network", `${url}: HTTP ${res.status} ${res.statusText}`);
       if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
         Object.assign(meta, { written: 0, blocks: null });
         await backend.putMeta(f.model, f.name, meta);  // the record first: it never claims bytes that are gone
         await file.truncate(0);
         pos = 0;
-        h = await createSha256();
+        h = f.sha256 ? await createSha256() : null;
         blocks = new BlockHashes(f.size);
       }
       meta.etag = res.headers.get("ETag") || meta.etag;
-      const commit = async (bytes) => {
+      // Downloaded bytes are gathered into whole blocks (the last one may be short), then stored and taken.
+      const commit = async (r, bytes) => {
+        const t0 = performance.now();
         await file.write(pos, bytes);
-        h.update(bytes);
-        if (sink) sink(pos, bytes);
-        await blocks.push(bytes);
-        pos += bytes.length;
+        clock.add("store", t0, bytes.length);
+        await take(r, bytes);
         downloaded += bytes.length;
-        if (file.durable - meta.written >= META_EVERY) {
-          meta.written = file.durable;
+        if (pos - meta.written >= META_EVERY && pos % BLOCK === 0) {  // block-aligned: every byte has a digest
+          let t1 = performance.now();
+          meta.written = Math.min(pos, file.durable);
           meta.blocks = await blocksUpTo(blocks, meta.written, f.size);
+          t1 = clock.add("verify", t1);
           await backend.putMeta(f.model, f.name, meta);
+          clock.add("store", t1);
         }
         if (load) {
           load.done += bytes.length;
@@ -214,27 +255,36 @@ async function pass(url, f, sink) {
         }
       };
       const reader = res.body.getReader();
-      let buf = new Uint8Array(WRITE), fill = 0;
+      let fill = 0, cut = null, r = await buffer();
       for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
+        let chunk;
+        t = performance.now();
+        try { chunk = await reader.read(); } catch (e) { cut = e; break; }  // what arrived is still stored
+        clock.add("fetch", t, chunk.value ? chunk.value.length : 0);
+        if (chunk.done) break;
+        const value = chunk.value;
         for (let i = 0; i < value.length;) {
-          const take = Math.min(value.length - i, WRITE - fill);
-          buf.set(value.subarray(i, i + take), fill);
-          fill += take; i += take;
-          if (fill === WRITE) { await commit(buf); buf = new Uint8Array(WRITE); fill = 0; }
+          const at = pos + fill, room = Math.min(BLOCK - (at % BLOCK), f.size - at);  // to the block's end
+          if (room <= 0) throw new StoreError("network", `${url}: more than its ${f.size} bytes`);
+          const n = Math.min(value.length - i, room);
+          r.bytes.set(value.subarray(i, i + n), fill);
+          fill += n; i += n;
+          if (n === room) { await commit(r, r.bytes.subarray(0, fill)); fill = 0; r = await buffer(); }
         }
       }
-      if (fill) await commit(buf.subarray(0, fill));
+      if (fill) await commit(r, r.bytes.subarray(0, fill));
+      if (cut) throw cut;
       if (file.seal) await file.seal();  // Cache API: the last, short chunk
-      if (file.durable !== meta.written) meta.written = file.durable;
     }
     if (pos !== f.size) throw new StoreError("network", `${url}: got ${pos} of ${f.size} bytes (connection cut?)`);
+    let t = performance.now();
     const list = await blocks.settle();
+    clock.add("verify", t);
     if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
     if (trusted) return { ok: true, downloaded, digest: meta.digest };  // every block checked: nothing to record
-    const digest = h.hex();
-    const expected = f.sha256 || meta.digest;
+    t = performance.now();
+    const digest = h ? h.hex() : null;
+    clock.add("verify", t);
     if (expected && digest !== expected) return { ok: false, downloaded, digest };
     if (downloaded && f.size > SMALL) post("verify", { done: f.size, total: f.size, file: f.name });  // checked
     Object.assign(meta, { written: f.size, complete: true, digest, blocks: list, verified_at: new Date().toISOString() });
@@ -247,7 +297,8 @@ async function pass(url, f, sink) {
       throw new StoreError("quota", `Storage is full: ${f.name} (${mb(f.size)}) did not fit; the partial file was deleted`);
     }
     if (file.durable > meta.written && !meta.complete) {  // keep what did land, for a resume
-      meta.written = file.durable;
+      await file.flush?.().catch(() => {});  // a partial block has no digest: on disk before the record names it
+      meta.written = Math.min(pos, file.durable);
       meta.blocks = await blocksUpTo(blocks, meta.written, f.size).catch(() => null);
       await backend.putMeta(f.model, f.name, meta).catch(() => {});
     }

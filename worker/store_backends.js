@@ -1,10 +1,13 @@
 // Where the weight store keeps bytes: OPFS when the worker has createSyncAccessHandle (fast,
 // synchronous, in-place writes), else the Cache API. Both give worker/store.js the same shape:
-//   open(model, name) -> {read(pos, len), write(pos, bytes), truncate(n), durable, close()}, and
-//                        size() where the bytes on disk are known without reading them (OPFS)
+//   open(model, name) -> {read(pos, len, into?), write(pos, bytes), truncate(n), durable, close()}, and
+//                        size() where the bytes on disk are known without reading them, flush() (OPFS)
 //   getMeta/putMeta(model, name[, meta]), removeFile(model, name), removeModel(model), models()
-// `durable` is the contiguous prefix that survives a crash right now: the store records it as
-// meta.written, so a resumed download never trusts bytes that were not really on disk.
+// read() fills `into` (a Uint8Array of at least len bytes) when given, so a caller can reuse one.
+// `durable` is the contiguous prefix that survives a crash of the page right now (OPFS: bytes written
+// are in the OS's cache; the Cache API: chunks put); flush() also takes it through a crash of the OS.
+// The store records `durable` as meta.written: flushed, or block-aligned (every block it names has a
+// digest, checked when it is read back, so a write the OS lost is caught, never trusted).
 
 const ROOT = "wisp-models";
 // The Cache API backend stores a file as entries of this size: one put of a whole model file
@@ -30,18 +33,18 @@ class OpfsBackend {
     const handle = await (await dir.getFileHandle(key(name), { create: true })).createSyncAccessHandle();
     return {
       durable: 0,
-      async read(pos, len) {
-        const out = new Uint8Array(len);
+      async read(pos, len, into = null) {
+        const out = into ? into.subarray(0, len) : new Uint8Array(len);
         const n = handle.read(out, { at: pos });
         if (n !== len) throw new Error(`store: short read of ${name} at ${pos} (${n} of ${len} bytes)`);
         return out;
       },
-      async write(pos, bytes) {
+      async write(pos, bytes) {  // no flush: one per write (an fsync) made a download disk-bound
         let done = 0;
         while (done < bytes.length) done += handle.write(bytes.subarray(done), { at: pos + done });
-        handle.flush();  // before meta.written moves past these bytes
         this.durable = pos + bytes.length;
       },
+      async flush() { handle.flush(); },
       async truncate(n) { handle.truncate(n); handle.flush(); this.durable = n; },
       async size() { return handle.getSize(); },  // a file cut short shows here before any read
       async close() { handle.close(); },
@@ -115,8 +118,8 @@ class CacheBackend {
     const backend = this;
     return {
       durable: 0,
-      async read(pos, len) {
-        const out = new Uint8Array(len);
+      async read(pos, len, into = null) {
+        const out = into ? into.subarray(0, len) : new Uint8Array(len);
         for (let done = 0; done < len;) {
           const n = Math.floor((pos + done) / CACHE_CHUNK);
           if (last.n !== n) {

@@ -13,6 +13,7 @@
 
 import { buffers, check, describe, device, get, gpuError } from "./gpu_device.js";
 import * as store from "./store.js";
+import * as clock from "./load_clock.js";
 
 export const READ_BYTES = 16 << 20;  // one Range request reads at most this much
 const READ_GAP = 256 << 10;          // neighbouring pieces this close share one request
@@ -184,5 +185,7 @@ export async function loadWeights(plan, onProgress) {
   }
   flushWords(words);
   check();
-  return { bytes: total, reads: reads.length, files: stored.size, ms: performance.now() - t0 };
+  const ms = performance.now() - t0;
+  clock.loaded(total, ms);
+  return { bytes: total, reads: reads.length, files: stored.size, ms };
 }

@@ -1,8 +1,8 @@
 // The page's side of the Dawn harness: our routes served from Node (serve.mjs), the worker's global
 // scope (worker_shim.mjs: navigator.gpu, OPFS on disk from opfs.mjs), Pyodide's URL mapped to disk
-// (loader_hooks.mjs -> pyodide_node.mjs), and the page's own client (static/client.js's WispClient)
-// talking to the real worker/worker.js in this process. run.mjs measures with it;
-// tests/test_dawn_harness.py boots it without a GPU.
+// (loader_hooks.mjs -> pyodide_node.mjs) and hash-wasm's to build/web/vendor/, and the page's own
+// client (static/client.js's WispClient) talking to the real worker/worker.js in this process.
+// run.mjs measures with it; tests/test_dawn_harness.py boots it without a GPU.
 //
 //   openPage({model, gpu, storeDir}) -> {origin, client, model, modelRef, close()}
 //     model: a .gguf file or an HF directory; gpu: navigator.gpu (Dawn's, or undefined: no WebGPU);
@@ -23,8 +23,10 @@ export async function openPage({ model, gpu, storeDir }) {
   opened = true;
   const server = await serve({ model, root: fileURLToPath(ROOT) });
   const pyodide = new URL("./pyodide_node.mjs", import.meta.url).href;
+  const hashWasm = "vendor/hash-wasm/sha256.umd.min.js";  // worker/sha256.js's, as the app serves it
   register(new URL("./loader_hooks.mjs", import.meta.url), {
-    data: { redirects: { [`${server.origin}/pyodide/pyodide.mjs`]: pyodide } },
+    data: { redirects: { [`${server.origin}/pyodide/pyodide.mjs`]: pyodide,
+                         [`${server.origin}/${hashWasm}`]: { url: new URL(`build/web/${hashWasm}`, ROOT).href, format: "module" } } },
   });
   installOpfsGlobals();
   installWorkerScope({ url: `${server.origin}/worker/worker.js`, gpu, storage: diskStorage(storeDir) });

@@ -9,14 +9,18 @@
 //
 //   serve({model, root, web}) -> {origin, entry, close()}
 //     model: a .gguf file or an HF directory; root: the repository; web: build/web (default root/build/web)
+//     The server runs on a thread of its own (node:worker_threads), as the app's is another process:
+//     on the page's thread, its work would be counted as the download's.
 //
 // Like app/files.py: answers 206 + Content-Range for one satisfiable range, 416 for an unsatisfiable one,
 // the whole file (200) when If-Range names another ETag; Cache-Control no-cache; files are streamed.
 
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
+import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 
 // What app/models.py serves of an HF directory (besides *.safetensors).
 const HF_FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -121,7 +125,7 @@ function sendFile(req, res, file) {
   headers["Content-Length"] = String(Math.max(0, range.end - range.start + 1));
   res.writeHead(status, headers);
   if (req.method === "HEAD" || stat.size === 0) return res.end();
-  const stream = fs.createReadStream(file, { start: range.start, end: range.end });
+  const stream = fs.createReadStream(file, { start: range.start, end: range.end, highWaterMark: 1 << 20 });
   stream.on("error", () => res.destroy());
   stream.pipe(res);
 }
@@ -131,7 +135,22 @@ function notFound(res) {
   res.end("Not Found");
 }
 
-export async function serve({ model, root, web = path.join(root, "build", "web") }) {
+export async function serve(options) {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { serve: options } });
+  const [reply] = await Promise.race([once(worker, "message"), once(worker, "error").then(([e]) => { throw e; })]);
+  if (reply.error) throw new Error(reply.error);
+  const close = async () => { worker.postMessage("close"); await once(worker, "exit"); };
+  return { origin: reply.origin, entry: reply.entry, close };
+}
+
+if (!isMainThread && workerData?.serve) {  // the server's thread
+  listen(workerData.serve).then(({ origin, entry, close }) => {
+    parentPort.postMessage({ origin, entry });
+    parentPort.once("message", () => close().then(() => process.exit(0)));
+  }, (e) => parentPort.postMessage({ error: e.message }));
+}
+
+async function listen({ model, root, web = path.join(root, "build", "web") }) {
   const { entry, files } = modelEntry(model);
   const trees = { worker: path.join(root, "worker"), pyodide: path.join(web, "pyodide"),
                   wheels: path.join(web, "wheels") };

@@ -144,6 +144,8 @@ EVENTS = {  # worker -> page
         "precision?": Enum("fast", "exact"),  # the generating model's arithmetic (not an embedder's)
         "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
         "wasm_memory_bytes": int,
+        # bytes streamed into GPU buffers, their wall ms, this thread's seconds per phase (load_clock.js)
+        "weights?": {"bytes": int, "ms": float, "phases": Map({"s": float, "bytes": int})},
     },  # weights never pass through the worker's heap
     "probe": {
         "id": ID,

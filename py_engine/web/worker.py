@@ -192,6 +192,7 @@ async def load(state: WorkerState, message: dict) -> None:
         **({"precision": engine.precision} if state.model.embedder is None else {}),
         gpu_bytes={k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
         wasm_memory_bytes=wasm_memory_bytes(),
+        weights=weights_report(),
     )
 
 
@@ -241,6 +242,13 @@ async def store_message(state: WorkerState, message: dict) -> None:
     if persisted is not None:
         report["persisted"] = persisted
     state.emit("store", request, **report)
+
+
+def weights_report() -> dict:
+    """How the weights streamed in (worker/load_clock.js): bytes, wall ms, seconds per phase."""
+    import wisp_store
+
+    return wisp_store.loadReport().to_py()
 
 
 def wasm_memory_bytes() -> int:
