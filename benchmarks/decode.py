@@ -28,7 +28,7 @@ from gemv_bandwidth import Timer  # noqa: E402
 
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.cli import add_precision_arg  # noqa: E402
-from py_engine.engine import Engine  # noqa: E402
+from py_engine.engine import PREFILL_ROWS, Engine  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
@@ -179,7 +179,7 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--depth", type=int, default=0, help="tokens in the KV cache before the timed prompt")
-    parser.add_argument("--max-rows", type=int, default=128, help="rows per prefill forward")
+    parser.add_argument("--max-rows", type=int, default=PREFILL_ROWS, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")
     parser.add_argument("--f32", action="store_true")
     add_precision_arg(parser)
