@@ -1,7 +1,7 @@
 """The prefill matmul kernel alone, per weight format, at a Llama-3-8B layer's shapes: GPU time
 and TFLOP/s for a few row counts. Prints one JSON object.
 
-    python benchmarks/matmul_rate.py [--formats q4_0,f32] [--rows 128,512] [--kernel matmul]
+    python benchmarks/matmul_rate.py [--formats q4_0,f32] [--rows 128,512] [--precision fast|exact] [--int8-matmul]
 
 Shapes are K x N of the fused q|k|v (4096 x 6144), o (4096 x 4096), fused gate|up (4096 x 28672)
 and down (14336 x 4096) projections; "layer_us" sums them, "prefill_tok_s" is rows over 32 such
@@ -28,13 +28,21 @@ from gemv_bandwidth import Timer, bind, upload_matrices  # noqa: E402
 
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import KernelCache  # noqa: E402
-from py_engine.linear_plan import linear_defines, linear_grid, linear_params  # noqa: E402
+from py_engine.linear_plan import (  # noqa: E402
+    linear_defines,
+    linear_grid,
+    linear_params,
+    matmul_kernel,
+    matmul_tile,
+)
 
 LAYER_SHAPES = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]
 LAYERS = 32
 
 
-def matmul_time(device, cache, timer, fmt: str, K: int, N: int, rows: int, copies: list, kernel_name: str) -> float:
+def matmul_time(
+    device, cache, timer, fmt: str, K: int, N: int, rows: int, copies: list, precision: str, int8_tier: bool
+) -> float:
     """Median GPU seconds of one K x N matmul over `rows` activation rows."""
     x = device.create_buffer(4 * K * rows)
     device.write_buffer(x, 0, np.random.default_rng(0).standard_normal(K * rows, dtype=np.float32).tobytes())
@@ -44,12 +52,21 @@ def matmul_time(device, cache, timer, fmt: str, K: int, N: int, rows: int, copie
     for shards in copies:
         dispatches = []
         for start, count, w in shards:
-            kernel = cache.get(kernel_name, **linear_defines(K, count, fmt, 64))
+            defines = linear_defines(K, count, fmt, 64, precision=precision)
+            if int8_tier:
+                defines["Q8_MATMUL"] = True
+            kernel = cache.get(matmul_kernel(defines), **defines)
             params = linear_params(K, count, out_stride=N, out_offset=start, rows=rows)
             group = bind(
                 device, kernel, {"x": x, "w": w, "bias": dummy, "residual": dummy, "norm": dummy, "y": y}, params
             )
-            dispatches.append((kernel.handle.pipeline, group, linear_grid("matmul", rows, count)))
+            dispatches.append(
+                (
+                    kernel.handle.pipeline,
+                    group,
+                    linear_grid("matmul", rows, count, matmul_per_group=matmul_tile(defines)),
+                )
+            )
         passes.append(dispatches)
     batch = (passes * 8)[: timer.count // 2]
     timer.warm_up(batch)
@@ -68,7 +85,7 @@ async def measure(args) -> dict:
             # Two copies: a matmul re-reads its weights per row tile, so cache misses do not matter.
             copies, _ = upload_matrices(device, fmt, K, N, noise, rotate_bytes=0)
             for rows in rows_list:
-                seconds = matmul_time(device, cache, timer, fmt, K, N, rows, copies, args.kernel)
+                seconds = matmul_time(device, cache, timer, fmt, K, N, rows, copies, args.precision, args.int8_matmul)
                 layer[(fmt, rows)] = layer.get((fmt, rows), 0.0) + seconds
                 r = {
                     "format": fmt,
@@ -87,15 +104,24 @@ async def measure(args) -> dict:
         {"format": f, "rows": r, "layer_us": round(t * 1e6, 1), "prefill_tok_s": round(r / (LAYERS * t))}
         for (f, r), t in layer.items()
     ]
-    return {"adapter": device.caps.adapter, "kernel": args.kernel, "matmul": results, "layers": layers}
+    return {
+        "adapter": device.caps.adapter,
+        "precision": args.precision,
+        "int8_matmul": args.int8_matmul,
+        "matmul": results,
+        "layers": layers,
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--formats", default="q4_0")
     parser.add_argument("--rows", default="128,512")
+    parser.add_argument("--precision", default="fast", help="the engine's choice of matmul for each format")
     parser.add_argument(
-        "--kernel", default="matmul", help="a variant of shaders/matmul.wgsl (a path relative to shaders/)"
+        "--int8-matmul",
+        action="store_true",
+        help="shaders/matmul_int8.wgsl, whatever the row length (INT8_MATMUL_FORMATS)",
     )
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 

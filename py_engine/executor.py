@@ -13,7 +13,7 @@ import struct
 from .gpu import Copy, Dispatch
 from .graph import Graph
 from .kernels import STEP_FORMAT
-from .linear_plan import choose_linear
+from .linear_plan import choose_linear, matmul_kernel
 from .memory import pool_activations
 
 log = logging.getLogger("wisp")
@@ -67,9 +67,11 @@ class Executor:
     def _prepare(self, index: int, op):
         """The op's Params written and one bind group; its kernels by name: gemv and matmul for a
         linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
-        decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too)."""
+        decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too); and the
+        variants with a bind group of their own (a linear op's int8 matmul: Op.matmul_bind)."""
         if op.kernel == "linear":
-            kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv", "matmul")}
+            kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv",)}
+            kernels["matmul"] = self.kernels.get(matmul_kernel(op.defines), **op.defines)
             if op.fold_defines:
                 kernels["gemv_fold"] = self.kernels.get("gemv", **{**op.defines, **op.fold_defines})
         else:
@@ -80,16 +82,21 @@ class Executor:
                 kernels["many_rows"] = self.kernels.get(op.many_rows[1], **op.defines)
         first = next(iter(kernels.values()))  # the variants share their bindings: one bind group serves all
         self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
+        groups = {"matmul": self._bind_group(index, op, kernels["matmul"], op.matmul_bind)} if op.matmul_bind else {}
+        return self._bind_group(index, op, first, {}), kernels, groups
+
+    def _bind_group(self, index: int, op, kernel, renamed: dict):
+        """A bind group of `kernel` for op `index`: binding b takes the tensor op.bind[renamed.get(b, b)]."""
         resources = []
-        for b in first.bindings:
+        for b in kernel.bindings:
             if b.name == "step":
                 resources.append((self.step, 0, 16))
             elif b.name == "p":
                 resources.append((self._params, index * 256, 256))
             else:
-                buf = self.buffers[op.bind[b.name]]
+                buf = self.buffers[op.bind[renamed.get(b.name, b.name)]]
                 resources.append((buf, 0, buf.size))
-        return self.device.create_bind_group(first.handle, resources), kernels
+        return self.device.create_bind_group(kernel.handle, resources)
 
     # forward ---------------------------------------------------------------------------------
     def commands(self, rows: int, pos: int, logit_rows: int = 1) -> list:
@@ -113,7 +120,11 @@ class Executor:
         if key not in self._dispatches:
             self._dispatches[key] = self.device.batch(
                 [
-                    Dispatch(self._bind[i][1][variant].handle, self._bind[i][0], op.grid(op.fixed_rows or rows))
+                    Dispatch(
+                        self._bind[i][1][variant].handle,
+                        self._bind[i][2].get(variant, self._bind[i][0]),
+                        op.grid(op.fixed_rows or rows),
+                    )
                     for i, op, variant in self._plan(*key)
                 ]
             )

@@ -54,6 +54,9 @@ class Op:
     # (above, kernel): forwards of more than `above` rows run that kernel instead (the same
     # bindings, Params and defines; one bind group serves both): attention's tiled form for prompts.
     many_rows: tuple[int, str] | None = None
+    # A linear op whose matmul takes other inputs than its GEMV (matmul_int8.wgsl reads x as
+    # quantize_rows left it): binding name -> the key in `bind` of its tensor, in a second bind group.
+    matmul_bind: dict | None = None
 
     def folded(self, fold: int) -> bool:
         """Whether this op takes its folded form in a forward of fold level `fold` (Graph.folds)."""
@@ -102,7 +105,7 @@ class Graph:
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
         """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until / rows_range /
-        many_rows (Op)."""
+        many_rows / matmul_bind (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
         level = self.ops[-1].fold_until
         if level and level not in self.fold_levels:

@@ -44,6 +44,7 @@ SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to ever
 ACTIVATIONS = "\n" + (SHADER_DIR / "activations.wgsl").read_text()  # to kernels that call gate_act
 ROPE = "\n" + (SHADER_DIR / "rope.wgsl").read_text()  # to kernels that call rope_pair
 DELTA_HEADS = "\n" + (SHADER_DIR / "delta_heads.wgsl").read_text()  # to kernels that call key_head
+LINEAR_OUTPUTS = "\n" + (SHADER_DIR / "linear_outputs.wgsl").read_text()  # to kernels that call write_output
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
@@ -182,8 +183,9 @@ def assemble(
             enables = ("subgroups",)
     raw = preprocess(raw, defines)
     bindings = parse_bindings(raw)
-    helpers = SAFE_EXP + (ACTIVATIONS if "gate_act(" in raw else "") + (ROPE if "rope_pair(" in raw else "")
-    helpers += DELTA_HEADS if "key_head(" in raw else ""
+    outputs = LINEAR_OUTPUTS if "write_output(" in raw else ""
+    helpers = SAFE_EXP + outputs + (ACTIVATIONS if "gate_act(" in raw + outputs else "")
+    helpers += (ROPE if "rope_pair(" in raw else "") + (DELTA_HEADS if "key_head(" in raw else "")
     helpers += weight_snippets(weights, "unit_dot(" in raw, defines.get("Q8_ACT", False)) if weights else ""
     by_name = {b.name: b for b in bindings}
     for cache in ("k", "v"):

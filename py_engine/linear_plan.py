@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from . import quant
 
-# Mirror of shaders/matmul.wgsl's TILE.
+# shaders/matmul.wgsl's TILE (rows and features of a workgroup's outputs); shaders/matmul_int8.wgsl's
+# rows and features.
 MATMUL_TILE = 64
+MATMUL_INT8_ROWS = 64
+MATMUL_INT8_FEATURES = 128
 
 # The GEMV reads the weights once and then re-reads them from cache for every further row; the
 # matmul costs a full 64-row tile of arithmetic however few rows it has.
@@ -87,6 +90,16 @@ PRECISIONS = ("fast", "exact")
 INT8_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "mlx4_f16", "mlx4_bf16"})
 
 
+# The block formats with an int8 prefill matmul (quantize_rows.wgsl once per input, then
+# matmul_int8.wgsl: int8_half in their snippet). Under "fast" it runs on rows of at least
+# INT8_MATMUL_MIN_K: H200, 512 rows (benchmarks/matmul_rate.py, decode.py): an 8B layer's Q4_0
+# matmuls 8.6 ms against matmul.wgsl's f32 10.3 (the whole pp512 1,600 tok/s against 1,413); on
+# SmolLM2-135M's short rows (K 576 and 1536, N down to 576: few 128-feature tiles) the f32 one
+# won, 17,349 tok/s against 16,520 with the quantizing.
+INT8_MATMUL_FORMATS = frozenset({"q4_0", "q4_1", "q8_0"})
+INT8_MATMUL_MIN_K = 2048
+
+
 def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -96,6 +109,22 @@ def check_precision(precision: str) -> str:
 def int8_activations(weight_format: str, precision: str) -> bool:
     """Whether a GEMV over this format multiplies int8-quantized activations (Q8_ACT)."""
     return check_precision(precision) == "fast" and weight_format in INT8_FORMATS
+
+
+def int8_matmul(weight_format: str, precision: str, K: int) -> bool:
+    """Whether a prefill matmul over rows of K of this format runs shaders/matmul_int8.wgsl (Q8_MATMUL)."""
+    return check_precision(precision) == "fast" and weight_format in INT8_MATMUL_FORMATS and K >= INT8_MATMUL_MIN_K
+
+
+def matmul_kernel(defines: dict) -> str:
+    """The shader of a linear op's many-row form under these defines."""
+    return "matmul_int8" if defines.get("Q8_MATMUL") else "matmul"
+
+
+def matmul_tile(defines: dict) -> tuple[int, int]:
+    """(rows, features) of the outputs one workgroup of the op's matmul computes (GATED: half as
+    many outputs as features)."""
+    return (MATMUL_INT8_ROWS, MATMUL_INT8_FEATURES) if defines.get("Q8_MATMUL") else (MATMUL_TILE, MATMUL_TILE)
 
 
 def gemv_features(defines: dict) -> int:
@@ -118,9 +147,11 @@ def linear_defines(
     """Defines of a linear op's kernels (gemv and matmul share one bind group and these). norm:
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
     outputs act(gate) * up, act GELU-tanh if gelu else SiLU. precision: "fast" gives the GEMV
-    int8 activations where int8_activations says so (the matmul ignores it)."""
+    int8 activations where int8_activations says so, and the matmul int8 dot products where
+    int8_matmul does (its x quantized by a quantize_rows op first: ModelBuilder.quantize_rows)."""
     return {
         "Q8_ACT": int8_activations(weight_format, precision),
+        "Q8_MATMUL": int8_matmul(weight_format, precision, K),
         "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
         **weight_defines(K, weight_format, mlx_group),
         **gemv_layout(K, N, weight_format, gated),
@@ -129,6 +160,8 @@ def linear_defines(
         "GELU": gelu,
         "COMBINE": False,
         "MATMUL_TILE": MATMUL_TILE,
+        "MATMUL_INT8_ROWS": MATMUL_INT8_ROWS,
+        "MATMUL_INT8_FEATURES": MATMUL_INT8_FEATURES,
         "LOGIT_ROWS": LOGIT_ROWS,
         "MERGE_HEADS": MERGE_HEADS,
     }
@@ -177,11 +210,18 @@ def attention_merge_params(partials_at: int = 0, head_dim: int = 0, splits: int 
 
 
 def linear_grid(
-    kernel: str, rows: int, N: int, max_per_dim: int = 65535, gemv_per_group: int | None = None, gated: bool = False
+    kernel: str,
+    rows: int,
+    N: int,
+    max_per_dim: int = 65535,
+    gemv_per_group: int | None = None,
+    gated: bool = False,
+    matmul_per_group: tuple[int, int] = (MATMUL_TILE, MATMUL_TILE),
 ) -> tuple[int, int, int]:
     """Workgroups to dispatch for N weight rows (a GEMV workgroup computes `gemv_per_group`
-    features: gemv_features of its defines, required for the GEMV). gated: N / 2 outputs, a
-    matmul tile's 64 rows being 32 gates and their ups.
+    features: gemv_features of its defines, required for the GEMV; a matmul workgroup
+    `matmul_per_group` (rows, features): matmul_tile). gated: N / 2 outputs, a matmul tile's
+    weight rows being half gates and half their ups.
     The kernels number workgroups x-fastest, so a count above `max_per_dim` is folded into y; the
     few surplus workgroups of the last line exit at once."""
     if kernel == "gemv":
@@ -189,8 +229,9 @@ def linear_grid(
             raise ValueError("gemv: gemv_per_group (linear_plan.gemv_features of its defines) is required")
         count = -(-(N // 2 if gated else N) // gemv_per_group)
     elif kernel == "matmul":
-        tile = MATMUL_TILE // 2 if gated else MATMUL_TILE
-        count = -(-rows // MATMUL_TILE) * -(-(N // 2 if gated else N) // tile)
+        tile_rows, tile = matmul_per_group
+        tile = tile // 2 if gated else tile
+        count = -(-rows // tile_rows) * -(-(N // 2 if gated else N) // tile)
     else:
         raise ValueError(f"unknown linear kernel {kernel!r}")
     lines = -(-count // max_per_dim)

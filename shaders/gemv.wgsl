@@ -239,28 +239,6 @@ fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
     return d;
 }
 
-fn write_output(r: u32, n: u32, dot_value: f32) {
-    var v = dot_value;
-    if (p.has_bias != 0u) { v += bias[n]; }
-    store_output(r, n, v);
-}
-
-// GATED: output n from its gate row's and up row's dot products.
-fn write_gated(r: u32, n: u32, gate: f32, up: f32) {
-    var g = gate;
-    var u = up;
-    if (p.has_bias != 0u) { g += bias[n]; u += bias[p.N / 2u + n]; }
-    store_output(r, n, gate_act(g) * u);
-}
-
-// y[r, out_offset + n] = v (+ the residual's; read only when there is one).
-fn store_output(r: u32, n: u32, v: f32) {
-    let at = r * p.out_stride + p.out_offset + n;
-    var out = v;
-    if (p.has_residual != 0u) { out += residual[at]; }
-    y[at] = out;
-}
-
 // The sum of every thread's v, returned to every thread (NORM's sum of squares); `partial` is
 // free again when it returns.
 fn workgroup_sum(v: f32, lid: u32, subgroup_size: u32) -> f32 {

@@ -99,35 +99,13 @@ fn dots(a: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>
     return vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
 }
 
-fn write_output(r: u32, n: u32, dot_value: f32) {
-    var v = dot_value;
-    if (p.has_bias != 0u) { v += bias[n]; }
-    store_output(r, n, v);
-}
-
-// y[r, out_offset + n] = v (+ the residual's; read only when there is one).
-fn store_output(r: u32, n: u32, v: f32) {
-    let at = r * p.out_stride + p.out_offset + n;
-    var out = v;
-    if (p.has_residual != 0u) { out += residual[at]; }
-    y[at] = out;
-}
-
 // Row r's outputs for features n, n + 16, n + 32, n + 48 (GATED: n and n + 16, from their gates
 // v.x, v.y and ups v.z, v.w).
 fn write_row(r: u32, n: u32, rows: u32, v: vec4<f32>) {
     if (r >= rows) { return; }
     if (GATED) {
-        let outputs = p.N / 2u;
-        var g = v.xy;
-        var u = v.zw;
-        if (p.has_bias != 0u) {
-            for (var j = 0u; j < 2u; j++) {
-                if (n + SPREAD * j < outputs) { g[j] += bias[n + SPREAD * j]; u[j] += bias[outputs + n + SPREAD * j]; }
-            }
-        }
         for (var j = 0u; j < 2u; j++) {
-            if (n + SPREAD * j < outputs) { store_output(r, n + SPREAD * j, gate_act(g[j]) * u[j]); }
+            if (n + SPREAD * j < p.N / 2u) { write_gated(r, n + SPREAD * j, v[j], v[j + 2u]); }
         }
         return;
     }

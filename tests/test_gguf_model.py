@@ -21,6 +21,7 @@ from gguf_convert import convert  # noqa: E402
 from gpu_harness import device  # noqa: E402
 from test_gguf_reader import CASES  # noqa: E402
 
+from py_engine import linear_plan  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -65,6 +66,28 @@ def test_gguf_matches_its_dequantized_safetensors(fixture, tmp_path):
     assert GGUF_FIXTURES[fixture] <= formats
     assert engine.cfg.rope_interleaved == (fixture.startswith("llama"))
     assert engine.rope_long == fixture.startswith("phi3")
+
+
+def test_int8_prefill_near_exact(tmp_path, monkeypatch):
+    """precision "fast": a 40-token prompt's forward runs its Q4_0 / Q4_1 / Q8_0 matmuls on int8
+    (quantize_rows, matmul_int8; the fixture's rows are short of INT8_MATMUL_MIN_K, so the test
+    lowers it), within int8's error of "exact" and not equal to it."""
+    monkeypatch.setattr(linear_plan, "INT8_MATMUL_MIN_K", 0)
+    path = convert(FIXTURES / "llama-f32", tmp_path)
+    ref = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
+    ids = ((ref["prompt_ids"] + ref["greedy"]) * 4)[:40]
+    dev = device(False)[0]
+
+    async def run(precision):
+        engine = await Engine.load(path, dev, max_rows=64, context=64, precision=precision)
+        return engine, np.array(await engine.prompt_logits(ids))
+
+    engine, fast = asyncio.run(run("fast"))
+    _, exact = asyncio.run(run("exact"))
+    int8_ops = [op for op in engine.executor.graph.ops if op.matmul_bind]
+    assert len(int8_ops) >= 4 and "quantize_rows" in engine.executor.kernel_names(len(ids))
+    err = np.abs(fast - exact).max() / np.abs(exact).max()
+    assert 1e-6 < err < 3e-3, f"fast prefill off exact by {err:.2e}"
 
 
 def cli(*args):

@@ -4,7 +4,7 @@ import pytest
 from gpu_harness import as_f32, run_kernel
 
 from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
-from py_engine.linear_plan import choose_linear, gemv_features, linear_defines, linear_grid, linear_params
+from py_engine.linear_plan import MATMUL_TILE, choose_linear, gemv_features, linear_defines, linear_grid, linear_params
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 
@@ -118,9 +118,10 @@ def test_vocabulary_sized_n(kernel, rows, max_per_dim):
 
 
 def test_kernels_share_one_interface():
-    sources = [(SHADER_DIR / f"{name}.wgsl").read_text() for name in ("gemv", "matmul")]
-    assert parse_bindings(sources[0]) == parse_bindings(sources[1])
-    assert parse_params(sources[0]) == parse_params(sources[1])
+    sources = [(SHADER_DIR / f"{name}.wgsl").read_text() for name in ("gemv", "matmul", "matmul_int8")]
+    for other in sources[1:]:
+        assert parse_bindings(sources[0]) == parse_bindings(other)
+        assert parse_params(sources[0]) == parse_params(other)
 
 
 def test_choose_linear():
@@ -133,7 +134,7 @@ def test_choose_linear():
 @pytest.mark.parametrize("kernel,rows,N", [("gemv", 1, 151936), ("matmul", 512, 151936), ("matmul", 130, 37)])
 @pytest.mark.parametrize("max_per_dim", [65535, 1000, 7])
 def test_linear_grid_covers_every_tile_within_limits(kernel, rows, N, max_per_dim):
-    tiles = -(-N // 8) if kernel == "gemv" else -(-rows // 64) * -(-N // 64)
+    tiles = -(-N // 8) if kernel == "gemv" else -(-rows // MATMUL_TILE) * -(-N // MATMUL_TILE)
     if tiles > max_per_dim**2:
         with pytest.raises(ValueError):
             linear_grid(kernel, rows, N, max_per_dim, gemv_per_group=8)

@@ -99,6 +99,8 @@ ENGINE_DEFINES = {
     "TOPK_TILE": sampling.TILE,
     "SAMPLING_THREADS": sampling.THREADS,
     "MATMUL_TILE": linear_plan.MATMUL_TILE,
+    "MATMUL_INT8_ROWS": linear_plan.MATMUL_INT8_ROWS,
+    "MATMUL_INT8_FEATURES": linear_plan.MATMUL_INT8_FEATURES,
     "MERGE_HEADS": linear_plan.MERGE_HEADS,
     "MLX_GROUP": 64,
     "FINAL": True,
@@ -166,7 +168,7 @@ def type_layout(t: str, src: str, consts: dict) -> tuple[int, int]:
 
 def workgroup_bytes(path: Path) -> int:
     src = code(path)
-    if path.stem in ("gemv", "matmul", "embedding"):  # their weight snippets are appended (conservative)
+    if path.stem in ("gemv", "matmul", "matmul_int8", "embedding"):  # their weight snippets are appended (conservative)
         src += "".join(code(f) for f in sorted(WEIGHTS_DIR.glob("*.wgsl")))
     consts = const_values(src)
     total = 0
@@ -206,6 +208,10 @@ def test_workgroup_storage_sizes_known():
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
+    assert (
+        sizes["matmul_int8"] == 2 * 128 * 16 + 2 * 64 * 4 + 128 * 3 * 16 + 2 * 128 * 4
+    )  # x q1, q2, e, sums; w q, scales
+    assert sizes["quantize_rows"] == 256 * 4
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4
     assert sizes["sample_full"] == 256 * 4 + 128 * 4 * 16 + 4
     assert sizes["gated_mul"] == 0

@@ -8,7 +8,16 @@ import pytest
 from gpu_harness import as_f32, run_kernel
 from quant_ref import QuantMatrix, int8_activations, repack_reference
 
-from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params, weight_defines
+from py_engine.linear_plan import (
+    INT8_MATMUL_FORMATS,
+    gemv_features,
+    linear_defines,
+    linear_grid,
+    linear_params,
+    matmul_kernel,
+    matmul_tile,
+    weight_defines,
+)
 from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
 
 # (format, K, MLX group). Each ggml K is an odd number of blocks whose byte size is 2 mod 4 where
@@ -64,8 +73,10 @@ def run_linear(
     gated: bool = False,
     gelu: bool = False,
     precision: str = "exact",
+    int8_matmul_tier: bool = False,
 ):
-    """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up)."""
+    """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up).
+    int8_matmul_tier: the matmul is matmul_int8.wgsl (on quantize_rows' x), whatever K."""
     rows, K = x.shape
     outputs = m.N // 2 if gated else m.N
     params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
@@ -81,9 +92,14 @@ def run_linear(
         **linear_defines(K, m.N, m.fmt, m.group, norm=norm is not None, gated=gated, gelu=gelu, precision=precision),
         **(layout or {}),
     }
-    grid = linear_grid(kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated)
+    if int8_matmul_tier:
+        defines["Q8_MATMUL"] = True
+        buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset)
+    grid = linear_grid(
+        kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated, matmul_per_group=matmul_tile(defines)
+    )
     out = run_kernel(
-        kernel,
+        matmul_kernel(defines) if kernel == "matmul" else kernel,
         buffers,
         params,
         grid=grid,
@@ -96,6 +112,15 @@ def run_linear(
 
 
 NORM_EPS = 1e-5
+
+
+def quantized_rows(x, norm, norm_offset: float):
+    """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given): matmul_int8's inputs."""
+    rows, K = x.shape
+    params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
+    buffers = {"x": x, "norm": 16 if norm is None else norm, "xq": rows * K * 2, "xs": rows * (2 * (K // 32) + 1) * 4}
+    out = run_kernel("quantize_rows", buffers, params, grid=(rows, 1, 1), step=(rows, 0, rows))
+    return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 
 
 def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, gelu: bool) -> np.ndarray:
@@ -208,13 +233,15 @@ FUSED = [
     ("matmul", True, "f32", 70, 70, True, True),
     ("matmul", True, "q4_1", 352, 17, True, False),
     ("matmul", True, "q8_0", 2304, 33, False, True),
+    ("matmul", True, "q4_0", 96, 130, True, True),  # int8: two row tiles, the second of 2 rows
 ]
 
 
 @pytest.mark.parametrize("kernel,subgroups,fmt,K,rows,with_norm,gated", FUSED)
 def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
     """RMSNorm inside the projection (NORM) and the gated activation after it (GATED); the GEMV
-    of a block format under precision "fast" too (its int8 x quantized after the norm weight)."""
+    of a block format under precision "fast" too (its int8 x quantized after the norm weight), and
+    the int8 matmul where the format has one."""
     m = matrix(fmt, 2 * 37 if gated else 37, K, 64)
     rng = np.random.default_rng(K + rows)
     x = rng.standard_normal((rows, K), dtype=np.float32) * 3
@@ -225,10 +252,11 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
     ref = fused_reference(x, m, norm, offset, gated, gelu)
     err = np.abs(got - ref).max() / np.abs(ref).max()
     assert err < 1e-4, f"{kernel} {fmt} K={K} rows={rows}: relative error {err:.2e}"
-    if kernel == "gemv" and not FORMATS[fmt].is_float:
+    int8_tier = kernel == "matmul" and fmt in INT8_MATMUL_FORMATS
+    if (kernel == "gemv" and not FORMATS[fmt].is_float) or int8_tier:
         fused = {"norm": norm, "norm_offset": offset, "gated": gated, "gelu": gelu}
-        got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", **fused)
-        assert_int8_gemv(got, x, m, f"{fmt} K={K} rows={rows} fast", **fused)
+        got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", int8_matmul_tier=int8_tier, **fused)
+        assert_int8_gemv(got, x, m, f"{kernel} {fmt} K={K} rows={rows} fast", **fused)
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

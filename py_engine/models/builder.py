@@ -11,6 +11,7 @@ from itertools import groupby
 from ..errors import ModelFileError
 from ..graph import Graph, Tensor, WeightSpec, ceil_div
 from ..linear_plan import (
+    GEMV_MAX_ROWS,
     LOGIT_ROWS,
     LOGIT_ROWS_MAX,
     check_precision,
@@ -20,6 +21,7 @@ from ..linear_plan import (
     linear_defines,
     linear_grid,
     linear_params,
+    matmul_tile,
 )
 from ..quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
@@ -210,6 +212,9 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         y = out or self.act("linear", n, fixed_rows or None)
         norm_weight = self.vector([norm]) if norm else self.dummy
         merges = self._merge is not None and x is self._merge[0]  # x: attention() with its partials
+        quantized = None
+        if not fixed_rows and rows is None and any(d["Q8_MATMUL"] for _, _, d in shards):
+            quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset)
         for shard, start, defines in shards:
             count = shard.rows[1]
             self._linear_op(
@@ -237,8 +242,28 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 fixed_rows,
                 fold_defines={"COMBINE": True} if merges else None,
                 fold_until=self._merge[2] if merges else 0,
+                quantized=quantized,
             )
         return y
+
+    def quantize_rows(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple:
+        """x's rows (times norm_weight + norm_offset, with their RMS factors) as int8 for the int8
+        matmuls after it (shaders/quantize_rows.wgsl), in the forwards that run them (more than
+        GEMV_MAX_ROWS rows): (xq, xs), their Op.matmul_bind inputs."""
+        xq, xs = self.act("xq", k // 2), self.act("xs", 2 * (k // 32) + 1)
+        self.g.op(
+            "quantize_rows",
+            {"x": x, "norm": norm_weight or self.dummy, "xq": xq, "xs": xs},
+            {
+                "K": k,
+                "has_norm": int(norm_weight is not None),
+                "norm_eps": self.cfg.rms_norm_eps if norm_weight is not None else 0.0,
+                "norm_offset": norm_offset,
+            },
+            lambda rows: (rows, 1, 1),
+            rows_range=(GEMV_MAX_ROWS + 1, self.g.max_rows),
+        )
+        return xq, xs
 
     def qkv(self, x: Tensor, attn: str, norm: str, norm_offset: float = 0.0, bias: bool | None = None) -> Tensor:
         """A layer's fused q|k|v projection (`attn`: its "model.layers.N.self_attn." prefix) of x
@@ -261,20 +286,30 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         fixed_rows: int = 0,
         fold_defines: dict | None = None,
         fold_until: int = 0,
+        quantized: tuple | None = None,
     ) -> None:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows; with
-        fold_defines, its folded form for decode tokens of at most fold_until keys (Op)."""
+        fold_defines, its folded form for decode tokens of at most fold_until keys (Op). An int8
+        matmul (Q8_MATMUL) reads x as quantize_rows left it (`quantized`); without, the f32 one."""
+        matmul_bind = None
+        if defines["Q8_MATMUL"]:
+            if quantized is None:
+                defines = {**defines, "Q8_MATMUL": False}
+            else:
+                bind = {**bind, "xq": quantized[0], "xs": quantized[1]}
+                matmul_bind = {"x": "xq", "norm": "xs"}
         self.g.op(
             "linear",
             bind,
             params,
-            lambda rows, n=params["N"], per=gemv_features(defines), gated=defines["GATED"]: (  # noqa: B008 (bound now, on purpose)
-                linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated)
+            lambda rows, n=params["N"], per=gemv_features(defines), tile=matmul_tile(defines), gated=defines["GATED"]: (  # noqa: B008 (bound now, on purpose)
+                linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated, matmul_per_group=tile)
             ),
             defines,
             fixed_rows,
             fold_defines=fold_defines,
             fold_until=fold_until,
+            matmul_bind=matmul_bind,
         )
 
     def gated_mlp(self, x: Tensor, gate_up: list, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
@@ -287,10 +322,13 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             return self.gated_mul(self.linear(x, gate_up, norm=norm, norm_offset=norm_offset), inter, gelu)
         [(shard, _, defines)], n, k = self.matrix(gate_up, norm=True, gated=True, gelu=gelu)
         y = self.act("mlp", n // 2)
+        norm_weight = self.vector([norm])
+        quantized = self.quantize_rows(x, k, norm_weight, norm_offset) if defines["Q8_MATMUL"] else None
         self._linear_op(
-            {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": self.vector([norm])},
+            {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
             defines,
+            quantized=quantized,
         )
         return y
 

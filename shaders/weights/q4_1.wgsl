@@ -11,6 +11,14 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let q = byte_bits(w_word((q4_1_quants(g, N * (K / 32u)) + j % 16u) / 4u), 4u * (j / 16u), 15u);
     return dm.x * vec4<f32>(q) + dm.y;
 }
+// Block b (of 32) of a row, half h: the low nibbles of its 16 bytes (h = 0) or the high ones.
+fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
+    let g = row * (K / 32u) + b;
+    let total = N * (K / 32u);
+    let dm = q4_1_dm(g, total);
+    return Int8Half((w_vec4(q4_1_quants(g, total)) >> vec4<u32>(4u * h)) & vec4<u32>(0x0f0f0f0fu), dm.x, dm.y);
+}
+
 // units
 const UNIT: u32 = 32u;
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's

@@ -8,6 +8,13 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let total = N * (K / 32u);
     return signed_bytes(w_word(q8_0_quants(g, total) / 4u + b % 8u)) * q8_0_d(g, total);
 }
+// Block b (of 32) of a row, half h: its signed bytes 16 h .. 16 h + 15.
+fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
+    let g = row * (K / 32u) + b;
+    let total = N * (K / 32u);
+    return Int8Half(w_vec4(q8_0_quants(g, total) + 16u * h), q8_0_d(g, total), 0.0);
+}
+
 // units
 const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
 const X_PAD: u32 = 8u;  // x blocks from one unit's activations to the next's
