@@ -31,7 +31,7 @@ from test_chat import FIXTURE, TEMPLATE, write_tiny_tokenizer
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-BUDGET_MB = 8  # the tiny model needs ~1 MB of GPU memory, the big one ~30 MB
+BUDGET_MB = 8  # the tiny model needs ~1 MB of GPU memory, the big one ~39 MB (12 of them activations: 512-row prefills)
 TOKENS = 3  # greedy tokens per answer (SwiftShader)
 BROUGHT_FIRST_PREFIX = 256 << 10  # py_engine/web/files.py: a brought GGUF's first header read
 
@@ -350,7 +350,7 @@ def test_a_model_over_the_budget_is_refused_before_its_weights(session, hub, mod
     error = bring(page, traffic, f"{hub}/org/big/resolve/main/big.gguf", answer="error")
     assert error["kind"] == "load" and "big" in error["message"], error
     assert f"budget of {BUDGET_MB}.0 MB" in error["message"], error
-    assert re.search(r"needs (29|30) MB \(weights 26 MB", error["message"]), error  # the plan's numbers
+    assert re.search(r"needs (38|39|40) MB \(weights 26 MB", error["message"]), error  # the plan's numbers
     playwright_api.expect(page.get_by_test_id("error-banner")).to_contain_text("budget")
     header = gguf.GGUFReader(models["big"]).data_offset
     reads = [e for e in Hub.log if e["path"] == "/cdn/big/big.gguf" and e["method"] == "GET"]
