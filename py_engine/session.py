@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .engine import Engine
+from .engine import PREFILL_ROWS, Engine
 from .formats.model_files import read_model, tensor_info
 from .formats.source import ModelSource, open_source
 from .json_file import read_json
@@ -63,7 +63,7 @@ def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
     return files
 
 
-def plan_without_device(cfg, tensors: dict, label: str, max_rows: int = 128) -> None:
+def plan_without_device(cfg, tensors: dict, label: str, max_rows: int = PREFILL_ROWS) -> None:
     """Plan the model's graph once as Engine.load will (the device only changes which formats
     weights are read in and how they are split): every tensor the architecture reads is present
     and in a dtype some kernel reads, or a ModelFileError says which is not."""
