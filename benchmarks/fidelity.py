@@ -2,11 +2,17 @@
 from "exact". Prints one JSON object.
 
     python benchmarks/fidelity.py --model PATH --text FILE [--precision fast] [--tokens 2048] [--f32]
+        [--prompt N [--int8-matmul-min-k K] [--int8-matmul-levels 1|2]]
 
 The text's tokens are fed teacher-forced to two engines of the model, one per precision, in
 forwards of LOGIT_ROWS_MAX (8) rows scoring every row: every position's logits come from the GEMV
-(forwards of at most linear_plan.GEMV_MAX_ROWS rows), the path a decode token takes. A prefill's
-matmul reads the same f32 activations under both precisions. For each position: the KL
+(forwards of at most linear_plan.GEMV_MAX_ROWS rows), the path a decode token takes. With
+--prompt N the first N tokens go in as a prompt first (forwards of up to engine.PREFILL_ROWS rows:
+the prefill matmul, int8 under "fast" where linear_plan.int8_matmul says so), so the positions
+after it (its last one's logits and every later one's) also carry the prefill's error through
+the KV cache; --int8-matmul-min-k and --int8-matmul-levels override linear_plan's
+INT8_MATMUL_MIN_K and INT8_MATMUL_LEVELS, to measure the int8 matmul on models whose rows are
+shorter than the bound. For each position: the KL
 divergence KL(exact || precision) of the next-token distributions, and whether their argmaxes
 agree. JSON: {"model", "precision", "tokens" (positions scored), "mean_kld", "p99_kld",
 "max_kld", "top1_agreement"}. The bound (issue 28): mean KLD <= 1e-3 and top-1 agreement >= 99 %
@@ -26,8 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from py_engine import linear_plan  # noqa: E402
 from py_engine.catalog import MODELS  # noqa: E402
-from py_engine.engine import Engine  # noqa: E402
+from py_engine.engine import PREFILL_ROWS, Engine  # noqa: E402
 from py_engine.linear_plan import LOGIT_ROWS_MAX, PRECISIONS  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
 from py_engine.session import read_model_files  # noqa: E402
@@ -39,23 +46,29 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-async def compare(path, device, ids: list[int], precision: str = "fast") -> dict:
-    """Feed `ids` through an exact engine and a `precision` one (8 rows a forward) and compare
-    every position's next-token distribution: the JSON fields above, model aside."""
+async def compare(path, device, ids: list[int], precision: str = "fast", prompt: int = 0) -> dict:
+    """Feed `ids` through an exact engine and a `precision` one (the first `prompt` as a prompt,
+    the rest 8 rows a forward) and compare every scored position's next-token distribution: the
+    JSON fields above, model aside."""
+    max_rows = PREFILL_ROWS if prompt else LOGIT_ROWS_MAX
     engines = [
-        await Engine.load(path, device, max_rows=LOGIT_ROWS_MAX, context=len(ids), precision=p)
-        for p in ("exact", precision)
+        await Engine.load(path, device, max_rows=max_rows, context=len(ids), precision=p) for p in ("exact", precision)
     ]
-    klds, agree = [], 0
-    for start in range(0, len(ids), LOGIT_ROWS_MAX):
+    scored = []  # (exact, other) logits of each scored forward
+    if prompt:
+        scored.append([np.array([await e.prompt_logits(ids[:prompt])], np.float32) for e in engines])
+    for start in range(prompt, len(ids), LOGIT_ROWS_MAX):
         chunk = ids[start : start + LOGIT_ROWS_MAX]
-        exact, other = [np.array(await e.rows_logits(chunk), np.float32) for e in engines]
+        scored.append([np.array(await e.rows_logits(chunk), np.float32) for e in engines])
+    klds, agree = [], 0
+    for exact, other in scored:
         p, q = log_softmax(exact), log_softmax(other)
         klds += list((np.exp(p) * (p - q)).sum(-1))
         agree += int((exact.argmax(-1) == other.argmax(-1)).sum())
     klds = np.array(klds)
     return {
         "precision": precision,
+        "prompt": prompt,
         "tokens": len(klds),
         "mean_kld": float(klds.mean()),
         "p99_kld": float(np.percentile(klds, 99)),
@@ -79,7 +92,12 @@ async def main(args) -> dict:
     files = read_model_files(model, with_tokenizer=True)
     ids = text_ids(files, args.text.read_text(encoding="utf-8"), args.tokens)
     device = await open_wgpu_device(allow_f16=not args.f32)
-    return {"model": str(args.model), **await compare(model, device, ids, args.precision)}
+    if args.int8_matmul_min_k is not None:
+        linear_plan.INT8_MATMUL_MIN_K = args.int8_matmul_min_k
+    if args.int8_matmul_levels is not None:
+        linear_plan.INT8_MATMUL_LEVELS = args.int8_matmul_levels
+    tier = {"int8_matmul_min_k": linear_plan.INT8_MATMUL_MIN_K, "int8_matmul_levels": linear_plan.INT8_MATMUL_LEVELS}
+    return {"model": str(args.model), **tier, **await compare(model, device, ids, args.precision, args.prompt)}
 
 
 if __name__ == "__main__":
@@ -89,4 +107,7 @@ if __name__ == "__main__":
     parser.add_argument("--precision", choices=PRECISIONS, default="fast", help="the precision compared to exact")
     parser.add_argument("--tokens", type=int, default=2048, help="positions scored, at most (default 2048)")
     parser.add_argument("--f32", action="store_true", help="open the device without shader-f16")
+    parser.add_argument("--prompt", type=int, default=0, help="tokens to feed as a prompt first (default 0)")
+    parser.add_argument("--int8-matmul-min-k", type=int, help="override linear_plan.INT8_MATMUL_MIN_K")
+    parser.add_argument("--int8-matmul-levels", type=int, choices=(1, 2), help="override INT8_MATMUL_LEVELS")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))

@@ -2,6 +2,7 @@
 and TFLOP/s for a few row counts. Prints one JSON object.
 
     python benchmarks/matmul_rate.py [--formats q4_0,f32] [--rows 128,512] [--precision fast|exact] [--int8-matmul]
+        [--int8-matmul-levels 1|2]
 
 Shapes are K x N of the fused q|k|v (4096 x 6144), o (4096 x 4096), fused gate|up (4096 x 28672)
 and down (14336 x 4096) projections; "layer_us" sums them, "prefill_tok_s" is rows over 32 such
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemv_bandwidth import Timer, bind, upload_matrices  # noqa: E402
 
+from py_engine import linear_plan  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.kernels import KernelCache  # noqa: E402
 from py_engine.linear_plan import (  # noqa: E402
@@ -77,6 +79,8 @@ def matmul_time(
 
 
 async def measure(args) -> dict:
+    if args.int8_matmul_levels:
+        linear_plan.INT8_MATMUL_LEVELS = args.int8_matmul_levels
     device = await open_wgpu_device(limits="default", extra_features=("timestamp-query",))
     cache = KernelCache(device)
     timer = Timer(device, 256)
@@ -111,6 +115,7 @@ async def measure(args) -> dict:
         "adapter": device.caps.adapter,
         "precision": args.precision,
         "int8_matmul": args.int8_matmul,
+        "int8_matmul_levels": linear_plan.INT8_MATMUL_LEVELS,
         "matmul": results,
         "layers": layers,
     }
@@ -126,6 +131,7 @@ def main():
         action="store_true",
         help="shaders/matmul_int8.wgsl, whatever the row length (INT8_MATMUL_FORMATS)",
     )
+    parser.add_argument("--int8-matmul-levels", type=int, choices=(1, 2), help="override INT8_MATMUL_LEVELS")
     print(json.dumps(asyncio.run(measure(parser.parse_args()))))
 
 

@@ -91,13 +91,21 @@ INT8_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k"
 
 
 # The block formats with an int8 prefill matmul (quantize_rows.wgsl once per input, then
-# matmul_int8.wgsl: int8_half in their snippet). Under "fast" it runs on rows of at least
-# INT8_MATMUL_MIN_K: H200, 512 rows (benchmarks/matmul_rate.py, decode.py): an 8B layer's Q4_0
-# matmuls 8.6 ms against matmul.wgsl's f32 10.3 (the whole pp512 1,600 tok/s against 1,413); on
-# SmolLM2-135M's short rows (K 576 and 1536, N down to 576: few 128-feature tiles) the f32 one
-# won, 17,349 tok/s against 16,520 with the quantizing.
+# matmul_int8.wgsl: int8_half in their snippet), on activations in INT8_MATMUL_LEVELS int8
+# levels (X_LEVELS): one, as llama.cpp's q8_1 (round(x * 127 / max) per 32), so one dot product
+# per 4 weights; the GEMV keeps two (gemv.wgsl Q8_ACT says why). H200, an 8B layer's Q4_0
+# matmuls at 512 rows (benchmarks/matmul_rate.py): 4.5 ms with one level, 8.8 with two, 10.3 in
+# f32 (decode.py pp512: 2,765, 1,612 and 1,413 tok/s). It runs under "fast" on rows of at least
+# INT8_MATMUL_MIN_K, where one level measured close to exact (benchmarks/fidelity.py --prompt 512,
+# 600 tokens of the README, lavapipe): Qwen2.5-Coder-0.5B requantized to Q4_0
+# (tools/requantize_gguf.py; its down projection, K 4864, on one level) mean KL divergence 4.3e-5,
+# top-1 100 %. Below it the f32 matmul runs: SmolLM2-135M with every matmul on one level (K 576
+# and 1536, outliers that leave a 32's other x a few steps of 127) read 7.0e-4 and 97.8 %, past
+# issue 28's top-1 bound (two levels: 6.9e-7, 100 %), and two levels were slower than f32 there
+# (16,520 tok/s against 17,349: few 128-feature tiles).
 INT8_MATMUL_FORMATS = frozenset({"q4_0", "q4_1", "q8_0"})
 INT8_MATMUL_MIN_K = 2048
+INT8_MATMUL_LEVELS = 1
 
 
 def check_precision(precision: str) -> str:
@@ -162,6 +170,7 @@ def linear_defines(
         "MATMUL_TILE": MATMUL_TILE,
         "MATMUL_INT8_ROWS": MATMUL_INT8_ROWS,
         "MATMUL_INT8_FEATURES": MATMUL_INT8_FEATURES,
+        "X_LEVELS": INT8_MATMUL_LEVELS,
         "LOGIT_ROWS": LOGIT_ROWS,
         "MERGE_HEADS": MERGE_HEADS,
     }

@@ -2,10 +2,10 @@
 //   = x[r, :] . w[n, :] (+ bias[n]) (+ residual[r, out_offset + n]), GATED as in matmul.wgsl, for the
 //   block formats whose snippet has int8_half (linear_plan.INT8_MATMUL_READY).
 // x comes quantized by quantize_rows.wgsl (which also applied the RMSNorm weight, NORM: its row
-//   factor is applied here to the outputs): per 32 k two int8 levels q1, q2 and a scale e, x ~ e *
-//   (254 q1 + q2). A weight block half (16 k) comes as int8 q with w = scale * q + offset
-//   (int8_half). A 32 then adds e * scale * (254 (q . q1) + q . q2) + offset * (e * sum(254 q1 + q2)),
-//   the dots exact in i32.
+//   factor is applied here to the outputs): per 32 k X_LEVELS int8 levels and a scale e, x ~ e * Q
+//   with Q = 254 q1 + q2 (two levels) or q1 (one). A weight block half (16 k) comes as int8 q with
+//   w = scale * q + offset (int8_half). A 32 then adds e * scale * (q . Q) + offset * (e * sum(Q)),
+//   q . Q = 254 (q . q1) + q . q2 exact in i32.
 // Bindings: gemv.wgsl's names and Params, bound to quantize_rows' outputs where it has its inputs
 //   (the executor's second bind group, Op.matmul_bind): 0 step, 1 p, 2 x (read: quantize_rows' xq),
 //   3 w, 4 bias, 5 residual, 6 y, 7 norm (read: quantize_rows' xs). rows = p.rows, or step.rows.
@@ -31,6 +31,8 @@ const TILE_ROWS: u32 = MATMUL_INT8_ROWS;  // define (linear_plan: 64)
 const TILE_FEATURES: u32 = MATMUL_INT8_FEATURES;  // define (linear_plan: 128)
 const SPREAD: u32 = 16u;  // a thread owns rows tr + 16 i (i < 4) and features tn + 16 j (j < 8)
 const HALF: u32 = TILE_FEATURES / 2u;  // features tn + 16 j for j >= 4 lie HALF further on
+const LEVELS: u32 = X_LEVELS;  // define (linear_plan.INT8_MATMUL_LEVELS): 1 or 2
+const X_PARTS: u32 = 2u * LEVELS;  // staged quads of a row's 32 k: 16 k halves of each level
 const W_QUADS: u32 = 3u;  // a feature's 2 quads of int8 q plus one of padding: 8 features, 8 bank groups
 
 // Stage k0: row r's q1 (q2) words of k0 + 16 q .. at x_q1[2 r + q] (x_q2); its e and e * sum(Q).
@@ -42,9 +44,10 @@ var<workgroup> w_q: array<vec4<u32>, W_QUADS * TILE_FEATURES>;
 var<workgroup> w_scale: array<f32, TILE_FEATURES>;
 var<workgroup> w_offset: array<f32, TILE_FEATURES>;
 
-// q . (254 a1 + a2) over 16 int8 pairs, exact: |result| < 127 * 2^15 * 16.
+// q . (254 a1 + a2) (one level: q . a1) over 16 int8 pairs, exact: |result| < 127 * 2^15 * 16.
 fn dot16(q: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>) -> i32 {
     let d1 = (dot4I8Packed(q.x, a1.x) + dot4I8Packed(q.y, a1.y)) + (dot4I8Packed(q.z, a1.z) + dot4I8Packed(q.w, a1.w));
+    if (LEVELS == 1u) { return d1; }
     let d2 = (dot4I8Packed(q.x, a2.x) + dot4I8Packed(q.y, a2.y)) + (dot4I8Packed(q.z, a2.z) + dot4I8Packed(q.w, a2.w));
     return 254 * d1 + d2;
 }
@@ -95,13 +98,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     if (n0 >= select(p.N, p.N / 2u, GATED)) { return; }  // the grid's last line may run past the tiles
     let blocks = p.K / 32u;
 
-    // Staging role: quad `part` (level part / 2, 16 k part % 2) of tile row lid / 4 of x, row lid % 64's
+    // Staging role: quad `part` (level part / 2, 16 k part % 2) of tile row lid / X_PARTS of x, row lid % 64's
     // e (lid < 64) or e-weighed sum (64 <= lid < 128), and half lid % 2 of tile feature lid / 2's block.
-    let x_row = row0 + lid / 4u;
-    let part = lid % 4u;
-    let live_x = x_row < rows;
-    let x_at = x_row * (p.K / 8u) + (part / 2u) * (p.K / 16u) + part % 2u;  // + 2 b at stage b
-    let x_store = 2u * (lid / 4u) + part % 2u;
+    let x_row = row0 + lid / X_PARTS;
+    let part = lid % X_PARTS;
+    let live_x = lid < X_PARTS * TILE_ROWS && x_row < rows;
+    let x_at = x_row * (LEVELS * p.K / 16u) + (part / 2u) * (p.K / 16u) + part % 2u;  // + 2 b at stage b
+    let x_store = 2u * (lid / X_PARTS) + part % 2u;
     let s_row = row0 + lid % TILE_ROWS;
     let live_s = lid < 2u * TILE_ROWS && s_row < rows;
     let s_at = s_row * (2u * blocks + 1u) + select(0u, blocks, lid >= TILE_ROWS);  // + b at stage b
@@ -128,7 +131,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     if (live_s) { xs = norm[s_at]; }
     if (live_w) { wh = int8_half(w_row, 0u, h, p.K, p.N); }
     for (var b = 0u; b < blocks; b++) {
-        if (part < 2u) { x_q1[x_store] = xq; } else { x_q2[x_store] = xq; }
+        if (part < 2u) {
+            if (lid < X_PARTS * TILE_ROWS) { x_q1[x_store] = xq; }
+        } else { x_q2[x_store] = xq; }
         if (lid < TILE_ROWS) { x_e[lid] = xs; } else if (lid < 2u * TILE_ROWS) { x_sum[lid - TILE_ROWS] = xs; }
         w_q[W_QUADS * f + h] = wh.q;
         if (h == 0u) { w_scale[f] = wh.scale; w_offset[f] = wh.offset; }

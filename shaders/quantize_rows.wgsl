@@ -1,12 +1,14 @@
 // The activations of a prefill's int8 matmul (matmul_int8.wgsl), quantized once per forward for all
-// its workgroups: each 32 x of a row (times the RMSNorm weight, with has_norm) in two int8 levels as
-// gemv.wgsl's Q8_ACT does it: s the power of two that puts max |x| / s in [32, 64), t = x / s,
-// q1 = round(t), q2 = round((t - q1) * 254), x ~ e * (254 q1 + q2) with e = s / 254.
+// its workgroups: each 32 x of a row (times the RMSNorm weight, with has_norm) in X_LEVELS int8
+// levels. Two as gemv.wgsl's Q8_ACT does it: s the power of two that puts max |x| / s in [32, 64),
+// t = x / s, q1 = round(t), q2 = round((t - q1) * 254), x ~ e * (254 q1 + q2) with e = s / 254.
+// One as llama.cpp's q8_1: q1 = round(x * 127 / max |x|), x ~ e * q1 with e = max |x| / 127.
 // Bindings: 0 step (uniform Step: rows), 1 p (uniform Params), 2 x (read, f32 [rows, K] as vec4),
 //   3 norm (read, f32 [K] as vec4: the RMSNorm weight; a dummy without has_norm),
-//   4 xq (read_write, [rows][K / 8] vec4<u32>: row r's q1 words in its first K / 16 quads, q2's
-//   in the rest; 32 k = 2 quads), 5 xs (read_write, f32 [rows][2 K / 32 + 1]: each 32's e, then
-//   each 32's e * sum(254 q1 + q2), then the row's RMS factor 1 / sqrt(mean(x^2) + eps), or 1).
+//   4 xq (read_write, [rows][X_LEVELS K / 16] vec4<u32>: row r's q1 words in its first K / 16
+//   quads, q2's in the next; 32 k = 2 quads), 5 xs (read_write, f32 [rows][2 K / 32 + 1]: each
+//   32's e, then each 32's e * sum(Q) (Q = 254 q1 + q2, or q1), then the row's RMS factor
+//   1 / sqrt(mean(x^2) + eps), or 1).
 // Dispatch: (rows, 1, 1) workgroups of 256 threads, one row each; a thread takes every 256th 32.
 struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
 
@@ -18,10 +20,16 @@ struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
 @group(0) @binding(5) var<storage, read_write> xs: array<f32>;
 
 const THREADS: u32 = 256u;
+const LEVELS: u32 = X_LEVELS;  // define (linear_plan.INT8_MATMUL_LEVELS)
 var<workgroup> squares: array<f32, THREADS>;
 
-// Four x at scale 1 / inv: (q1 word, q2 word, sum of the 4 Q = 254 q1 + q2).
+// Four x at scale 1 / inv: (q1 word, q2 word, sum of the 4 Q = 254 q1 + q2); one level: (q1
+// word, 0, sum of the 4 q1).
 fn levels(v: vec4<f32>, inv: f32) -> vec3<u32> {
+    if (LEVELS == 1u) {
+        let q1 = clamp(vec4<i32>(round(v * inv)), vec4<i32>(-127), vec4<i32>(127));
+        return vec3<u32>(pack4xI8(q1), 0u, bitcast<u32>(q1.x + q1.y + q1.z + q1.w));
+    }
     let t = v * inv;  // exact: inv is a power of two
     let q1 = round(t);
     let q2 = vec4<i32>(round((t - q1) * 254.0));  // t - q1 is exact: |q2| <= 127
@@ -40,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (r >= step.rows) { return; }
     let blocks = p.K / 32u;
     let at = r * (p.K / 4u);  // the row's first x vec4
-    let q_at = r * (p.K / 8u);
+    let q_at = r * (LEVELS * p.K / 16u);
     let s_at = r * (2u * blocks + 1u);
     var sum_sq = 0.0;
     for (var b = lid; b < blocks; b += THREADS) {
@@ -54,17 +62,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let w0 = weighed(a0, n); let w1 = weighed(a1, n + 1u); let w2 = weighed(a2, n + 2u); let w3 = weighed(a3, n + 3u);
         let w4 = weighed(a4, n + 4u); let w5 = weighed(a5, n + 5u); let w6 = weighed(a6, n + 6u); let w7 = weighed(a7, n + 7u);
         let top = max(max(max(abs(w0), abs(w1)), max(abs(w2), abs(w3))), max(max(abs(w4), abs(w5)), max(abs(w6), abs(w7))));
-        // max = f * 2^exp, f in [0.5, 1): s = 2^(exp - 6). A max below 2^-100 quantizes to 0.
-        let top_exp = max(frexp(max(max(top.x, top.y), max(top.z, top.w))).exp, -100);
-        let inv = ldexp(1.0, 6 - top_exp);
+        let top1 = max(max(top.x, top.y), max(top.z, top.w));
+        // Two levels: max = f * 2^exp, f in [0.5, 1): s = 2^(exp - 6). A max below 2^-100 quantizes to 0.
+        let top_exp = max(frexp(top1).exp, -100);
+        let inv = select(ldexp(1.0, 6 - top_exp), select(0.0, 127.0 / top1, top1 > 0.0), LEVELS == 1u);
         let l0 = levels(w0, inv); let l1 = levels(w1, inv); let l2 = levels(w2, inv); let l3 = levels(w3, inv);
         let l4 = levels(w4, inv); let l5 = levels(w5, inv); let l6 = levels(w6, inv); let l7 = levels(w7, inv);
         xq[q_at + 2u * b] = vec4<u32>(l0.x, l1.x, l2.x, l3.x);
         xq[q_at + 2u * b + 1u] = vec4<u32>(l4.x, l5.x, l6.x, l7.x);
-        xq[q_at + p.K / 16u + 2u * b] = vec4<u32>(l0.y, l1.y, l2.y, l3.y);
-        xq[q_at + p.K / 16u + 2u * b + 1u] = vec4<u32>(l4.y, l5.y, l6.y, l7.y);
+        if (LEVELS == 2u) {
+            xq[q_at + p.K / 16u + 2u * b] = vec4<u32>(l0.y, l1.y, l2.y, l3.y);
+            xq[q_at + p.K / 16u + 2u * b + 1u] = vec4<u32>(l4.y, l5.y, l6.y, l7.y);
+        }
         let sums = bitcast<vec4<i32>>(vec4<u32>(l0.z, l1.z, l2.z, l3.z)) + bitcast<vec4<i32>>(vec4<u32>(l4.z, l5.z, l6.z, l7.z));
-        let e = ldexp(1.0, top_exp - 6) / 254.0;
+        let e = select(ldexp(1.0, top_exp - 6) / 254.0, top1 / 127.0, LEVELS == 1u);
         xs[s_at + b] = e;
         xs[s_at + blocks + b] = e * f32((sums.x + sums.y) + (sums.z + sums.w));
     }

@@ -103,13 +103,19 @@ def repack_reference(raw: np.ndarray, fmt: str) -> np.ndarray:
     return np.concatenate(out + [raw[blocks * info.block_bytes :]])
 
 
-def int8_activations(x: np.ndarray) -> np.ndarray:
+def int8_activations(x: np.ndarray, levels: int = 2) -> np.ndarray:
     """shaders/gemv.wgsl's Q8_ACT quantization of float32 activations [rows, K], per 32 along K,
     in float64: s = 2^(e - 6) for max |x| = f * 2^e (f in [0.5, 1)), t = x / s, q1 = round(t),
     q2 = round((t - q1) * 254) (ties to even, as WGSL's round; float32, exact but for the one
     rounded product, as the GPU computes them), x ~ (s / 254) * (254 q1 + q2): what the int8
-    GEMV multiplies, bit for bit."""
+    GEMV multiplies, bit for bit. levels=1: quantize_rows.wgsl's one level (X_LEVELS 1, llama.cpp's
+    q8_1), q1 = round(x * (127 / max |x|)) in float32, x ~ (max |x| / 127) * q1."""
     blocks = x.astype(np.float32).reshape(*x.shape[:-1], -1, 32)
+    if levels == 1:
+        top = np.abs(blocks).max(-1, keepdims=True)
+        inv = np.divide(np.float32(127), top, out=np.zeros_like(top), where=top > 0)
+        q1 = np.clip(np.round(blocks * inv), -127, 127)
+        return (top.astype(np.float64) / 127 * q1).reshape(x.shape)
     exp = np.maximum(np.frexp(np.abs(blocks).max(-1, keepdims=True))[1], -100)
     t = blocks * np.ldexp(np.float32(1), 6 - exp).astype(np.float32)
     q1 = np.round(t)

@@ -74,9 +74,11 @@ def run_linear(
     gelu: bool = False,
     precision: str = "exact",
     int8_matmul_tier: bool = False,
+    x_levels: int = 2,
 ):
     """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up).
-    int8_matmul_tier: the matmul is matmul_int8.wgsl (on quantize_rows' x), whatever K."""
+    int8_matmul_tier: the matmul is matmul_int8.wgsl (on quantize_rows' x in x_levels int8
+    levels), whatever K."""
     rows, K = x.shape
     outputs = m.N // 2 if gated else m.N
     params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
@@ -93,8 +95,8 @@ def run_linear(
         **(layout or {}),
     }
     if int8_matmul_tier:
-        defines["Q8_MATMUL"] = True
-        buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset)
+        defines["Q8_MATMUL"], defines["X_LEVELS"] = True, x_levels
+        buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, x_levels)
     grid = linear_grid(
         kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated, matmul_per_group=matmul_tile(defines)
     )
@@ -114,12 +116,19 @@ def run_linear(
 NORM_EPS = 1e-5
 
 
-def quantized_rows(x, norm, norm_offset: float):
-    """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given): matmul_int8's inputs."""
+def quantized_rows(x, norm, norm_offset: float, levels: int):
+    """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given) in `levels` int8
+    levels: matmul_int8's inputs."""
     rows, K = x.shape
     params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
-    buffers = {"x": x, "norm": 16 if norm is None else norm, "xq": rows * K * 2, "xs": rows * (2 * (K // 32) + 1) * 4}
-    out = run_kernel("quantize_rows", buffers, params, grid=(rows, 1, 1), step=(rows, 0, rows))
+    buffers = {
+        "x": x,
+        "norm": 16 if norm is None else norm,
+        "xq": rows * K * levels,
+        "xs": rows * (2 * (K // 32) + 1) * 4,
+    }
+    defines = {"X_LEVELS": levels}
+    out = run_kernel("quantize_rows", buffers, params, grid=(rows, 1, 1), step=(rows, 0, rows), defines=defines)
     return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 
 
@@ -142,16 +151,17 @@ def gate_reference(y: np.ndarray, N: int, gelu: bool) -> np.ndarray:
     return act * up
 
 
-def int8_reference(x, m: QuantMatrix, norm=None, norm_offset: float = 0.0, gated=False, gelu=False):
-    """The GEMV's int8-activation arithmetic (gemv.wgsl Q8_ACT) in float64: x (times the norm
-    weight, in float32 as the kernel stages it) quantized per 32 (quant_ref.int8_activations)
-    against the dequantized weights, then the RMS factor and the gated activation."""
+def int8_reference(x, m: QuantMatrix, norm=None, norm_offset: float = 0.0, gated=False, gelu=False, levels=2):
+    """The GEMV's int8-activation arithmetic (gemv.wgsl Q8_ACT; the int8 matmul's with `levels`)
+    in float64: x (times the norm weight, in float32 as the kernel stages it) quantized per 32
+    (quant_ref.int8_activations) against the dequantized weights, then the RMS factor and the
+    gated activation."""
     staged = x if norm is None else x * (norm + np.float32(norm_offset))
     scale = 1.0
     if norm is not None:
         h = x.astype(np.float64)
         scale = 1 / np.sqrt((h**2).mean(-1, keepdims=True) + NORM_EPS)
-    y = scale * (int8_activations(staged) @ m.ref.astype(np.float64).T)
+    y = scale * (int8_activations(staged, levels) @ m.ref.astype(np.float64).T)
     return gate_reference(y, m.N, gelu) if gated else y
 
 
@@ -255,8 +265,18 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
     int8_tier = kernel == "matmul" and fmt in INT8_MATMUL_FORMATS
     if (kernel == "gemv" and not FORMATS[fmt].is_float) or int8_tier:
         fused = {"norm": norm, "norm_offset": offset, "gated": gated, "gelu": gelu}
-        got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", int8_matmul_tier=int8_tier, **fused)
-        assert_int8_gemv(got, x, m, f"{kernel} {fmt} K={K} rows={rows} fast", **fused)
+        for levels in (1, 2) if int8_tier else (2,):  # the int8 matmul's activations in one int8 level or two
+            got = run_linear(
+                kernel,
+                x,
+                m,
+                subgroups=subgroups,
+                precision="fast",
+                int8_matmul_tier=int8_tier,
+                x_levels=levels,
+                **fused,
+            )
+            assert_int8_gemv(got, x, m, f"{kernel} {fmt} K={K} rows={rows} fast {levels}", levels=levels, **fused)
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -214,7 +214,8 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         merges = self._merge is not None and x is self._merge[0]  # x: attention() with its partials
         quantized = None
         if not fixed_rows and rows is None and any(d["Q8_MATMUL"] for _, _, d in shards):
-            quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset)
+            levels = shards[0][2]["X_LEVELS"]
+            quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, levels)
         for shard, start, defines in shards:
             count = shard.rows[1]
             self._linear_op(
@@ -246,11 +247,12 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             )
         return y
 
-    def quantize_rows(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple:
-        """x's rows (times norm_weight + norm_offset, with their RMS factors) as int8 for the int8
-        matmuls after it (shaders/quantize_rows.wgsl), in the forwards that run them (more than
-        GEMV_MAX_ROWS rows): (xq, xs), their Op.matmul_bind inputs."""
-        xq, xs = self.act("xq", k // 2), self.act("xs", 2 * (k // 32) + 1)
+    def quantize_rows(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float, levels: int) -> tuple:
+        """x's rows (times norm_weight + norm_offset, with their RMS factors) as `levels` int8
+        levels (the matmuls' X_LEVELS) for the int8 matmuls after it (shaders/quantize_rows.wgsl),
+        in the forwards that run them (more than GEMV_MAX_ROWS rows): (xq, xs), their
+        Op.matmul_bind inputs."""
+        xq, xs = self.act("xq", levels * k // 4), self.act("xs", 2 * (k // 32) + 1)
         self.g.op(
             "quantize_rows",
             {"x": x, "norm": norm_weight or self.dummy, "xq": xq, "xs": xs},
@@ -261,6 +263,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 "norm_offset": norm_offset,
             },
             lambda rows: (rows, 1, 1),
+            {"X_LEVELS": levels},
             rows_range=(GEMV_MAX_ROWS + 1, self.g.max_rows),
         )
         return xq, xs
@@ -323,7 +326,9 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         [(shard, _, defines)], n, k = self.matrix(gate_up, norm=True, gated=True, gelu=gelu)
         y = self.act("mlp", n // 2)
         norm_weight = self.vector([norm])
-        quantized = self.quantize_rows(x, k, norm_weight, norm_offset) if defines["Q8_MATMUL"] else None
+        quantized = (
+            self.quantize_rows(x, k, norm_weight, norm_offset, defines["X_LEVELS"]) if defines["Q8_MATMUL"] else None
+        )
         self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
