@@ -31,7 +31,10 @@
 // 64) 6.6 -> 1.0; head_dim 256 (8 / 4) 20.3 -> 2.6. Tried there on the 8B shape: 4 lanes a slot
 // (5.1 ms; 6.2 without the unmasked path below), two slots a thread sharing each staged vector
 // (7.7), loading the next tile into registers during this one (no change); on SmolLM2 (head_dim
-// 64), 4 lanes a slot: its pp512 at depth 4,000 10,472 tok/s against 10,581 with 8 (2026-11-29).
+// 64), 4 lanes a slot: its pp512 at depth 4,000 10,472 tok/s against 10,581 with 8; a thread
+// taking all its KV head's q heads (up to 4) for one row, so each staged vector is read once for
+// them, with the online softmax every 4 keys (16 lanes of 2 chunks on the 8B shape): slower, 7.0
+// ms a layer on the 8B (pp512 at depth 4,000 1,322 tok/s against 1,674), SmolLM2 9,535 (2026-11-29).
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
 // py_engine/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
