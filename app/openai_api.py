@@ -36,7 +36,7 @@ class Models:
         self.registry, self.context, self.precision = registry, context, precision
         self.lock = asyncio.Lock()
         self.device = None
-        self.chat: completions.ChatModel | None = None
+        self.chat = None  # the chat model's session.LoadedModel
         self.embedder = None
 
     def _find(self, model_id: str):
@@ -54,17 +54,15 @@ class Models:
             self.device = await open_device()
         return self.device
 
-    async def chat_model(self, model_id: str, precision: str | None = None) -> completions.ChatModel:
-        """The chat model, loaded again where the request names another model or precision."""
+    async def chat_model(self, model_id: str, precision: str | None = None):
+        """The chat model's LoadedModel, loaded again where the request names another model or precision."""
         precision = precision or self.precision
         if self.chat is None or self.chat.id != model_id or self.chat.engine.precision != precision:
-            from py_engine.prompt_cache import PromptCache
-            from py_engine.session import load_model
+            from py_engine.session import load
 
             served, self.chat = self._find(model_id), None
             device = await self._device()
-            engine, tok, stop_ids = await load_model(served.path, device, context=self.context, precision=precision)
-            self.chat = completions.ChatModel(model_id, engine, tok, stop_ids, PromptCache(engine))
+            self.chat = await load(served.path, device, model_id=model_id, context=self.context, precision=precision)
         return self.chat
 
     async def embedding_model(self, model_id: str):

@@ -141,7 +141,7 @@ async def run_desktop(path: Path, ids: list[int], warm: list[int], steps: int, c
         return {
             "prefill_tok_s": round(cache.prefilled / ttft, 1),
             "decode_tok_s": round(decode, 1),
-            "host_ms_per_decode_token": round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
+            "host_ms_per_decode_token": round(1000 * engine.stats.host_seconds / max(engine.stats.tokens, 1), 3),
             "ttft_ms": round(1000 * ttft, 1),
             "tokens": tokens,
         }

@@ -28,6 +28,7 @@ from gemv_bandwidth import Timer  # noqa: E402
 
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.cli import add_precision_arg  # noqa: E402
+from py_engine.decode_on_host import decode_on_host  # noqa: E402
 from py_engine.engine import PREFILL_ROWS, Engine  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
@@ -79,14 +80,14 @@ async def measure(args) -> dict:
     await at_depth()
     start = None
     tokens = (
-        engine._sampled(prompt, args.new_tokens + 1, decode, ())
+        decode_on_host(engine, prompt, args.new_tokens + 1, decode, (), list(prompt), engine.stats)
         if args.round_trip
         else engine.generate(prompt, args.new_tokens + 1, decode)
     )
     async for _ in tokens:
         start = start or time.perf_counter()
     decode_s = time.perf_counter() - start
-    host_s, wait_s = engine.decode_host_seconds, engine.decode_wait_seconds
+    host_s, wait_s = engine.stats.host_seconds, engine.stats.wait_seconds
     engine.reset()
     engine.pos = args.depth + len(prompt)
     fold = engine.executor.graph.folds(

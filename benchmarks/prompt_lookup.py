@@ -29,7 +29,7 @@ from py_engine.chat_prompt import fit_to_context  # noqa: E402
 from py_engine.gpu import open_device  # noqa: E402
 from py_engine.model_cache import MODELS, ensure_model  # noqa: E402
 from py_engine.sampling import SamplingParams  # noqa: E402
-from py_engine.session import load_model  # noqa: E402
+from py_engine.session import load  # noqa: E402
 
 CODE = """def total_price(items, tax, discount=None):
     total = 0
@@ -85,7 +85,8 @@ async def run(engine, prompt, new_tokens, lookup, sampling, stop_ids=(), repeats
 async def measure(args) -> dict:
     path = ensure_model(str(args.model)) if str(args.model) in MODELS else Path(args.model)
     device = await open_device()
-    engine, tok, stop_ids = await load_model(path, device, context=2048)
+    loaded = await load(path, device, context=2048)
+    engine, tok, stop_ids = loaded.engine, loaded.tok, loaded.stop_ids
     sampling = SamplingParams(temperature=args.temperature, seed=0)
     out = {
         "model": str(args.model),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from py_engine.api.completions import ChatModel, chat_chunks, collect  # noqa: E402
+from py_engine.api.completions import chat_chunks, collect  # noqa: E402
 from py_engine.api.request import parse_chat  # noqa: E402
 
 NAME = {"type": "string", "minLength": 1, "maxLength": 40}
@@ -115,11 +115,10 @@ async def run_model(name: str, count: int, max_tokens: int, device) -> dict:
     import jsonschema
 
     from py_engine.model_cache import ensure_model
-    from py_engine.prompt_cache import PromptCache
-    from py_engine.session import load_model
+    from py_engine.session import load
 
-    engine, tok, stop_ids = await load_model(ensure_model(name), device, context=1024)
-    model = ChatModel(name, engine, tok, stop_ids, PromptCache(engine))
+    model = await load(ensure_model(name), device, model_id=name, context=1024)
+    engine, tok = model.engine, model.tok
     out = {"free_decode_ms_per_token": await free_decode_ms(engine, tok)}
     for schema_name, schema in SCHEMAS.items():
         valid, tokens, decode_s, mask_s, failures, finishes = 0, [], 0.0, 0.0, [], {}
@@ -136,7 +135,7 @@ async def run_model(name: str, count: int, max_tokens: int, device) -> dict:
             start = time.perf_counter()
             response = await collect(chat_chunks(model, parse_chat(body)))
             decode_s += time.perf_counter() - start
-            mask_s += engine.constraint_seconds
+            mask_s += engine.stats.constraint_seconds
             used = response["usage"]["completion_tokens"]
             tokens.append(used)
             finish = response["choices"][0]["finish_reason"]

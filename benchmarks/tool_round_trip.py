@@ -27,18 +27,16 @@ RESULT = {"city": "Paris", "temperature_c": 18, "sky": "sunny"}
 
 
 async def main(argv=None) -> dict:
-    from py_engine.api.completions import ChatModel, chat_chunks, collect
+    from py_engine.api.completions import chat_chunks, collect
     from py_engine.api.request import parse_chat
     from py_engine.gpu import open_device
     from py_engine.model_cache import ensure_model
-    from py_engine.prompt_cache import PromptCache
-    from py_engine.session import load_model
+    from py_engine.session import load
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     args = parser.parse_args(argv)
-    engine, tok, stop_ids = await load_model(ensure_model(args.model), await open_device(), context=2048)
-    model = ChatModel(args.model, engine, tok, stop_ids, PromptCache(engine))
+    model = await load(ensure_model(args.model), await open_device(), model_id=args.model, context=2048)
 
     async def ask(messages, max_tokens):
         body = {"model": args.model, "messages": messages, "tools": [WEATHER], "temperature": 0}

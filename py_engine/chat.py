@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from .answer_stream import AnswerStream
 from .chat_prompt import fit_to_context
 from .errors import WispError
-from .prompt_cache import PromptCache
 from .terminal import ProgressBar
 
 # Sampling defaults for chat (generate stays greedy). SmolLM2's model card recommends temperature
@@ -27,12 +27,12 @@ HELP = "type a message; /reset starts a new conversation, /exit or Ctrl-D quits"
 
 
 async def load(model, device, context: int, progress=None, precision: str = "fast"):
-    """session.load_model (of a path, or the ModelFiles read from one), reporting the weight upload
-    to `progress` as stage "load"."""
-    from .session import load_model
+    """session.load's LoadedModel (of a path, or the ModelFiles read from one), reporting the
+    weight upload to `progress` as stage "load"."""
+    from .session import load
 
     report = (lambda done, total: progress("load", done, total)) if progress else None
-    return await load_model(model, device, context=context, with_tokenizer=True, progress=report, precision=precision)
+    return await load(model, device, context=context, with_tokenizer=True, progress=report, precision=precision)
 
 
 class Conversation:
@@ -42,30 +42,30 @@ class Conversation:
     common prefix of the new rendering with the tokens already in the cache. When the conversation
     no longer fits the context, the oldest exchanges are dropped (the system prompt stays)."""
 
-    def __init__(self, engine, tok, stop_ids, sampling, max_new_tokens: int, system: str | None = None):
-        self.engine, self.tok, self.stop_ids = engine, tok, set(stop_ids)
+    def __init__(self, model, sampling, max_new_tokens: int, system: str | None = None):
+        """model: a session.LoadedModel with a tokenizer."""
+        self.model, self.tok = model, model.tok
         self.sampling, self.max_new_tokens, self.system = sampling, max_new_tokens, system
         self.messages: list[dict] = []
-        self.cache = PromptCache(engine)
         self.dropped = 0  # exchanges dropped to fit the context, last turn
         self.token_times: list[float] = []  # perf_counter() at each answer token, last turn
 
     @property
     def prefilled(self) -> int:
-        return self.cache.prefilled
+        return self.model.cache.prefilled
 
     @property
     def reused(self) -> int:
-        return self.cache.reused
+        return self.model.cache.reused
 
     def reset(self) -> None:
         self.messages = []
-        self.cache.reset()
+        self.model.cache.reset()
 
     async def reply(self, text: str, on_text):
         """Answer user message `text`, calling on_text(piece) as the answer streams; returns the
         answer's token ids (a final stop token included)."""
-        context = self.engine.context
+        context = self.model.engine.context
         system = [{"role": "system", "content": self.system}] if self.system else []
         self.messages.append({"role": "user", "content": text})
         ids, self.dropped = fit_to_context(self.tok, system + self.messages, context, self.max_new_tokens)
@@ -75,24 +75,17 @@ class Conversation:
             raise WispError(
                 f"the message is too long: {len(ids)} tokens with the template, context is {context} (--context)"
             )
-        stream = self.tok.stream_decoder(skip_special_tokens=True)
-        answer: list[int] = []
-        self.token_times = []
+        answer = AnswerStream(self.model, ids, min(self.max_new_tokens, context - len(ids)), self.sampling)
+        self.token_times = answer.token_times
         try:
-            async for token in self.cache.generate(
-                ids, min(self.max_new_tokens, context - len(ids)), self.sampling, self.stop_ids
-            ):
-                answer.append(token)
-                self.token_times.append(time.perf_counter())
-                if token not in self.stop_ids:
-                    on_text(stream.push(token))
+            async for piece in answer:
+                on_text(piece)
         except BaseException:
             self.messages.pop()  # the turn did not happen
             raise
-        on_text(stream.flush())
-        content = [t for t in answer if t not in self.stop_ids]
+        content = [t for t in answer.tokens if t not in self.model.stop_ids]
         self.messages.append({"role": "assistant", "content": self.tok.decode(content, skip_special_tokens=True)})
-        return answer
+        return answer.tokens
 
 
 def speed_line(tokens: int, start: float, token_times: list[float], prefilled: int) -> str:
@@ -126,10 +119,10 @@ async def chat(args, path: Path, files) -> int:
 
     device = await open_device(allow_f16=not args.f32)
     bar = ProgressBar()
-    engine, tok, stop_ids = await load(files, device, args.context, bar, args.precision)
+    model = await load(files, device, args.context, bar, args.precision)
     bar.finish()
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
-    conversation = Conversation(engine, tok, stop_ids, sampling, args.max_new_tokens, args.system)
+    conversation = Conversation(model, sampling, args.max_new_tokens, args.system)
     interactive = sys.stdin.isatty()
     if interactive:
         try:

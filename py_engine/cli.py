@@ -164,8 +164,8 @@ def fetch(args) -> int:
 
 async def check_device(args) -> int:
     from .gpu import open_device
+    from .gpu.submit_strategy import submit_strategy
     from .selftest.suite import device_report, format_report, run_suite
-    from .web.webkit import submit_strategy
 
     device = await open_device(allow_f16=not args.f32)
     results = await run_suite(device)
@@ -232,9 +232,10 @@ def run_chat(args) -> int:
 
 
 async def generate(args) -> int:
+    from .answer_stream import AnswerStream
     from .gpu import open_device
     from .sampling import SamplingParams
-    from .session import load_model
+    from .session import load
 
     need_tokenizer = args.prompt is not None or not args.json
     _, files = read_model_arg(args, with_tokenizer=need_tokenizer)
@@ -248,30 +249,25 @@ async def generate(args) -> int:
         if bad or not prompt:
             raise WispError(f"--ids: token ids must be in 0..{vocab_size - 1}, got {bad or 'nothing'}")
     device = await open_device(allow_f16=not args.f32)
-    engine, tok, stop_ids = await load_model(files, device, context=args.context, precision=args.precision)
+    model = await load(files, device, context=args.context, precision=args.precision)
     if args.logits_out:
         from .npy import write_npy_f32
 
-        write_npy_f32(args.logits_out, await engine.prompt_logits(prompt))
-        engine.reset()
+        write_npy_f32(args.logits_out, await model.engine.prompt_logits(prompt))  # the answer goes on from 0
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
-    stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
-    tokens, pieces = [], []
+    answer = AnswerStream(model, prompt, args.max_new_tokens, sampling)
+    pieces = []
     start = time.perf_counter()
-    async for token in engine.generate(prompt, args.max_new_tokens, sampling, stop_ids):
-        tokens.append(token)
-        if stream is not None and token not in stop_ids:
-            piece = stream.push(token)
-            pieces.append(piece)
-            if not args.json:
-                print(piece, end="", flush=True)
-    if stream is not None:
-        pieces.append(stream.flush())
+    async for piece in answer:
+        pieces.append(piece)
         if not args.json:
-            print(pieces[-1])
+            print(piece, end="", flush=True)
     elapsed = time.perf_counter() - start
+    tokens = answer.tokens
     if args.json:
         print(json.dumps({"tokens": tokens, "text": "".join(pieces)}, ensure_ascii=False))
     else:
+        if model.tok is not None:
+            print()
         print(f"[{len(tokens)} tokens, {len(tokens) / max(elapsed, 1e-9):.1f} tok/s]", file=sys.stderr)
     return 0

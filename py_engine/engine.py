@@ -4,33 +4,28 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from array import array
-from collections import deque
+from dataclasses import dataclass, replace
 
-from .constrained_decode import constrained_decode
+from .decode_on_gpu import decode_on_gpu
+from .decode_on_host import decode_on_host
 from .errors import WispError
 from .executor import STEP_BYTES, Executor, step_bytes
-from .formats.model_files import read_model, tensor_info
+from .formats.model_files import read_model
 from .formats.source import open_source
 from .gpu import Copy
-from .kernels import KernelCache
-from .kv_cache import SUBMITS_AHEAD, TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
-from .linear_plan import check_precision
-from .memory import footprint, largest_context, too_large
-from .models import graph_generator
-from .models.builder import LOGIT_ROWS_MAX, GraphBuilder
+from .kv_cache import TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
+from .linear_plan import LOGIT_ROWS_MAX, check_precision
+from .loader import plan, upload
+from .memory import largest_context, too_large
 from .models.config import ModelConfig
-from .prompt_lookup import lookup_decode
+from .models.graph_options import GraphOptions
+from .prompt_lookup import Drafter, lookup_decode
 from .recurrent_state import RecurrentState
 from .sampling import Sampler, SamplingParams
-from .weights import WeightUploader
 
 log = logging.getLogger("wisp")
 
-# How often a group's tokens must reach the page: each group (at most TOKENS_PER_SUBMIT forwards)
-# is sized from the last one's time per token so that it lasts about LIVE_SECONDS.
-LIVE_SECONDS = 0.1
 # Prompt tokens one prefill forward takes by default: 512 rows keep the matmul's 64 x 64 tiles
 # filling the GPU (H200, exact: an 8B layer's Q4_0 matmuls 10.3 ms at 512 rows, 21 TFLOP/s, 3.3 ms
 # at 128, 14 on its N = 4096 projections; the 8B's pp512 1,413 tok/s against 1,123 in forwards of
@@ -38,7 +33,24 @@ LIVE_SECONDS = 0.1
 PREFILL_ROWS = 512
 
 
+@dataclass
+class DecodeStats:
+    """What the last generate's decoding cost; its decode loop adds to it."""
+
+    tokens: int = 0  # decode tokens (the first answer token is the prefill's)
+    host_seconds: float = 0.0  # the host encoding and submitting them
+    wait_seconds: float = 0.0  # the host waiting for a token the GPU had not finished (the GPU-fed loop)
+    constraint_seconds: float = 0.0  # the host in the constraint's mask and advance (constrained decoding)
+
+
 class Engine:
+    """A loaded model on a device. Its decode loops (decode_on_gpu.py, decode_on_host.py,
+    prompt_lookup.py: generate picks one) drive it through a small interface and write nothing of
+    its state: prefill_commands, forward_commands and decode_group (a forward of these rows),
+    gpu_feedback and read_fed_token (the GPU-fed loop's picks), picks_after (read the picks of
+    these rows), roll_back (back to this position), the sampler (the draw) and the device's
+    submit; they read pos, context, max_rows and tokens_per_submit."""
+
     def __init__(self, device, cfg: ModelConfig, executor: Executor, kernels, weight_bytes: int, context: int):
         self.device = device
         self.cfg = cfg
@@ -56,11 +68,9 @@ class Engine:
         self.recomputed = 0
         self._turn_end = None  # where generate's prompt ends: prefill_commands snapshots the state there
         self.kv_writes = KVWrites(executor.graph.ring_slack)  # where the sliding layers' rings hold their windows
-        # The last generate's decode tokens, host seconds encoding + submitting them, and seconds
-        # the host waited for a token the GPU had not finished (the GPU-fed loop only).
-        self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
-        self.constraint_seconds = 0.0  # the last constrained generate's host seconds in its constraint
-        self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (LIVE_SECONDS)
+        self.stats = DecodeStats()  # the last generate's
+        self.drafter = None  # the last generate's prompt_lookup.Drafter (with lookup): its reports
+        self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (decode_on_gpu.py)
         # A decode forward's staged inputs, one slot each: its Step, its cos/sin rows (one per
         # RoPE table of the graph), its draw.
         self._rotary = [(executor.buffer(name), rotary) for name, rotary in executor.graph.rotary.items()]
@@ -90,7 +100,7 @@ class Engine:
         kv_rings: bool = True,
         precision: str = "fast",
     ) -> Engine:
-        """The one way a model becomes an Engine (session.load_model adds its tokenizer and stop ids).
+        """The one way a model becomes an Engine (session.load adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
         ModelSource. max_rows: the most tokens one prefill forward takes. context: the KV cache's
         tokens (at most the model's max_position). max_binding: split weights above this many bytes
@@ -98,7 +108,7 @@ class Engine:
         reach the GPU. packed_kv: keep K and V as f16 pairs in u32 words (WebKit: half the memory,
         no native f16). gpu_budget: refuse (ModelTooLargeError) before any upload when the model
         needs more bytes. read: read_model(model)'s result when the caller has it already
-        (session.load_model: a GGUF header holds the tokenizer too, and is parsed once).
+        (session.load: a GGUF header holds the tokenizer too, and is parsed once).
         kv_rings: a sliding layer caches only its window's keys (kv_cache.py); False: the whole
         context, as a layer without a window does. precision: "fast" (the default: the GEMV of
         the block formats linear_plan.INT8_FORMATS multiplies int8-quantized activations; mean KL
@@ -106,47 +116,48 @@ class Engine:
         transformers-parity path)."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source) if read is None else read
-        generate_graph = graph_generator(cfg.architecture, source.label)
         context = min(context, cfg.max_position)
-        kernels = KernelCache(device)
         half = device.caps.shader_f16
         # Fast falls back to exact per matrix (linear_plan.int8_activations), and everywhere in a
         # browser without WGSL's packed integer dot products; engine.precision is what was asked.
         arithmetic = check_precision(precision) if device.caps.int8_dot else "exact"
         kv = kv_formats(tensors, half, packed_kv)
-
-        def plan(context):
-            builder = GraphBuilder(
-                cfg,
-                lambda name: tensor_info(tensors, name, source.label),
-                max_rows,
-                context,
-                half,
-                kv,
-                max_binding or device.caps.limits.max_storage_binding,
-                ring_slack(max_rows) if kv_rings else 0,
-                arithmetic,
-            )
-            graph = generate_graph(builder)
-            return graph, footprint(graph, cfg.vocab_size, context)
-
-        graph, need = plan(context)
+        options = GraphOptions(
+            max_rows=max_rows,
+            kv_capacity=context,
+            half=half,
+            kv_formats=kv,
+            max_binding=max_binding or device.caps.limits.max_storage_binding,
+            ring_slack=ring_slack(max_rows) if kv_rings else 0,
+            precision=arithmetic,
+        )
+        graph, need = plan(cfg, tensors, source.label, options)
         log.info("graph: %s; GPU memory %s", graph.summary(), need.describe())
         if gpu_budget is not None and need.total > gpu_budget:  # before a byte is uploaded
-            fitting = largest_context(lambda c: plan(c)[1].total <= gpu_budget, context)
+
+            def need_at(context: int) -> int:
+                return plan(cfg, tensors, source.label, replace(options, kv_capacity=context)).footprint.total
+
+            fitting = largest_context(lambda c: need_at(c) <= gpu_budget, context)
             raise too_large(need, gpu_budget, source.label, context, fitting)
-        uploader = WeightUploader(device, kernels, tensors, source, progress)
-        uploader.expect(t for t in graph.tensors if t.kind == "weight")
-        executor = Executor(device, kernels, graph, uploader)
-        engine = cls(device, cfg, executor, kernels, uploader.bytes_uploaded, context)
+
+        def make(executor, kernels, weight_bytes):
+            return cls(device, cfg, executor, kernels, weight_bytes, context)
+
+        engine = await upload(device, graph, tensors, source, make, progress)
         engine.footprint, engine.kv_formats, engine.precision = need, kv, precision
-        await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
-        await uploader.finish()
-        await device.read_buffer(engine.logits_buffer, 0, 4)  # wait for every upload
         return engine
 
     def reset(self):
         self.pos = 0
+
+    def roll_back(self, pos: int) -> None:
+        """Go on from `pos`: what was computed past it is forgotten (its keys stay in the caches,
+        stale, until forwards write over them; a hybrid's state is brought back by the next
+        forward). pos is at most the end of the tokens fed (engine.tokens)."""
+        if not 0 <= pos <= len(self.tokens):
+            raise ValueError(f"cannot roll back to position {pos}: {len(self.tokens)} tokens were fed")
+        self.pos = pos
 
     def forward_commands(self, ids: list[int]) -> list:
         """The next forward over `ids` (written to the GPU now), at the engine's position."""
@@ -271,11 +282,11 @@ class Engine:
         takes the whole input); default the prompt. sampling.lookup: draft from the conversation and
         verify drafts in one forward (prompt_lookup.py), without a repetition penalty: the same
         tokens as without it (greedy, or the same seed's draws). constraint: a
-        constrain.Constraint whose mask each token is drawn under (constrained_decode.py); generation ends
-        when it is finished."""
+        constrain.Constraint whose mask each token is drawn under (decode_on_host.py); generation ends
+        when it is finished. Otherwise the GPU-fed loop decodes (decode_on_gpu.py)."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
-        self.decode_tokens, self.decode_host_seconds, self.decode_wait_seconds = 0, 0.0, 0.0
+        self.stats = DecodeStats()
         history = list(prompt if context_ids is None else context_ids)
         answer = []
         self._turn_end = self.pos + len(prompt)
@@ -286,11 +297,12 @@ class Engine:
             if self.long_after is not None and not self.rope_long:  # stop before a forward passes long_after
                 count = min(count, self.long_after - first_input + 1)
             if constraint is not None:
-                tokens = constrained_decode(self, prompt, count, sampling, stop_ids, list(history), constraint)
+                tokens = decode_on_host(self, prompt, count, sampling, stop_ids, list(history), self.stats, constraint)
             elif sampling.lookup and sampling.repetition_penalty == 1:
-                tokens = lookup_decode(self, prompt, count, sampling, stop_ids, list(history))
+                self.drafter = Drafter(history)
+                tokens = lookup_decode(self, self.drafter, prompt, count, sampling, stop_ids, list(history), self.stats)
             else:
-                tokens = self._on_gpu(prompt, count, sampling, stop_ids, list(history))
+                tokens = decode_on_gpu(self, prompt, count, sampling, stop_ids, list(history), self.stats)
             produced = 0
             try:
                 async for token in tokens:
@@ -321,87 +333,22 @@ class Engine:
         self.rope_long = long
         return prompt
 
-    async def _sampled(self, prompt, max_new_tokens, sampling, stop_ids, history=None):
-        """One token per round trip, the host picking it: the reference the GPU-fed loop is tested
-        against, and decode.py --round-trip."""
-        history = list(prompt if history is None else history)
-        commands = self.prefill_commands(prompt)
-        token = None
-        for i in range(max_new_tokens):
-            start = time.perf_counter()
-            if i:
-                commands = self.forward_commands([token])
-            self.device.submit(commands + self.sampler.commands(sampling, history))
-            if i:
-                self.decode_host_seconds += time.perf_counter() - start
-                self.decode_tokens += 1
-            token = await self.sampler.pick(sampling)
-            history.append(token)
-            yield token
-            if token in stop_ids or self.pos >= self.context:
-                return
+    def gpu_feedback(self, sampling: SamplingParams, history: list[int]) -> list:
+        """The commands after a GPU-fed forward: its pick (Sampler.gpu_feedback, the penalty's
+        history on the GPU) copied to where the next forward reads its input, and a Read of it."""
+        return self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
 
-    async def _on_gpu(self, prompt, max_new_tokens, sampling, stop_ids, history, most=None):
-        """Decoding whose next input never waits for the host: each forward's chosen token (argmax,
-        or sample_pick's draw) feeds the next forward's embedding on the GPU; a submit carries a
-        group of forwards (tokens_per_submit, or sized by the last group's time per token to
-        LIVE_SECONDS), and where reads overlap (Device.reads_overlap) the host encodes group i + 1
-        while the GPU runs group i. Forwards submitted past a stop are discarded: pos is rolled
-        back to the last token yielded. most(): the most forwards the next submit may carry (None:
-        no bound; 0: submit no more, end when those in flight have been yielded — prompt lookup
-        takes over from there)."""
-        first_input = self.pos + len(prompt)  # the position the first answer token is fed at
-        ahead = SUBMITS_AHEAD if self.device.reads_overlap else 1  # submits in flight
-        feedback = self.sampler.gpu_feedback(sampling, self.executor.buffer("ids"), history)
-        groups = deque()  # each submit in flight: its pending reads, one per forward
-        group_size = self.tokens_per_submit or 1
-        submitted = yielded = 0
-        last_done = None
-        try:
-            while yielded < max_new_tokens:
-                while len(groups) < ahead:
-                    start = time.perf_counter()
-                    if submitted == 0:
-                        self.sampler.next_draw(sampling)
-                        count, commands = 1, self.prefill_commands(prompt) + feedback
-                    else:  # forwards still to submit; forward j (j >= 1) feeds position first_input + j - 1
-                        bound = most() if most else None
-                        count = min(
-                            max_new_tokens - submitted,
-                            self.context - (first_input + submitted - 1),
-                            group_size if bound is None else bound,
-                        )
-                        if count <= 0:
-                            break
-                        commands = self._decode_group(count, sampling, feedback)
-                    groups.append((count, deque(self.device.submit(commands))))
-                    if submitted:
-                        self.decode_host_seconds += time.perf_counter() - start
-                        self.decode_tokens += count
-                    submitted += count
-                if not groups:  # most() was 0
-                    return
-                start = time.perf_counter()
-                raw = await self.device.fetch(groups[0][1].popleft())
-                self.decode_wait_seconds += time.perf_counter() - start
-                if not groups[0][1]:  # a submit done: size the next groups by its time per token
-                    done, count = time.perf_counter(), groups.popleft()[0]
-                    if last_done is not None and self.tokens_per_submit is None:
-                        per_token = (done - last_done) / count
-                        group_size = max(1, min(TOKENS_PER_SUBMIT, int(LIVE_SECONDS / max(per_token, 1e-6))))
-                    last_done = done
-                token = struct.unpack("<I", raw)[0]
-                yielded += 1
-                self.tokens.append(token)  # fed at first_input + yielded - 1 (if it is fed)
-                yield token
-                if token in stop_ids or first_input + yielded - 1 >= self.context:
-                    return
-        finally:
-            self.pos = first_input + max(yielded - 1, 0) if submitted else first_input - len(prompt)
+    async def read_fed_token(self, read) -> int:
+        """The token a GPU-fed forward chose, from its Read (gpu_feedback's): the input of the
+        next forward, recorded as the token at the next position (engine.tokens)."""
+        token = struct.unpack("<I", await self.device.fetch(read))[0]
+        self.tokens.append(token)
+        return token
 
-    def _decode_group(self, count: int, sampling: SamplingParams, feedback: list) -> list:
-        """`count` one-token forwards for one submit, each after copies of its staged inputs
-        (Step, cos/sin row, draw) and followed by the feedback that feeds the next."""
+    def decode_group(self, count: int, sampling: SamplingParams, feedback: list) -> list:
+        """`count` one-token forwards for one submit, their tokens on the GPU (the last forward's
+        feedback put them there), each after copies of its staged inputs (Step, cos/sin row,
+        draw) and followed by `feedback` (gpu_feedback's) that feeds the next."""
         staged, commands = bytearray(count * self._slot), []
         if self.recurrent:  # the loop's stop may land in this group: it goes back to here
             commands += self.recurrent.save()

@@ -18,9 +18,9 @@ where not, as llama.cpp does for its SWA cache). A forward from position 0 needs
 
 from __future__ import annotations
 
-from .models.builder import LOGIT_ROWS_MAX
+from .linear_plan import LOGIT_ROWS_MAX
 
-TOKENS_PER_SUBMIT = 8  # decode forwards one submit carries at most (Engine._on_gpu)
+TOKENS_PER_SUBMIT = 8  # decode forwards one submit carries at most (decode_on_gpu.py)
 SUBMITS_AHEAD = 2  # decode submits in flight at most (where reads overlap; else one)
 
 

@@ -35,8 +35,7 @@ class PromptCache:
         keep = min(common_prefix(self.cached, ids), len(ids) - 1)
         keep = self.reused = keep if self.engine.kv_writes.holds(keep) else 0
         self.prefilled = len(ids) - keep
-        self.engine.reset()
-        self.engine.pos = keep  # keys/values past `keep` are stale; attention reads positions < pos only
+        self.engine.roll_back(keep)  # keys/values past `keep` are stale; attention reads positions < pos only
         self.cached = ids[:keep]
         answer: list[int] = []
         try:

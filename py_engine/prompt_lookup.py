@@ -11,20 +11,22 @@ speculative sampling's usual guarantee (the same distribution), and it accepts a
 with probability p(draft) under the model's (truncated) distribution.
 
 A verifying step waits for its tokens before the next draft (no forward in flight ahead of the
-host), so it costs a host round trip that the GPU-fed loop (Engine._on_gpu) does not pay: on an
+host), so it costs a host round trip that the GPU-fed loop (decode_on_gpu.py) does not pay: on an
 H100 with SmolLM2 a step that accepts nothing halves the speed. So the GPU-fed loop runs until
 STREAK tokens in a row were what a draft would have said (the text is copying itself), submitting
 smaller groups as the streak grows; then verification runs while its steps give enough tokens on
 average (LEAVE_RATE) and there is a draft, and the GPU-fed loop takes over again.
 The engine uses it only when asked: SamplingParams(lookup=True), `--lookup` in the CLI, `lookup`
-in the worker's sampling options.
+in an OpenAI request's body. One of the engine's decode loops, a sibling of decode_on_gpu.py and
+decode_on_host.py over the engine's decode-loop interface.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from .models.builder import LOGIT_ROWS_MAX
+from .decode_on_gpu import decode_on_gpu
+from .linear_plan import LOGIT_ROWS_MAX
 
 MAX_NGRAM = 3
 MAX_DRAFT = LOGIT_ROWS_MAX - 1  # the fed token and its draft share one forward's scored rows
@@ -61,10 +63,13 @@ class Drafter:
         return []
 
 
-async def lookup_decode(engine, prompt: list[int], max_new_tokens: int, sampling, stop_ids, history: list[int]):
+async def lookup_decode(
+    engine, drafter: Drafter, prompt: list[int], max_new_tokens: int, sampling, stop_ids, history, stats
+):
     """Engine.generate's tokens with prompt lookup where it pays (the module says how); pos ends
-    as there: every yielded token but the last is in the KV cache."""
-    drafter = engine.drafter = Drafter(history)
+    as there: every yielded token but the last is in the KV cache. drafter: Drafter(history), the
+    engine's (its counts are what engine.drafter reports); stats: the engine's DecodeStats, which
+    the GPU-fed stretches add to."""
     feed, yielded = prompt, 0
     while yielded < max_new_tokens:  # the GPU-fed loop, then drafts verified, then again
         streak = 0  # tokens in a row that a one-token draft would have predicted
@@ -73,7 +78,7 @@ async def lookup_decode(engine, prompt: list[int], max_new_tokens: int, sampling
             # reads this pass's streak as it grows (a closure over the loop variable, on purpose)
             return 0 if streak >= STREAK else None if streak == 0 else STREAK - streak  # noqa: B023
 
-        plain = engine._on_gpu(feed, max_new_tokens - yielded, sampling, stop_ids, history, most=most)
+        plain = decode_on_gpu(engine, feed, max_new_tokens - yielded, sampling, stop_ids, history, stats, most=most)
         try:
             async for last in plain:
                 streak = streak + 1 if drafter.draft(1) == [last] else 0
@@ -127,7 +132,7 @@ async def _verified(engine, drafter: Drafter, last: int, most: int, sampling):
             drafter.verified += len(new)
             drafter.extend(new)
             for j, token in enumerate(new):
-                engine.pos = step_pos + 1 + j  # fed: `last` and the tokens before this one
+                engine.roll_back(step_pos + 1 + j)  # fed: `last` and the tokens before this one
                 if us:
                     us.popleft()
                 yielded += 1

@@ -1,36 +1,38 @@
-"""Load what a chat or generation needs: the engine, the tokenizer (if any) and the stop ids.
+"""Load a model into the one record every answerer holds (LoadedModel: the engine, the tokenizer
+if any, the stop ids, the prompt cache; or an embedding model's embedder).
 
 Loading is two steps: read_model_files reads and checks everything a model's files say (config,
-tensor index, tokenizer, stop ids) and plans its graph once, with no device; load_model then
-uploads to a device. The CLI reads first, so a malformed model is reported before a GPU driver
-is opened (and has its say on stderr)."""
+tensor index, tokenizer, stop ids) and plans its graph once, with no device; load then uploads to
+a device. The CLI reads first, so a malformed model is reported before a GPU driver is opened (and
+has its say on stderr)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .engine import PREFILL_ROWS, Engine
-from .formats.model_files import read_model, tensor_info
-from .formats.source import ModelSource, open_source
+from .formats.model_files import ModelFiles, read_model
+from .formats.source import open_source
 from .json_file import read_json
 from .kv_cache import ring_slack
-from .models import graph_generator
-from .models.builder import GraphBuilder
+from .loader import plan
+from .models.config import ENCODER_ARCHITECTURES
 from .models.config_check import FieldCheck
+from .models.graph_options import GraphOptions
+from .prompt_cache import PromptCache
 
 
 @dataclass
-class ModelFiles:
-    """A model's files, read and checked: what loading needs besides a device."""
+class LoadedModel:
+    """A model ready to answer, as the CLI, the terminal chat, the browser worker and the OpenAI
+    layer (api/completions.py) hold it; made by load()."""
 
-    source: ModelSource
-    read: tuple  # read_model's (config, tensors by HF name, parsed GGUF or None)
-    tokenizer: object | None = None
-    stop_ids: set = field(default_factory=set)
-
-    @property
-    def cfg(self):
-        return self.read[0]
+    id: str  # the name requests use (the worker's and the server's model id)
+    engine: Engine | None  # None: an embedding model
+    tok: object | None  # None: a model without a tokenizer (token ids only)
+    stop_ids: set
+    cache: PromptCache | None  # the engine's: turns reuse the KV cache
+    embedder: object = None  # an embedding model's embedding.Embedder
 
 
 def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
@@ -63,27 +65,50 @@ def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
     return files
 
 
-def plan_without_device(cfg, tensors: dict, label: str, max_rows: int = PREFILL_ROWS) -> None:
+def plan_without_device(cfg, tensors: dict, label: str) -> None:
     """Plan the model's graph once as Engine.load will (the device only changes which formats
     weights are read in and how they are split): every tensor the architecture reads is present
     and in a dtype some kernel reads, or a ModelFileError says which is not."""
-    builder = GraphBuilder(
-        cfg,
-        lambda name: tensor_info(tensors, name, label),
-        max_rows,
-        min(cfg.max_position, 2048),
-        False,
-        ("f32", "f32"),
-        1 << 27,  # WebGPU's default largest storage binding
-        ring_slack(max_rows),
+    options = GraphOptions(
+        max_rows=PREFILL_ROWS, kv_capacity=min(cfg.max_position, 2048), ring_slack=ring_slack(PREFILL_ROWS)
     )
-    graph_generator(cfg.architecture, label)(builder)
+    plan(cfg, tensors, label, options)
 
 
-async def load_model(model, device, *, with_tokenizer: bool = True, **engine_options):
-    """(engine, tokenizer or None, stop ids): Engine.load's engine, with what generation needs
-    besides. model: what read_model_files takes, or its ModelFiles. engine_options: Engine.load's
-    (context, progress, packed_kv, gpu_budget, …)."""
-    files = model if isinstance(model, ModelFiles) else read_model_files(model, with_tokenizer=with_tokenizer)
-    engine = await Engine.load(files.source, device, read=files.read, **engine_options)
-    return engine, files.tokenizer, files.stop_ids
+async def load(
+    model,
+    device,
+    *,
+    model_id: str | None = None,
+    with_tokenizer: bool = True,
+    embedders: bool = False,
+    progress=None,
+    packed_kv: bool = False,
+    gpu_budget: int | None = None,
+    **engine_options,
+) -> LoadedModel:
+    """The LoadedModel of `model` (what read_model_files takes, or its ModelFiles) on `device`.
+    model_id: its id (default: the model's folder or file name). embedders: an embedding model (an
+    encoder architecture: models/bert.py) loads as an Embedder (else read_model_files refuses
+    it). progress, packed_kv, gpu_budget: Engine.load's, and load_embedder's. engine_options:
+    Engine.load's others (context, precision, …), which an embedding model has no use for."""
+    source = model.source if isinstance(model, ModelFiles) else open_source(model)
+    model_id = model_id or source.label.rstrip("/").rpartition("/")[2]
+    shared = {"progress": progress, "packed_kv": packed_kv, "gpu_budget": gpu_budget}
+    if embedders and is_embedding_model(source):
+        from .embedding import load_embedder
+
+        embedder = await load_embedder(source, device, model_id=model_id, **shared)
+        return LoadedModel(model_id, None, embedder.tokenizer, set(), None, embedder=embedder)
+    files = model if isinstance(model, ModelFiles) else read_model_files(source, with_tokenizer=with_tokenizer)
+    engine = await Engine.load(files.source, device, read=files.read, **shared, **engine_options)
+    return LoadedModel(model_id, engine, files.tokenizer, files.stop_ids, PromptCache(engine))
+
+
+def is_embedding_model(source) -> bool:
+    """Whether an HF folder's config.json names an encoder architecture (an embedding model: it
+    embeds, and has nothing to generate with; a GGUF of one is refused when read)."""
+    if source.kind != "hf":
+        return False
+    architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
+    return architectures[0] in ENCODER_ARCHITECTURES

@@ -19,7 +19,7 @@ import { broughtModels, initByo } from "./byo.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false };
-const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `done` (a slow GPU finishes its step first)
+const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `response` (a slow GPU finishes its step first)
 const SUGGESTIONS = [
   "What is the capital of France?",
   "Explain WebGPU to a ten-year-old.",
@@ -251,7 +251,7 @@ function stopFallback(gen) {
 
 function stop() {
   if (!state.gen || state.gen.cancelled) return;
-  state.gen.cancel(); // nothing more is shown; the worker confirms with `done` after its current step
+  state.gen.cancel(); // nothing more is shown; the worker confirms with `response` after its current step
   ui.stop.disabled = true;
   ui.stop.querySelector("span").textContent = "Stopping…";
 }

@@ -4,10 +4,13 @@
 //
 //   const client = new WispClient();                       // the worker starts on first use
 //   const loaded = await client.load(model, {context: 2048}, {onProgress: (p) => ...});
-//   const gen = client.generate({messages, sampling});      // or {prompt}
-//   for await (const t of gen) out += t.text;               // token events; or gen.onToken = fn
-//   const done = await gen.done;                             // the `done` event (stop: eos|length|cancel)
+//   const gen = client.generate({messages, sampling});      // or {prompt}, or {ids}
+//   for await (const t of gen) out += t.text;               // text pieces; or gen.onToken = fn
+//   const done = await gen.done;                             // the answer's stats (stop: eos|stop|length|cancel)
 //   gen.cancel();  client.unload();  client.terminate();
+//
+// The worker has one generation message, `openai` (an OpenAI request body: static/openai.js sends
+// them through client.openai); generate() is the same request seen as text, for the page's chat.
 //
 // Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
 // an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
@@ -22,7 +25,7 @@ import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
- *  the submit strategy (py_engine/web/webkit.py's submit_strategy). */
+ *  the submit strategy (py_engine/gpu/submit_strategy.py). */
 export function pageLoadOptions(scope = globalThis) {
   const options = { platform: detectPlatform(scope.navigator) };
   const params = new URLSearchParams(scope.location?.search || "");
@@ -72,13 +75,16 @@ export function modelRef(model) {
   return ref;
 }
 
-/** One generation: async-iterable over `token` events; `done` resolves with the `done` event. */
+/** One `openai` request: async-iterable over its stream's chunks, `done` resolving with the whole
+ *  response. asText (generate()): over text pieces {text, index} instead, `done` resolving with the
+ *  answer's stats (py_engine/web/protocol.py STATS) and the response. */
 export class Generation {
-  constructor(client, id) {
+  constructor(client, id, { asText = false } = {}) {
     this.client = client;
     this.id = id;
+    this.asText = asText;
     this.text = "";
-    this.tokens = 0;
+    this.tokens = 0;  // text pieces seen (the stats count the tokens)
     this.cancelled = false;
     this.onToken = null;
     this._queue = [];
@@ -96,13 +102,22 @@ export class Generation {
     this.client._post({ type: "cancel", id: this.id });
   }
 
-  _token(msg) {
-    this._release();
+  _chunk(chunk) {
+    if (!this.asText) { this._push({ value: chunk, done: false }); return; }
+    const choice = chunk.choices[0];
+    const text = choice?.delta?.content ?? choice?.text ?? "";
+    if (!text) return;  // the role's chunk (sent before the first forward), the finish's
+    this._release();  // a forward has run
     if (this._finished || this.cancelled) return; // nothing is shown after Stop
-    this.text += msg.text;
+    const piece = { text, index: this.tokens };
+    this.text += text;
     this.tokens += 1;
-    if (this.onToken) this.onToken(msg, this);
-    this._push({ value: msg, done: false });
+    if (this.onToken) this.onToken(piece, this);
+    this._push({ value: piece, done: false });
+  }
+
+  _response(msg) {
+    this._finish(this.asText ? { ...msg.stats, response: msg.body } : msg.body);
   }
 
   _finish(msg) {
@@ -200,19 +215,19 @@ export class WispClient extends EventTarget {
     });
   }
 
-  /** Start a generation: {messages:[{role, content}]}, {prompt} or {ids} (token ids, for models without
-   *  a tokenizer), plus sampling. Returns a Generation. */
+  /** Start a generation on the loaded model: {messages:[{role, content}]} (a chat completion),
+   *  {prompt} or {ids} (a text completion; token ids for models without a tokenizer), plus sampling
+   *  {temperature (default 0), top_k, top_p, repetition_penalty, seed, lookup, max_new_tokens
+   *  (default 512)}; ignoreEos: no stop id ends it (benchmarks decode a fixed count). An `openai`
+   *  request seen as text: a Generation over text pieces, whose `done` has the answer's stats. */
   generate({ messages = null, prompt = null, ids = null, sampling = {}, ignoreEos = false } = {}, { onToken = null } = {}) {
-    if (!this.worker) throw new WispError("internal", "No model is loaded.");
-    const id = `gen-${nextId++}`;
-    const gen = new Generation(this, id);
+    const { max_new_tokens: maxTokens = 512, ...rest } = Object.fromEntries(
+      Object.entries(sampling).filter(([, v]) => v != null));  // absent: the defaults
+    const body = { model: this.loaded?.model ?? "", stream: true, temperature: 0, ...rest, max_tokens: maxTokens };
+    if (ignoreEos) body.ignore_eos = true;
+    if (messages) body.messages = messages; else body.prompt = ids ?? prompt ?? "";
+    const gen = this._request(messages ? "chat.completions" : "completions", body, "gen", true);
     gen.onToken = onToken;
-    const msg = { type: "generate", id, sampling };
-    if (messages) msg.messages = messages; else if (ids) msg.ids = ids; else msg.prompt = prompt ?? "";
-    if (ignoreEos) msg.ignore_eos = true;  // benchmarks: always max_new_tokens
-    gen._release = this._submit.guardFirstForward();  // WebKit: the calibrated size's first forward
-    this._pending.set(id, { kind: "generate", gen });
-    this._post(msg);
     return gen;
   }
 
@@ -220,10 +235,14 @@ export class WispClient extends EventTarget {
    *  "completions" or "embeddings", body as OpenAI's. Returns a Generation whose iteration yields
    *  the stream's chunks and whose `done` resolves with the whole response. */
   openai(endpoint, body) {
+    return this._request(endpoint, body, "api", false);
+  }
+
+  _request(endpoint, body, prefix, asText) {
     if (!this.worker) throw new WispError("internal", "No model is loaded.");
-    const id = `api-${nextId++}`;
-    const gen = new Generation(this, id);
-    gen._release = this._submit.guardFirstForward();
+    const id = `${prefix}-${nextId++}`;
+    const gen = new Generation(this, id, { asText });
+    gen._release = this._submit.guardFirstForward();  // WebKit: the calibrated size's first forward
     this._pending.set(id, { kind: "generate", gen });
     this._post({ type: "openai", id, endpoint, body });
     return gen;
@@ -331,13 +350,9 @@ export class WispClient extends EventTarget {
       case "diagnostics":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
-      case "token": if (p?.gen) p.gen._token(msg); break;
-      case "chunk": if (p?.gen) p.gen._push({ value: msg.chunk, done: false }); break;
+      case "chunk": if (p?.gen) p.gen._chunk(msg.chunk); break;
       case "response":
-        if (p?.gen) { this._pending.delete(msg.id); p.gen._finish(msg.body); }
-        break;
-      case "done":
-        if (p?.gen) { this._pending.delete(msg.id); p.gen._finish(msg); }
+        if (p?.gen) { this._pending.delete(msg.id); p.gen._response(msg); }
         break;
       case "error": {
         const err = new WispError(msg.kind || "internal", msg.message || "Unknown error", msg.id ?? null);

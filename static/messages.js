@@ -103,7 +103,7 @@ function copyButton(getText) {
   return b;
 }
 
-// [line, tooltip] under an answer: the worker's `done` measurements first, the page's own clock
+// [line, tooltip] under an answer: the worker's stats (its `response`'s) first, the page's own clock
 // (`local`: tokens seen, time to first token, decode time) where the worker gave none.
 export function statsLine(done, local) {
   const n = Array.isArray(done.tokens) ? done.tokens.length : local.tokens;

@@ -8,8 +8,8 @@ import pytest
 
 from py_engine.api.completions import collect
 from py_engine.api.request import RequestError, parse_chat, parse_completion, parse_embeddings
-from py_engine.api.stop_strings import StopStrings
 from py_engine.api.tool_calls import ToolCallStream, parse_calls, template_format
+from py_engine.stop_strings import StopStrings
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -25,6 +25,9 @@ def test_chat_defaults_are_openais():
     assert request.include_usage and request.stop == ["x"]
     assert parse_chat({**CHAT, "max_completion_tokens": 9}).max_tokens == 9
     assert request.precision is None and parse_chat({**CHAT, "precision": "exact"}).precision == "exact"
+    assert not request.sampling.lookup and not request.ignore_eos  # Wisp's own fields, off by default
+    wisp = parse_chat({**CHAT, "lookup": True, "ignore_eos": True})
+    assert wisp.sampling.lookup and wisp.ignore_eos
 
 
 @pytest.mark.parametrize(
@@ -48,6 +51,8 @@ def test_chat_defaults_are_openais():
         ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"frobnicate": 1}, "frobnicate"),
         ({"precision": "f16"}, "precision"),
+        ({"lookup": "yes"}, "lookup"),
+        ({"ignore_eos": 1}, "ignore_eos"),
     ],
 )
 def test_bad_chat_bodies_name_the_field(change, param):
@@ -81,6 +86,11 @@ def test_completion_and_embedding_bodies():
     assert parse_completion({"model": "m", "prompt": ["once"]}).prompt == "once"
     with pytest.raises(RequestError):
         parse_completion({"model": "m", "prompt": ["a", "b"]})
+    assert parse_completion({"model": "m", "prompt": [5, 17, 0]}).prompt == [5, 17, 0]  # token ids, as OpenAI's
+    assert parse_completion({"model": "m", "prompt": [[5, 17]]}).prompt == [5, 17]
+    for bad in ([], [5, "x"], [5, 1.5], [True]):
+        with pytest.raises(RequestError):
+            parse_completion({"model": "m", "prompt": bad})
     assert parse_embeddings({"model": "e", "input": "x"}).inputs == ["x"]
     for bad in ({"input": []}, {"input": [1, 2]}, {"input": "x", "encoding_format": "hex"}):
         with pytest.raises(RequestError):

@@ -220,11 +220,11 @@ def session(hub, tmp_path_factory):
 
 
 def ask(page, traffic):
-    """Ask one question in a new chat; the `done` event of the answer."""
+    """Ask one question in a new chat; the stats of the answer (its `response` event's)."""
     playwright_api.expect(page.get_by_test_id("prompt-input")).to_be_enabled(timeout=120_000)
     page.get_by_test_id("new-chat").click()  # each answer to the same one question
     page.get_by_test_id("prompt-input").fill("hello there")
-    return wait_for(page, traffic, "done", lambda: page.get_by_test_id("send-button").click())
+    return wait_for(page, traffic, "response", lambda: page.get_by_test_id("send-button").click())["stats"]
 
 
 def events(traffic, kind):
@@ -278,7 +278,7 @@ def test_a_gguf_from_another_origin_loads_and_answers(session, hub, models):
 
 def test_a_gguf_chosen_from_disk_loads_and_answers_alike(session, models):
     page, traffic = session
-    first = events(traffic, "done")[-1]
+    first = events(traffic, "response")[-1]["stats"]
     bring(page, traffic, lambda page: page.get_by_test_id("byo-file-input").set_input_files(str(models["tiny"])))
     model = last_load(traffic)["model"]
     assert model["source"] == "local" and model["base"] == f"local:{model['id']}/"

@@ -21,19 +21,26 @@ DESKTOP_PARIS = [504, 3575, 282, 4649, 314, 7042, 30, 2]  # SmolLM2, greedy, des
 # weights are read as packed pairs.
 TINY = ["llama-f32", "gemma-f32", "gemma2-f32", "gemma3-bf16", "phi3-f16", "qwen3_5-f32", "lfm2-bf16"]
 
-RUN = """async ({modelId, request, context}) => {
+# The answer's tokens from a generation's stats: every token generated but a final stop id.
+ANSWER_TOKENS = "const answerTokens = (done) => done.stop === 'eos' ? done.tokens.slice(0, -1) : done.tokens;"
+
+RUN = (
+    """async ({modelId, request, context}) => {
+  """
+    + ANSWER_TOKENS
+    + """
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
   const model = (await fetchModels()).find((m) => m.id === modelId);
   const client = new WispClient();
   const loaded = await client.load(modelRef(model), {context, precision: "exact"});  // the desktop references' arithmetic
   const generation = client.generate(request);
-  const tokens = [];
   let text = "";
-  for await (const t of generation) { if (t.token_id >= 0) tokens.push(t.token_id); text += t.text; }
+  for await (const t of generation) text += t.text;
   const done = await generation.done;
   client.terminate();
-  return {loaded, tokens, text, done};
+  return {loaded, tokens: answerTokens(done), text, done};
 }"""
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +70,11 @@ def page(server, tmp_path_factory, traffic):
         context.close()
 
 
-RUN_EACH = """async ({runs, context}) => {
+RUN_EACH = (
+    """async ({runs, context}) => {
+  """
+    + ANSWER_TOKENS
+    + """
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
   const models = await fetchModels();
   const client = new WispClient();  // one worker: Pyodide boots once for every model
@@ -71,13 +82,14 @@ RUN_EACH = """async ({runs, context}) => {
   for (const [modelId, request] of Object.entries(runs)) {
     await client.load(modelRef(models.find((m) => m.id === modelId)), {context, precision: "exact"});
     const generation = client.generate(request);
-    const tokens = [];
-    for await (const t of generation) { if (t.token_id >= 0) tokens.push(t.token_id); }
-    results[modelId] = {tokens, done: await generation.done};
+    for await (const _ of generation) { /* text pieces */ }
+    const done = await generation.done;
+    results[modelId] = {tokens: answerTokens(done), done};
   }
   client.terminate();
   return results;
 }"""
+)
 
 
 def test_tiny_fixtures_greedy_tokens_match_desktop(page):
@@ -112,7 +124,7 @@ def test_gemma3_270m_gives_the_desktop_tokens(page):
 
 def test_a_malformed_message_gets_a_protocol_error(page):
     """Through the real worker (Pyodide's conversion of JS values included): a load whose model has
-    no files, and a generate with a null prompt, each answered by an `error` of kind "protocol"."""
+    no files, and an openai request with a null body, each answered by an `error` of kind "protocol"."""
     errors = page.evaluate("""async () => {
       const {WispClient} = await import("/static/client.js");
       const client = new WispClient().start();
@@ -122,19 +134,19 @@ def test_a_malformed_message_gets_a_protocol_error(page):
         if (errors.length === 2) resolve();
       }));
       client.worker.postMessage({type: "load", id: "bad-load", model: {id: "x", kind: "gguf", base: "/models/x/"}});
-      client.worker.postMessage({type: "generate", id: "bad-gen", prompt: null, sampling: {temperature: "hot"}});
+      client.worker.postMessage({type: "openai", id: "bad-api", endpoint: "chat.completions", body: null});
       await got;
       client.terminate();
       return errors;
     }""")
-    assert [(e["id"], e["kind"]) for e in errors] == [("bad-load", "protocol"), ("bad-gen", "protocol")], errors
+    assert [(e["id"], e["kind"]) for e in errors] == [("bad-load", "protocol"), ("bad-api", "protocol")], errors
     assert "load.model" in errors[0]["message"] and "'files' is missing" in errors[0]["message"]
-    assert "generate" in errors[1]["message"]
+    assert "openai.body" in errors[1]["message"]
 
 
 def test_traffic_fits_the_protocol_table(traffic):
     """Every message client.js sent and every event the real worker emitted in this module fits
     py_engine/web/protocol.py's table (but the two malformed on purpose above)."""
-    on_purpose = {"bad-load", "bad-gen"}
+    on_purpose = {"bad-load", "bad-api"}
     seen = check_protocol([(to, data) for to, data in traffic[0] if not (to == "worker" and data["id"] in on_purpose)])
-    assert {"load", "generate", "booted", "progress", "loaded", "token", "done", "error"} <= set(seen), seen
+    assert {"load", "openai", "booted", "progress", "loaded", "chunk", "response", "error"} <= set(seen), seen

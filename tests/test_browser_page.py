@@ -415,4 +415,4 @@ def test_traffic_fits_the_protocol_table(traffic):
     """Every message the page sent and every event the fake worker answered in this module's tests
     fits py_engine/web/protocol.py's table (the same table the real worker is held to)."""
     seen = check_protocol(traffic[0])
-    assert {"load", "generate", "cancel", "booted", "progress", "loaded", "token", "done", "error"} <= set(seen), seen
+    assert {"load", "openai", "cancel", "booted", "progress", "loaded", "chunk", "response", "error"} <= set(seen), seen

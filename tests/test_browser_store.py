@@ -40,8 +40,10 @@ RUN = """async ({modelId, ids, n, url, code}) => {
       if (r.error) throw new Error(r.error);
     }
     await client.load(model, {context: 64}, {onProgress: (p) => phases.add(p.phase)});
-    const tokens = [];
-    for await (const t of client.generate({ids, sampling: {temperature: 0, max_new_tokens: n}})) tokens.push(t.token_id);
+    const generation = client.generate({ids, sampling: {temperature: 0, max_new_tokens: n}});
+    for await (const _ of generation) { /* text pieces */ }
+    const done = await generation.done;
+    const tokens = done.stop === "eos" ? done.tokens.slice(0, -1) : done.tokens;  // a final stop id is no answer token
     const store = await client.storeList();
     return {tokens, phases: [...phases], store};
   } catch (e) {

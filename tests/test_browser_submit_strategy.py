@@ -3,7 +3,7 @@ submits have hard-crashed WebKit's GPU process on some iPhones, so WebKit submit
 other engine may pay for that. The rules alone, with no browser: tests/test_submit_strategy.py.
 
 The page's detectPlatform() (static/platform.js) and its ?group= parameter travel with every load
-(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/web/webkit.py's
+(static/client.js's pageLoadOptions); the engine picks the strategy (py_engine/gpu/submit_strategy.py's
 submit_strategy) and reports it in the `loaded` event. A desktop Chrome UA must get the single pass
 and no WebKit workaround; the iPad descriptor must get WebKit and grouped submits; ?group=1,
 ?group=8 and the full batch must give the tiny fixture's reference greedy tokens."""
@@ -32,9 +32,10 @@ RUN = """async ({prompt, count, loads}) => {
     for (const options of loads) {
       const loaded = await client.load(modelRef(model), {context: 64, ...options});
       const generation = client.generate({ids: prompt, sampling: {temperature: 0, max_new_tokens: count}});
-      const tokens = [];
-      for await (const t of generation) if (t.token_id >= 0) tokens.push(t.token_id);
-      results.push({loaded, tokens, done: await generation.done});
+      for await (const _ of generation) { /* text pieces */ }
+      const done = await generation.done;
+      const tokens = done.stop === "eos" ? done.tokens.slice(0, -1) : done.tokens;  // a final stop id is no answer token
+      results.push({loaded, tokens, done});
     }
     return results;
   } finally {

@@ -140,12 +140,12 @@ def lose_the_gpu_mid_answer(page, traffic):
     story = [
         (data["type"], data.get("kind") or data.get("status"))
         for to, data in traffic[start:]
-        if to == "page" and data["type"] in ("loaded", "done", "error", "device_lost")
+        if to == "page" and data["type"] in ("loaded", "response", "error", "device_lost")
     ]
     assert story == [
         ("error", "device-lost"),  # the answer on the lost device
         ("device_lost", "reloading"),
         ("loaded", None),  # the same load again, on a new device
         ("device_lost", "reloaded"),
-        ("done", None),
+        ("response", None),
     ], story

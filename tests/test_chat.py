@@ -129,10 +129,9 @@ def test_load_model_without_its_tokenizer(chat_model):
     """with_tokenizer=False skips the tokenizer even where tokenizer.json exists (generate --ids --json)."""
     from gpu_harness import device
 
-    from py_engine.session import load_model
+    from py_engine.session import load
 
-    _, tok, _ = asyncio.run(load_model(chat_model, device()[0], context=64, with_tokenizer=False))
-    assert tok is None
+    assert asyncio.run(load(chat_model, device()[0], context=64, with_tokenizer=False)).tok is None
 
 
 @pytest.mark.slow  # a chat CLI run
@@ -215,16 +214,17 @@ def test_second_turn_reuses_the_kv_cache(chat_model):
     gpu = device(False)[0]
 
     async def run():
-        engine, tok, stop_ids = await load(chat_model, gpu, 256)
-        conversation = Conversation(engine, tok, stop_ids, SamplingParams(), 6, system="be brief")
+        model = await load(chat_model, gpu, 256)
+        conversation = Conversation(model, SamplingParams(), 6, system="be brief")
         pieces = []
         await conversation.reply("hello there", pieces.append)
         assert conversation.reused == 0 and "".join(pieces)
         first_turn = list(conversation.messages)
         pieces.clear()
         await conversation.reply("tell me more", pieces.append)
-        assert conversation.reused > len(tok.encode("be brief hello there")), conversation.reused
-        fresh = Conversation(engine, tok, stop_ids, SamplingParams(), 6, system="be brief")
+        assert conversation.reused > len(model.tok.encode("be brief hello there")), conversation.reused
+        fresh = Conversation(model, SamplingParams(), 6, system="be brief")
+        fresh.reset()  # the model's prompt cache: nothing of the other conversation is reused
         fresh.messages = first_turn
         fresh_pieces = []
         await fresh.reply("tell me more", fresh_pieces.append)
@@ -301,27 +301,56 @@ def test_fit_to_context_drops_the_oldest_exchanges(chat_model):
 
 
 def test_worker_chat_fits_the_context(chat_model):
-    """The browser worker's generate (py_engine/web/worker.py) on the desktop engine: a page's
-    conversation longer than the context (WebKit's is 512) is answered, its oldest exchanges left
-    out and counted in the done event, instead of failing."""
+    """The browser worker's chat (py_engine/web/worker.py, an `openai` chat completion) on the
+    desktop engine: a page's conversation longer than the context (WebKit's is 512) is answered,
+    its oldest exchanges left out and counted in the response's stats, instead of failing."""
 
     from gpu_harness import device
 
-    from py_engine.prompt_cache import PromptCache
-    from py_engine.session import load_model
-    from py_engine.web.state import LoadedModel, WorkerState
+    from py_engine.session import load
+    from py_engine.web.state import WorkerState
     from py_engine.web.worker import handle
 
-    engine, tok, stop_ids = asyncio.run(load_model(chat_model, device(False)[0], context=96))
+    model = asyncio.run(load(chat_model, device(False)[0], model_id="tiny", context=96))
     events = []
-    state = WorkerState(post=events.append, model=LoadedModel("tiny", engine, tok, stop_ids, PromptCache(engine)))
+    state = WorkerState(post=events.append, model=model)
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 12} for i in range(7)]
+    body = {"model": "tiny", "messages": turns, "temperature": 0, "max_tokens": 8, "stream": True}
+    asyncio.run(handle({"type": "openai", "id": "g1", "endpoint": "chat.completions", "body": body}, state))
+    done = [e for e in events if e["type"] in ("response", "error")]
+    assert [e["type"] for e in done] == ["response"], done
+    stats = done[0]["stats"]
+    assert stats["dropped_exchanges"] >= 1 and stats["prompt_tokens"] + 8 <= 96, stats
+
+
+def test_worker_answers_token_ids_without_a_tokenizer():
+    """The request the page's benchmarks send through client.generate({ids, ignoreEos}): an
+    `openai` text completion whose prompt is token ids, on a model with no tokenizer (the tiny
+    llama fixture): no text, and the stats carry its greedy tokens (transformers' reference), the
+    whole count with ignore_eos."""
+    from gpu_harness import device
+
+    from py_engine.session import load
+    from py_engine.web.protocol import check_event
+    from py_engine.web.state import WorkerState
+    from py_engine.web.worker import handle
+
+    fixture = Path(__file__).parent / "fixtures" / "llama-f32"
+    ref = json.loads((fixture / "reference.json").read_text())
+    gpu = device(False)[0]
+    model = asyncio.run(load(fixture, gpu, model_id="tiny", with_tokenizer=False, context=64, precision="exact"))
+    events = []
+    state = WorkerState(post=events.append, model=model)
+    count = len(ref["greedy"])
+    body = {"model": "tiny", "prompt": ref["prompt_ids"], "temperature": 0, "max_tokens": count, "ignore_eos": True}
     asyncio.run(
-        handle(
-            {"type": "generate", "id": "g1", "messages": turns, "sampling": {"temperature": 0, "max_new_tokens": 8}},
-            state,
-        )
+        handle({"type": "openai", "id": "b1", "endpoint": "completions", "body": {**body, "stream": True}}, state)
     )
-    done = [e for e in events if e["type"] in ("done", "error")]
-    assert [e["type"] for e in done] == ["done"], done
-    assert done[0]["dropped_exchanges"] >= 1 and done[0]["prompt_tokens"] + 8 <= 96, done[0]
+    *chunks, response = events
+    assert [c["chunk"]["choices"][0] for c in chunks] == [  # no text: only the finish's chunk
+        {"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}
+    ]
+    check_event(response)
+    stats = response["stats"]
+    assert stats["tokens"] == ref["greedy"] and stats["stop"] == "length" and stats["prompt_tokens"] == 12
+    assert response["body"]["usage"]["completion_tokens"] == count

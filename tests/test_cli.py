@@ -238,11 +238,11 @@ def test_precision_reaches_engine_load(monkeypatch):
 
     seen = []
 
-    async def load_model(model, device, **options):
+    async def load(model, device, **options):
         seen.append(options["precision"])
         raise WispError("loaded far enough")
 
-    monkeypatch.setattr(session, "load_model", load_model)
+    monkeypatch.setattr(session, "load", load)
     assert main(["generate", "--model", str(FIXTURE), "--ids", "1", "--json", "--precision", "exact"]) == 2
     assert build_parser().parse_args(["chat"]).precision == "fast"
     with pytest.raises(SystemExit):

@@ -1,6 +1,6 @@
-"""Decoding on the GPU (Engine._on_gpu): each forward's chosen token (argmax, or sample_pick's
+"""Decoding on the GPU (decode_on_gpu.py): each forward's chosen token (argmax, or sample_pick's
 draw) feeds the next forward's embedding without the host, a submit carries several forwards, and
-on the desktop two submits are in flight. Its tokens must be the host round trip's (Engine._sampled, where Python picks), and a stop,
+on the desktop two submits are in flight. Its tokens must be the host round trip's (decode_on_host.py, where Python picks), and a stop,
 a cancel or a full context must leave pos and the KV cache exactly where one token at a time
 leaves them, though forwards past that point were already submitted. A tiny fixture (vocab 384)
 on this machine's GPU (lavapipe in CI)."""
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from gpu_harness import collect, device
 
-from py_engine.engine import Engine
+from py_engine.decode_on_host import decode_on_host
+from py_engine.engine import DecodeStats, Engine
 from py_engine.errors import WispError
 from py_engine.gpu import Read
 from py_engine.sampling import SamplingParams
@@ -23,6 +24,11 @@ GREEDY = SamplingParams()
 
 def load(context: int = 64) -> Engine:
     return asyncio.run(Engine.load(FIXTURE, device()[0], max_rows=16, context=context))
+
+
+def host_fed(engine: Engine, count: int, params: SamplingParams) -> list[int]:
+    """The prompt's answer one round trip a token, the host picking each."""
+    return asyncio.run(collect(decode_on_host(engine, PROMPT, count, params, (), list(PROMPT), DecodeStats())))
 
 
 # Decode forwards per submit: sized by the engine (None), and 5, so that stops, cancels and the
@@ -38,7 +44,7 @@ def engine(request):
 def reference(engine):
     """24 greedy tokens the old way: one submit and one read-back per token, the host feeding them."""
     engine.reset()
-    tokens = asyncio.run(collect(engine._sampled(PROMPT, 24, GREEDY, ())))
+    tokens = host_fed(engine, 24, GREEDY)
     assert engine.pos == len(PROMPT) + 23
     return tokens
 
@@ -95,11 +101,11 @@ def test_cancel_mid_answer_rolls_back(engine, reference):
 def test_a_full_context_ends_where_one_token_at_a_time_ends(per_submit):
     small = load(context=len(PROMPT) + 6)
     small.tokens_per_submit = per_submit
-    host_fed = asyncio.run(collect(small._sampled(PROMPT, 30, GREEDY, ())))
+    host_tokens = host_fed(small, 30, GREEDY)
     host_pos = small.pos
     small.reset()
     gpu_fed = asyncio.run(collect(small.generate(PROMPT, 30, GREEDY)))
-    assert gpu_fed == host_fed and len(gpu_fed) == 7
+    assert gpu_fed == host_tokens and len(gpu_fed) == 7
     assert small.pos == host_pos == small.context
 
 
@@ -131,7 +137,7 @@ def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):
     """Same seed, same tokens: sample_pick (f32 on the GPU) and choose() (Python) agree, the
     exact whole-row draw included; 24 draws per setting."""
     engine.reset()
-    host = asyncio.run(collect(engine._sampled(PROMPT, 24, params, ())))
+    host = host_fed(engine, 24, params)
     engine.reset()
     gpu = asyncio.run(collect(engine.generate(PROMPT, 24, params)))
     assert gpu == host
@@ -202,3 +208,15 @@ def test_a_token_id_outside_the_vocabulary_is_refused_before_the_gpu(engine, bad
         asyncio.run(collect(engine.generate([5, bad, 9], 2, GREEDY)))
     assert engine.pos == 0
     assert asyncio.run(collect(engine.generate(PROMPT, 1, GREEDY)))
+
+
+def test_roll_back_goes_on_from_a_fed_position_only(engine, reference):
+    """Engine.roll_back, how the loops and the prompt cache go back (they never set pos): from
+    any position up to the tokens fed, the answer goes on as if nothing past it had been computed."""
+    engine.reset()
+    assert asyncio.run(collect(engine.generate(PROMPT, 4, GREEDY))) == reference[:4]
+    for past in (-1, len(PROMPT) + 5):  # the prompt and the four tokens read are all there is
+        with pytest.raises(ValueError, match="cannot roll back"):
+            engine.roll_back(past)
+    engine.roll_back(len(PROMPT) + 1)  # the prompt and the first answer token stay
+    assert asyncio.run(collect(engine.generate([reference[1]], 3, GREEDY))) == reference[2:5]

@@ -11,9 +11,9 @@ import pytest
 from gpu_harness import collect, device
 
 from py_engine import prompt_lookup
-from py_engine.engine import Engine
-from py_engine.linear_plan import GEMV_MAX_ROWS
-from py_engine.models.builder import LOGIT_ROWS_MAX
+from py_engine.decode_on_host import decode_on_host
+from py_engine.engine import DecodeStats, Engine
+from py_engine.linear_plan import GEMV_MAX_ROWS, LOGIT_ROWS_MAX
 from py_engine.sampling import SamplingParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -21,7 +21,7 @@ PROMPT = [5, 17, 42, 9, 100, 3]
 
 
 async def greedy(engine, prompt, count):
-    return [t async for t in engine._sampled(prompt, count, SamplingParams(), ())]
+    return [t async for t in decode_on_host(engine, prompt, count, SamplingParams(), (), list(prompt), DecodeStats())]
 
 
 @pytest.mark.parametrize("name", ["llama-f32", "qwen2-f32", "qwen3-f32", "mistral-f32"])
@@ -39,7 +39,7 @@ def test_a_forward_of_drafts_picks_what_decoding_picks(name):
         got.append(await engine.picks_after([want[3]] + want[4:11]))  # LOGIT_ROWS_MAX rows
         wrong = await engine.picks_after([want[11], 7, 7])  # drafted 7, 7: only the first pick counts
         pos = engine.pos
-        engine.pos -= 2  # the rejected drafts' positions are rewritten by the next forward
+        engine.roll_back(engine.pos - 2)  # the rejected drafts' positions are rewritten by the next forward
         again = await engine.picks_after([want[12]])
         return want, got, wrong, again, pos
 

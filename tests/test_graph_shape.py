@@ -11,6 +11,7 @@ from py_engine.formats.model_files import read_model, tensor_info
 from py_engine.formats.source import open_source
 from py_engine.models import attention_ops, graph_generator
 from py_engine.models.builder import GraphBuilder
+from py_engine.models.graph_options import GraphOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -24,13 +25,7 @@ def build(
     b = GraphBuilder(
         cfg,
         lambda n: (info or (lambda t: t))(tensor_info(tensors, n, source.label)),
-        16,
-        kv_capacity,
-        False,
-        ("f32", "f32"),
-        max_binding,
-        ring_slack,
-        precision,
+        GraphOptions(16, kv_capacity, max_binding=max_binding, ring_slack=ring_slack, precision=precision),
     )
     return cfg, graph_generator(cfg.architecture)(b)
 

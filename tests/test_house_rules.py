@@ -1,14 +1,18 @@
 """The engine must run in Pyodide: no numpy outside py_engine/gpu, no wgpu outside py_engine/gpu. Its layers
 import one way: the device seam (py_engine/gpu) imports nothing above it, the browser worker's package
-(py_engine/web) is imported by nothing in the engine, JavaScript is reached only from the browser host and
-web/, and no module imports itself around a cycle. And the browser tests stay out of the fast lane, each
-named test_browser_*.py."""
+(py_engine/web) is imported by nothing else in the engine (the CLI included), JavaScript is reached only
+from the browser host and web/, and no module imports itself around a cycle. Nothing outside the engine's
+module writes an engine's state or calls its private methods, and graph builders are made in one module
+(loader.py). Each of those rules is also shown failing on a violation planted for it. And the browser
+tests stay out of the fast lane, each named test_browser_*.py."""
 
 import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parent.parent
 ENGINE = ROOT / "py_engine"
@@ -85,15 +89,21 @@ def _module_name(path: Path) -> str:
 
 
 ENGINE_MODULES = {_module_name(p): p for p in ENGINE.rglob("*.py")}
+PACKAGES = {_module_name(p) for p in ENGINE.rglob("__init__.py")}
+# What the engine-use rules read: the engine package and the desktop server over it.
+SOURCES = {_module_name(p): p.read_text() for p in [*ENGINE.rglob("*.py"), *(ROOT / "app").rglob("*.py")]}
 
 
-def imports_of(path: Path) -> set[str]:
-    """The absolute names of what `path` imports, at module level or inside functions (lazy
-    imports make cycles and layer breaks too); `from . import x` names the module x."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def imports_of(module: str, text: str) -> set[str]:
+    """The absolute names of what `module` (its source `text`) imports, at module level or inside
+    functions (lazy imports make cycles and layer breaks too); `from . import x` names the module x."""
+    package = module if module in PACKAGES else module.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -108,30 +118,42 @@ def imports_of(path: Path) -> set[str]:
     return out
 
 
-def engine_graph() -> dict[str, set[str]]:
-    return {m: {i for i in imports_of(p) if i in ENGINE_MODULES and i != m} for m, p in ENGINE_MODULES.items()}
+def engine_graph(planted: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """module -> the engine modules it imports, for py_engine/ and any `planted` {module: source}."""
+    sources = {m: p.read_text() for m, p in ENGINE_MODULES.items()} | (planted or {})
+    return {m: {i for i in imports_of(m, text) if i in ENGINE_MODULES and i != m} for m, text in sources.items()}
+
+
+def web_users(graph: dict[str, set[str]]) -> set[str]:
+    """Modules outside the browser worker's package (py_engine/web) that import it."""
+    return {
+        m
+        for m, deps in graph.items()
+        if not in_package(m, "py_engine.web") and any(in_package(i, "py_engine.web") for i in deps)
+    }
 
 
 def test_layers_import_one_way():
     graph = engine_graph()
     up = {
-        m: sorted(i for i in deps if not i.startswith(("py_engine.gpu", "py_engine.errors")))
+        m: sorted(i for i in deps if not in_package(i, "py_engine.gpu") and i != "py_engine.errors")
         for m, deps in graph.items()
-        if m.startswith("py_engine.gpu")
+        if in_package(m, "py_engine.gpu")
     }
     assert not {m: d for m, d in up.items() if d}, "py_engine/gpu imports the engine above it"
-    web_users = {
-        m
-        for m, deps in graph.items()
-        if not m.startswith("py_engine.web") and any(i.startswith("py_engine.web") for i in deps)
-    }
-    assert web_users <= {"py_engine.cli"}, f"only the CLI (its device check) may use py_engine/web: {web_users}"
+    assert not web_users(graph), "py_engine/web is the browser worker's: nothing else in the engine imports it"
     js = {
         m
-        for m, p in ENGINE_MODULES.items()
-        if {i.split(".")[0] for i in imports_of(p)} & {"js", "pyodide", "pyodide_js", "wisp_gpu", "wisp_store"}
+        for m, text in ((m, p.read_text()) for m, p in ENGINE_MODULES.items())
+        if {i.split(".")[0] for i in imports_of(m, text)} & {"js", "pyodide", "pyodide_js", "wisp_gpu", "wisp_store"}
     }
     assert all(m == "py_engine.gpu.browser_host" or m.startswith("py_engine.web.") for m in js), js
+
+
+def test_the_browser_package_rule_sees_a_planted_import():
+    """The CLI once imported py_engine/web for its device check's submit strategy."""
+    assert web_users(engine_graph({"py_engine.cli": "from .web.webkit import load_policy"})) == {"py_engine.cli"}
+    assert web_users(engine_graph({"py_engine.web.extra": "from .webkit import load_policy"})) == set()
 
 
 def test_no_import_cycle():
@@ -149,3 +171,105 @@ def test_no_import_cycle():
     for m in sorted(graph):
         if m not in seen:
             visit(m)
+
+
+# The engine (py_engine/engine.py) keeps its own state: its decode loops (decode_on_gpu.py,
+# decode_on_host.py, prompt_lookup.py), the prompt cache and everything above drive it through its
+# public methods. An engine is held under the name `engine` wherever it is kept (a variable, a
+# parameter, an attribute: self.engine, model.engine), which is what these rules look for.
+ENGINE_HOME = "py_engine.engine"
+
+
+def is_engine(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "engine") or (
+        isinstance(node, ast.Attribute) and node.attr == "engine"
+    )
+
+
+def engine_state_writes(sources: dict[str, str]) -> list[str]:
+    """'module:line what' for every engine attribute assigned or deleted (=, +=, a tuple's part,
+    setattr, del) and every engine method starting with `_` called, outside the engine's module."""
+    found = []
+    for module, text in sources.items():
+        if module == ENGINE_HOME:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and is_engine(node.value):
+                found.append(f"{module}:{node.lineno} sets engine.{node.attr}")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr.startswith("_") and is_engine(func.value):
+                    found.append(f"{module}:{node.lineno} calls engine.{func.attr}")
+                elif isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args:
+                    if is_engine(node.args[0]):
+                        found.append(f"{module}:{node.lineno} sets an engine attribute ({func.id})")
+    return found
+
+
+def test_nothing_outside_the_engine_writes_its_state():
+    assert not engine_state_writes(SOURCES)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "engine.pos = 3",
+        "self.engine.pos += 1",
+        "engine.sampler, n = sampler, 1",
+        "del model.engine.tokens",
+        "setattr(state.model.engine, 'pos', 0)",
+        "engine._forward(2)",
+        "self.engine._resume()",
+    ],
+)
+def test_the_engine_state_rule_sees_a_planted_violation(planted):
+    assert [f.split(":")[0] for f in engine_state_writes({**SOURCES, "py_engine.planted": planted})] == [
+        "py_engine.planted"
+    ]
+    assert not engine_state_writes({ENGINE_HOME: planted})  # the engine's own module may
+    assert not engine_state_writes({"py_engine.planted": "engine.roll_back(engine.pos - 1)"})
+
+
+# Every graph is planned in one place (loader.py's plan): the builder, and any class derived from it.
+BUILDER = "GraphBuilder"
+
+
+def builder_makers(sources: dict[str, str]) -> set[str]:
+    """The modules that construct a graph builder (GraphBuilder or a subclass of it)."""
+    trees = {module: ast.parse(text) for module, text in sources.items()}
+    builders, grown = {BUILDER}, True
+    while grown:
+        subclasses = {
+            node.name
+            for tree in trees.values()
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and any(_called(base) in builders for base in node.bases)
+        }
+        grown = not subclasses <= builders
+        builders |= subclasses
+    return {
+        module
+        for module, tree in trees.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _called(node.func) in builders
+    }
+
+
+def _called(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def test_graph_builders_are_made_in_one_module():
+    assert builder_makers(SOURCES) == {"py_engine.loader"}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "GraphBuilder(cfg, info, options)",
+        "from .models.bert import EmbeddingBuilder\nEmbeddingBuilder(cfg, info, options)",
+        "from .models import builder\nclass Tall(builder.GraphBuilder): pass\nTall(cfg, info, options)",
+    ],
+)
+def test_the_builder_rule_sees_a_planted_violation(planted):
+    assert builder_makers({**SOURCES, "py_engine.planted": planted}) == {"py_engine.loader", "py_engine.planted"}

@@ -23,6 +23,7 @@ from py_engine.memory import ModelTooLargeError, footprint
 from py_engine.models import attention_ops, graph_generator
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.config import config_from_hf
+from py_engine.models.graph_options import GraphOptions
 from py_engine.prompt_cache import PromptCache
 from py_engine.sampling import SamplingParams
 
@@ -86,7 +87,7 @@ def test_drafts_verified_over_a_wrapped_ring(ringed, answer):
         ringed.device.submit(ringed.prefill_commands(PROMPT + tokens[:23]))
         accepted = await ringed.picks_after([tokens[23]] + tokens[24:31])
         wrong = await ringed.picks_after([tokens[31], 7, 7, 7])
-        ringed.pos -= 3  # the rejected drafts: rewritten by the next forward
+        ringed.roll_back(ringed.pos - 3)  # the rejected drafts: rewritten by the next forward
         return accepted, wrong, await ringed.picks_after([tokens[32]] + tokens[33:35])
 
     accepted, wrong, again = asyncio.run(run())
@@ -197,7 +198,8 @@ def test_gemma3_270m_footprint_counts_the_rings(context, kv_formats, bytes_per_r
     cfg = config_from_hf(GEMMA3_270M, "gemma-3-270m")
 
     def kv_bytes(slack):
-        b = GraphBuilder(cfg, shaped_like(cfg), 128, context, True, kv_formats, 128 << 20, slack)
+        options = GraphOptions(128, context, True, kv_formats, 128 << 20, slack)
+        b = GraphBuilder(cfg, shaped_like(cfg), options)
         graph = graph_generator(cfg.architecture)(b)
         return footprint(graph, cfg.vocab_size, context).kv_cache
 

@@ -1,4 +1,4 @@
-"""The submit strategy the engine picks at start-up (py_engine/web/webkit.py's submit_strategy and
+"""The submit strategy the engine picks at start-up (py_engine/gpu/submit_strategy.py's submit_strategy and
 submit_workarounds), as pure rules: a desktop engine gets the single pass, WebKit grouped submits of
 64 dispatches, ?group= overrides both, and a submit probe's answer (tests/test_submit_probe.py) sets
 WebKit's group. tests/test_browser_submit_strategy.py checks the same choices end to end in Chromium."""
@@ -6,7 +6,7 @@ WebKit's group. tests/test_browser_submit_strategy.py checks the same choices en
 import pytest
 
 from py_engine.gpu.device import GpuError
-from py_engine.web.webkit import submit_strategy, submit_workarounds
+from py_engine.gpu.submit_strategy import submit_strategy, submit_workarounds
 
 IPAD = {"webkit": True, "reason": "iOS device (iPad)"}
 

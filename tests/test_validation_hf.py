@@ -22,6 +22,7 @@ from py_engine.formats.source import open_source
 from py_engine.models import graph_generator
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.config_check import check_config
+from py_engine.models.graph_options import GraphOptions
 from py_engine.models.tensor_check import global_shapes, layer_shapes
 from py_engine.session import read_model_files
 
@@ -270,7 +271,7 @@ def test_every_tensor_the_graphs_read_has_a_shape_rule(arch):
         looked_up.add(name)
         return tensors[name]
 
-    graph_generator(cfg.architecture)(GraphBuilder(cfg, lookup, 8, 64, False, ("f32", "f32"), 1 << 27, 0))
+    graph_generator(cfg.architecture)(GraphBuilder(cfg, lookup, GraphOptions(max_rows=8, kv_capacity=64)))
     for name in looked_up:
         assert name in known or name.split(".", 3)[3] in parts, name
 

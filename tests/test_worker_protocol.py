@@ -34,28 +34,13 @@ OPTIONS = {
 }
 VALID = {  # one message of each type with every field the table knows
     "load": {"type": "load", "id": "load-1", "model": MODEL, "options": OPTIONS},
-    "generate": {
-        "type": "generate",
-        "id": "gen-2",
-        "messages": [{"role": "user", "content": "Hi"}],
-        "sampling": {
-            "temperature": 0.7,
-            "top_k": 40,
-            "top_p": 0.9,
-            "repetition_penalty": 1.1,
-            "seed": 3,
-            "lookup": True,
-            "max_new_tokens": 16,
-        },
-        "ignore_eos": True,
-    },
     "openai": {
         "type": "openai",
         "id": "api-8",
         "endpoint": "chat.completions",
         "body": {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": True},
     },
-    "cancel": {"type": "cancel", "id": "gen-2"},
+    "cancel": {"type": "cancel", "id": "api-8"},
     "unload": {"type": "unload", "id": 7},
     "store_list": {"type": "store_list", "id": "store-3"},
     "store_remove": {"type": "store_remove", "id": "store-4", "model": "tiny"},
@@ -149,8 +134,7 @@ def test_malformed_messages_are_protocol_errors(kind):
         {},
         {"type": 3, "id": "a"},
         {"type": "explode", "id": "a"},
-        {"type": "generate", "id": "g"},  # no messages, prompt or ids
-        {"type": "generate", "id": "g", "prompt": "a", "ids": [1]},
+        {"type": "generate", "id": "g", "prompt": "a"},  # the protocol's one generation message is openai
     ],
 )
 def test_messages_that_are_no_known_message(message):
@@ -168,15 +152,30 @@ def test_error_messages_name_the_field_and_the_problem():
     with pytest.raises(ProtocolError, match="the field 'base' is missing"):
         check_message({**VALID["load"], "model": {k: v for k, v in MODEL.items() if k != "base"}})
     with pytest.raises(ProtocolError, match="unknown field 'colour'"):
-        check_message({**VALID["generate"], "sampling": {"colour": "red"}})
+        check_message({**VALID["openai"], "colour": "red"})
+
+
+STATS = {
+    "tokens": [5, 6],
+    "prompt_tokens": 3,
+    "dropped_exchanges": 0,
+    "prefilled_tokens": 3,
+    "ttft_ms": 1.5,
+    "prefill_tok_s": 2000.0,
+    "decode_tok_s": 100.0,
+    "host_ms_per_token": 0.5,
+    "stop": "eos",
+    "command_buffers": 2,
+}
 
 
 def test_events_are_checked_too():
-    check_event({"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5, "index": 0})
+    check_event({"type": "response", "id": "api-1", "body": {}, "stats": STATS})
     check_event({"type": "progress", "id": None, "phase": "boot", "done": 1, "total": 3})
     for bad in (
-        {"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5},  # no index
-        {"type": "done", "id": "g", "stop": "tired"},
+        {"type": "response", "id": "api-1", "body": {}, "stats": {**STATS, "stop": "tired"}},
+        {"type": "response", "id": "api-1", "body": {}, "stats": {k: v for k, v in STATS.items() if k != "tokens"}},
+        {"type": "token", "id": "gen-1", "text": "Hi", "token_id": 5, "index": 0},  # the old generate's events
         {"type": "error", "id": None, "kind": "oops", "message": "m"},
     ):
         with pytest.raises(ProtocolError):

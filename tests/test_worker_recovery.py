@@ -10,13 +10,14 @@ import pytest
 
 from py_engine.errors import WispError
 from py_engine.gpu.device import GpuError
-from py_engine.web import recovery, worker
+from py_engine.web import openai_messages, recovery, worker
 from py_engine.web.protocol import check_event
 from py_engine.web.state import WorkerState
 
 MODEL = {"id": "tiny", "kind": "gguf", "base": "/models/tiny/", "files": {"tiny.gguf": 1234}}
 LOAD = {"type": "load", "id": "load-1", "model": MODEL, "options": {"context": 64}}
-GENERATE = {"type": "generate", "id": "gen-2", "prompt": "Hi"}
+BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}]}
+GENERATE = {"type": "openai", "id": "gen-2", "endpoint": "chat.completions", "body": BODY}
 
 
 class Device:
@@ -50,7 +51,7 @@ class Engine:
         state.model = "the model"
         state.emit("loaded", message["id"], model=message["model"]["id"])  # its other fields: not checked here
 
-    async def generate(self, state, message):
+    async def answer(self, state, message):
         if state.model is None:
             raise WispError("no model loaded")
         await asyncio.sleep(0)
@@ -59,7 +60,7 @@ class Engine:
             state.device.lose()
             raise GpuError("fetchRead: AbortError: the device was lost")
         state.losses = 0
-        state.emit("done", message["id"], stop="eos")
+        state.emit("response", message["id"], body={}, stats={"stop": "eos"})  # its other fields: not checked here
 
 
 def run(engine_args, steps):
@@ -71,7 +72,7 @@ def run(engine_args, steps):
     async def main():
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(worker, "load", engine.load)
-            patch.setattr(worker, "generate", engine.generate)
+            patch.setattr(openai_messages, "answer", engine.answer)
             patch.setattr(recovery, "LOST_WAIT_MS", 0)
             await steps(state, engine, events)
             await recovery.settled(state)
@@ -84,7 +85,10 @@ def run(engine_args, steps):
 
 
 def story(events):
-    return [(e["type"], e.get("status") or e.get("kind") or e.get("stop") or e.get("model")) for e in events]
+    return [
+        (e["type"], e.get("status") or e.get("kind") or e.get("stats", {}).get("stop") or e.get("model"))
+        for e in events
+    ]
 
 
 def test_lost_mid_answer_then_the_next_message_is_answered():
@@ -100,7 +104,7 @@ def test_lost_mid_answer_then_the_next_message_is_answered():
         ("device_lost", "reloading"),
         ("loaded", "tiny"),
         ("device_lost", "reloaded"),
-        ("done", "eos"),
+        ("response", "eos"),
     ]
     assert events[1]["id"] == "gen-2" and "reset" in events[1]["message"]
     assert events[2]["id"] == "load-1" and events[2]["reason"] == "destroyed" and events[2]["attempt"] == 1
@@ -175,7 +179,7 @@ def test_an_ordinary_gpu_error_is_no_loss():
         async def fails(state, message):
             raise GpuError("kernel 'x': WGSL compile error")
 
-        worker.generate = fails  # restored by the patch context
+        openai_messages.answer = fails  # restored by the patch context
         await worker.handle(GENERATE, state)
 
     _, engine, events = run({}, steps)

@@ -47,7 +47,7 @@ export function check() {
   }
 }
 
-// The submit strategy (py_engine/web/webkit.py's submit_strategy decides it at start-up).
+// The submit strategy (py_engine/gpu/submit_strategy.py decides it at start-up).
 // group 0: each submit is one encoder, one compute pass, one queue.submit (Dawn, wgpu-native).
 // group N: WebKit's workaround: N dispatches per command buffer, each submitted and awaited before
 // the next is encoded, so exactly one command buffer is in flight. Python's submit stays

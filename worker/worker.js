@@ -10,7 +10,7 @@
 // boot `progress` (id null) and `error` events of kind "internal" when the bridge itself fails.
 // Messages that arrive during boot wait for it; each is then handed to the Python entry point
 // py_engine.web.worker.handle(message) (a dict) without awaiting the previous one, so that a
-// `cancel` is seen while a `generate` awaits the GPU. Python posts its events through init(post).
+// `cancel` is seen while an `openai` request awaits the GPU. Python posts its events through init(post).
 //
 // Test hook: only a worker started as /worker/worker.js?test also accepts
 // {type:"test_exec", id, code} — runs `code` with pyodide.runPythonAsync in one shared namespace
@@ -80,7 +80,7 @@ self.onmessage = async (ev) => {
     return;
   }
   if (TEST && msg?.type === "test_exec") return testExec(state, msg);
-  // ---- dispatch: load / generate / cancel / unload go to py_engine.web.worker.handle ----
+  // ---- dispatch: load / openai / cancel / unload go to py_engine.web.worker.handle ----
   let message;
   try {
     message = state.pyodide.toPy(localFilesOut(msg));

@@ -4,45 +4,34 @@ writes each chunk as a server-sent event, the browser worker posts each as a `ch
 request without `stream` gets `collect(chunks)`. The last chunk is always the usage chunk
 (`choices: []`), which a transport drops unless stream_options.include_usage asked for it.
 
-A model here is anything with `engine`, `tok`, `stop_ids` and `cache` (a PromptCache): the worker's
-LoadedModel, a ChatModel."""
+A model here is a session.LoadedModel; its answer's text comes from answer_stream.py."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 
+from ..answer_stream import AnswerStream
 from ..chat_prompt import fit_to_context
 from .constraints import response_constraint, tool_constraint
 from .request import ChatRequest, CompletionRequest, RequestError
-from .stop_strings import StopStrings
 from .tool_calls import ToolCallStream, require_format
-
-
-@dataclass
-class ChatModel:
-    """A loaded chat model as this module wants it (session.load_model's, with a PromptCache)."""
-
-    id: str
-    engine: object
-    tok: object
-    stop_ids: set
-    cache: object
 
 
 def _ids(kind: str) -> tuple[str, int]:
     return f"{kind}-{secrets.token_hex(12)}", int(time.time())
 
 
-async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False):
+async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False, ended=None):
     """The chat completion's chunks (chat.completion.chunk objects); cancelled() is asked after
-    every token (the page's Stop, a client that went away)."""
+    every token (the page's Stop, a client that went away). ended(answer, dropped), once the
+    answer has ended: its AnswerStream and the exchanges left out to fit the context (the
+    worker's stats)."""
     tok, engine = _tokenizer(model), model.engine
     fmt = require_format(tok) if request.tools and request.tool_choice != "none" else None
     variables = {"tools": request.tools} if fmt else {}
     room = request.max_tokens or engine.context
-    ids, _ = fit_to_context(tok, request.messages, engine.context, room, **variables)
+    ids, dropped = fit_to_context(tok, request.messages, engine.context, room, **variables)
     constraint = (
         tool_constraint(model, fmt, request.tools, request.tool_choice)
         if fmt and request.tool_choice != "auto"
@@ -57,12 +46,14 @@ async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False):
         return {**out, "choices": choices, **({"usage": usage} if usage else {})}
 
     yield chunk({"role": "assistant", "content": ""})
-    answer = Answer(model, ids, request, constraint, cancelled)
+    answer = _answer(model, ids, request, constraint, cancelled)
     async for piece in answer:
         text = calls.push(piece) if calls else piece
         if text:
             yield chunk({"content": text})
-    finish = answer.finish
+    if ended:
+        ended(answer, dropped)
+    finish = _finish(answer)
     if calls:
         text, found = calls.finish()
         if text:
@@ -71,7 +62,7 @@ async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False):
             finish = "tool_calls"
             yield chunk({"tool_calls": [_tool_call(i, call) for i, call in enumerate(found)]})
     yield chunk({}, finish)
-    yield chunk({}, usage=answer.usage(len(ids)))
+    yield chunk({}, usage=_usage(answer))
 
 
 def _tool_call(index: int, call: dict) -> dict:
@@ -79,10 +70,13 @@ def _tool_call(index: int, call: dict) -> dict:
     return {"index": index, "id": f"call_{secrets.token_hex(12)}", "type": "function", "function": function}
 
 
-async def completion_chunks(model, request: CompletionRequest, cancelled=lambda: False):
-    """A text completion's chunks (text_completion objects, as OpenAI streams them)."""
-    tok = _tokenizer(model)
-    ids = tok.encode(request.prompt, add_special_tokens=True)
+async def completion_chunks(model, request: CompletionRequest, cancelled=lambda: False, ended=None):
+    """A text completion's chunks (text_completion objects, as OpenAI streams them); a prompt of
+    token ids needs no tokenizer unless echoed or constrained (without one, the answer is tokens
+    only: no text). cancelled and ended: as chat_chunks' (nothing is dropped)."""
+    given_text = isinstance(request.prompt, str)
+    tok = _tokenizer(model) if given_text or request.echo or request.response_format else model.tok
+    ids = tok.encode(request.prompt, add_special_tokens=True) if given_text else request.prompt
     constraint = response_constraint(model, request.response_format)
     chunk_id, created = _ids("cmpl")
 
@@ -92,12 +86,14 @@ async def completion_chunks(model, request: CompletionRequest, cancelled=lambda:
         return {**out, "choices": [] if usage else [choice], **({"usage": usage} if usage else {})}
 
     if request.echo:
-        yield chunk(request.prompt)
-    answer = Answer(model, ids, request, constraint, cancelled)
+        yield chunk(request.prompt if given_text else tok.decode(ids))
+    answer = _answer(model, ids, request, constraint, cancelled)
     async for piece in answer:
         yield chunk(piece)
-    yield chunk("", answer.finish)
-    yield chunk("", usage=answer.usage(len(ids)))
+    if ended:
+        ended(answer, 0)
+    yield chunk("", _finish(answer))
+    yield chunk("", usage=_usage(answer))
 
 
 def _tokenizer(model):
@@ -106,51 +102,31 @@ def _tokenizer(model):
     return model.tok
 
 
-class Answer:
-    """The answer's text pieces as they stream, stop strings applied; then `finish` (stop, length)
-    and `usage`."""
+def _answer(model, ids: list[int], request, constraint, cancelled) -> AnswerStream:
+    """The answer to `ids`, at most max_tokens and what the context leaves."""
+    room = model.engine.context - len(ids)
+    if room < 1:
+        raise RequestError(f"the prompt is {len(ids)} tokens; the context holds {model.engine.context}", "messages")
+    most = min(request.max_tokens or room, room)
+    return AnswerStream(
+        model,
+        ids,
+        most,
+        request.sampling,
+        stop_strings=request.stop,
+        constraint=constraint,
+        cancelled=cancelled,
+        ignore_eos=request.ignore_eos,
+    )
 
-    def __init__(self, model, ids, request, constraint, cancelled):
-        self.model, self.ids, self.request = model, ids, request
-        self.constraint, self.cancelled = constraint, cancelled
-        self.tokens, self.finish = 0, "length"
 
-    def usage(self, prompt_tokens: int) -> dict:
-        total = prompt_tokens + self.tokens
-        return {"prompt_tokens": prompt_tokens, "completion_tokens": self.tokens, "total_tokens": total}
+def _finish(answer: AnswerStream) -> str:
+    return "length" if answer.stop == "length" else "stop"
 
-    def __aiter__(self):
-        return self._pieces()
 
-    async def _pieces(self):
-        engine, stop_ids = self.model.engine, self.model.stop_ids
-        room = engine.context - len(self.ids)
-        if room < 1:
-            raise RequestError(f"the prompt is {len(self.ids)} tokens; the context holds {engine.context}", "messages")
-        most = min(self.request.max_tokens or room, room)
-        stream = self.model.tok.stream_decoder(skip_special_tokens=True)
-        stops = StopStrings(self.request.stop)
-        tokens = self.model.cache.generate(self.ids, most, self.request.sampling, stop_ids, self.constraint)
-        try:
-            async for token in tokens:
-                if token in stop_ids:
-                    self.finish = "stop"
-                    break
-                self.tokens += 1
-                text = stops.push(stream.push(token))
-                if text:
-                    yield text
-                if stops.stopped or self.cancelled():
-                    self.finish = "stop"
-                    break
-            else:
-                if self.constraint is not None and self.constraint.finished:
-                    self.finish = "stop"
-        finally:
-            await tokens.aclose()
-        tail = stops.push(stream.flush()) + stops.flush()
-        if tail:
-            yield tail
+def _usage(answer: AnswerStream) -> dict:
+    prompt, completion = len(answer.ids), answer.completion_tokens
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 async def collect(chunks) -> dict:

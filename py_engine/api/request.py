@@ -4,10 +4,12 @@ and /v1/embeddings (or the page's module, which sends the same dicts), turned in
 Field names, defaults and limits are OpenAI's (temperature and top_p default to 1; at most 4 stop
 strings; n is 1). A field Wisp cannot honour is refused by name rather than ignored, except those
 that change nothing about the answer (user, metadata, store, parallel_tool_calls, service_tier,
-logprobs false). Besides OpenAI's fields, generation takes top_k, repetition_penalty and
-precision ("fast" or "exact": the arithmetic of the model's GEMV, Engine.load's; absent: the
-server's or the page's load option). A bad body is a RequestError: HTTP 400 with OpenAI's error
-object."""
+logprobs false). Besides OpenAI's fields, generation takes top_k, repetition_penalty, precision
+("fast" or "exact": the arithmetic of the model's GEMV, Engine.load's; absent: the server's or the
+page's load option), lookup (prompt-lookup decoding: the same tokens, faster where the answer
+copies the conversation) and ignore_eos (no stop id ends the answer: benchmarks decode a fixed
+count). A text completion's prompt may be token ids, as OpenAI's may. A bad body is a
+RequestError: HTTP 400 with OpenAI's error object."""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class GenerationRequest:
     stop: list[str] = field(default_factory=list)
     response_format: dict | None = None
     precision: str | None = None  # Wisp's own field: "fast" or "exact" arithmetic (None: as loaded)
+    ignore_eos: bool = False  # Wisp's own field: no stop id ends the answer
 
 
 @dataclass
@@ -57,7 +60,7 @@ class ChatRequest(GenerationRequest):
 
 @dataclass
 class CompletionRequest(GenerationRequest):
-    prompt: str = ""
+    prompt: str | list[int] = ""  # text, or token ids
     echo: bool = False
 
 
@@ -131,6 +134,8 @@ GENERATION_FIELDS = {
     "presence_penalty",
     "logit_bias",
     "precision",
+    "lookup",
+    "ignore_eos",
 }
 
 
@@ -148,7 +153,9 @@ def _generation(body: dict, request: GenerationRequest) -> None:
         repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.01, 10),
         # No seed: a new one per request (OpenAI's answers vary); a seed: the same answer again.
         seed=seed if seed is not None else random.randrange(1 << 31) if temperature else 0,
+        lookup=_get(body, "lookup", bool, False),
     )
+    request.ignore_eos = _get(body, "ignore_eos", bool, False)
     tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if tokens is not None and (type(tokens) is not int or tokens < 1):
         raise RequestError("'max_tokens' must be a positive integer", "max_tokens")
@@ -262,10 +269,11 @@ def parse_completion(body) -> CompletionRequest:
     request = CompletionRequest(model=body["model"])
     _generation(body, request)
     prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
-        prompt = prompt[0]
-    if not isinstance(prompt, str):
-        raise RequestError("'prompt' must be a string (one prompt per request)", "prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # one prompt in a list of them
+    ids = isinstance(prompt, list) and prompt and all(type(i) is int for i in prompt)
+    if not isinstance(prompt, str) and not ids:
+        raise RequestError("'prompt' must be a string or a list of token ids (one prompt per request)", "prompt")
     if body.get("suffix") or body.get("best_of", 1) != 1:
         raise RequestError("'suffix' and 'best_of' are not supported by Wisp", "suffix")
     request.prompt, request.echo = prompt, _get(body, "echo", bool, False)

@@ -5,9 +5,10 @@ Two kinds of model embed: encoders (BERT: models/bert.py; mean or CLS pooling as
 sentence-transformers files say) and causal LMs of the architectures the engine runs, pooled at the
 last token's final-norm state (Qwen3-Embedding). Vectors are L2-normalised unless asked otherwise.
 
-Loading is two steps, as for generation (session.py): read_embedder_files reads and checks
-everything the model's files say (config, tensors, tokenizer, pooling) and plans the graph once with
-no device, so a malformed folder is a typed error before a GPU opens; load_embedder uploads."""
+Loading is two steps, as for generation (session.py), through loader.py's plan and upload:
+read_embedder_files reads and checks everything the model's files say (config, tensors, tokenizer,
+pooling) and plans the graph once with no device, so a malformed folder is a typed error before a
+GPU opens; load_embedder uploads."""
 
 from __future__ import annotations
 
@@ -15,18 +16,14 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..errors import WispError
-from ..executor import Executor
-from ..formats.model_files import read_model, tensor_info
+from ..formats.model_files import ModelFiles, read_model
 from ..formats.source import ModelSource, open_source
-from ..kernels import KernelCache
 from ..kv_cache import kv_formats
-from ..memory import ModelTooLargeError, footprint, size
-from ..models import graph_generator
-from ..models.bert import EmbeddingBuilder
+from ..loader import Plan, plan, upload
+from ..memory import ModelTooLargeError, size
 from ..models.config import ENCODER_ARCHITECTURES
+from ..models.graph_options import GraphOptions
 from ..models.tensor_check import check_tensors
-from ..session import ModelFiles
-from ..weights import WeightUploader
 from .runners import DecoderRunner, EncoderRunner
 from .settings import EmbedSettings, embed_settings
 
@@ -52,8 +49,8 @@ class EmbedderFiles:
 
 
 def read_embedder_files(model, *, pooling: str | None = None, max_tokens: int | None = None) -> EmbedderFiles:
-    """model: an HF directory or GGUF file, a ModelSource (the browser's), or session.read_model_files'
-    ModelFiles. pooling ("cls", "mean", "lasttoken") / max_tokens: override the model's files.
+    """model: an HF directory or GGUF file, a ModelSource (the browser's), or the ModelFiles
+    session.read_model_files gives. pooling ("cls", "mean", "lasttoken") / max_tokens: override the model's files.
     Raises WispError (ModelFileError naming the file and field) for anything malformed."""
     if isinstance(model, EmbedderFiles):
         if pooling is None and max_tokens is None:
@@ -73,7 +70,7 @@ def read_embedder_files(model, *, pooling: str | None = None, max_tokens: int | 
     if tokenizer is None:
         tokenizer = _read_tokenizer(source, gguf)
     files = EmbedderFiles(source, cfg, tensors, tokenizer, settings, encoder)
-    _plan(files, half=False, kv=("f32", "f32"), max_binding=1 << 27)  # missing tensors, dtypes: before a device
+    _plan(files)  # missing tensors, dtypes: before a device
     return files
 
 
@@ -99,25 +96,22 @@ def _read_tokenizer(source, gguf):
     return Tokenizer.from_model_dir(source.small_dir())
 
 
-def _plan(files: EmbedderFiles, *, half: bool, kv: tuple, max_binding: int, normalize: bool = True):
-    cfg, settings = files.cfg, files.settings
+def _plan(files: EmbedderFiles, **device) -> Plan:
+    """loader.plan of the embedding graph, its rows and KV cache sized by the files' settings.
+    device: GraphOptions' half, kv_formats, max_binding and normalize (none: as with no device)."""
+    settings = files.settings
     max_rows = max(settings.max_tokens, BATCH_TOKENS) if files.encoder else PREFILL_ROWS
-    builder = EmbeddingBuilder(
-        cfg,
-        lambda name: tensor_info(files.tensors, name, files.source.label),
-        max_rows,
-        max_rows if files.encoder else settings.max_tokens,  # an encoder has no KV cache
-        half,
-        kv,
-        max_binding,
+    options = GraphOptions(
+        max_rows=max_rows,
+        kv_capacity=max_rows if files.encoder else settings.max_tokens,  # an encoder has no KV cache
         pooling=settings.pooling,
-        normalize=normalize,
         precision="exact",  # int8 activations are measured (benchmarks/fidelity.py) for generation only
+        **device,
     )
-    graph = graph_generator(cfg.architecture, files.source.label, encoders=True)(builder)
-    if graph.recurrent:
-        raise WispError(f"{files.source.label}: {cfg.architecture} has recurrent layers, which cannot embed yet")
-    return graph
+    planned = plan(files.cfg, files.tensors, files.source.label, options)
+    if planned.graph.recurrent:
+        raise WispError(f"{files.source.label}: {files.cfg.architecture} has recurrent layers, which cannot embed yet")
+    return planned
 
 
 async def load_embedder(
@@ -142,25 +136,24 @@ async def load_embedder(
     packed_kv, max_binding: as Engine.load's. f32: no f16 weights even with shader-f16."""
     files = read_embedder_files(model, pooling=pooling, max_tokens=max_tokens)
     half = device.caps.shader_f16 and not f32
-    kv = kv_formats(files.tensors, half, packed_kv)
-    graph = _plan(
-        files, half=half, kv=kv, max_binding=max_binding or device.caps.limits.max_storage_binding, normalize=normalize
+    graph, need = _plan(
+        files,
+        half=half,
+        kv_formats=kv_formats(files.tensors, half, packed_kv),
+        max_binding=max_binding or device.caps.limits.max_storage_binding,
+        normalize=normalize,
     )
-    need = footprint(graph, 0, 0)
     if gpu_budget is not None and need.total > gpu_budget:
         raise ModelTooLargeError(
             f"{files.source.label} needs {need.describe()} of GPU memory to embed, more than this "
             f"device's budget of {size(gpu_budget)}"
         )
-    kernels = KernelCache(device)
-    uploader = WeightUploader(device, kernels, files.tensors, files.source, progress)
-    uploader.expect(t for t in graph.tensors if t.kind == "weight")
-    executor = Executor(device, kernels, graph, uploader)
-    await device.prepare()  # the browser compiles pipelines asynchronously: all before any submit
-    await uploader.finish()
     dim = files.cfg.hidden_size
-    runner = (EncoderRunner if files.encoder else DecoderRunner)(device, executor, dim)
-    await device.read_buffer(executor.buffer("embeddings"), 0, 4)  # every upload landed
+
+    def make(executor, kernels, weight_bytes):
+        return (EncoderRunner if files.encoder else DecoderRunner)(device, executor, dim)
+
+    runner = await upload(device, graph, files.tensors, files.source, make, progress)
     name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
     embedder = Embedder(files, runner, name, normalize)
     embedder.footprint = need

@@ -3,6 +3,8 @@ names (GGUF header, HF config.json + safetensors, MLX quantization, multimodal t
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..errors import ModelFileError
 from ..json_file import read_json
 from ..models import graph_generator
@@ -13,6 +15,22 @@ from .gguf import parse_gguf
 from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling
 from .hf_dir import read_tensor_index
 from .mlx import mlx_tensors
+from .source import ModelSource
+
+
+@dataclass
+class ModelFiles:
+    """A model's files, read and checked (session.read_model_files): what loading needs besides a
+    device."""
+
+    source: ModelSource
+    read: tuple  # read_model's (config, tensors by HF name, parsed GGUF or None)
+    tokenizer: object | None = None
+    stop_ids: set = field(default_factory=set)
+
+    @property
+    def cfg(self):
+        return self.read[0]
 
 
 def read_model(source):

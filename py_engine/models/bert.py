@@ -18,20 +18,22 @@ from __future__ import annotations
 from ..graph import Tensor, WeightSpec, ceil_div
 from ..linear_plan import embedding_grid
 from .builder import GraphBuilder
+from .graph_options import GraphOptions
 
 POOLING_MODES = {"cls": 0, "mean": 1, "lasttoken": 2}  # embed_pool.wgsl's modes
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")  # BERT configs' hidden_act for GELU's tanh form
 
 
 class EmbeddingBuilder(GraphBuilder):
-    """A GraphBuilder for embedding graphs. pooling: how build_bert pools a text's rows ("cls",
-    "mean" or "lasttoken"); normalize: L2-normalise the pooled vectors. A causal LM's graph built
-    with it ends in last-token pooling of its final norm's row instead of the LM head (decoder
-    embedders, Qwen3-Embedding): the head is never read, so a checkpoint may leave it out."""
+    """A GraphBuilder for embedding graphs, of options whose pooling says how build_bert pools a
+    text's rows ("cls", "mean" or "lasttoken") and normalize whether it L2-normalises the pooled
+    vectors. A causal LM's graph built with it ends in last-token pooling of its final norm's row
+    instead of the LM head (decoder embedders, Qwen3-Embedding): the head is never read, so a
+    checkpoint may leave it out."""
 
-    def __init__(self, *args, pooling: str = "mean", normalize: bool = True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.pooling, self.normalize = pooling, normalize
+    def __init__(self, cfg, tensor_info, options: GraphOptions):
+        super().__init__(cfg, tensor_info, options)
+        self.pooling, self.normalize = options.pooling, options.normalize
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:
         # x_last: the final norm of the forward's last row (Step.logit_rows = 1) in row 0.

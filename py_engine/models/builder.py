@@ -26,38 +26,26 @@ from ..linear_plan import (
 from ..quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
 from .config import ModelConfig
+from .graph_options import GraphOptions
 from .recurrent_ops import RecurrentOps
 from .rope import Rotary
 
 
 class GraphBuilder(AttentionOps, RecurrentOps):
-    def __init__(
-        self,
-        cfg: ModelConfig,
-        tensor_info,
-        max_rows: int,
-        kv_capacity: int,
-        half: bool,
-        kv_formats: tuple[str, str],
-        max_binding: int,
-        ring_slack: int = 0,
-        precision: str = "fast",
-    ):
-        """ring_slack: a sliding layer's K and V caches are a ring of window - 1 + ring_slack rows
-        where that is fewer than kv_capacity (kv_cache.py; at least max_rows); 0: the context's.
-        precision: "fast" (the GEMV of a block format on int8 activations where
-        linear_plan.int8_activations says so) or "exact" (f32 arithmetic throughout)."""
+    def __init__(self, cfg: ModelConfig, tensor_info, options: GraphOptions):
+        """options: how the graph is planned (graph_options.py says what each field means)."""
+        max_rows, ring_slack = options.max_rows, options.ring_slack
         if ring_slack and ring_slack < max(max_rows, LOGIT_ROWS_MAX):
             raise ValueError(f"ring_slack {ring_slack} < a forward's rows ({max(max_rows, LOGIT_ROWS_MAX)})")
         self.cfg = cfg
         self.tensor_info = tensor_info  # checkpoint tensor name → TensorInfo (shape, dtype)
         self.g = Graph(max_rows)
-        self.kv_capacity = kv_capacity
-        self.half = half  # the device has shader-f16: half-precision weights stay half
-        self.k_format, self.v_format = kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
-        self.max_binding = max_binding
+        self.kv_capacity = options.kv_capacity
+        self.half = options.half  # the device has shader-f16: half-precision weights stay half
+        self.k_format, self.v_format = options.kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
+        self.max_binding = options.max_binding
         self.ring_slack = ring_slack
-        self.precision = check_precision(precision)
+        self.precision = check_precision(options.precision)
         self.dummy = self.g.tensor("dummy", 16, "dummy")
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.rope_table("cos_sin", cfg.rope_theta, cfg.rope_scaling)

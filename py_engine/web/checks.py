@@ -40,8 +40,9 @@ async def diagnose(state: WorkerState, message: dict) -> None:
     device and submit strategy a load with these options gets; no model needed. Emits a
     `diagnostic` event as each test finishes, then `diagnostics`."""
     from ..gpu.device import GpuError
+    from ..gpu.submit_strategy import submit_strategy
     from ..selftest.suite import run_suite
-    from .webkit import load_policy, submit_strategy
+    from .webkit import load_policy
 
     request, options = message.get("id"), message.get("options") or {}
     platform = options.get("platform") or {}

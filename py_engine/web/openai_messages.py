@@ -1,10 +1,13 @@
-"""The worker's `openai` message: an OpenAI request body from the page (static/openai.js),
-answered by the loaded model through py_engine/api/ exactly as the desktop's /v1 answers it.
-Streams are posted as `chunk` events (the usage chunk only when stream_options asked for it), and
-every request ends with one `response`: the whole completion (chunks added up) or embeddings."""
+"""The worker's `openai` message, its one generation message: an OpenAI request body from the page
+(static/openai.js, and the chat through static/client.js's generate), answered by the loaded model
+through py_engine/api/ exactly as the desktop's /v1 answers it. Streams are posted as `chunk`
+events (the usage chunk only when stream_options asked for it), and every request ends with one
+`response`: the whole completion (chunks added up) or embeddings; a completion's with its `stats`
+(the page's stats line, benchmarks/browser.py's numbers)."""
 
 from __future__ import annotations
 
+from ..answer_stream import AnswerStream
 from ..api import completions, embeddings
 from ..api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from ..errors import WispError
@@ -34,11 +37,43 @@ async def answer(state, message: dict) -> None:
     def cancelled() -> bool:
         return request in state.cancelled
 
-    chunks = _posted(state, request, make(model, body, cancelled), body.stream, body.include_usage)
+    ended = []
+    buffers_before = _command_buffers(state)
+    answer = make(model, body, cancelled, lambda *args: ended.append(args))
+    chunks = _posted(state, request, answer, body.stream, body.include_usage)
     try:
-        state.emit("response", request, body=await completions.collect(chunks))
+        response = await completions.collect(chunks)
     finally:
         state.cancelled.discard(request)
+    state.losses = 0  # an answer completed: the device works again
+    stats = generation_stats(*ended[0], model, _command_buffers(state) - buffers_before)
+    state.emit("response", request, body=response, stats=stats)
+
+
+def generation_stats(answer: AnswerStream, dropped: int, model, command_buffers: int) -> dict:
+    """protocol.py's STATS of an answer: its tokens, the prompt's (those computed, those left out
+    to fit the context), the time to the first token and both speeds, why it stopped, the host's
+    time per decode token and the command buffers submitted."""
+    times, engine, prefilled = answer.token_times, model.engine, model.cache.prefilled
+    ttft = times[0] - answer.started if times else 0.0
+    decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+    return {
+        "tokens": answer.tokens,
+        "prompt_tokens": len(answer.ids),
+        "dropped_exchanges": dropped,
+        "prefilled_tokens": prefilled,
+        "ttft_ms": round(1000 * ttft, 1),
+        "prefill_tok_s": round(prefilled / ttft, 1) if ttft else 0.0,
+        "decode_tok_s": round(decode, 1),
+        "stop": answer.stop,
+        "command_buffers": command_buffers,
+        "host_ms_per_token": round(1000 * engine.stats.host_seconds / max(engine.stats.tokens, 1), 3),
+    }
+
+
+def _command_buffers(state) -> int:
+    """The browser device's command buffers submitted so far (0 where it does not count them)."""
+    return state.device.command_buffers() if hasattr(state.device, "command_buffers") else 0
 
 
 async def _posted(state, request, chunks, stream: bool, include_usage: bool):

@@ -41,7 +41,7 @@ class Map:
 ID = Or(str, int)  # the page's request id (client.js: "load-1", "gen-2", ...)
 PLATFORM = dict  # static/platform.js detectPlatform(): {webkit, reason, ...}
 GROUP = Or(str, int, None)  # dispatches per command buffer, or "all"
-DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_policy, submit_strategy)
+DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_policy, gpu/submit_strategy.py)
     "context?": Or(int, str, None),
     "f32?": bool,
     "precision?": Or(Enum("fast", "exact"), None),  # Engine.load's (None: fast)
@@ -63,29 +63,12 @@ MODEL = {  # what /api/models lists, plus where its files are served (client.js 
     "source?": Enum("url", "local"),
     "blobs?": Map(object),
 }
-SAMPLING = {  # py_engine/token_choice.py SamplingParams, plus the answer's length
-    "temperature?": Or(float, None),
-    "top_k?": Or(int, None),
-    "top_p?": Or(float, None),
-    "repetition_penalty?": Or(float, None),
-    "seed?": Or(int, None),
-    "lookup?": Or(bool, None),
-    "max_new_tokens?": Or(int, None),
-}
-
 MESSAGES = {  # page -> worker
     "load": {"id": ID, "model": MODEL, "options?": DEVICE_OPTIONS},
-    # exactly one of messages, prompt, ids (token ids: models without a tokenizer)
-    "generate": {
-        "id": ID,
-        "messages?": [{"role": str, "content": str}],
-        "prompt?": str,
-        "ids?": [int],
-        "sampling?": SAMPLING,
-        "ignore_eos?": bool,
-    },  # ignore_eos: benchmarks decode a fixed count
-    # OpenAI's API (py_engine/api/, static/openai.js): a request body as the desktop's /v1 takes it,
-    # answered with `chunk` events (stream: true) and one `response`; the loaded model answers.
+    # The one generation message: OpenAI's API (py_engine/api/; static/openai.js, and the page's chat
+    # through static/client.js's generate), a request body as the desktop's /v1 takes it (with Wisp's
+    # own fields: api/request.py), answered with `chunk` events (stream: true) and one `response`;
+    # the loaded model answers.
     "openai": {"id": ID, "endpoint": Enum("chat.completions", "completions", "embeddings"), "body": dict},
     "cancel": {"id": ID},
     "unload": {"id?": ID},
@@ -95,8 +78,6 @@ MESSAGES = {  # page -> worker
     "diagnose": {"id": ID, "options?": DEVICE_OPTIONS},  # "Check this device": no model needed
     "probe": {"id": ID, "group": int, "steps?": int},  # WebKit's submit probe; group 0: all in one
 }
-ONE_OF = {"generate": ("messages", "prompt", "ids")}
-
 SUBMIT = {
     "strategy": Enum("single-pass", "grouped"),
     "group": GROUP,
@@ -114,6 +95,19 @@ ADAPTER = {
     "workarounds": [str],
 }
 RESULT = {"name": str, "ok": bool, "detail": str, "ms": float}  # one self-test
+STATS = {  # a completion's numbers (web/openai_messages.py generation_stats): the page's stats line
+    "tokens": [int],  # every token generated, a final stop id included
+    "prompt_tokens": int,
+    "dropped_exchanges": int,  # a chat's oldest exchanges left out to fit the context
+    "prefilled_tokens": int,  # prompt tokens computed (the others were in the KV cache)
+    "ttft_ms": float,
+    "prefill_tok_s": float,
+    "decode_tok_s": float,
+    "host_ms_per_token": float,
+    # eos: a stop id; stop: a stop string, or the constraint was finished
+    "stop": Enum("eos", "stop", "length", "cancel"),
+    "command_buffers": int,
+}
 STORED = {
     "model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
     "files": [{"name": str, "size": int, "written": int, "complete": bool}],
@@ -157,22 +151,9 @@ EVENTS = {  # worker -> page
         "command_buffers": int,
         "adapter": {"name": str, "vendor": str, "architecture": str, "description": str},
     },
-    "token": {"id": ID, "text": str, "token_id": int, "index": int},  # token_id -1: the decoder's tail
-    "done": {
-        "id": ID,
-        "tokens": [int],
-        "prompt_tokens": int,
-        "dropped_exchanges": int,
-        "prefilled_tokens": int,
-        "ttft_ms": float,
-        "prefill_tok_s": float,
-        "decode_tok_s": float,
-        "host_ms_per_token": float,
-        "stop": Enum("eos", "length", "cancel"),
-        "command_buffers": int,
-    },
     "chunk": {"id": ID, "chunk": dict},  # an OpenAI stream's chunk, as the desktop's server-sent events carry
-    "response": {"id": ID, "body": dict},  # the whole OpenAI response (after a stream: the chunks added up)
+    # the whole OpenAI response (after a stream: the chunks added up); a completion's with its stats
+    "response": {"id": ID, "body": dict, "stats?": STATS},
     # The GPU device was lost (web/recovery.py): the worker runs the load `id` again on a new device,
     # from the weight store. "reloading" per attempt (attempt: losses in a row), then "reloaded", or
     # "failed" (message: why) when it gives up. reason: the browser's ("destroyed", "unknown").
@@ -189,7 +170,7 @@ EVENTS = {  # worker -> page
     "error": {
         "id": Or(ID, None),
         "message": str,
-        # device-lost: the request's GPU device was lost (a generate's: `device_lost` events follow)
+        # device-lost: the request's GPU device was lost (an openai request's: `device_lost` events follow)
         "kind": Enum(
             "no-webgpu",
             "protocol",
@@ -227,9 +208,6 @@ def _check_typed(value, table: dict, what: str) -> str:
     if kind not in table:
         raise ProtocolError(f"unknown {what} type {kind!r}; known: {', '.join(table)}")
     check(value, {"type": str, **table[kind]}, kind)
-    present = [name for name in ONE_OF.get(kind, ()) if value.get(name) is not None]
-    if len(present) != 1 and ONE_OF.get(kind):
-        raise ProtocolError(f"{kind}: needs exactly one of {', '.join(ONE_OF[kind])}, not {present or 'none'}")
     return kind
 
 

@@ -63,7 +63,7 @@ def schedule(state, load) -> None:
 
 
 async def settled(state) -> None:
-    """Wait for a recovery under way (a load or generate after a loss runs on the reloaded model)."""
+    """Wait for a recovery under way (a load or an openai request after a loss runs on the reloaded model)."""
     while state.recovery is not None and not state.recovery.done():
         await asyncio.wait([state.recovery])
 

@@ -13,23 +13,13 @@ from ..errors import WispError
 
 
 @dataclass
-class LoadedModel:
-    id: str
-    engine: object
-    tok: object  # None: a model without a tokenizer (generate by ids)
-    stop_ids: set
-    cache: object  # PromptCache
-    embedder: object = None  # an embedding model's embedding.Embedder (then engine is None)
-
-
-@dataclass
 class WorkerState:
     post: object = None  # event dict -> the page (worker.js's postMessage, converted at the boundary)
     device: object = None
     device_key: tuple | None = None  # (allow_f16, submit group) the device was opened with
-    model: LoadedModel | None = None
+    model: object = None  # the loaded model's session.LoadedModel
     probe_chain: object = None  # the submit probe's Chain on this device
-    serving: object = None  # the id of the GPU request being served (load, generate, probe, diagnose)
+    serving: object = None  # the id of the GPU request being served (load, openai, probe, diagnose)
     loading: str | None = None  # the model id the last load was for
     cancelled: set = field(default_factory=set)
     reload: dict | None = None  # the load message of the model held: a lost device runs it again
@@ -47,7 +37,7 @@ class WorkerState:
 
     @contextlib.contextmanager
     def busy(self, request):
-        """One GPU request at a time (load, generate, probe, diagnose): another is refused, not queued."""
+        """One GPU request at a time (load, openai, probe, diagnose): another is refused, not queued."""
         if self.serving is not None:
             raise WispError(f"busy with request {self.serving!r}; wait for it or cancel it")
         self.serving = request
@@ -83,8 +73,8 @@ def adapter_reply(device, platform: dict, submit: dict, policy: dict) -> dict:
     """The adapter as `loaded` and `diagnostics` report it: name, features, limits, and the WebKit
     decisions in force (a desktop engine must show no workarounds: a hardware-keyed gate once made
     one 8x slower)."""
+    from ..gpu.submit_strategy import submit_workarounds
     from ..selftest.suite import adapter_summary
-    from .webkit import submit_workarounds
 
     return {
         **adapter_summary(device),

@@ -1,7 +1,7 @@
 """The worker's Python half: page messages in, events out (the protocol: protocol.py's table).
 
 worker.js calls `init(post)` once after boot, then `handle(message)` for every page message
-without awaiting the previous one, so a `cancel` is handled while a `generate` awaits the GPU.
+without awaiting the previous one, so a `cancel` is handled while an `openai` request awaits the GPU.
 Messages and events are plain dicts here; `init`'s post converts events at the boundary. What
 the worker holds between messages is one WorkerState (state.py); tests hand `handle` their own.
 """
@@ -15,7 +15,7 @@ from ..errors import StorageQuotaError, WispError
 from ..gpu.device import GpuError
 from . import recovery
 from .protocol import ProtocolError, check_message
-from .state import LoadedModel, WorkerState, adapter_reply, device_for
+from .state import WorkerState, adapter_reply, device_for
 
 STATE = WorkerState()
 
@@ -80,7 +80,7 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
                 if kind == "load":
                     await load_from_page(state, message)
                 else:
-                    await generate_on_device(state, message)
+                    await answer_on_device(state, message)
     except WispError as exc:
         state.emit("error", request, kind=error_kind(exc, kind), message=str(exc))
     except Exception as exc:  # a bug, not bad input: keep the last frames for the report
@@ -103,7 +103,7 @@ def error_kind(exc: WispError, message_type: str | None) -> str:
         return "no-webgpu"
     if isinstance(exc, StorageQuotaError):
         return "quota"
-    if message_type in ("load", "generate", "probe", "diagnose"):
+    if message_type in ("load", "probe", "diagnose"):
         return message_type
     if message_type == "openai":
         return "generate"
@@ -116,22 +116,21 @@ async def load_from_page(state: WorkerState, message: dict) -> None:
     await recovery.load_retrying(state, message, load)
 
 
-async def generate_on_device(state: WorkerState, message: dict) -> None:
-    """generate (or an OpenAI request), its error of a lost device typed as such (the model is
-    then reloaded)."""
+async def answer_on_device(state: WorkerState, message: dict) -> None:
+    """An OpenAI request, its error of a lost device typed as such (the model is then reloaded)."""
     from .openai_messages import answer
 
     try:
-        await (answer(state, message) if message["type"] == "openai" else generate(state, message))
+        await answer(state, message)
     except GpuError as exc:
         raise await recovery.classify(state, exc, load) from exc
 
 
 async def load(state: WorkerState, message: dict) -> None:
-    from ..prompt_cache import PromptCache
-    from ..session import load_model
+    from .. import session
+    from ..gpu.submit_strategy import submit_strategy
     from .files import RemoteModel
-    from .webkit import load_policy, submit_strategy
+    from .webkit import load_policy
 
     start = time.perf_counter()
     model, options, request = message["model"], message.get("options") or {}, message.get("id")
@@ -156,31 +155,20 @@ async def load(state: WorkerState, message: dict) -> None:
             emit("progress", request, phase="upload", done=done, total=total)
             emit("progress", request, phase="compile", done=0, total=0)
 
-    if _is_encoder(source):  # an embedding model: it answers `openai` embeddings requests only
-        from ..embedding import load_embedder
-
-        engine = await load_embedder(
-            source,
-            device,
-            model_id=model["id"],
-            progress=progress,
-            packed_kv=policy["packed_kv"],
-            gpu_budget=policy["gpu_budget"],
-        )
-        state.model = LoadedModel(model["id"], None, engine.tokenizer, set(), None, embedder=engine)
-    else:
-        has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: generate by ids only
-        engine, tok, stop_ids = await load_model(
-            source,
-            device,
-            context=policy["context"],
-            with_tokenizer=has_tokenizer,
-            progress=progress,
-            packed_kv=policy["packed_kv"],
-            gpu_budget=policy["gpu_budget"],
-            precision=policy["precision"],
-        )
-        state.model = LoadedModel(model["id"], engine, tok, stop_ids, PromptCache(engine))
+    has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: token-id prompts only
+    state.model = await session.load(
+        source,
+        device,
+        model_id=model["id"],
+        with_tokenizer=has_tokenizer,
+        embedders=True,
+        progress=progress,
+        packed_kv=policy["packed_kv"],
+        gpu_budget=policy["gpu_budget"],
+        context=policy["context"],
+        precision=policy["precision"],
+    )
+    engine = state.model.engine or state.model.embedder  # an embedding model answers `openai` embeddings only
     emit(
         "loaded",
         request,
@@ -194,17 +182,6 @@ async def load(state: WorkerState, message: dict) -> None:
         wasm_memory_bytes=wasm_memory_bytes(),
         weights=weights_report(),
     )
-
-
-def _is_encoder(source) -> bool:
-    """Whether config.json names an encoder architecture (models/bert.py: embedding models)."""
-    from ..json_file import read_json
-    from ..models.config import ENCODER_ARCHITECTURES
-
-    if source.kind != "hf":
-        return False
-    architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
-    return architectures[0] in ENCODER_ARCHITECTURES
 
 
 async def begin_store(model: dict, request) -> None:
@@ -256,74 +233,3 @@ def wasm_memory_bytes() -> int:
     import pyodide_js
 
     return int(pyodide_js._module.HEAPU8.length)
-
-
-def _command_buffers(state: WorkerState) -> int:
-    return state.device.command_buffers() if hasattr(state.device, "command_buffers") else 0
-
-
-def prompt_ids(message: dict, tok, context: int, max_new: int) -> tuple[list[int], int]:
-    """(prompt ids, chat exchanges dropped to fit the context: the oldest go first)."""
-    if message.get("ids") is not None:
-        return [int(i) for i in message["ids"]], 0
-    if tok is None:
-        raise WispError("this model has no tokenizer: generate by token ids")
-    if message.get("messages") is not None:
-        from ..chat_prompt import fit_to_context
-
-        return fit_to_context(tok, list(message["messages"]), context, max_new)
-    return tok.encode(message["prompt"], add_special_tokens=True), 0
-
-
-async def generate(state: WorkerState, message: dict) -> None:
-    from ..sampling import SamplingParams
-
-    if state.model is None:
-        raise WispError("no model loaded")
-    engine, tok, cache, emit = state.model.engine, state.model.tok, state.model.cache, state.emit
-    request, sampling = message.get("id"), dict(message.get("sampling") or {})
-    max_new = int(sampling.pop("max_new_tokens", 512))
-    params = SamplingParams(**{k: v for k, v in sampling.items() if v is not None})
-    ids, dropped = prompt_ids(message, tok, engine.context, max_new)
-    if len(ids) >= engine.context:
-        raise WispError(f"the prompt is {len(ids)} tokens; the context holds {engine.context}")
-    stream = tok.stream_decoder(skip_special_tokens=True) if tok else None
-    tokens, times, stop = [], [], "length"
-    start = time.perf_counter()
-    stop_ids = () if message.get("ignore_eos") else state.model.stop_ids  # benchmarks decode a fixed count
-    buffers_before = _command_buffers(state)
-    answer = cache.generate(ids, min(max_new, engine.context - len(ids)), params, stop_ids)
-    try:
-        async for token in answer:
-            tokens.append(token)
-            times.append(time.perf_counter())
-            if token in stop_ids:
-                stop = "eos"
-                break
-            emit("token", request, text=stream.push(token) if stream else "", token_id=token, index=len(tokens) - 1)
-            if request in state.cancelled:
-                stop = "cancel"
-                break
-    finally:
-        await answer.aclose()  # now, not at garbage collection: the cache must know what it holds
-        state.cancelled.discard(request)
-    tail = stream.flush() if stream else ""
-    if tail:
-        emit("token", request, text=tail, token_id=-1, index=len(tokens))
-    state.losses = 0  # an answer completed: the device works again
-    ttft = times[0] - start if times else 0.0
-    decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
-    emit(
-        "done",
-        request,
-        tokens=tokens,
-        prompt_tokens=len(ids),
-        dropped_exchanges=dropped,
-        prefilled_tokens=cache.prefilled,
-        ttft_ms=round(1000 * ttft, 1),
-        prefill_tok_s=round(cache.prefilled / ttft, 1) if ttft else 0.0,
-        decode_tok_s=round(decode, 1),
-        stop=stop,
-        command_buffers=_command_buffers(state) - buffers_before,
-        host_ms_per_token=round(1000 * engine.decode_host_seconds / max(engine.decode_tokens, 1), 3),
-    )

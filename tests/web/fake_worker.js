@@ -2,6 +2,8 @@
 // page tests (tests/test_browser_page.py, which check its traffic against py_engine/web/protocol.py's
 // table). Timings are short but real, so streaming and Stop can be observed.
 //
+// It answers `openai` requests (chat and text completions; static/client.js's generate sends them too)
+// with OpenAI's chunks and a `response` carrying the answer's stats.
 // Special prompts: containing "trigger error" → an `error` event (kind "generate");
 // "trigger crash" → an uncaught exception in the worker (the page sees worker.onerror);
 // containing "long" → a 400-word answer (to Stop it); containing "code" → a Markdown answer with a list
@@ -72,11 +74,11 @@ async function boot() {
   post({ type: "booted", pyodide_ms: 280 });
 }
 const booting = boot();
-const running = new Map(); // generate id → {cancelled}
+const running = new Map(); // openai request id → {cancelled}
 
 self.onmessage = (ev) => {
   const msg = ev.data;
-  if (msg.type === "generate" && lastUser(msg).includes("trigger crash")) {
+  if (msg.type === "openai" && lastUser(msg.body).includes("trigger crash")) {
     throw new Error("Fake worker crashed on purpose");
   }
   booting.then(() => dispatch(msg));
@@ -85,7 +87,7 @@ self.onmessage = (ev) => {
 function dispatch(msg) {
   switch (msg.type) {
     case "load": load(msg); break;
-    case "generate": generate(msg); break;
+    case "openai": answer(msg); break;
     case "cancel": { const run = running.get(msg.id); if (run) run.cancelled = true; break; }
     case "unload": loaded = null; break;
     case "store_list": case "store_persist": post(storeEvent(msg.id)); break;
@@ -94,9 +96,9 @@ function dispatch(msg) {
   }
 }
 
-function lastUser(msg) {
-  const users = (msg.messages || []).filter((m) => m.role === "user");
-  return users.length ? String(users[users.length - 1].content) : String(msg.prompt ?? "");
+function lastUser(body) {
+  const users = (body.messages || []).filter((m) => m.role === "user");
+  return users.length ? String(users[users.length - 1].content) : String(body.prompt ?? "");
 }
 
 async function load({ id, model, options }) {
@@ -139,41 +141,59 @@ async function load({ id, model, options }) {
          gpu_bytes: { weights: 98e6, kv_cache: 47e6, activations: 6e6, other: 2e6 }, wasm_memory_bytes: 40e6 });
 }
 
-async function generate(msg) {
-  const { id, sampling = {} } = msg;
+async function answer(msg) {
+  const { id, endpoint, body } = msg;
   if (!loaded) { post({ type: "error", id, kind: "generate", message: "no model loaded" }); return; }
-  const text = lastUser(msg);
-  const turn = (msg.messages || []).filter((m) => m.role === "user").length;
+  if (endpoint === "embeddings") { post({ type: "error", id, kind: "request", message: "no embeddings here (fake)" }); return; }
+  const text = lastUser(body);
+  const turn = (body.messages || []).filter((m) => m.role === "user").length;
   const run = { cancelled: false };
   running.set(id, run);
   const t0 = performance.now();
+  const chat = endpoint === "chat.completions";
+  const chunk = (piece, finish = null) => ({
+    id: "fake-1", object: chat ? "chat.completion.chunk" : "text_completion", created: 0, model: body.model,
+    choices: [chat ? { index: 0, delta: piece === null ? {} : { content: piece }, logprobs: null, finish_reason: finish }
+      : { index: 0, text: piece ?? "", logprobs: null, finish_reason: finish }],
+  });
+  if (chat) post({ type: "chunk", id, chunk: { ...chunk(null), choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] } });
   await sleep(120); // "prefill"
   if (text.includes("trigger error")) {
     running.delete(id);
     post({ type: "error", id, kind: "generate", message: "GPU device lost while decoding (fake, as requested)" });
     return;
   }
-  const head = `Answer ${turn} (${(msg.messages || []).length} messages, temperature ${sampling.temperature}):`;
-  const body = text.includes("long") ? Array.from({ length: 400 }, (_, i) => WORDS[i % WORDS.length]) : WORDS.slice(0, 18);
-  const pieces = text.includes("code") ? [head, ...MARKDOWN.match(/[\s\S]{1,7}/g)] : [head, ...body.map((w) => ` ${w}`)];
-  const limit = sampling.max_new_tokens ?? 512;
+  const head = `Answer ${turn} (${(body.messages || []).length} messages, temperature ${body.temperature}):`;
+  const words = text.includes("long") ? Array.from({ length: 400 }, (_, i) => WORDS[i % WORDS.length]) : WORDS.slice(0, 18);
+  const pieces = text.includes("code") ? [head, ...MARKDOWN.match(/[\s\S]{1,7}/g)] : [head, ...words.map((w) => ` ${w}`)];
+  const limit = body.max_tokens ?? 512;
   const tokens = [];
   let ttft = null;
   let stop = "eos";
   for (let i = 0; i < pieces.length; i++) {
     if (run.cancelled) { stop = "cancel"; break; }
     if (i >= limit) { stop = "length"; break; }
-    const piece = pieces[i];
     tokens.push(1000 + i);
     ttft ??= performance.now() - t0;
-    post({ type: "token", id, text: piece, token_id: 1000 + i, index: i });
+    if (body.stream) post({ type: "chunk", id, chunk: chunk(pieces[i]) });
     await sleep(30);
   }
   running.delete(id);
   const decodeS = (performance.now() - t0 - ttft) / 1000;
+  const content = pieces.slice(0, tokens.length).join("");
+  const usage = { prompt_tokens: 12 * turn, completion_tokens: tokens.length, total_tokens: 12 * turn + tokens.length };
+  const finish = stop === "length" ? "length" : "stop";
+  const response = chat
+    ? { id: "fake-1", object: "chat.completion", created: 0, model: body.model, usage,
+        choices: [{ index: 0, message: { role: "assistant", content, refusal: null }, logprobs: null, finish_reason: finish }] }
+    : { id: "fake-1", object: "text_completion", created: 0, model: body.model, usage,
+        choices: [{ index: 0, text: content, logprobs: null, finish_reason: finish }] };
   post({
-    type: "done", id, tokens, prompt_tokens: 12 * turn, dropped_exchanges: 0, prefilled_tokens: 12 * turn,
-    ttft_ms: ttft ?? 0, prefill_tok_s: 100, decode_tok_s: tokens.length > 1 ? (tokens.length - 1) / decodeS : 0,
-    host_ms_per_token: 1.5, stop, command_buffers: tokens.length,
+    type: "response", id, body: response,
+    stats: {
+      tokens, prompt_tokens: 12 * turn, dropped_exchanges: 0, prefilled_tokens: 12 * turn,
+      ttft_ms: ttft ?? 0, prefill_tok_s: 100, decode_tok_s: tokens.length > 1 ? (tokens.length - 1) / decodeS : 0,
+      host_ms_per_token: 1.5, stop, command_buffers: tokens.length,
+    },
   });
 }

@@ -1,0 +1,83 @@
+"""One answer as text, the one way every answerer turns tokens into it (the CLI's generate, the
+terminal chat, the OpenAI layer that the browser worker and the desktop server speak): the token
+ids a loaded model generates for a prompt through its prompt cache, decoded by the tokenizer's
+stream decoder (a token's text may wait for the next: a character split across tokens), ended by a
+stop id, a stop string (stop_strings.py: held back until it cannot be one), a finished constraint,
+a cancel or the length."""
+
+from __future__ import annotations
+
+import time
+
+from .stop_strings import StopStrings
+
+
+class AnswerStream:
+    """Async iterable of the answer's text pieces (none empty; a model without a tokenizer gives
+    none, only tokens). Afterwards: tokens (every id generated, a final stop id included),
+    token_times (perf_counter() as each arrived), started (perf_counter() before the prompt went
+    in) and stop: why it ended, "eos" (a stop id), "stop" (a stop string, or the constraint was
+    finished), "cancel" or "length"."""
+
+    def __init__(
+        self,
+        model,
+        ids: list[int],
+        max_new_tokens: int,
+        sampling,
+        *,
+        stop_strings=(),
+        constraint=None,
+        cancelled=lambda: False,
+        ignore_eos: bool = False,
+    ):
+        """model: a session.LoadedModel. cancelled(): asked after every token (the page's Stop, a
+        client that went away). ignore_eos: no stop id ends it (benchmarks decode a fixed count)."""
+        self.model, self.ids, self.max_new_tokens, self.sampling = model, ids, max_new_tokens, sampling
+        self.stop_strings, self.constraint, self.cancelled = stop_strings, constraint, cancelled
+        self.stop_ids = set() if ignore_eos else model.stop_ids
+        self.tokens: list[int] = []
+        self.token_times: list[float] = []
+        self.started = None
+        self.stop = "length"
+
+    @property
+    def completion_tokens(self) -> int:
+        """The answer's tokens: a final stop id is not one."""
+        return len(self.tokens) - (self.stop == "eos")
+
+    def __aiter__(self):
+        return self._pieces()
+
+    async def _pieces(self):
+        tok = self.model.tok
+        decoder = tok.stream_decoder(skip_special_tokens=True) if tok else None
+        stops = StopStrings(self.stop_strings)
+        self.started = time.perf_counter()
+        generation = self.model.cache.generate(
+            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint
+        )
+        try:
+            async for token in generation:
+                self.tokens.append(token)
+                self.token_times.append(time.perf_counter())
+                if token in self.stop_ids:
+                    self.stop = "eos"
+                    break
+                text = stops.push(decoder.push(token)) if decoder else ""
+                if text:
+                    yield text
+                if stops.stopped:
+                    self.stop = "stop"
+                    break
+                if self.cancelled():
+                    self.stop = "cancel"
+                    break
+            else:
+                if self.constraint is not None and self.constraint.finished:
+                    self.stop = "stop"
+        finally:
+            await generation.aclose()  # now, not at garbage collection: the cache must know what it holds
+        tail = stops.push(decoder.flush()) + stops.flush() if decoder else ""
+        if tail:
+            yield tail

@@ -1,0 +1,28 @@
+"""GraphOptions: how a graph is planned, the one argument besides the config and the tensors that a
+GraphBuilder takes (loader.plan makes every builder)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# WebGPU's default largest storage binding: a plan with no device splits weights as a browser would.
+DEFAULT_MAX_BINDING = 1 << 27
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    max_rows: int  # the most rows one forward takes: every activation is sized for it
+    kv_capacity: int  # the KV cache's rows (the context); an encoder's: its rows
+    half: bool = False  # the device has shader-f16: half-precision weights stay half
+    kv_formats: tuple[str, str] = ("f32", "f32")  # K and V caches' storage (kernels.KV_WORDS)
+    max_binding: int = DEFAULT_MAX_BINDING  # weights are split into shards of at most this many bytes
+    # A sliding layer's K and V caches are a ring of window - 1 + ring_slack rows where that is
+    # fewer than kv_capacity (kv_cache.py; at least max_rows); 0: the context's.
+    ring_slack: int = 0
+    # "fast" (the GEMV of a block format on int8 activations where linear_plan.int8_activations
+    # says so) or "exact" (f32 arithmetic throughout).
+    precision: str = "fast"
+    # An embedding graph (models/bert.py's EmbeddingBuilder): how it pools a text's rows ("cls",
+    # "mean" or "lasttoken"), and whether it L2-normalises the vectors; None: a generating graph.
+    pooling: str | None = None
+    normalize: bool = True
