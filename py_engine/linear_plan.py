@@ -96,13 +96,14 @@ INT8_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k"
 # per 4 weights; the GEMV keeps two (gemv.wgsl Q8_ACT says why). H200, an 8B layer's Q4_0
 # matmuls at 512 rows (benchmarks/matmul_rate.py): 4.5 ms with one level, 8.8 with two, 10.3 in
 # f32 (decode.py pp512: 2,765, 1,612 and 1,413 tok/s). It runs under "fast" on rows of at least
-# INT8_MATMUL_MIN_K, where one level measured close to exact (benchmarks/fidelity.py --prompt 512,
-# 600 tokens of the README, lavapipe): Qwen2.5-Coder-0.5B requantized to Q4_0
-# (tools/requantize_gguf.py; its down projection, K 4864, on one level) mean KL divergence 4.3e-5,
-# top-1 100 %. Below it the f32 matmul runs: SmolLM2-135M with every matmul on one level (K 576
-# and 1536, outliers that leave a 32's other x a few steps of 127) read 7.0e-4 and 97.8 %, past
-# issue 28's top-1 bound (two levels: 6.9e-7, 100 %), and two levels were slower than f32 there
-# (16,520 tok/s against 17,349: few 128-feature tiles).
+# INT8_MATMUL_MIN_K, where one level measured close to exact: Qwen2.5-Coder-0.5B requantized to
+# Q4_0 (tools/requantize_gguf.py; its down projection, K 4864, on one level), a 1,536-token prompt
+# then 513 positions scored (benchmarks/fidelity.py --prompt 1536, H200): mean KL divergence
+# 3.8e-5, p99 3.3e-4, top-1 99.8 % (two levels: 1.2e-7, 100 %). Below it the f32 matmul runs:
+# SmolLM2-135M with every matmul on one level (K 576 and 1536, outliers that leave a 32's other x
+# a few steps of 127; lavapipe, 89 positions after a 512-token prompt) read 7.0e-4 and 97.8 %,
+# past issue 28's top-1 bound (two levels: 6.9e-7, 100 %), and two levels were slower than f32
+# there (16,520 tok/s against 17,349: few 128-feature tiles).
 INT8_MATMUL_FORMATS = frozenset({"q4_0", "q4_1", "q8_0"})
 INT8_MATMUL_MIN_K = 2048
 INT8_MATMUL_LEVELS = 1
