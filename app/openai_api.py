@@ -19,7 +19,7 @@ from starlette.routing import Route
 from py_engine.api import completions, embeddings
 from py_engine.api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from py_engine.errors import WispError
-from py_engine.memory import ModelTooLargeError
+from py_engine.runtime.memory import ModelTooLargeError
 
 from .models import ModelRegistry
 

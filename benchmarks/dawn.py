@@ -117,10 +117,10 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
 
 async def run_desktop(path: Path, ids: list[int], warm: list[int], steps: int, context: int, allow_f16: bool) -> dict:
     """The same two generations on the desktop engine, clocked as py_engine/web/worker.py's generate."""
+    from py_engine.decode.prompt_cache import PromptCache
+    from py_engine.decode.token_choice import SamplingParams
     from py_engine.engine import Engine
     from py_engine.gpu.wgpu_host import open_wgpu_device
-    from py_engine.prompt_cache import PromptCache
-    from py_engine.sampling import SamplingParams
 
     device = await open_wgpu_device(allow_f16=allow_f16)
     engine = await Engine.load(path, device, context=context)

@@ -28,11 +28,11 @@ from gemv_bandwidth import Timer  # noqa: E402
 
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.cli import add_precision_arg  # noqa: E402
-from py_engine.decode_on_host import decode_on_host  # noqa: E402
+from py_engine.decode.on_host import decode_on_host  # noqa: E402
+from py_engine.decode.token_choice import SamplingParams  # noqa: E402
 from py_engine.engine import PREFILL_ROWS, Engine  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
-from py_engine.sampling import SamplingParams  # noqa: E402
 
 
 async def measure(args) -> dict:

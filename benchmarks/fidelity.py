@@ -32,11 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from py_engine import linear_plan  # noqa: E402
 from py_engine.catalog import MODELS  # noqa: E402
 from py_engine.engine import PREFILL_ROWS, Engine  # noqa: E402
-from py_engine.linear_plan import LOGIT_ROWS_MAX, PRECISIONS  # noqa: E402
 from py_engine.model_cache import ensure_model  # noqa: E402
+from py_engine.runtime import linear_plan  # noqa: E402
+from py_engine.runtime.linear_plan import LOGIT_ROWS_MAX, PRECISIONS  # noqa: E402
 from py_engine.session import read_model_files  # noqa: E402
 
 

@@ -34,8 +34,8 @@ import wgpu
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
-from py_engine.kernels import Kernel, KernelCache  # noqa: E402
-from py_engine.linear_plan import (  # noqa: E402
+from py_engine.runtime.kernels import Kernel, KernelCache  # noqa: E402
+from py_engine.runtime.linear_plan import (  # noqa: E402
     PRECISIONS,
     gemv_features,
     gemv_layout,
@@ -44,7 +44,7 @@ from py_engine.linear_plan import (  # noqa: E402
     linear_grid,
     linear_params,
 )
-from py_engine.quant import FORMATS  # noqa: E402
+from py_engine.runtime.quant import FORMATS  # noqa: E402
 
 ALL_FORMATS = [
     "f32",

@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemv_bandwidth import Timer, bind, upload_matrices  # noqa: E402
 
-from py_engine import linear_plan  # noqa: E402
 from py_engine.gpu.wgpu_host import open_wgpu_device  # noqa: E402
-from py_engine.kernels import KernelCache  # noqa: E402
-from py_engine.linear_plan import (  # noqa: E402
+from py_engine.runtime import linear_plan  # noqa: E402
+from py_engine.runtime.kernels import KernelCache  # noqa: E402
+from py_engine.runtime.linear_plan import (  # noqa: E402
     linear_defines,
     linear_grid,
     linear_params,

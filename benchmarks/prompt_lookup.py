@@ -1,4 +1,4 @@
-"""Prompt-lookup decoding (py_engine/prompt_lookup.py) against the plain GPU-fed loop on a chat, a
+"""Prompt-lookup decoding (py_engine/decode/prompt_lookup.py) against the plain GPU-fed loop on a chat, a
 code-editing and a summarising prompt. Prints one JSON object: per prompt and hand-over streak,
 whether the tokens are identical, the drafted and accepted tokens, the verifying forwards and the
 tokens they gave, and each way's tok/s (the best of --repeats runs).
@@ -24,12 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from py_engine import prompt_lookup  # noqa: E402
-from py_engine.chat_prompt import fit_to_context  # noqa: E402
+from py_engine.catalog import MODELS  # noqa: E402
+from py_engine.decode import prompt_lookup  # noqa: E402
+from py_engine.decode.token_choice import SamplingParams  # noqa: E402
 from py_engine.gpu import open_device  # noqa: E402
-from py_engine.model_cache import MODELS, ensure_model  # noqa: E402
-from py_engine.sampling import SamplingParams  # noqa: E402
+from py_engine.model_cache import ensure_model  # noqa: E402
 from py_engine.session import load  # noqa: E402
+from py_engine.tokenizer.template.prompt import fit_to_context  # noqa: E402
 
 CODE = """def total_price(items, tax, discount=None):
     total = 0

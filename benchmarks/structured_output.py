@@ -165,7 +165,7 @@ async def run_model(name: str, count: int, max_tokens: int, device) -> dict:
 
 async def free_decode_ms(engine, tok, count: int = 128) -> float:
     """A decode token without a constraint (the GPU-fed loop), for scale: ms per token."""
-    from py_engine.sampling import SamplingParams
+    from py_engine.decode.token_choice import SamplingParams
 
     ids = tok.encode("Once upon a time", add_special_tokens=True)
     for _ in range(2):  # the first run compiles

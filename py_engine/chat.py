@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from .answer_stream import AnswerStream
-from .chat_prompt import fit_to_context
+from .decode.answer_stream import AnswerStream
 from .errors import WispError
 from .terminal import ProgressBar
+from .tokenizer.template.prompt import fit_to_context
 
 # Sampling defaults for chat (generate stays greedy). SmolLM2's model card recommends temperature
 # 0.2 / top-p 0.9; at 0.7 the 135M default model wanders off (seen: one answer in a handful to "the
@@ -114,8 +114,8 @@ def dim(text: str) -> str:
 async def chat(args, path: Path, files) -> int:
     """The conversation loop on the model at `path`, whose files (session.ModelFiles, with a
     tokenizer and chat template) the caller has read and checked before any device is opened."""
+    from .decode.token_choice import SamplingParams
     from .gpu import open_device
-    from .sampling import SamplingParams
 
     device = await open_device(allow_f16=not args.f32)
     bar = ProgressBar()

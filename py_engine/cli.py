@@ -14,7 +14,7 @@ from pathlib import Path
 from .catalog import DEFAULT_MODEL
 from .chat import CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, chat
 from .errors import WispError
-from .linear_plan import PRECISIONS
+from .runtime.linear_plan import PRECISIONS
 from .terminal import ProgressBar, resolve_model
 
 
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
 
 
 def print_kernel(args) -> int:
-    from .kernels import assemble
+    from .runtime.kernels import assemble
 
     defines = {}
     for item in args.define:
@@ -232,9 +232,9 @@ def run_chat(args) -> int:
 
 
 async def generate(args) -> int:
-    from .answer_stream import AnswerStream
+    from .decode.answer_stream import AnswerStream
+    from .decode.token_choice import SamplingParams
     from .gpu import open_device
-    from .sampling import SamplingParams
     from .session import load
 
     need_tokenizer = args.prompt is not None or not args.json
@@ -251,7 +251,7 @@ async def generate(args) -> int:
     device = await open_device(allow_f16=not args.f32)
     model = await load(files, device, context=args.context, precision=args.precision)
     if args.logits_out:
-        from .npy import write_npy_f32
+        from .formats.npy import write_npy_f32
 
         write_npy_f32(args.logits_out, await model.engine.prompt_logits(prompt))  # the answer goes on from 0
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)

@@ -7,22 +7,23 @@ import struct
 from array import array
 from dataclasses import dataclass, replace
 
-from .decode_on_gpu import decode_on_gpu
-from .decode_on_host import decode_on_host
+from .decode.on_gpu import decode_on_gpu
+from .decode.on_host import decode_on_host
+from .decode.prompt_lookup import Drafter, lookup_decode
+from .decode.sampling import Sampler
+from .decode.token_choice import SamplingParams
 from .errors import WispError
-from .executor import STEP_BYTES, Executor, step_bytes
 from .formats.model_files import read_model
 from .formats.source import open_source
 from .gpu import Copy
-from .kv_cache import TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
-from .linear_plan import LOGIT_ROWS_MAX, check_precision
-from .loader import plan, upload
-from .memory import largest_context, too_large
 from .models.config import ModelConfig
 from .models.graph_options import GraphOptions
-from .prompt_lookup import Drafter, lookup_decode
-from .recurrent_state import RecurrentState
-from .sampling import Sampler, SamplingParams
+from .runtime.executor import STEP_BYTES, Executor, step_bytes
+from .runtime.kv_cache import TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
+from .runtime.linear_plan import LOGIT_ROWS_MAX, check_precision
+from .runtime.loader import plan, upload
+from .runtime.memory import largest_context, too_large
+from .runtime.recurrent_state import RecurrentState
 
 log = logging.getLogger("wisp")
 
@@ -44,8 +45,8 @@ class DecodeStats:
 
 
 class Engine:
-    """A loaded model on a device. Its decode loops (decode_on_gpu.py, decode_on_host.py,
-    prompt_lookup.py: generate picks one) drive it through a small interface and write nothing of
+    """A loaded model on a device. Its decode loops (decode/on_gpu.py, decode/on_host.py,
+    decode/prompt_lookup.py: generate picks one) drive it through a small interface and write nothing of
     its state: prefill_commands, forward_commands and decode_group (a forward of these rows),
     gpu_feedback and read_fed_token (the GPU-fed loop's picks), picks_after (read the picks of
     these rows), roll_back (back to this position), the sampler (the draw) and the device's
@@ -70,7 +71,7 @@ class Engine:
         self.kv_writes = KVWrites(executor.graph.ring_slack)  # where the sliding layers' rings hold their windows
         self.stats = DecodeStats()  # the last generate's
         self.drafter = None  # the last generate's prompt_lookup.Drafter (with lookup): its reports
-        self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (decode_on_gpu.py)
+        self.tokens_per_submit = None  # decode forwards per submit: None sizes each group (decode/on_gpu.py)
         # A decode forward's staged inputs, one slot each: its Step, its cos/sin rows (one per
         # RoPE table of the graph), its draw.
         self._rotary = [(executor.buffer(name), rotary) for name, rotary in executor.graph.rotary.items()]
@@ -282,8 +283,8 @@ class Engine:
         takes the whole input); default the prompt. sampling.lookup: draft from the conversation and
         verify drafts in one forward (prompt_lookup.py), without a repetition penalty: the same
         tokens as without it (greedy, or the same seed's draws). constraint: a
-        constrain.Constraint whose mask each token is drawn under (decode_on_host.py); generation ends
-        when it is finished. Otherwise the GPU-fed loop decodes (decode_on_gpu.py)."""
+        constrain.Constraint whose mask each token is drawn under (decode/on_host.py); generation ends
+        when it is finished. Otherwise the GPU-fed loop decodes (decode/on_gpu.py)."""
         sampling = sampling or SamplingParams()
         self.sampler.reset()  # the same seed gives the same answer on every request
         self.stats = DecodeStats()

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .decode.prompt_cache import PromptCache
 from .engine import PREFILL_ROWS, Engine
+from .formats.json_file import read_json
 from .formats.model_files import ModelFiles, read_model
 from .formats.source import open_source
-from .json_file import read_json
-from .kv_cache import ring_slack
-from .loader import plan
 from .models.config import ENCODER_ARCHITECTURES
 from .models.config_check import FieldCheck
 from .models.graph_options import GraphOptions
-from .prompt_cache import PromptCache
+from .runtime.kv_cache import ring_slack
+from .runtime.loader import plan
 
 
 @dataclass

@@ -1,4 +1,4 @@
-// Not a kernel: the gated MLP's activations, which py_engine/kernels.py appends to every kernel
+// Not a kernel: the gated MLP's activations, which py_engine/runtime/kernels.py appends to every kernel
 // that calls gate_act (gated_mul.wgsl, and gemv.wgsl / matmul.wgsl with GATED). GELU (a bool
 // define of that kernel) picks GELU's tanh approximation (Gemma), else SiLU (Llama, Qwen, Mistral):
 // gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))).

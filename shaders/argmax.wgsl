@@ -4,7 +4,7 @@
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 best (read_write, Candidate [groups + 1]).
 // Dispatch: (p.groups, 1, 1) with FINAL = false, then (1, 1, 1) with FINAL = true; THREADS threads each.
-// Defines: FINAL (above). SAMPLING_THREADS (py_engine/row_draw.py THREADS, a power of two): the
+// Defines: FINAL (above). SAMPLING_THREADS (py_engine/decode/row_draw.py THREADS, a power of two): the
 //   threads per workgroup. SUBGROUPS (kernels.py, from the device): the workgroup's best by subgroup
 //   shuffles (the order is total, so the answer is the workgroup-memory tree's).
 struct Params { vocab: u32, logits_base: u32, groups: u32 }

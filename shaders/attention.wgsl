@@ -10,7 +10,7 @@
 // cache once per q head: an 8B's decode attention at 4,500 keys took 118 us a layer on an H200.)
 // Query head h reads KV head h / (n_heads / n_kv_heads). Query row r sits at absolute position
 // q = step.pos + r and attends to keys k <= q and, when window > 0, q - k < window.
-// RING (a sliding layer, py_engine/kv_cache.py): the caches are a ring of `capacity` rows, key
+// RING (a sliding layer, py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, key
 // position k at row k % capacity, holding positions [step.kv_len - capacity, step.kv_len) once
 // this forward's keys are in; the splits cut that range of positions, not the rows, so the keys
 // are visited in the order of a cache with a row for every position. Without it (a define, so a

@@ -37,7 +37,7 @@
 // ms a layer on the 8B (pp512 at depth 4,000 1,322 tok/s against 1,674), SmolLM2 9,535 (2026-11-29).
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
-// py_engine/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
+// py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
 // k % capacity, holding positions [step.kv_len - capacity, step.kv_len); the splits cut that
 // range of positions (attention.wgsl's kv_base / oldest / cache_row). rope_kv.wgsl ran first: q is
 // rotated in qkv and this forward's keys and values are in the caches.

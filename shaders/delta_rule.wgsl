@@ -16,7 +16,7 @@
 // workgroups of a key head all read its q and k channels, one of them writes this forward's, and
 // the ring keeps those rows apart from the ones read. A forward from position 0 starts from
 // zeros (neither state is read); the engine snapshots both where it may go back
-// (py_engine/recurrent_state.py).
+// (py_engine/runtime/recurrent_state.py).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 proj (read, f32 [rows, proj_stride]:
 //           q|k|v (conv_dim) from 0, z (nv x dv) at z_at, b (nv) at b_at, a (nv) at a_at),
 //           3 conv_w (read, f32 [conv_dim, conv_kernel]), 4 a_log (read, f32 [nv]),

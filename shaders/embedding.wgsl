@@ -4,7 +4,7 @@
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 ids (read, u32 [rows]),
 //           3 w (read, [row_count, dim] weights in format WEIGHTS, as stored),
 //           4 y (read_write, f32 [rows, dim]).
-// Defines (py_engine/linear_plan.py: weight_defines(dim, format)), as for gemv.wgsl: kernels.py
+// Defines (py_engine/runtime/linear_plan.py: weight_defines(dim, format)), as for gemv.wgsl: kernels.py
 //   appends shaders/weights/<WEIGHTS>.wgsl, whose weight_block(row, b, K, N) dequantizes block b
 //   of a table row (4 consecutive columns when VEC4, else one); WBlock is w's element type.
 // Dispatch: (ceil(dim / 256), step.rows, 1) workgroups of 256 threads, one element each. A thread

@@ -11,7 +11,7 @@
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
 //   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS.
 //   bias / residual / norm are dummies when unused.
-// Defines (py_engine/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
+// Defines (py_engine/runtime/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
 //   kernels.py appends shaders/weights/<format>.wgsl, whose units part gives UNIT (weights per
 //   unit: 32 or 64 for the block formats, one 16- or 32-byte load of quants), X_PAD (x blocks
 //   between the starts of neighbouring units) and

@@ -4,7 +4,7 @@
 // Bindings: 0 p (uniform Params), 1 mask (read, u32 [ceil(vocab / 32)]: bit i % 32 of word i / 32
 //           set = token i allowed), 2 logits (read_write, f32 row starting at element p.logits_base).
 // Dispatch: (ceil(vocab / SAMPLING_THREADS), 1, 1) workgroups of SAMPLING_THREADS threads.
-// Defines: SAMPLING_THREADS (py_engine/row_draw.py THREADS): threads per workgroup.
+// Defines: SAMPLING_THREADS (py_engine/decode/row_draw.py THREADS): threads per workgroup.
 struct Params { vocab: u32, logits_base: u32 }
 
 const IMPOSSIBLE: f32 = -1.0e30;

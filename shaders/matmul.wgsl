@@ -7,7 +7,7 @@
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
 //   rows = p.rows, or step.rows when p.rows == 0. bias / residual / norm are dummies when unused.
-// Defines (py_engine/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
+// Defines (py_engine/runtime/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
 //   shaders/weights/<format>.wgsl, whose weight_block(row, b, K, N) dequantizes block b of a
 //   weight row, so this file never reads w itself. WBlock is w's element type (vec4<W> / W for
 //   f32 and f16, u32 words for packed and quantized formats). VEC4 = (K % 4 == 0): then x and w

@@ -1,4 +1,4 @@
-// One-time, in-place repack of a weight binding after upload (py_engine/quant.py says why): the
+// One-time, in-place repack of a weight binding after upload (py_engine/runtime/quant.py says why): the
 // binding's `blocks` blocks of `block_bytes`, counted over all its rows, form chunks of 8, and each
 // chunk is rewritten field by field: field f of every block of the chunk, then field f + 1, ...
 // Fields are (offset in the stored block, bytes), up to four; a field of 0 bytes ends the list.
@@ -6,7 +6,7 @@
 // and each workgroup only reads and writes its own chunks, so no workgroup sees another's writes.
 // Bindings: 0 p (uniform Params), 1 w (read_write, u32 words).
 // Dispatch: ceil(chunks / chunks_per_group) workgroups of 256 threads, x-fastest with grid_x
-//   workgroups per line (py_engine/weights.py: repack_commands).
+//   workgroups per line (py_engine/runtime/weights.py: repack_commands).
 struct Params {
     block_bytes: u32, blocks: u32, chunks_per_group: u32, grid_x: u32,
     off0: u32, size0: u32, off1: u32, size1: u32, off2: u32, size2: u32, off3: u32, size3: u32,

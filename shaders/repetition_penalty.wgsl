@@ -7,7 +7,7 @@
 // Bindings: 0 p (uniform Params), 1 ids (read, u32 [count], each < vocab; SEEN: u32 [vocab] flags),
 //           2 logits (read_write, f32 row starting at element p.logits_base).
 // Dispatch: (ceil(count / SAMPLING_THREADS), 1, 1) workgroups of SAMPLING_THREADS threads.
-// Defines: SEEN (above). SAMPLING_THREADS (py_engine/row_draw.py THREADS): threads per workgroup.
+// Defines: SEEN (above). SAMPLING_THREADS (py_engine/decode/row_draw.py THREADS): threads per workgroup.
 struct Params { count: u32, penalty: f32, logits_base: u32 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -1,7 +1,7 @@
 // Per-head Q/K norm (optional), rotary embedding, and KV-cache append, fused in one pass over the
 // fused QKV projection output. Row r of this forward is at absolute position step.pos + r, cached
 // at row (step.pos + r) % capacity: capacity holds the context's positions, or is a sliding
-// layer's ring (py_engine/kv_cache.py), where a position overwrites the one a ring's length before.
+// layer's ring (py_engine/runtime/kv_cache.py), where a position overwrites the one a ring's length before.
 //   q heads: rotated in place in qkv.   k heads: normalised, rotated, written to k_cache.
 //   v heads: copied to v_cache.
 // RoPE (shaders/rope.wgsl) is split-half or interleaved pairs; only the first

@@ -1,4 +1,4 @@
-// Not a kernel: a helper that py_engine/kernels.py appends to every kernel.
+// Not a kernel: a helper that py_engine/runtime/kernels.py appends to every kernel.
 // Metal compiles WGSL with fast math: there exp() of a very negative (or -inf) argument can come
 // back NaN instead of 0, and a large one overflows to inf (inf * 0 = NaN further on). So every
 // exp() goes through safe_exp, whose argument is kept in [-80, 80]: below -80 the result is

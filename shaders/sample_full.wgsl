@@ -14,7 +14,7 @@
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 chosen (read_write, u32 [1]).
 // Dispatch: (1, 1, 1), THREADS threads.
-// Defines: SAMPLING_THREADS (py_engine/row_draw.py THREADS, a power of two >= 4): threads per
+// Defines: SAMPLING_THREADS (py_engine/decode/row_draw.py THREADS, a power of two >= 4): threads per
 //   workgroup; its workgroup memory is 36 bytes a thread (lanes, partial).
 struct Params {
     vocab: u32, logits_base: u32, inv_temperature: f32, lse: f32, top_k: u32, top_p: f32,

@@ -1,4 +1,4 @@
-// The draw from the top-k candidates, on the GPU: py_engine/sampling.py's choose() in f32, so that
+// The draw from the top-k candidates, on the GPU: py_engine/decode/sampling.py's choose() in f32, so that
 // a sampled token feeds the next forward without the host. Candidates come in the sampling order
 // (logit descending, ties → lower id) with the row's log-sum-exp of logits / temperature
 // (topk_merge.wgsl); probabilities are exp(logit * inv_temperature - lse). top_k keeps the whole
@@ -11,7 +11,7 @@
 //           2 out (read_write, u32: [0] the token; [FULL_PARAMS_AT ..] sample_full's Params, 11
 //             words, which the caller copies into sample_full's uniform before dispatching it).
 // Dispatch: (1, 1, 1), one thread (CANDIDATES = 64: a few hundred operations).
-// Defines (py_engine/row_draw.py): CANDIDATES; FULL_PARAMS_AT (where in out sample_full's Params start).
+// Defines (py_engine/decode/row_draw.py): CANDIDATES; FULL_PARAMS_AT (where in out sample_full's Params start).
 struct Params { vocab: u32, logits_base: u32, inv_temperature: f32, top_k: u32, top_p: f32, u: f32 }
 struct Candidate { value: f32, id: u32 }
 struct TopResult { top: array<Candidate, CANDIDATES>, lse: f32 }

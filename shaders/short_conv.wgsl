@@ -7,7 +7,7 @@
 // forward reads the kernel - 1 before its first row (none before position 0: zeros), then writes
 // its own last ones. A ring, not just the last inputs, because delta_rule.wgsl's workgroups read
 // shared channels while others write them: ring >= kernel - 1 + its rows keeps those apart. The
-// engine keeps snapshots where it must go back (py_engine/recurrent_state.py).
+// engine keeps snapshots where it must go back (py_engine/runtime/recurrent_state.py).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, x_stride]),
 //           3 w (read, f32 [channels, kernel]), 4 bias (read, f32 [channels]; with has_bias),
 //           5 state (read_write, f32 [ring, channels]), 6 y (read_write, f32 [rows, channels]).

@@ -6,7 +6,7 @@
 // Bindings: 0 p (uniform Params), 1 logits (read, f32 row starting at element p.logits_base),
 //           2 lists (read_write, Candidate [tiles * CANDIDATES]), 3 stats (read_write, TileStats [tiles]).
 // Dispatch: (tiles = ceil(vocab / TILE), 1, 1) workgroups of THREADS threads.
-// Defines (py_engine/row_draw.py): TOPK_TILE = TILE (a power of two, >= CANDIDATES), CANDIDATES,
+// Defines (py_engine/decode/row_draw.py): TOPK_TILE = TILE (a power of two, >= CANDIDATES), CANDIDATES,
 //   SAMPLING_THREADS = THREADS (threads per workgroup).
 struct Params { vocab: u32, logits_base: u32, inv_temperature: f32 }
 struct Candidate { value: f32, id: u32 }

@@ -6,7 +6,7 @@
 // Bindings: 0 lists (read, Candidate [LISTS * CANDIDATES]), 1 stats (read, TileStats [LISTS]),
 //           2 result (read_write, TopResult).
 // Dispatch: (1, 1, 1), THREADS threads.
-// Defines (py_engine/row_draw.py): CANDIDATES, LISTS (the tiles of topk_chunks.wgsl),
+// Defines (py_engine/decode/row_draw.py): CANDIDATES, LISTS (the tiles of topk_chunks.wgsl),
 //   SAMPLING_THREADS = THREADS (threads per workgroup, a power of two). SUBGROUPS (kernels.py,
 //   from the device): each round's best offer by subgroup shuffles, then across the subgroups'
 //   (2 barriers a round instead of 10; the order is total, so the candidates are the

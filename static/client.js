@@ -32,7 +32,7 @@ export function pageLoadOptions(scope = globalThis) {
   if (params.get("group")) options.group = params.get("group");
   // ?gpu_budget_mb=N: refuse models whose GPU footprint exceeds N MB (WebKit has 1200 by default)
   if (params.get("gpu_budget_mb")) options.gpu_budget_mb = params.get("gpu_budget_mb");
-  // ?precision=exact: f32 arithmetic in every GEMV (default fast: int8 activations, py_engine/linear_plan.py)
+  // ?precision=exact: f32 arithmetic in every GEMV (default fast: int8 activations, py_engine/runtime/linear_plan.py)
   if (params.get("precision")) options.precision = params.get("precision");
   return options;
 }

@@ -26,7 +26,7 @@ export function renderGpu(loaded, model = null, wallMs = 0, pyodideMs = null) {
   if (pyodideMs != null) row("Python started in", fmtMs(pyodideMs));
   row("Half precision", features.includes("shader-f16") ? "yes (shader-f16)" : "no (f32 kernels)");
   if (loaded.wasm_memory_bytes) row("Python memory", fmtLimit("bytes", loaded.wasm_memory_bytes));
-  if (loaded.gpu_bytes) {  // the footprint py_engine/memory.py checked before the upload
+  if (loaded.gpu_bytes) {  // the footprint py_engine/runtime/memory.py checked before the upload
     const parts = Object.entries(loaded.gpu_bytes);
     const total = parts.reduce((sum, [, v]) => sum + v, 0);
     row("GPU memory", `${fmtBytes(total)} (${parts.map(([k, v]) => `${k.replace("_", " ")} ${fmtBytes(v)}`).join(", ")})`);

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 
 from py_engine.gpu import Dispatch, open_device
-from py_engine.kernels import STEP_FORMAT, KernelCache
 from py_engine.models import attention_grid
+from py_engine.runtime.kernels import STEP_FORMAT, KernelCache
 
 _devices = {}
 
@@ -75,9 +75,9 @@ def as_f32(raw: bytes, shape) -> np.ndarray:
 
 def repacked(raw: np.ndarray, fmt: str, f16: bool = True) -> np.ndarray:
     """raw weight bytes as the kernels read them: repacked on the GPU by shaders/repack.wgsl,
-    as the uploader does (py_engine/weights.py), for formats that have a repack."""
-    from py_engine.quant import FORMATS
-    from py_engine.weights import repack_params
+    as the uploader does (py_engine/runtime/weights.py), for formats that have a repack."""
+    from py_engine.runtime.quant import FORMATS
+    from py_engine.runtime.weights import repack_params
 
     info = FORMATS[fmt]
     if not info.repack:

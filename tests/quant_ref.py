@@ -1,4 +1,4 @@
-"""Random weight matrices in every format of py_engine/quant.py, as stored, with their float32
+"""Random weight matrices in every format of py_engine/runtime/quant.py, as stored, with their float32
 dequantization as reference: gguf-py's for the ggml formats, numpy for the others."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
-from py_engine.quant import weight_format
+from py_engine.runtime.quant import weight_format
 
 # Byte offsets of the f16 scale fields in a ggml block. Random bytes there could be inf / NaN or
 # absurdly large, so they are drawn as sensible f16 values instead; every other byte is random.
@@ -89,7 +89,7 @@ class QuantMatrix:
 def repack_reference(raw: np.ndarray, fmt: str) -> np.ndarray:
     """quant.py's repacked layout, in numpy: chunks of REPACK_CHUNK blocks, each field of a
     chunk's blocks stored together, fields in `repack` order. Formats without one: unchanged."""
-    from py_engine.quant import FORMATS, REPACK_CHUNK
+    from py_engine.runtime.quant import FORMATS, REPACK_CHUNK
 
     info = FORMATS[fmt]
     if not info.repack:

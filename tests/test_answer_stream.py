@@ -1,4 +1,4 @@
-"""py_engine/answer_stream.py without a GPU: the one token-to-text stream (the CLI's generate, the
+"""py_engine/decode/answer_stream.py without a GPU: the one token-to-text stream (the CLI's generate, the
 terminal chat, the OpenAI layer) over a stand-in prompt cache and tokenizer. Why an answer ends
 (a stop id, a stop string split across tokens, a cancel, a finished constraint, the length), what
 it counts, and that the generation is closed at once when the answer stops early."""
@@ -6,7 +6,7 @@ it counts, and that the generation is closed at once when the answer stops early
 import asyncio
 from types import SimpleNamespace
 
-from py_engine.answer_stream import AnswerStream
+from py_engine.decode.answer_stream import AnswerStream
 from py_engine.session import LoadedModel
 
 STOP = 0

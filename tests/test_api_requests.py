@@ -9,7 +9,7 @@ import pytest
 from py_engine.api.completions import collect
 from py_engine.api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from py_engine.api.tool_calls import ToolCallStream, parse_calls, template_format
-from py_engine.stop_strings import StopStrings
+from py_engine.decode.stop_strings import StopStrings
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}

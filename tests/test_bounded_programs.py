@@ -1,6 +1,6 @@
 """Bounded work for the programs in a model's files (issue 16): a tokenizer regex that could
-backtrack without bound is refused when the tokenizer loads (regex_guard), and a chat template runs
-within limits on its steps, call depth, value sizes, work and output (template_limits). Either way
+backtrack without bound is refused when the tokenizer loads (tokenizer/regex/guard.py), and a chat template runs
+within limits on its steps, call depth, value sizes, work and output (tokenizer/template/limits.py). Either way
 the failure is a typed error, and real models' regexes and templates work as before.
 
 Speed is only checked as a hang bound (HANG_SECONDS); each refusal here takes milliseconds.
@@ -14,11 +14,12 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizer_vocab import CACHE_DIR
 
 from py_engine.errors import ModelFileError, WispError
-from py_engine.tokenizer import Tokenizer, chat
-from py_engine.tokenizer.llama_pre import AFMOE_DIGITS, KIMI_K2, SPLITS
-from py_engine.tokenizer.pretokenize import GPT2_PATTERN, split_on_pattern
-from py_engine.tokenizer.regex_compat import compile_pattern
+from py_engine.tokenizer import Tokenizer
+from py_engine.tokenizer.hf.pretokenize import GPT2_PATTERN, split_on_pattern
+from py_engine.tokenizer.llama.pre import AFMOE_DIGITS, KIMI_K2, SPLITS
+from py_engine.tokenizer.regex.compat import compile_pattern
 from py_engine.tokenizer.spec_error import SpecError
+from py_engine.tokenizer.template import chat
 
 HANG_SECONDS = 5.0
 

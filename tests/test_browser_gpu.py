@@ -96,7 +96,7 @@ class Worker:
 WORKER_SETUP = """
 import base64, json, struct, time
 from py_engine.gpu import Copy, Dispatch, GpuError, open_device
-from py_engine.kernels import STEP_FORMAT, KernelCache
+from py_engine.runtime.kernels import STEP_FORMAT, KernelCache
 
 dev = await open_device()
 cache = KernelCache(dev)
@@ -243,8 +243,8 @@ def test_rmsnorm_and_q4_1_gemv(worker):
     m = QuantMatrix("q4_1", 37, 352, np.random.default_rng(2))
     xg = rng.standard_normal((2, 352), dtype=np.float32)
     out = worker.exec(f"""
-        from py_engine.linear_plan import gemv_features, linear_defines, linear_grid, linear_params
-        from py_engine.weights import repack_params
+        from py_engine.runtime.linear_plan import gemv_features, linear_defines, linear_grid, linear_params
+        from py_engine.runtime.weights import repack_params
         norm = await run_kernel("rmsnorm", {{"x": "{enc(x)}", "w": "{enc(w)}", "residual": 16, "y": {x.nbytes}}},
                                 {{"dim": {dim}, "eps": 1e-5, "w_offset": 0.0, "last_row_only": 0,
                                   "add_residual": 0, "pad0": 0, "pad1": 0, "pad2": 0}},
@@ -272,7 +272,7 @@ def test_rmsnorm_and_q4_1_gemv(worker):
 
 def test_compile_error_is_a_gpu_error(worker):
     out = worker.exec("""
-        from py_engine.kernels import parse_bindings
+        from py_engine.runtime.kernels import parse_bindings
         src = "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\\n" \\
               "@compute @workgroup_size(1)\\nfn main() {\\n  y[0] = undefined_name + 1.0;\\n}\\n"
         k = dev.create_kernel("broken", src, parse_bindings(src))

@@ -209,7 +209,7 @@ def test_second_turn_reuses_the_kv_cache(chat_model):
     from gpu_harness import device
 
     from py_engine.chat import Conversation, load
-    from py_engine.sampling import SamplingParams
+    from py_engine.decode.token_choice import SamplingParams
 
     gpu = device(False)[0]
 
@@ -280,11 +280,11 @@ def test_chat_default_model_one_turn():
 
 
 def test_fit_to_context_drops_the_oldest_exchanges(chat_model):
-    """What the browser worker does with a page's messages (py_engine/chat_prompt.py): the oldest
+    """What the browser worker does with a page's messages (py_engine/tokenizer/template/prompt.py): the oldest
     user/assistant pairs go first, the system message and the newest message stay, and the prompt
     leaves room for the answer."""
-    from py_engine.chat_prompt import fit_to_context
     from py_engine.tokenizer import Tokenizer
+    from py_engine.tokenizer.template.prompt import fit_to_context
 
     tok = Tokenizer.from_model_dir(chat_model)
     system = {"role": "system", "content": "be brief"}

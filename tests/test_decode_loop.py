@@ -1,6 +1,6 @@
-"""Decoding on the GPU (decode_on_gpu.py): each forward's chosen token (argmax, or sample_pick's
+"""Decoding on the GPU (decode/on_gpu.py): each forward's chosen token (argmax, or sample_pick's
 draw) feeds the next forward's embedding without the host, a submit carries several forwards, and
-on the desktop two submits are in flight. Its tokens must be the host round trip's (decode_on_host.py, where Python picks), and a stop,
+on the desktop two submits are in flight. Its tokens must be the host round trip's (decode/on_host.py, where Python picks), and a stop,
 a cancel or a full context must leave pos and the KV cache exactly where one token at a time
 leaves them, though forwards past that point were already submitted. A tiny fixture (vocab 384)
 on this machine's GPU (lavapipe in CI)."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from gpu_harness import collect, device
 
-from py_engine.decode_on_host import decode_on_host
+from py_engine.decode.on_host import decode_on_host
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import DecodeStats, Engine
 from py_engine.errors import WispError
 from py_engine.gpu import Read
-from py_engine.sampling import SamplingParams
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llama-f32"
 PROMPT = [5, 17, 42, 9, 100, 3]
@@ -146,7 +146,7 @@ def test_sampled_on_the_gpu_draws_the_host_s_tokens(engine, params):
 def test_the_turn_after_a_cancel_mid_flight_is_a_fresh_run(engine):
     """A chat turn closed mid-answer (a stop string, a cancel) with a forward still in flight: the
     next turn reuses the cache (PromptCache) and must give a fresh engine's tokens."""
-    from py_engine.prompt_cache import PromptCache
+    from py_engine.decode.prompt_cache import PromptCache
 
     cache = PromptCache(engine)
     first = asyncio.run(collect(cache.generate(PROMPT, 24, GREEDY, ()), limit=5))
@@ -160,7 +160,7 @@ def test_the_turn_after_a_cancel_mid_flight_is_a_fresh_run(engine):
 def test_the_penalty_sees_the_cached_turns_too(engine):
     """HF penalises every token of the input: a turn whose earlier turns sit in the KV cache
     (PromptCache prefills only the new tokens) must draw what a fresh engine draws from the whole."""
-    from py_engine.prompt_cache import PromptCache
+    from py_engine.decode.prompt_cache import PromptCache
 
     params = SamplingParams(repetition_penalty=1.5)
     cache = PromptCache(engine)

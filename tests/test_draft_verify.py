@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from gpu_harness import collect, device
 
-from py_engine import prompt_lookup
-from py_engine.decode_on_host import decode_on_host
+from py_engine.decode import prompt_lookup
+from py_engine.decode.on_host import decode_on_host
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import DecodeStats, Engine
-from py_engine.linear_plan import GEMV_MAX_ROWS, LOGIT_ROWS_MAX
-from py_engine.sampling import SamplingParams
+from py_engine.runtime.linear_plan import GEMV_MAX_ROWS, LOGIT_ROWS_MAX
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROMPT = [5, 17, 42, 9, 100, 3]

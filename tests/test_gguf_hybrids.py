@@ -22,8 +22,8 @@ from py_engine.formats.gguf_hybrids import value_heads_tiled  # noqa: E402
 from py_engine.formats.gguf_model import config_from_gguf, hf_tensors  # noqa: E402
 from py_engine.formats.gguf_tokenizer import tokenizer_from_gguf  # noqa: E402
 from py_engine.models.config import config_from_hf  # noqa: E402
-from py_engine.tokenizer.llama_pre import PRE_TOKENIZERS, SPLITS  # noqa: E402
-from py_engine.tokenizer.llama_split import Splitter  # noqa: E402
+from py_engine.tokenizer.llama.pre import PRE_TOKENIZERS, SPLITS  # noqa: E402
+from py_engine.tokenizer.llama.split import Splitter  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HYBRIDS = [f"{family}-{dtype}" for family in ("qwen3_5", "lfm2") for dtype in ("f32", "bf16", "f16")]

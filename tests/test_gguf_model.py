@@ -21,8 +21,8 @@ from gguf_convert import convert  # noqa: E402
 from gpu_harness import device  # noqa: E402
 from test_gguf_reader import CASES  # noqa: E402
 
-from py_engine import linear_plan  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
+from py_engine.runtime import linear_plan  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 Q = gguf.GGMLQuantizationType

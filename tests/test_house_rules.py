@@ -2,9 +2,10 @@
 import one way: the device seam (py_engine/gpu) imports nothing above it, the browser worker's package
 (py_engine/web) is imported by nothing else in the engine (the CLI included), JavaScript is reached only
 from the browser host and web/, and no module imports itself around a cycle. Nothing outside the engine's
-module writes an engine's state or calls its private methods, and graph builders are made in one module
-(loader.py). Each of those rules is also shown failing on a violation planted for it. And the browser
-tests stay out of the fast lane, each named test_browser_*.py."""
+module writes an engine's state or calls its private methods, graph builders are made in one module
+(runtime/loader.py), and the top level of py_engine/ holds at most 12 modules (the rest live in rooms
+named for what they do). Each of those rules is also shown failing on a violation planted for it. And
+the browser tests stay out of the fast lane, each named test_browser_*.py."""
 
 import ast
 import re
@@ -173,8 +174,8 @@ def test_no_import_cycle():
             visit(m)
 
 
-# The engine (py_engine/engine.py) keeps its own state: its decode loops (decode_on_gpu.py,
-# decode_on_host.py, prompt_lookup.py), the prompt cache and everything above drive it through its
+# The engine (py_engine/engine.py) keeps its own state: its decode loops (decode/on_gpu.py,
+# decode/on_host.py, decode/prompt_lookup.py), the prompt cache and everything above drive it through its
 # public methods. An engine is held under the name `engine` wherever it is kept (a variable, a
 # parameter, an attribute: self.engine, model.engine), which is what these rules look for.
 ENGINE_HOME = "py_engine.engine"
@@ -260,7 +261,7 @@ def _called(node: ast.AST) -> str | None:
 
 
 def test_graph_builders_are_made_in_one_module():
-    assert builder_makers(SOURCES) == {"py_engine.loader"}
+    assert builder_makers(SOURCES) == {"py_engine.runtime.loader"}
 
 
 @pytest.mark.parametrize(
@@ -272,4 +273,37 @@ def test_graph_builders_are_made_in_one_module():
     ],
 )
 def test_the_builder_rule_sees_a_planted_violation(planted):
-    assert builder_makers({**SOURCES, "py_engine.planted": planted}) == {"py_engine.loader", "py_engine.planted"}
+    assert builder_makers({**SOURCES, "py_engine.planted": planted}) == {
+        "py_engine.runtime.loader",
+        "py_engine.planted",
+    }
+
+
+# The top level of py_engine/ is what a user or an entry point touches (the CLI, the chat, loading a
+# model, the engine, the catalog and model cache, the errors); everything else lives in a room named
+# for what it does (runtime/, decode/, models/, formats/, tokenizer/, ...), so that the tree alone
+# says where a change belongs.
+TOP_LEVEL_MAX = 12
+
+
+def crowded_top_level(package: Path) -> list[str]:
+    """The modules directly in `package` (*.py, __init__ and __main__ counted) when they are more than
+    TOP_LEVEL_MAX; none when they fit. Subpackages' modules are theirs, not the top level's."""
+    modules = sorted(p.name for p in package.glob("*.py"))
+    return modules if len(modules) > TOP_LEVEL_MAX else []
+
+
+def test_the_top_level_holds_at_most_12_modules():
+    crowded = crowded_top_level(ENGINE)
+    assert not crowded, f"py_engine/ holds {len(crowded)} modules (at most {TOP_LEVEL_MAX}): move some into a room"
+
+
+def test_the_top_level_rule_sees_a_planted_violation(tmp_path):
+    for name in ["__init__", "__main__", *(f"part{i}" for i in range(10))]:
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "room").mkdir()
+    (tmp_path / "room" / "inside.py").write_text("")
+    (tmp_path / "notes.md").write_text("")
+    assert crowded_top_level(tmp_path) == []  # twelve fit; a room's modules and other files do not count
+    (tmp_path / "planted.py").write_text("")
+    assert len(crowded_top_level(tmp_path)) == 13 and "planted.py" in crowded_top_level(tmp_path)

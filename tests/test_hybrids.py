@@ -1,4 +1,4 @@
-"""Hybrids' recurrent state (py_engine/recurrent_state.py): a conv window or DeltaNet state holds
+"""Hybrids' recurrent state (py_engine/runtime/recurrent_state.py): a conv window or DeltaNet state holds
 one position only, so every way the engine goes back — the decode loop's forwards past a stop,
 rejected drafts, a chat's next turn from the prefix it shares, a cancel — restores a snapshot and
 recomputes from there. Each answer must be the one an uninterrupted run gives; a 300-token
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from gpu_harness import collect, device
 
-from py_engine import prompt_lookup
+from py_engine.decode import prompt_lookup
+from py_engine.decode.prompt_cache import PromptCache
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
-from py_engine.prompt_cache import PromptCache
-from py_engine.recurrent_state import SLOTS
-from py_engine.sampling import SamplingParams
+from py_engine.runtime.recurrent_state import SLOTS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HYBRIDS = ["qwen3_5-f32", "lfm2-f32"]

@@ -202,7 +202,13 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt, ring):
     from gpu_harness import repacked
     from quant_ref import QuantMatrix
 
-    from py_engine.linear_plan import attention_merge_params, gemv_features, linear_defines, linear_grid, linear_params
+    from py_engine.runtime.linear_plan import (
+        attention_merge_params,
+        gemv_features,
+        linear_defines,
+        linear_grid,
+        linear_params,
+    )
 
     rng = np.random.default_rng(pos + hd)
     cap, stride = ring or pos + 70, (nh + 2 * nkv) * hd  # splits past the keys: skipped by the merge

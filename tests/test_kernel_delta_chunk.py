@@ -11,8 +11,8 @@ import pytest
 from gpu_harness import device
 
 from py_engine.gpu import Dispatch
-from py_engine.kernels import SHADER_DIR, STEP_FORMAT
 from py_engine.models import delta_chunk_plan as plan
+from py_engine.runtime.kernels import SHADER_DIR, STEP_FORMAT
 
 KERNELS = ("delta_chunk_prep", "delta_chunk_scan", "delta_norm")
 

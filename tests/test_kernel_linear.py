@@ -3,8 +3,15 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, run_kernel
 
-from py_engine.kernels import SHADER_DIR, parse_bindings, parse_params
-from py_engine.linear_plan import MATMUL_TILE, choose_linear, gemv_features, linear_defines, linear_grid, linear_params
+from py_engine.runtime.kernels import SHADER_DIR, parse_bindings, parse_params
+from py_engine.runtime.linear_plan import (
+    MATMUL_TILE,
+    choose_linear,
+    gemv_features,
+    linear_defines,
+    linear_grid,
+    linear_params,
+)
 
 DUMMY = 16  # bytes of the placeholder bound for an unused bias / residual
 

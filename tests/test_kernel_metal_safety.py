@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, attend, device, run_combine, run_kernel  # noqa: F401 (device: a fixture)
 
-from py_engine import linear_plan, sampling
-from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR
+from py_engine.decode import row_draw
+from py_engine.runtime import linear_plan
+from py_engine.runtime.kernels import SHADER_DIR, WEIGHTS_DIR
 
 WORKGROUP_LIMIT = 16384  # bytes: WebGPU's default maxComputeWorkgroupStorageSize, and what iOS grants
 SHADERS = sorted(SHADER_DIR.glob("*.wgsl"))
@@ -90,14 +91,14 @@ def test_tree_reductions_have_a_barrier_per_step(path):
 # ---- workgroup storage ----------------------------------------------------------------------
 
 SCALARS = {"f32": (4, 4), "u32": (4, 4), "i32": (4, 4), "f16": (2, 2), "bool": (4, 4)}
-# Defines the engine specialises kernels with (sampling.py, linear_plan.py): the only ones that
+# Defines the engine specialises kernels with (row_draw.py, linear_plan.py): the only ones that
 # reach a workgroup array's size are the integer ones; type aliases are sized at their widest (f32).
 LARGEST_VOCAB = 262144  # Gemma 3's vocabulary: the most topk_merge lists the engine asks for
 ENGINE_DEFINES = {
-    "CANDIDATES": sampling.CANDIDATES,
-    "LISTS": -(-LARGEST_VOCAB // sampling.TILE),
-    "TOPK_TILE": sampling.TILE,
-    "SAMPLING_THREADS": sampling.THREADS,
+    "CANDIDATES": row_draw.CANDIDATES,
+    "LISTS": -(-LARGEST_VOCAB // row_draw.TILE),
+    "TOPK_TILE": row_draw.TILE,
+    "SAMPLING_THREADS": row_draw.THREADS,
     "MATMUL_TILE": linear_plan.MATMUL_TILE,
     "MATMUL_INT8_ROWS": linear_plan.MATMUL_INT8_ROWS,
     "MATMUL_INT8_FEATURES": linear_plan.MATMUL_INT8_FEATURES,
@@ -395,10 +396,10 @@ def test_safe_exp_keeps_normal_sampling_stats():
     inv_t = 1.3
     res = run_kernel(
         "topk_chunks",
-        {"logits": logits, "lists": 2 * sampling.CANDIDATES * 8, "stats": 2 * 8},
+        {"logits": logits, "lists": 2 * row_draw.CANDIDATES * 8, "stats": 2 * 8},
         {"vocab": vocab, "logits_base": 0, "inv_temperature": inv_t},
         grid=(2, 1, 1),
-        defines={"CANDIDATES": sampling.CANDIDATES, "TOPK_TILE": sampling.TILE, "SAMPLING_THREADS": sampling.THREADS},
+        defines={"CANDIDATES": row_draw.CANDIDATES, "TOPK_TILE": row_draw.TILE, "SAMPLING_THREADS": row_draw.THREADS},
     )
     stats = np.frombuffer(res["stats"], np.float32).reshape(2, 2)
     assert np.isfinite(stats).all()

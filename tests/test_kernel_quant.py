@@ -8,7 +8,7 @@ import pytest
 from gpu_harness import as_f32, run_kernel
 from quant_ref import QuantMatrix, int8_activations, repack_reference
 
-from py_engine.linear_plan import (
+from py_engine.runtime.linear_plan import (
     INT8_MATMUL_FORMATS,
     gemv_features,
     linear_defines,
@@ -18,7 +18,7 @@ from py_engine.linear_plan import (
     matmul_tile,
     weight_defines,
 )
-from py_engine.quant import FORMATS, GGUF_TYPES, weight_format
+from py_engine.runtime.quant import FORMATS, GGUF_TYPES, weight_format
 
 # (format, K, MLX group). Each ggml K is an odd number of blocks whose byte size is 2 mod 4 where
 # the format allows it (Q8_0, Q4_0, Q5_0, Q6_K), so every other row starts 2 bytes into a word;

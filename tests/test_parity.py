@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from gpu_harness import device
 
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
-from py_engine.sampling import SamplingParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/reference.json"))
@@ -75,7 +75,7 @@ def test_long_prefill_through_matmul(name, f16):
     GEMV): the last position must predict the 16th greedy token."""
     if f16 and not device(True)[0].caps.shader_f16:
         pytest.skip("adapter has no shader-f16")
-    from py_engine.linear_plan import choose_linear
+    from py_engine.runtime.linear_plan import choose_linear
 
     ref = json.loads((FIXTURES / name / "reference.json").read_text())
     ids = ref["prompt_ids"] + ref["greedy"][:-1]
@@ -92,7 +92,7 @@ def test_longrope_keys_follow_the_sequence_length():
     """Phi-3's LongRoPE rotates a whole sequence with the long factors once it is longer than the
     original context (16 in the fixture): a generation that crosses it, a cached turn after it and
     a new short conversation after that give what a fresh engine gives on the same ids."""
-    from py_engine.prompt_cache import PromptCache
+    from py_engine.decode.prompt_cache import PromptCache
 
     ref = json.loads((FIXTURES / "phi3-f32" / "reference.json").read_text())
     prompt = ref["prompt_ids"]

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from gpu_harness import device
 
-from py_engine import prompt_lookup
+from py_engine.decode import prompt_lookup
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.model_cache import ensure_model
-from py_engine.sampling import SamplingParams
 
 pytestmark = pytest.mark.slow  # two real GGUFs on lavapipe: minutes
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from gpu_harness import device
 
-from py_engine.kernels import SHADER_DIR
-from py_engine.sampling import CANDIDATES, FullDraw, Sampler, SamplingParams
+from py_engine.decode.row_draw import CANDIDATES
+from py_engine.decode.sampling import Sampler
+from py_engine.decode.token_choice import FullDraw, SamplingParams
+from py_engine.runtime.kernels import SHADER_DIR
 
 ROW = 3  # the row under test sits after two others, at an offset that is not 256-aligned for most vocabs
 

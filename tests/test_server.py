@@ -382,7 +382,7 @@ def test_wheels(web_build, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "from py_engine.kernels import SHADER_DIR, WEIGHTS_DIR; "
+        "from py_engine.runtime.kernels import SHADER_DIR, WEIGHTS_DIR; "
         "print(SHADER_DIR, len((SHADER_DIR / 'gemv.wgsl').read_text()), (WEIGHTS_DIR / 'q4_k.wgsl').is_file())"
     )
     out = subprocess.run(
@@ -417,7 +417,7 @@ const py = await loadPyodide({ indexURL: `${web}/pyodide/`, lockFileContents: lo
 await py.loadPackage(["wisp"], { messageCallback: () => {} });
 console.log(py.runPython(`
 import sys, jinja2, markupsafe, py_engine
-from py_engine.kernels import SHADER_DIR
+from py_engine.runtime.kernels import SHADER_DIR
 " ".join([sys.version.split()[0], str(len((SHADER_DIR / "gemv.wgsl").read_text())), str(markupsafe.escape("<"))])
 `));
 """

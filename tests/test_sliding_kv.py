@@ -1,4 +1,4 @@
-"""A sliding layer's K and V caches are a ring of window - 1 + slack rows (py_engine/kv_cache.py),
+"""A sliding layer's K and V caches are a ring of window - 1 + slack rows (py_engine/runtime/kv_cache.py),
 not a row for every position: its keys must still be found after the ring wraps, after the decode
 loop rolls back forwards it submitted past a stop, after drafts are rejected, and when the prompt
 cache goes on from a prefix (or must start again from position 0). The tiny Gemma 3 fixture has a
@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from gpu_harness import collect, device
 
-from py_engine import prompt_lookup
+from py_engine.decode import prompt_lookup
+from py_engine.decode.prompt_cache import PromptCache
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
-from py_engine.kv_cache import ring_slack
-from py_engine.memory import ModelTooLargeError, footprint
 from py_engine.models import attention_ops, graph_generator
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.config import config_from_hf
 from py_engine.models.graph_options import GraphOptions
-from py_engine.prompt_cache import PromptCache
-from py_engine.sampling import SamplingParams
+from py_engine.runtime.kv_cache import ring_slack
+from py_engine.runtime.memory import ModelTooLargeError, footprint
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gemma3-f32"
 REF = json.loads((FIXTURE / "reference.json").read_text())

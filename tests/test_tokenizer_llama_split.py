@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from py_engine.tokenizer.llama_pre import PRE_TOKENIZERS, SPLITS
-from py_engine.tokenizer.llama_split import Splitter
+from py_engine.tokenizer.llama.pre import PRE_TOKENIZERS, SPLITS
+from py_engine.tokenizer.llama.split import Splitter
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gguf_tokenizer" / "splits.json"
 

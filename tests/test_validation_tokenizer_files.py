@@ -1,4 +1,4 @@
-"""Validation of HF tokenizer files (tokenizer/hf_json.py, hf_sections.py, Tokenizer.from_spec):
+"""Validation of HF tokenizer files (tokenizer/hf/files.py, sections.py, Tokenizer.from_spec):
 a field of the wrong type anywhere in tokenizer.json or tokenizer_config.json, an id outside the
 vocabulary, a duplicate id, a section of an unknown type or a garbage charsmap is a ModelFileError
 naming the file and the field, never a raw Python exception."""

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from gpu_harness import device
 
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.errors import WispError
-from py_engine.memory import ModelTooLargeError
 from py_engine.model_cache import ensure_model
-from py_engine.sampling import SamplingParams
+from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.web.webkit import load_policy
 
 FIXTURES = Path(__file__).parent / "fixtures"

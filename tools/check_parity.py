@@ -11,9 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from py_engine.decode.token_choice import SamplingParams  # noqa: E402
 from py_engine.engine import Engine  # noqa: E402
 from py_engine.gpu import open_device  # noqa: E402
-from py_engine.sampling import SamplingParams  # noqa: E402
 
 
 async def check(model_dir: Path, device) -> dict:

@@ -222,7 +222,7 @@ def vocabs_reference(oracle) -> dict:
     import gguf_synthetic as syn
     from tokenizer_vocab import gguf_metadata
 
-    from py_engine.tokenizer.llama_pre import PRE_TOKENIZERS, SPLITS
+    from py_engine.tokenizer.llama.pre import PRE_TOKENIZERS, SPLITS
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

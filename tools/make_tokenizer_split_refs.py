@@ -4,7 +4,7 @@ Reads src/llama-vocab.cpp of a llama.cpp source tree: for every `tokenizer.ggml.
 accepts, the regexes its type splits with, whether pieces are spelled as GPT-2 bytes, and the flags
 the name sets. Then asks llama.cpp's own unicode_regex_split (through tools/make_tokenizer_oracle.py)
 how each distinct regex list cuts the test texts. tests/test_tokenizer_llama_split.py checks
-py_engine/tokenizer/llama_pre.py against the table and llama_split against the cuts.
+py_engine/tokenizer/llama/pre.py against the table and llama/split.py against the cuts.
 
     python tools/make_tokenizer_split_refs.py --llama-cpp /tmp/llamacpp
 """

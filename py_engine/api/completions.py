@@ -11,8 +11,8 @@ from __future__ import annotations
 import secrets
 import time
 
-from ..answer_stream import AnswerStream
-from ..chat_prompt import fit_to_context
+from ..decode.answer_stream import AnswerStream
+from ..tokenizer.template.prompt import fit_to_context
 from .constraints import response_constraint, tool_constraint
 from .request import ChatRequest, CompletionRequest, RequestError
 from .tool_calls import ToolCallStream, require_format

@@ -16,9 +16,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..decode.token_choice import SamplingParams
 from ..errors import WispError
-from ..linear_plan import PRECISIONS
-from ..token_choice import SamplingParams
+from ..runtime.linear_plan import PRECISIONS
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 IGNORED = {"user", "metadata", "store", "parallel_tool_calls", "service_tier", "stream_options", "model"}

@@ -18,12 +18,12 @@ from typing import NamedTuple
 from ..errors import WispError
 from ..formats.model_files import ModelFiles, read_model
 from ..formats.source import ModelSource, open_source
-from ..kv_cache import kv_formats
-from ..loader import Plan, plan, upload
-from ..memory import ModelTooLargeError, size
 from ..models.config import ENCODER_ARCHITECTURES
 from ..models.graph_options import GraphOptions
 from ..models.tensor_check import check_tensors
+from ..runtime.kv_cache import kv_formats
+from ..runtime.loader import Plan, plan, upload
+from ..runtime.memory import ModelTooLargeError, size
 from .runners import DecoderRunner, EncoderRunner
 from .settings import EmbedSettings, embed_settings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ModelFileError, WispError
-from ..json_file import describe, parse_json, read_json
+from ..formats.json_file import describe, parse_json, read_json
 
 MODULES_FILE = "modules.json"
 ST_CONFIG_FILE = "sentence_bert_config.json"

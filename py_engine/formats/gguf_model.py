@@ -12,7 +12,7 @@ import re
 
 from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
-from ..tokenizer.llama_vocab import END_OF_GENERATION
+from ..tokenizer.llama.vocab import END_OF_GENERATION
 from .gguf import GGUFFile
 from .gguf_hybrids import (
     HYBRID_ARCHITECTURES,
@@ -174,7 +174,7 @@ def end_of_generation_ids(meta: dict, vocab_size: int) -> list[int]:
     tokenizer.ggml.eos/eot/eom_token_id and every token spelled like one of llama.cpp's end-of-turn
     tokens (e.g. Qwen's <|endoftext|> besides its eos <|im_end|>). Ids outside the vocabulary are
     left out, as llama.cpp ignores them. With the tokenizer, its eos_ids are llama.cpp's exact set
-    (tokenizer/llama_vocab.py)."""
+    (tokenizer/llama/vocab.py)."""
     ids = []
     for name in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
         token_id = meta.get(name)

@@ -1,7 +1,7 @@
 """A GGUF file's tokenizer: the `tokenizer.ggml.*` keys read the way llama.cpp reads them
 (src/llama-vocab.cpp, llama_vocab::impl::load), with its defaults where a key is missing, and
 `tokenizer.chat_template`. llama.cpp is the reference: the tokenizer encodes and decodes as
-llama_tokenize and llama_detokenize do (see py_engine/tokenizer/llama_tokenizer.py).
+llama_tokenize and llama_detokenize do (see py_engine/tokenizer/llama/tokenizer.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 from contextlib import contextmanager
 
 from ..errors import ModelFileError
-from ..tokenizer.llama_pre import PRE_TOKENIZERS
-from ..tokenizer.llama_tokenizer import LlamaTokenizer
-from ..tokenizer.llama_vocab import BYTE, NORMAL, TYPE_ATTRS, LlamaVocab, apply_text_rules
+from ..tokenizer.llama.pre import PRE_TOKENIZERS
+from ..tokenizer.llama.tokenizer import LlamaTokenizer
+from ..tokenizer.llama.vocab import BYTE, NORMAL, TYPE_ATTRS, LlamaVocab, apply_text_rules
 from ..tokenizer.spec_error import SpecError
 from .gguf import ARRAY, INT8, UINT8, GGUFFile
 from .gguf_values import REQUIRED, Metadata, describe, is_int

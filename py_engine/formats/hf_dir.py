@@ -4,11 +4,11 @@ model source (formats/source.py): small files from its small_dir, safetensors he
 from __future__ import annotations
 
 from ..errors import ModelFileError
-from ..json_file import read_json
+from .json_file import read_json
 from .safetensors import TensorInfo, parse_header
 
 INDEX_FILE = "model.safetensors.index.json"
-# The files of an HF directory the engine reads besides the weights (here and tokenizer/hf_json.py):
+# The files of an HF directory the engine reads besides the weights (here and tokenizer/hf/files.py):
 # the server offers them with a model, the browser fetches them whole.
 SMALL_FILES = (
     "config.json",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileError
-from ..json_file import read_json
 from ..models import graph_generator
 from ..models.config import TEXT_TOWERS, architecture_of, config_from_hf
 from ..models.config_check import check_config
@@ -14,6 +13,7 @@ from ..models.tensor_check import check_tensors
 from .gguf import parse_gguf
 from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling
 from .hf_dir import read_tensor_index
+from .json_file import read_json
 from .mlx import mlx_tensors
 from .source import ModelSource
 

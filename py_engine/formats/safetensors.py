@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import ModelFileError
-from ..json_file import describe, parse_json
+from .json_file import describe, parse_json
 
 DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "I64": 8, "U8": 1, "I8": 1, "U32": 4, "BOOL": 1}
 MAX_HEADER = 100 << 20

@@ -14,8 +14,8 @@ layers' attention: attention_tiled.wgsl 34.8 ms, attention.wgsl (GQA groups, a r
 
 from __future__ import annotations
 
-from ..graph import ceil_div
-from ..linear_plan import LOGIT_ROWS_MAX
+from ..runtime.graph import ceil_div
+from ..runtime.linear_plan import LOGIT_ROWS_MAX
 
 # Forwards of up to this many rows take attention.wgsl: a decode token, and picks_after's
 # verifying forward, whose rows must equal one-token decodes bit for bit.

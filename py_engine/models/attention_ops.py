@@ -1,14 +1,14 @@
 """The attention half of GraphBuilder: a layer's Q/K norm, RoPE and KV append (rope_kv), its K
-and V caches (a ring for a sliding layer: py_engine/kv_cache.py) and flash-decoding attention
+and V caches (a ring for a sliding layer: py_engine/runtime/kv_cache.py) and flash-decoding attention
 over them, whose split merge a decode token folds into the O projection (gemv.wgsl COMBINE)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..graph import Tensor, ceil_div
-from ..kernels import KV_BYTES
-from ..linear_plan import MERGE_HEADS, attention_merge_params
+from ..runtime.graph import Tensor, ceil_div
+from ..runtime.kernels import KV_BYTES
+from ..runtime.linear_plan import MERGE_HEADS, attention_merge_params
 from . import attention_grid
 
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while

@@ -15,8 +15,8 @@ Per layer (post-LN): q|k|v with biases -> attention -> output dense + bias + res
 
 from __future__ import annotations
 
-from ..graph import Tensor, WeightSpec, ceil_div
-from ..linear_plan import embedding_grid
+from ..runtime.graph import Tensor, WeightSpec, ceil_div
+from ..runtime.linear_plan import embedding_grid
 from .builder import GraphBuilder
 from .graph_options import GraphOptions
 

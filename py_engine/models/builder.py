@@ -9,8 +9,8 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..errors import ModelFileError
-from ..graph import Graph, Tensor, WeightSpec, ceil_div
-from ..linear_plan import (
+from ..runtime.graph import Graph, Tensor, WeightSpec, ceil_div
+from ..runtime.linear_plan import (
     GEMV_MAX_ROWS,
     LOGIT_ROWS,
     LOGIT_ROWS_MAX,
@@ -23,7 +23,7 @@ from ..linear_plan import (
     linear_params,
     matmul_tile,
 )
-from ..quant import FORMATS, GGUF_TYPES
+from ..runtime.quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
 from .config import ModelConfig
 from .graph_options import GraphOptions

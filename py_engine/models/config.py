@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileError
-from ..json_file import describe
+from ..formats.json_file import describe
 from .config_values import ConfigKeys, is_int
 
 

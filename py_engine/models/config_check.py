@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ModelFileError
-from ..json_file import describe
+from ..formats.json_file import describe
 from .config import ENCODER_ARCHITECTURES, MAX_LAYERS, ModelConfig
 from .config_values import is_int, is_number
 from .delta_chunk_plan import DK_MAX

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ModelFileError
-from ..json_file import describe
+from ..formats.json_file import describe
 
 
 def is_int(value) -> bool:

@@ -5,7 +5,7 @@ with full ones (layer_types)."""
 
 from __future__ import annotations
 
-from ..graph import Tensor
+from ..runtime.graph import Tensor
 from .builder import GraphBuilder
 from .gemma import embedding_scale, lm_head, norm_offset
 

@@ -1,15 +1,15 @@
 """The recurrent half of GraphBuilder, for hybrids: causal short convolutions (LFM2's blocks,
 Qwen3.5's DeltaNet input) and the gated delta rule. Their states are graph tensors of kind
 "state" listed in Graph.recurrent: unlike a KV cache they cannot be read at an earlier position,
-so the engine snapshots them and goes back by restoring one (py_engine/recurrent_state.py)."""
+so the engine snapshots them and goes back by restoring one (py_engine/runtime/recurrent_state.py)."""
 
 from __future__ import annotations
 
 from math import prod
 
 from ..errors import ModelFileError, UnsupportedArchitectureError
-from ..graph import Tensor, WeightSpec, ceil_div
-from ..linear_plan import LOGIT_ROWS_MAX
+from ..runtime.graph import Tensor, WeightSpec, ceil_div
+from ..runtime.linear_plan import LOGIT_ROWS_MAX
 from . import delta_chunk_plan
 
 

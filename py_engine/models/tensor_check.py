@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ModelFileError
-from ..json_file import describe
+from ..formats.json_file import describe
 from .bert import encoder_shapes
 from .config import ENCODER_ARCHITECTURES, ModelConfig
 from .config_check import MAX_COUNT

@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 
 from ..gpu import Dispatch
-from ..kernels import KernelCache
+from ..runtime.kernels import KernelCache
 
 WORDS = 256
 _MASK = 0xFFFFFFFF

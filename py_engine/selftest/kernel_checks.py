@@ -1,7 +1,7 @@
 """Self-tests of the engine's own code against pure-Python references: q4_0 blocks through the
 real dequantizing snippet (shaders/weights/q4_0.wgsl), the real RMSNorm (shaders/rmsnorm.wgsl)
 and the real linear layer for few rows (shaders/gemv.wgsl with q4_0 weights), bound as
-py_engine/executor.py binds them: the shared Step uniform plus Params packed by name.
+py_engine/runtime/executor.py binds them: the shared Step uniform plus Params packed by name.
 
 Each check is `async (device, kernels) -> detail` (see compute_checks.py).
 """
@@ -12,9 +12,9 @@ import math
 import struct
 from array import array
 
-from ..linear_plan import gemv_features, linear_defines, linear_grid, linear_params
-from ..quant import weight_format
-from ..weights import repack_params
+from ..runtime.linear_plan import gemv_features, linear_defines, linear_grid, linear_params
+from ..runtime.quant import weight_format
+from ..runtime.weights import repack_params
 from .runner import CheckFailed, first_difference, lcg_floats, lcg_words, run_kernel
 
 Q4_0 = weight_format("q4_0")  # 18 bytes per 32 weights: f16 scale d, then 16 bytes of nibbles

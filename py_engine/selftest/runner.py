@@ -11,7 +11,7 @@ import struct
 from array import array
 
 from ..gpu import Dispatch
-from ..kernels import STEP_FORMAT, Kernel
+from ..runtime.kernels import STEP_FORMAT, Kernel
 
 _MASK = 0xFFFFFFFF
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import time
 
-from ..kernels import KernelCache
+from ..runtime.kernels import KernelCache
 from . import compute_checks, kernel_checks, memory_checks
 from .runner import CheckFailed
 

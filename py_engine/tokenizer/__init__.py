@@ -5,9 +5,9 @@ Qwen; SentencePiece-style with byte fallback as Llama-2, Mistral, Gemma), WordPi
 Unigram (T5). LlamaTokenizer: GGUF vocabularies, matching llama.cpp (built by
 py_engine.formats.gguf_tokenizer)."""
 
-from .added_tokens import AddedToken
-from .decode import StreamDecoder
-from .llama_tokenizer import LlamaTokenizer
-from .tokenizer import MODEL_DEFAULT, Tokenizer
+from .hf.added_tokens import AddedToken
+from .hf.tokenizer import MODEL_DEFAULT, Tokenizer
+from .llama.tokenizer import LlamaTokenizer
+from .stream_decoder import StreamDecoder
 
 __all__ = ["AddedToken", "LlamaTokenizer", "MODEL_DEFAULT", "StreamDecoder", "Tokenizer"]

@@ -1,8 +1,8 @@
 """What every tokenizer offers besides text <-> ids: stop ids, the chat template, streaming decode."""
 
 from ..errors import WispError
-from . import chat
-from .decode import StreamDecoder
+from .stream_decoder import StreamDecoder
+from .template import chat
 
 
 class TokenizerBase:

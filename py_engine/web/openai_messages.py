@@ -7,9 +7,9 @@ events (the usage chunk only when stream_options asked for it), and every reques
 
 from __future__ import annotations
 
-from ..answer_stream import AnswerStream
 from ..api import completions, embeddings
 from ..api.request import RequestError, parse_chat, parse_completion, parse_embeddings
+from ..decode.answer_stream import AnswerStream
 from ..errors import WispError
 
 PARSERS = {"chat.completions": parse_chat, "completions": parse_completion, "embeddings": parse_embeddings}

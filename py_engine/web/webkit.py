@@ -5,7 +5,7 @@ adapter's vendor never decides it (a hardware-keyed gate once made a desktop eng
 On WebKit (Safari on the Mac, every browser on iPad and iPhone) the web-content process is killed
 without a warning above about 1.5-2 GB, and Metal has miscompiled native f16 code, so there:
   - the context defaults to 512 tokens and never exceeds 2048 (the KV cache grows with it, a sliding
-    layer's ring excepted: py_engine/kv_cache.py);
+    layer's ring excepted: py_engine/runtime/kv_cache.py);
   - no kernel uses a native f16 type (the device is opened without shader-f16; f16 weights are
     read as packed pairs) and the KV cache is f16 pairs packed in u32 words (pack2x16float);
   - the model's GPU footprint is checked against a budget before any byte is uploaded.
@@ -17,7 +17,7 @@ Elsewhere nothing changes: no workaround may be active on Dawn or wgpu-native.
 from __future__ import annotations
 
 from ..errors import WispError
-from ..linear_plan import PRECISIONS
+from ..runtime.linear_plan import PRECISIONS
 
 DESKTOP_CONTEXT = 2048
 WEBKIT_CONTEXT = 512

@@ -1,7 +1,7 @@
 // Byte-level reads of a weight binding `w: array<vec4<u32>>` holding little-endian bytes (the ggml
 // and MLX formats). Stored ggml blocks of 34, 18, 22 or 210 bytes put fields at offsets that are
 // only 2-aligned, so 16- and 32-bit fields are read at any even byte offset `o`; the repacked
-// layouts (py_engine/quant.py) put every block's quants at a 16-byte boundary, read by w_quad.
+// layouts (py_engine/runtime/quant.py) put every block's quants at a 16-byte boundary, read by w_quad.
 fn w_word(i: u32) -> u32 { return w[i / 4u][i % 4u]; }
 fn w_vec4(byte_offset: u32) -> vec4<u32> { return w[byte_offset / 16u]; }  // 16-aligned
 

@@ -19,7 +19,7 @@ import pytest
 from harness import fuzz, mutate_bytes
 from tokenizer_vocab import CACHE_DIR
 
-from py_engine.tokenizer import chat, template_limits
+from py_engine.tokenizer.template import chat, limits
 
 SLOW_SECONDS = 4.0
 SCALED_LIMITS = {"MAX_STEPS": 5_000, "MAX_VALUE": 50_000, "MAX_WORK": 500_000, "MAX_OUTPUT": 100_000}
@@ -136,7 +136,7 @@ def target(data: bytes) -> None:
 
 def test_fuzz_chat_template(monkeypatch: pytest.MonkeyPatch):
     for name, value in SCALED_LIMITS.items():
-        monkeypatch.setattr(template_limits, name, value)
+        monkeypatch.setattr(limits, name, value)
     # Each input is compiled by Jinja (parsing, code generation, Python's compile(): 2 to 5 ms even
     # for these small templates), so this is the longest of the readers' runs.
     fuzz("chat_template", SEEDS, mutate, target)

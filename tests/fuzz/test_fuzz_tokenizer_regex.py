@@ -1,5 +1,5 @@
 """Fuzz the tokenizer regexes of tokenizer.json (issue 16): mutated Split patterns, compiled through
-regex_compat and its backtracking guard (regex_guard), then run over text built to make a
+tokenizer/regex/compat.py and its backtracking guard (regex/guard.py), then run over text built to make a
 backtracking engine work hard. A pattern may be refused, with the ModelFileError the tokenizer
 loader turns a SpecError into; one that is accepted must split every text in under SLOW_SECONDS.
 
@@ -15,9 +15,9 @@ import time
 from harness import fuzz
 
 from py_engine.errors import ModelFileError
-from py_engine.tokenizer.llama_pre import AFMOE_DIGITS, KIMI_K2, SPLITS
-from py_engine.tokenizer.pretokenize import GPT2_PATTERN, split_on_pattern
-from py_engine.tokenizer.regex_compat import compile_pattern
+from py_engine.tokenizer.hf.pretokenize import GPT2_PATTERN, split_on_pattern
+from py_engine.tokenizer.llama.pre import AFMOE_DIGITS, KIMI_K2, SPLITS
+from py_engine.tokenizer.regex.compat import compile_pattern
 from py_engine.tokenizer.spec_error import SpecError
 
 SLOW_SECONDS = 2.0

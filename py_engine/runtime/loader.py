@@ -1,0 +1,57 @@
+"""How every model loads, in two steps: plan() (a config and its tensors -> the graph and its GPU
+footprint, with no device) and upload() (the graph on a device: its kernels, weights and
+Executor). The chat engine (Engine.load), the embedder (embedding/embedder.py) and the device-free
+check of a model's files (session.read_model_files, which the CLI runs before opening a GPU) all
+go through them, and this is the one place a graph builder is made."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..formats.model_files import tensor_info
+from ..models import graph_generator
+from ..models.bert import EmbeddingBuilder
+from ..models.builder import GraphBuilder
+from ..models.graph_options import GraphOptions
+from .executor import Executor
+from .graph import Graph
+from .kernels import KernelCache
+from .memory import Footprint, footprint
+from .weights import WeightUploader
+
+
+class Plan(NamedTuple):
+    graph: Graph
+    footprint: Footprint
+
+
+def plan(cfg, tensors: dict, label: str, options: GraphOptions) -> Plan:
+    """The graph of `cfg`'s architecture over `tensors` (label: where they come from, for errors)
+    and what it holds on a GPU: an embedding graph where options.pooling is set (an encoder's
+    architecture allowed), else a generating one. ModelFileError for a tensor missing or of a
+    dtype no kernel reads."""
+
+    def info(name):
+        return tensor_info(tensors, name, label)
+
+    if options.pooling is None:
+        graph = graph_generator(cfg.architecture, label)(GraphBuilder(cfg, info, options))
+        return Plan(graph, footprint(graph, cfg.vocab_size, options.kv_capacity))
+    graph = graph_generator(cfg.architecture, label, encoders=True)(EmbeddingBuilder(cfg, info, options))
+    return Plan(graph, footprint(graph, 0, 0))  # no sampling: no vocabulary or history buffers
+
+
+async def upload(device, graph: Graph, tensors: dict, source, make, progress=None):
+    """make(executor, kernels, weight bytes) on `device`: what runs the graph (an Engine, an
+    embedding runner), made before the kernels are awaited so that its own compile with the
+    graph's (the browser compiles asynchronously: all before any submit); returned once every
+    weight of `tensors` (read from `source`) has landed. progress: (bytes landed, bytes expected)."""
+    kernels = KernelCache(device)
+    uploader = WeightUploader(device, kernels, tensors, source, progress)
+    uploader.expect(t for t in graph.tensors if t.kind == "weight")
+    executor = Executor(device, kernels, graph, uploader)
+    made = make(executor, kernels, uploader.bytes_uploaded)
+    await device.prepare()
+    await uploader.finish()
+    await device.read_buffer(executor.buffer(next(iter(graph.outputs))), 0, 4)  # every upload landed
+    return made
