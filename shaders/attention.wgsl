@@ -40,6 +40,10 @@
 // they go (each part its own sums): a tile costs 3 barriers with subgroups. The kernel waits on
 // memory, not arithmetic (an 8B's decode token reads 4,500 keys from few workgroups), so each
 // thread issues 8 pairs' or 8 keys' loads before it uses them, and loops over few of them.
+// H200, benchmarks/probes/attention_rate.py --rows 1 (a pass of 32 dispatches, per dispatch): the
+// 8B shape at 4,001 keys (32 splits) 24.1 us, at 129 keys 11.5; SmolLM2 12.9 and 8.8; an empty
+// dispatch of as many workgroups 2.4. Loading a tile's first values before its scores and the
+// rotations' (cos, sin) with q (one wait, no barrier between heads) took 3 % off (24.8, 11.9).
 // Workgroup storage: exactly 16 KiB.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
@@ -88,40 +92,44 @@ fn head_set(c: u32, d: u32, value: f32) {
     }
 }
 
-// ROPE_KV: group head c (or the new key) normalised by its norm weight when the model has q/k
-// norms, then rotated (shaders/rope.wgsl), for forward row `row`: rope_kv.wgsl's operations in its
-// order (its 128 threads' sums, then their tree), so a decode token's q and k equal a prefill's.
-fn norm_and_rotate(lid: u32, row: u32, c: u32) {
+// ROPE_KV: group head c (or the new key) normalised by its norm weight (a model with q/k norms):
+// rope_kv.wgsl's operations in its order (its 128 threads' sums, then their tree), so a decode
+// token's q and k equal a prefill's. Ends with a barrier.
+fn norm_head(lid: u32, c: u32) {
     let hd = p.head_dim;
-    if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
-        var sum = 0.0;
-        for (var d = lid; d < hd && lid < 128u; d += 128u) {
-            let v = head_get(c, d);
-            sum += v * v;
-        }
-        part[lid].x = sum;
-        workgroupBarrier();
-        for (var stride = 64u; stride > 0u; stride >>= 1u) {
-            if (lid < stride) { part[lid].x += part[lid + stride].x; }
-            workgroupBarrier();
-        }
-        let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
-        workgroupBarrier();  // part[0] read by all before it is reused
-        for (var d = lid; d < hd; d += THREADS) {
-            if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
-            else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
-        }
+    var sum = 0.0;
+    for (var d = lid; d < hd && lid < 128u; d += 128u) {
+        let v = head_get(c, d);
+        sum += v * v;
+    }
+    part[lid].x = sum;
+    workgroupBarrier();
+    for (var stride = 64u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { part[lid].x += part[lid + stride].x; }
         workgroupBarrier();
     }
-    let half = p.rotary_dim / 2u;
-    for (var i = lid; i < half; i += THREADS) {
-        let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
-        let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
-        let turned = rope_turn(vec2<f32>(head_get(c, ab.x), head_get(c, ab.y)), cs);
-        head_set(c, ab.x, turned.x);
-        head_set(c, ab.y, turned.y);
+    let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
+    workgroupBarrier();  // part[0] read by all before it is reused
+    for (var d = lid; d < hd; d += THREADS) {
+        if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
+        else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
     }
     workgroupBarrier();
+}
+
+// ROPE_KV: rotation `lid` (shaders/rope.wgsl; rotary_dim / 2 <= 128 of them, one a thread) of
+// group heads 0 .. heads - 1 (heads past GROUP_HEADS: the new key) by the angle whose (cos, sin)
+// is cs. A thread's rotation touches only its own two dimensions of each head: no barrier
+// between heads.
+fn rotate_heads(lid: u32, heads: u32, cs: vec2<f32>) {
+    if (lid < p.rotary_dim / 2u) {
+        let ab = rope_pair(lid, p.rotary_dim, p.interleaved == 1u);
+        for (var c = 0u; c < heads; c++) {
+            let turned = rope_turn(vec2<f32>(head_get(c, ab.x), head_get(c, ab.y)), cs);
+            head_set(c, ab.x, turned.x);
+            head_set(c, ab.y, turned.y);
+        }
+    }
 }
 
 // ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
@@ -152,6 +160,13 @@ fn value_at(row: u32, d: u32) -> f32 {
     let cached = v_at(row * p.head_dim + d);
     if (ROPE_KV && row == new_row) { return new_v[d]; }
     return cached;
+}
+
+// Dimension d of the values of keys at .. at + 3 (kv_base + position, in main), a key past
+// last_key (the tile's last) reading the last one's: it weighs exactly 0.
+fn value_quad(at: u32, last_key: u32, d: u32) -> vec4<f32> {
+    return vec4<f32>(value_at(cache_row(min(at, last_key)), d), value_at(cache_row(min(at + 1u, last_key)), d),
+                     value_at(cache_row(min(at + 2u, last_key)), d), value_at(cache_row(min(at + 3u, last_key)), d));
 }
 
 // A value for each head of the group: heads 0-3 in a, 4-7 in b (b unused when QV == 1, and
@@ -254,6 +269,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let end = min(q_pos + 1u, split_end);
     new_row = cache_row(kv_base + q_pos);
 
+    // ROPE_KV: this thread's rotation's (cos, sin), loaded with the q heads: one wait for both.
+    var cs = vec2<f32>(1.0, 0.0);
+    let half = p.rotary_dim / 2u;
+    if (ROPE_KV && lid < half) { cs = vec2<f32>(cos_sin[(row * half + lid) * 2u], cos_sin[(row * half + lid) * 2u + 1u]); }
     for (var d = lid; d < hd; d += THREADS) {
         for (var v = 0u; v < QV; v++) {
             var heads = vec4<f32>(0.0);
@@ -270,9 +289,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (ROPE_KV) {
-        for (var c = 0u; c < GROUP_HEADS; c++) { norm_and_rotate(lid, row, c); }
+        // The group's heads, and the new key after them where this split holds it.
+        let heads = GROUP_HEADS + u32(holds_new);
+        if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
+            for (var c = 0u; c < heads; c++) { norm_head(lid, c); }
+        }
+        rotate_heads(lid, heads, cs);
+        workgroupBarrier();
         if (holds_new) {  // uniform across the workgroup
-            norm_and_rotate(lid, row, GROUP_HEADS);
             // As the caches will hold them (f16 rounding), so the score and the output equal a
             // later forward's, which reads them from there.
             for (var e = lid; e < hd / 2u; e += THREADS) {
@@ -314,6 +338,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var running_sum = heads_splat(0.0);
     var acc = heads_splat(0.0);
     for (var start = first; start < end; start += TILE) {
+        // This thread's first 8 values of the tile (its part's first keys, dimension dim), loaded
+        // before the scores: their wait overlaps the keys' and the softmax's, not after them.
+        let count = min(TILE, end - start);
+        let last_key = kv_base + start + count - 1u;
+        let j0 = my_part * keys_per_part;
+        var lo = vec4<f32>(0.0);
+        var hi = vec4<f32>(0.0);
+        if (dim_active) {
+            lo = value_quad(kv_base + start + j0, last_key, dim);
+            hi = value_quad(kv_base + start + j0 + 4u, last_key, dim);
+        }
         let key = start + lid / LANES;
         var s = heads_splat(0.0);
         if (key < end) {
@@ -400,23 +435,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
 
-        // Values: this part's keys of the tile for dimension dim, in key order, eight keys' loads
-        // at a time. Keys past the tile's last read the last key (written, finite) and weigh
-        // exactly 0.
-        let count = min(TILE, end - start);
-        let last_key = kv_base + start + count - 1u;
+        // Values: this part's keys of the tile for dimension dim, in key order, eight keys at a
+        // time, the next eight's loads issued before this eight's FMAs. Keys past the tile's last
+        // read the last key (written, finite) and weigh exactly 0.
         var tile_sum = heads_splat(0.0);
         var tile = heads_splat(0.0);
-        let j0 = my_part * keys_per_part;
         for (var j = j0; j < j0 + keys_per_part; j += 8u) {
-            var lo = vec4<f32>(0.0);
-            var hi = vec4<f32>(0.0);
-            if (dim_active) {
-                let at = kv_base + start + j;
-                lo = vec4<f32>(value_at(cache_row(min(at, last_key)), dim), value_at(cache_row(min(at + 1u, last_key)), dim),
-                               value_at(cache_row(min(at + 2u, last_key)), dim), value_at(cache_row(min(at + 3u, last_key)), dim));
-                hi = vec4<f32>(value_at(cache_row(min(at + 4u, last_key)), dim), value_at(cache_row(min(at + 5u, last_key)), dim),
-                               value_at(cache_row(min(at + 6u, last_key)), dim), value_at(cache_row(min(at + 7u, last_key)), dim));
+            var next_lo = vec4<f32>(0.0);
+            var next_hi = vec4<f32>(0.0);
+            if (dim_active && j + 8u < j0 + keys_per_part) {
+                next_lo = value_quad(kv_base + start + j + 8u, last_key, dim);
+                next_hi = value_quad(kv_base + start + j + 12u, last_key, dim);
             }
             for (var i = 0u; i < 4u; i++) {
                 let w = Heads(weights[j + i], weights[TILE + j + i]);
@@ -428,6 +457,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 tile_sum = heads_add(tile_sum, w);
                 tile = heads_fma(w, hi[i], tile);
             }
+            lo = next_lo;
+            hi = next_hi;
         }
         let correction = heads_exp(heads_add(running_max, Heads(-new_max.a, -new_max.b)));  // first tile: -3e38 - max → 0
         running_sum = heads_rescale(running_sum, correction, tile_sum);

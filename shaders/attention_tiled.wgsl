@@ -35,6 +35,12 @@
 // taking all its KV head's q heads (up to 4) for one row, so each staged vector is read once for
 // them, with the online softmax every 4 keys (16 lanes of 2 chunks on the 8B shape): slower, 7.0
 // ms a layer on the 8B (pp512 at depth 4,000 1,322 tok/s against 1,674), SmolLM2 9,535 (2026-11-29).
+// benchmarks/probes/attention_rate.py (this kernel alone, 512 rows after 4,000 keys): 4.32 ms on
+// the 8B shape, 0.91 on SmolLM2. A variant with 2 or 4 rows a slot (each staged vector read once
+// for them) was slower: 5.8 and 8.5 ms (its 1-row form, the same arithmetic in arrays indexed by
+// row, 5.3: the driver's code for it is worse). Its ablations on the 8B: without the PV products
+// 3.3 ms, without the tile loads 4.7, without exp() 5.4 of 5.3-5.5: QK^T and PV bound, not the
+// loads or the softmax (2026-11-29).
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
 // py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
