@@ -4,6 +4,7 @@ run by Node on Dawn (Chrome's WebGPU, npm `webgpu`) through benchmarks/dawn/run.
     python benchmarks/dawn.py --model PATH|NAME [--prompt-tokens 128] [--new-tokens 128] [--compare]
                               [--node node] [--webgpu /tmp/webgpu] [--dawn-backend vulkan|opengles]
                               [--store-dir DIR] [--f32] [--dawn-toggle T ...] [--reload] [--load-only]
+                              [--weights-only] [--inline-fetch]
 
 The prompt ids are benchmarks/decode.py's (random.Random(0) over the model's vocabulary), the warm-up
 prompt the next ones of the same generator. Like decode.py, --new-tokens counts the decode steps after
@@ -18,12 +19,25 @@ engine measured is this tree's. --dawn-toggle passes a Dawn instance toggle, as 
 `enable-dawn-features=vulkan_enable_f16_on_nvidia` (Dawn hides shader-f16 on NVIDIA's Vulkan driver
 without it) or `enable-dawn-features=allow_unsafe_apis` (experimental features such as subgroup matrices).
 
-`load` is the model load: `ms` the page's wall time (Pyodide's planning, the weights, the shaders),
-`weights_ms` the weights' streaming (fetch or read-back, verify, store, upload), `mb_s` and
-`weights_mb_s` the weight bytes over each, and `phases` the seconds the worker's thread spent per phase
-(worker/load_clock.js; they overlap, so they need not add up). --reload loads the model again in
-the same worker, from the store the first load filled (`reload`); with --store-dir of an earlier run,
-both loads read the kept store. --load-only stops there (no generation, no tokens).
+`load` is the model load: `ms` the page's wall time (the first load's includes booting Pyodide, as the
+page's does: `pyodide_boot_ms`; then the header, Python's planning, the shaders and the weights),
+`worker_ms` the worker's from the load message on, `weights_ms` the weights' streaming (fetch or
+read-back, verify, store, upload: one pipeline, started once the loader has placed them, so it runs
+while the shaders compile), `mb_s` and `weights_mb_s` the weight bytes over each. `phases` are the
+seconds the worker's thread spent per phase (worker/load_clock.js): working, or waiting on the thread
+that does the work (fetch: the network; store: the store's writer, a worker that writes and hashes
+each block while this thread takes the next; verify: digests; upload: the GPU's queue), so they
+overlap and need not add up; `writer` says whether a download was stored on that worker's thread
+("thread") or on the worker's ("here"). `threads_cpu_s` is the CPU each of the harness's threads spent
+in the load (Linux): the worker's (with Dawn's calls and Pyodide), the network's (Node's fetch runs on a
+thread of its own, as a browser's network stack is not the worker's; --inline-fetch puts it back on the
+worker's thread, as session 37 measured it), the server's and the store writer's; on a machine with
+cores to spare the busiest one bounds the load. --reload loads the model
+again in the same worker, from the store the first load filled (`reload`); with --store-dir of an
+earlier run, both loads read the kept store. --load-only stops there (no generation, no tokens).
+--weights-only measures the weights' streaming alone (worker/gpu.js's loadWeights through the store,
+the GGUF's tensor ranges into two 64 MiB buffers, no Pyodide, no engine, no shaders): it fits Dawn's
+null backend (512 MB of buffers), which cannot hold an 8B model, and gives the host's share.
 """
 
 from __future__ import annotations
@@ -81,9 +95,22 @@ def prompts(path: Path, prompt_tokens: int) -> tuple[list[int], list[int]]:
     return ids, warm
 
 
+def tensor_ranges(path: Path) -> list[list]:
+    """[file name, start, length] of every tensor of a GGUF file: what a load streams into the GPU."""
+    _, tensors, gguf = read_model(open_source(path))
+    if gguf is None:
+        return []
+    return sorted([path.name, t.start, t.nbytes] for t in tensors.values() if hasattr(t, "start"))
+
+
 def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, context: int) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"ids": ids, "warm_ids": warm}, f)
+    pieces = None
+    if args.weights_only and (ranges := tensor_ranges(path)):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as p:
+            json.dump(ranges, p)
+        pieces = p.name
     command = [
         args.node,
         str(ROOT / "benchmarks" / "dawn" / "run.mjs"),
@@ -103,12 +130,16 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
         *(["--f32"] if args.f32 else []),
         *(["--reload"] if args.reload else []),
         *(["--load-only"] if args.load_only else []),
+        *(["--weights-only", *(["--pieces", pieces] if pieces else [])] if args.weights_only else []),
+        *(["--inline-fetch"] if args.inline_fetch else []),
         *(arg for toggle in args.dawn_toggle for arg in ("--dawn-toggle", toggle)),
     ]
     try:
         result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     finally:
         Path(f.name).unlink(missing_ok=True)
+        if pieces:
+            Path(pieces).unlink(missing_ok=True)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         raise SystemExit(f"error: {' '.join(command[:2])} failed (exit code {result.returncode}); its log is above")
@@ -173,12 +204,24 @@ def main():
     parser.add_argument("--compare", action="store_true", help="also run the desktop engine and compare tokens")
     parser.add_argument("--reload", action="store_true", help="load a second time, from the store (`reload`)")
     parser.add_argument("--load-only", action="store_true", help="measure the load(s) alone: no generation")
+    parser.add_argument(
+        "--weights-only",
+        action="store_true",
+        help="only the weights' streaming (no Pyodide, no engine): fits --dawn-backend null",
+    )
+    parser.add_argument(
+        "--inline-fetch",
+        action="store_true",
+        help="Node's fetch on the worker's thread (as before the network thread): its HTTP work counted there",
+    )
     args = parser.parse_args()
-    if args.load_only and args.compare:
-        parser.error("--compare needs the generation that --load-only skips")
-    ensure_current_wheel()
+    if (args.load_only or args.weights_only) and args.compare:
+        parser.error("--compare needs the generation that --load-only and --weights-only skip")
+    args.load_only = args.load_only or args.weights_only
+    if not args.weights_only:
+        ensure_current_wheel()
     path = model_path(args.model)
-    ids, warm = prompts(path, args.prompt_tokens)
+    ids, warm = prompts(path, args.prompt_tokens) if not args.weights_only else ([], [])
     steps, context = args.new_tokens + 1, args.prompt_tokens + args.new_tokens + 8  # decode.py's context
     dawn = run_dawn(args, path, ids, warm, steps, context)
     if args.load_only:

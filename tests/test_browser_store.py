@@ -292,10 +292,11 @@ STREAM = """async ({model, inPage}) => {
     try {
       const readFirst = model.readFirst ? [...(await store.read(url, (4 << 20) + 3, 16))] : null;
       await store.streamFile(url, (at, b) => out.set(b, at));
+      const writer = store.loadReport().writer ?? null;  // where the download was stored and hashed
       const range = [...(await store.read(url, (4 << 20) + 3, 16))];
       const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", out));
-      return {sha256: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""), readFirst, range};
-    } catch (e) { return {error: `${e.name}: ${e.message}`}; }
+      return {sha256: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""), readFirst, range, writer};
+    } catch (e) { return {error: `${e.name}: ${e.message}`, kind: e.kind}; }
   };
   const phases = new Set();
   if (inPage) {
@@ -344,7 +345,9 @@ def test_stored_file_is_checked_block_by_block(page, tap, blob):
     """Every corruption the store must catch on a re-open, caught wherever it lands: a damaged byte in a
     middle block (no sample would have to hit it), a file cut short, a lost Cache API chunk, damage
     in a partial file's prefix (no whole-file hash yet); a record without block digests (an older
-    store) is hashed whole and gains them."""
+    store) is hashed whole and gains them. A download is stored and hashed on the store's writer
+    thread (a nested worker): a file that does not match the sha256 it was served with is one typed
+    error naming it, and nothing of it is kept."""
     data = blob.read_bytes()
     want = hashlib.sha256(data).hexdigest()
     digests = [hashlib.sha256(data[i : i + BLOCK]).hexdigest() for i in range(0, BLOB_SIZE, BLOCK)]
@@ -370,10 +373,24 @@ def test_stored_file_is_checked_block_by_block(page, tap, blob):
 
     page.evaluate(remove_blob)
     first, fetched = stream()
-    assert fetched == [("", BLOB_SIZE)]
+    assert fetched == [("", BLOB_SIZE)] and first["writer"] == "thread"
     meta = page.evaluate(STORED, ["blob", "blob.gguf"])["meta"]
     assert meta["complete"] and meta["verified_at"] and meta["digest"] is None  # served by ETag: no sha256 to check
     assert meta["blocks"] == {"block": BLOCK, "sha256": digests}
+
+    # Served with a sha256 the bytes do not match: one clear error naming the file, nothing kept; with
+    # the right one, the writer's whole-file hash is recorded.
+    page.evaluate(remove_blob)
+    tap.log.clear()
+    wrong = page.evaluate(STREAM, {"model": {**model, "hashes": {"blob.gguf": {"sha256": "0" * 64}}}, "inPage": False})
+    assert (
+        wrong.get("kind") == "hash" and "blob.gguf" in wrong["error"] and "does not match its sha256" in wrong["error"]
+    )
+    assert [(e["range"], e["bytes"]) for e in tap.log] == [("", BLOB_SIZE)]  # a fresh download: not tried twice
+    assert page.evaluate(STORED, ["blob", "blob.gguf"]) is None
+    named = page.evaluate(STREAM, {"model": {**model, "hashes": {"blob.gguf": {"sha256": want}}}, "inPage": False})
+    assert named.get("sha256") == want and named["writer"] == "thread", named
+    assert page.evaluate(STORED, ["blob", "blob.gguf"])["meta"]["digest"] == want
 
     again, fetched = stream()  # re-opened: by the blocks' digests, nothing fetched
     assert fetched == [] and again["phases"] == ["verify"]
@@ -406,7 +423,8 @@ def test_stored_file_is_checked_block_by_block(page, tap, blob):
 
     # The Cache API (the page has no sync access handles): re-opened by the digests; a lost chunk refetched.
     page.evaluate(remove_blob)
-    assert stream(in_page=True)[1] == [("", BLOB_SIZE)]
+    cached, fetched = stream(in_page=True)
+    assert fetched == [("", BLOB_SIZE)] and cached["writer"] == "here"
     assert stream(in_page=True)[1] == []
     damage(chunk=0)
     assert stream(in_page=True)[1] == [("", BLOB_SIZE)]

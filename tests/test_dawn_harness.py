@@ -3,9 +3,12 @@
 What would break silently (a benchmark that measures a different store path, or none): the disk
 OPFS (opfs.mjs) under the real weight store (worker/store.js + store_backends.js: OPFS backend picked,
 a download stored and checked, a cut download resumed by Range + If-Range from the bytes that were
-recorded, a second sync access handle refused as in Chrome), the Node server's Range answers and
-/api/models entry (serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from
-build/web, the store answering `store_list`, a load without WebGPU failing as `no-webgpu`).
+recorded, a second sync access handle refused as in Chrome, across threads too), the download's
+pipeline (stored and hashed on the store's writer thread, a nested worker: worker_shim.mjs; at most
+RING blocks in flight while that thread lags; a sha256 mismatch one typed error naming the file, with
+nothing kept; the right sha256 recorded), the Node server's Range answers and /api/models entry
+(serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from build/web, the store
+answering `store_list`, a load without WebGPU failing as `no-webgpu`).
 """
 
 import random
@@ -24,6 +27,7 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node
 
 STORE_AND_SERVER = """
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import fs from "node:fs";
 const [dawn, worker, model, storeDir] = process.argv.slice(2);
 const { serve } = await import(`${dawn}/serve.mjs`);
@@ -83,6 +87,7 @@ requests.length = 0;
 assert.equal(await store.streamFile(url, (at, b) => got.set(b, at)), true);
 assert.deepEqual(requests, [`bytes=${4 << 20}-`]);  // only the missing bytes
 assert.ok(got.equals(bytes));
+assert.equal(store.loadReport().writer, "thread");  // stored and hashed on the writer's thread
 assert.ok(fs.readFileSync(`${storeDir}/wisp-models/${entry.id}/${name}`).equals(bytes));
 const stored = (await store.list())[0];
 assert.equal(stored.files[0].complete, true); assert.equal(stored.bytes, size);
@@ -104,6 +109,35 @@ await assert.rejects(root.removeEntry("wisp-models"), { name: "InvalidModificati
 await store.remove(entry.id);
 assert.deepEqual(await store.list(), []);
 assert.deepEqual(fs.readdirSync(`${storeDir}/wisp-models`), []);
+
+// The download's pipeline, its writer thread slowed down: at most RING (8) blocks out at once.
+// Served with a wrong sha256: one typed error naming the file, nothing of it kept.
+const Thread = globalThis.Worker;
+let out = 0, most = 0;
+globalThis.Worker = class SlowWriter extends Thread {
+  set onmessage(f) { this.handler = f; }
+  get onmessage() {
+    return this.handler && ((e) => setTimeout(() => { if (e.data?.bytes) out--; this.handler(e); }, 3));
+  }
+  postMessage(m, transfer) { if (m?.op === "put") most = Math.max(most, ++out); return super.postMessage(m, transfer); }
+};
+const sha256 = createHash("sha256").update(bytes).digest("hex");
+const named = (hex) => ({ id: entry.id, name: entry.name, kind: "gguf", base: `/models/${entry.id}/`,
+                          files: entry.files, hashes: { [name]: { sha256: hex } } });
+await store.begin(named("0".repeat(64)));
+await assert.rejects(store.streamFile(url, () => {}),
+                     (e) => e.name === "StoreError" && e.kind === "hash" && e.message.includes(`${name}: the downloaded file does not match its sha256`));
+assert.ok(!(await store.list()).some((m) => m.files.some((f) => f.complete)));  // nothing kept as valid
+assert.ok(!fs.existsSync(`${storeDir}/wisp-models/${entry.id}/${name}`));
+await store.begin(named(sha256));
+got.fill(0); out = 0; most = 0;
+assert.equal(await store.streamFile(url, (at, b) => got.set(b, at)), true);
+assert.ok(got.equals(bytes));
+assert.ok(most <= 8 && most >= 4, `blocks in flight: ${most}`);  // the ring bounds them, and it filled
+const record = JSON.parse(fs.readFileSync(`${storeDir}/wisp-models/${entry.id}/${name}.json`, "utf8"));
+assert.equal(record.digest, sha256); assert.equal(record.complete, true);
+assert.equal(record.blocks.sha256.length, Math.ceil(size / (4 << 20)));
+await store.remove(entry.id);
 await server.close();
 console.log("ok");
 """
@@ -131,7 +165,7 @@ def node(script: str, tmp_path: Path, *args) -> subprocess.CompletedProcess:
 
 def test_store_on_disk_opfs_and_range_server(tmp_path):
     model = tmp_path / "x.gguf"
-    model.write_bytes(random.Random(7).randbytes(2 * (4 << 20) + 1_234_567))  # 2.3 blocks of 4 MiB
+    model.write_bytes(random.Random(7).randbytes(12 * (4 << 20) + 1_234_567))  # 12.3 blocks of 4 MiB
     out = node(STORE_AND_SERVER, tmp_path, DAWN, ROOT / "worker", model, tmp_path / "opfs")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 

@@ -31,6 +31,7 @@
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>         (in weights.js)
 //                                          plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url,
 //                                          start, length]]; onProgress(done, total) in bytes.
+//   cancelWeights()                        loadWeights under way stop (weights.js)
 //   stats() -> {buffers, kernels, bindGroups, pending}
 //   onDeviceLost(handler)                  handler(reason, message) on each loss of the current device
 //   deviceLost(waitMs) -> Promise<{lost, reason?, message?}>   is the current device lost? (both in gpu_device.js)
@@ -50,7 +51,7 @@ import { loadWeights as loadWeightsNow } from "./weights.js";
 
 export { deviceLost, onDeviceLost } from "./gpu_device.js";
 export { configureSubmit, createBatch } from "./gpu_submit.js";
-export { READ_BYTES } from "./weights.js";
+export { READ_BYTES, cancelWeights } from "./weights.js";
 
 let loseAtSubmit = 0;  // the test hook's countdown (_testFault below); 0: off
 

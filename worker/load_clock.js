@@ -1,21 +1,30 @@
-// Where a model load's time goes: seconds this thread spent in each phase and the bytes each moved,
-// from store.begin() to the `loaded` event (py_engine/web/worker.py reads report() into it;
-// benchmarks/dawn.py prints it). The phases overlap in wall time (block digests run off this thread,
-// the network fills its buffers while this thread works), so they need not add up to the load's time.
+// Where a model load's time goes: seconds this thread (the worker's) spent in each phase and the bytes
+// each moved, from store.begin() to the `loaded` event (py_engine/web/worker.py reads report() into it;
+// benchmarks/dawn.py prints it). A download is a pipeline: the network fills its buffers, the store's
+// writer (store_writer.js, a thread of its own) writes and hashes a block while this thread takes the
+// next one and hands it to the GPU, so the phases overlap in wall time and need not add up.
 //
 //   fetch   waiting for network bytes (the download's body; header ranges)
 //   read    reading stored bytes back (OPFS / Cache API)
-//   verify  hashing on this thread and waiting for block digests
-//   store   writing bytes and records to the store
+//   verify  checking stored blocks read back (their digests), and waiting for the last digests and
+//           the whole-file hash at the end of a download
+//   store   handing downloaded blocks to the writer and waiting for it when all RING buffers are out
+//           (the writer's own writes and hashes are its thread's time), and the records
 //   upload  handing bytes to the GPU (queue.writeBuffer)
+//
+// `writer` (after a download): where it was written and hashed, "thread" (the writer's worker) or "here".
 
 export const PHASES = ["fetch", "read", "verify", "store", "upload"];
 let phases = fresh();
 let weights = { bytes: 0, ms: 0 };  // loadWeights calls: bytes placed in GPU buffers, wall time
+let writer = null;
 
 function fresh() { return Object.fromEntries(PHASES.map((p) => [p, { s: 0, bytes: 0 }])); }
 
-export function reset() { phases = fresh(); weights = { bytes: 0, ms: 0 }; }
+export function reset() { phases = fresh(); weights = { bytes: 0, ms: 0 }; writer = null; }
+
+/** Where a download's bytes were written and hashed: "thread" or "here". */
+export function wrote(where) { writer = where; }
 
 export function loaded(bytes, ms) { weights.bytes += bytes; weights.ms += ms; }
 
@@ -27,8 +36,8 @@ export function add(phase, t0, bytes = 0) {
   return now;
 }
 
-/** {bytes, ms, phases: {phase: {s, bytes}}} so far (seconds to the millisecond). */
+/** {bytes, ms, phases: {phase: {s, bytes}}, writer?} so far (seconds to the millisecond). */
 export function report() {
   const out = Object.fromEntries(PHASES.map((p) => [p, { s: Math.round(phases[p].s * 1000) / 1000, bytes: phases[p].bytes }]));
-  return { bytes: weights.bytes, ms: Math.round(weights.ms), phases: out };
+  return { bytes: weights.bytes, ms: Math.round(weights.ms), phases: out, ...(writer ? { writer } : {}) };
 }

@@ -163,13 +163,33 @@ export class BlockHashes {
     }
   }
 
-  start(block) {
+  start(block) { this.record(blockDigest(block)); }
+
+  /** The next block, whole (at a block boundary: none gathered in part), `length` bytes long, hashed
+   *  elsewhere (the store's writer): its digest, a Promise of the hex. Nothing waits for it here. */
+  adopt(length, digest) {
+    if (this.fill || this.at % BLOCK) throw new Error("BlockHashes: adopt() between blocks only");
+    this.at += length;
+    this.record(digest);
+  }
+
+  record(digest) {
     const n = this.sha256.length;
     this.sha256.push(null);
-    this.pending.push(blockDigest(block).then((d) => {
+    const done = digest.then((d) => {
       this.sha256[n] = d;
       if (this.expected[n] && this.expected[n] !== d && (this.bad < 0 || n < this.bad)) this.bad = n;
-    }));
+    });
+    done.catch(() => {});  // a writer's failure: settle() throws it, no stray rejection meanwhile
+    this.pending.push(done);
+  }
+
+  /** How many leading blocks have their digest now (a record may name them without waiting). */
+  ready() {
+    let n = this.readyN || 0;
+    while (n < this.sha256.length && this.sha256[n]) n++;
+    this.readyN = n;
+    return n;
   }
 
   /** Settles once the digests pending now are done: bytes pushed before it may be reused then. */

@@ -18,12 +18,23 @@
 // were written. Only a complete file whose hash checked out is trusted; a partial one is resumed; a
 // corrupt one is deleted and fetched again. `digest` is the whole file's SHA-256, taken as the file
 // arrives only where the server names a sha256 to check it against (served by ETag: null; hashing
-// 4 GB on this thread would check nothing and halve the download's speed).
+// 4 GB would check nothing, and hash-wasm takes ~270-500 MB/s of one core).
 //
-// A download is written a block at a time, unflushed (a flush per write made it disk-bound); the
-// record moves every META_EVERY bytes to a block boundary, so a resume trusts no byte without a
-// digest: bytes the OS lost in a crash fail their block's check and are fetched again. Only an
-// interrupted download's record names a partial block, and that after a flush.
+// A download is a pipeline over a ring of RING block buffers (32 MiB: what the download holds in
+// memory, besides the network's buffers and the digests' copies): this thread gathers the body into a
+// block, hands it to the GPU and passes the buffer to the store's writer (store_writer.js, a nested
+// worker) which writes it, takes its digest (and the whole-file hash) and hands the buffer back, while
+// this thread gathers the next; a full ring waits for the writer. Where no worker can start, or on the
+// Cache API, the same writer runs here. A file is trusted only once all its bytes are written and
+// every digest is in: the record says `complete` after that, never before, and a file that does not
+// match the server's sha256 is deleted and one StoreError ("hash") names it. The GPU got the bytes
+// as they came, but the load that asked for them fails with that error: nothing unchecked is used.
+//
+// Blocks are written unflushed (a flush per write made it disk-bound); the record moves every
+// META_EVERY bytes to the end of the blocks whose digests are in (without waiting for those still
+// under way), so a resume trusts no byte without a digest: bytes the OS lost in a crash fail their
+// block's check and are fetched again. Only an interrupted download's record names a partial block,
+// and that after a flush.
 //
 // What a re-open checks, and why that much. The whole-file SHA-256 is taken once, as the file
 // arrives (against the server's sha256 when it has one). After that the threat is the storage: a file
@@ -36,7 +47,8 @@
 // as easily as the file, which a full re-hash against the record's own digest did not stop either.
 
 import { pickBackend } from "./store_backends.js";
-import { BLOCK, BlockHashes, blockList, createSha256, readChecked } from "./sha256.js";
+import { BLOCK, BlockHashes, blockList, readChecked } from "./sha256.js";
+import { openWriter } from "./store_writer.js";
 import { readRange, source } from "./remote.js";
 import * as clock from "./load_clock.js";
 
@@ -44,7 +56,10 @@ export { report as loadReport } from "./load_clock.js";
 
 export const CHUNK = BLOCK;         // bytes per read-back, and per write of a download: one block
 const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second copy in the HTTP cache
-const RING = 6;                     // chunk buffers a pass cycles through (sha256.js: 4 digests in flight)
+// Chunk buffers a pass cycles through: at most RING blocks (32 MiB) of a file between the network and
+// the store, the writer's thread and the GPU at any time (plus the 4 digests' copies each thread keeps).
+const RING = 8;
+const THREAD_MIN = 2 * BLOCK;       // a download (or whole-file hash) this long is stored on the writer's thread
 const META_EVERY = 64 << 20;        // the record's `written` moves about this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
 // ...but not a weight file of a model the user brought: its header is read by Range and nothing is
@@ -158,13 +173,6 @@ function verified(meta, f) {
     && blockList(meta.blocks, f.size) && meta.blocks.sha256.length === Math.ceil(f.size / BLOCK));
 }
 
-/** The record's block list as far as `written` reaches: the digests of whole blocks there. */
-async function blocksUpTo(blocks, written, size) {
-  const list = await blocks.settle();
-  if (written < size) list.sha256 = list.sha256.slice(0, Math.floor(written / BLOCK));
-  return list;
-}
-
 async function pass(url, f, sink) {
   let meta = await backend.getMeta(f.model, f.name);
   if (!current(meta, f)) meta = null;
@@ -174,35 +182,58 @@ async function pass(url, f, sink) {
   // The whole-file hash, only where there is a digest to check it against (the server's sha256, or an
   // older record's, kept before block digests existed): without one it would check nothing.
   const expected = trusted ? null : f.sha256 || (meta.complete ? meta.digest : null);
-  const file = await backend.open(f.model, f.name);
-  let h = expected ? await createSha256() : null;
+  if (meta.complete && !trusted && !expected) return { ok: false, downloaded: 0, digest: "a stored file with nothing to check it against" };
+  // Who stores and hashes: a trusted file is only read back (its blocks checked here); anything else
+  // goes through the store's writer (store_writer.js), on a thread of its own for a download or a
+  // whole-file hash of some size on OPFS, else on this one.
+  const writer = trusted ? null : await openWriter({
+    whole: !!expected,
+    thread: backend.kind === "opfs" && (f.size - meta.written >= THREAD_MIN || (!!expected && f.size >= THREAD_MIN)),
+  });
+  let file = await backend.open(f.model, f.name);  // this thread's handle: the checks and the stored prefix
   let blocks = new BlockHashes(f.size, meta.written && blockList(meta.blocks, f.size) ? meta.blocks.sha256 : []);
   let pos = 0, downloaded = 0;
   const damaged = (why) => ({ ok: false, downloaded, digest: why });
-  // Chunk buffers, reused (a fresh 4 MiB each time costs as much as a copy): one is taken again once
-  // the digests started on its bytes are done (a digest's fallback hashes them after WebCrypto failed).
+  // Chunk buffers, reused (a fresh 4 MiB each time costs as much as a copy): one is filled again once
+  // whoever holds its bytes is done with them (the writer's thread, or the digests started on them).
   const ring = Array.from({ length: RING }, () => ({ bytes: null, free: null }));
   let slot = 0;
   const buffer = async () => {
     const r = ring[slot];
     slot = (slot + 1) % RING;
-    if (r.free) await r.free;
+    if (r.free) {
+      const t = performance.now();
+      await r.free;
+      clock.add(writer ? "store" : "verify", t);  // waiting for the writer, or for block digests
+    }
     r.bytes ??= new Uint8Array(CHUNK);
     return r;
   };
-  // A chunk at `pos`: hashed (block digests start first: they run off this thread), sent on, counted.
-  const take = async (r, bytes) => {
+  // A chunk at `pos` (from the store, or downloaded: `write`) handed on to the GPU, then checked and
+  // hashed: a whole block by the writer (its digest comes back), a block split by a resume gathered
+  // here; downloaded bytes stored by the writer. The writer takes the buffer: the sink goes first.
+  const take = async (r, bytes, write) => {
+    if (writer?.failed) throw writer.failed;
+    const n = bytes.length;  // (a writer on another thread takes the buffer: `bytes` is empty after put)
     let t = performance.now();
-    await blocks.push(bytes);
-    r.free = blocks.idle();
-    if (h) h.update(bytes);
-    t = clock.add("verify", t, bytes.length);
-    if (sink) sink(pos, bytes);
-    clock.add("upload", t, bytes.length);
-    pos += bytes.length;
+    const gpu = sink ? sink(pos, bytes) : undefined;  // a promise when the GPU is a window behind (weights.js)
+    t = clock.add("upload", t, n);
+    if (!writer) {
+      await blocks.push(bytes);
+      r.free = blocks.idle();
+      t = clock.add("verify", t, n);
+    } else {
+      const whole = !blocks.fill && pos % BLOCK === 0 && (n === BLOCK || pos + n === f.size);
+      if (!whole) await blocks.push(bytes);  // copied into the block it is part of
+      const digest = writer.put(pos, r, bytes, write, whole ? pos / BLOCK : -1);
+      if (whole) blocks.adopt(n, digest);
+      t = clock.add(write ? "store" : "verify", t, n);
+    }
+    pos += n;
+    if (gpu) { await gpu; clock.add("upload", t); }
+    return n;
   };
   try {
-    if (meta.complete && !trusted && !expected) return damaged("a stored file with nothing to check it against");
     const onDisk = meta.written && file.size ? await file.size() : null;  // (Cache API: known only by reading)
     if (meta.written === 0) await file.truncate(0);  // leftovers of an older file must not trail the new one
     else if (onDisk !== null && (meta.complete ? onDisk !== f.size : onDisk < meta.written)) {
@@ -213,11 +244,17 @@ async function pass(url, f, sink) {
       let bytes;
       try { bytes = await file.read(pos, n, r.bytes); } catch (e) { return damaged(`unreadable: ${e.message}`); }
       clock.add("read", t, n);
-      await take(r, bytes);
+      await take(r, bytes, false);
       if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
       post("verify", { done: pos, total: f.size, file: f.name });
     }
     if (pos < f.size) {
+      if (pos > 0) {  // a resume: the stored prefix checks out before anything is added to it
+        const t = performance.now();
+        await blocks.settle();
+        clock.add("verify", t);
+        if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
+      }
       const headers = pos > 0 ? { Range: `bytes=${pos}-`, ...(meta.etag ? { "If-Range": meta.etag } : {}) } : {};
       let t = performance.now();
       const res = await source(url, { ...NO_STORE, headers });  // our server, another origin, or a local file
@@ -228,27 +265,31 @@ async function pass(url, f, sink) {
         await backend.putMeta(f.model, f.name, meta);  // the record first: it never claims bytes that are gone
         await file.truncate(0);
         pos = 0;
-        h = f.sha256 ? await createSha256() : null;
+        await writer.reset();  // the whole-file hash starts again
         blocks = new BlockHashes(f.size);
       }
       meta.etag = res.headers.get("ETag") || meta.etag;
-      // Downloaded bytes are gathered into whole blocks (the last one may be short), then stored and taken.
+      // The file passes to the writer: one access handle per file (OPFS), and the writer's writes.
+      await file.close();
+      file = null;
+      await writer.open(backend.kind, f.model, f.name);
+      clock.wrote(writer.thread ? "thread" : "here");
+      // Downloaded bytes are gathered into whole blocks (the last one may be short), then handed on
+      // and stored. The record names the prefix whose blocks have digests and are in the file; it
+      // moves every META_EVERY bytes without waiting for the digests still under way.
       const commit = async (r, bytes) => {
-        const t0 = performance.now();
-        await file.write(pos, bytes);
-        clock.add("store", t0, bytes.length);
-        await take(r, bytes);
-        downloaded += bytes.length;
-        if (pos - meta.written >= META_EVERY && pos % BLOCK === 0) {  // block-aligned: every byte has a digest
-          let t1 = performance.now();
-          meta.written = Math.min(pos, file.durable);
-          meta.blocks = await blocksUpTo(blocks, meta.written, f.size);
-          t1 = clock.add("verify", t1);
+        const n = await take(r, bytes, true);
+        downloaded += n;
+        const ready = Math.min(blocks.ready() * BLOCK, writer.durable);
+        if (ready - meta.written >= META_EVERY) {
+          const t1 = performance.now();
+          meta.written = ready;
+          meta.blocks = { block: BLOCK, sha256: blocks.sha256.slice(0, Math.floor(ready / BLOCK)) };
           await backend.putMeta(f.model, f.name, meta);
           clock.add("store", t1);
         }
         if (load) {
-          load.done += bytes.length;
+          load.done += n;
           const s = (performance.now() - load.t0) / 1000, rate = s > 0 ? load.done / s : 0;
           post("download", { done: load.done, total: load.total, bytes_per_s: Math.round(rate),
                              eta_s: rate ? Math.max(0, (load.total - load.done) / rate) : null, file: f.name });
@@ -274,17 +315,18 @@ async function pass(url, f, sink) {
       }
       if (fill) await commit(r, r.bytes.subarray(0, fill));
       if (cut) throw cut;
-      if (file.seal) await file.seal();  // Cache API: the last, short chunk
     }
     if (pos !== f.size) throw new StoreError("network", `${url}: got ${pos} of ${f.size} bytes (connection cut?)`);
     let t = performance.now();
+    await writer?.settle();
     const list = await blocks.settle();
     clock.add("verify", t);
     if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
     if (trusted) return { ok: true, downloaded, digest: meta.digest };  // every block checked: nothing to record
     t = performance.now();
-    const digest = h ? h.hex() : null;
+    const digest = await writer.finish();
     clock.add("verify", t);
+    await writer.close();  // every byte in the store (the Cache API's last chunk too) before the record says so
     if (expected && digest !== expected) return { ok: false, downloaded, digest };
     if (downloaded && f.size > SMALL) post("verify", { done: f.size, total: f.size, file: f.name });  // checked
     Object.assign(meta, { written: f.size, complete: true, digest, blocks: list, verified_at: new Date().toISOString() });
@@ -292,21 +334,34 @@ async function pass(url, f, sink) {
     return { ok: true, downloaded, digest };
   } catch (e) {
     if (e.name === "QuotaExceededError") {
-      await file.close().catch(() => {});
+      await writer?.close().catch(() => {});
+      await file?.close().catch(() => {});
       await backend.removeFile(f.model, f.name);  // nothing half-written stays behind
       throw new StoreError("quota", `Storage is full: ${f.name} (${mb(f.size)}) did not fit; the partial file was deleted`);
     }
-    if (file.durable > meta.written && !meta.complete) {  // keep what did land, for a resume
-      await file.flush?.().catch(() => {});  // a partial block has no digest: on disk before the record names it
-      meta.written = Math.min(pos, file.durable);
-      meta.blocks = await blocksUpTo(blocks, meta.written, f.size).catch(() => null);
-      await backend.putMeta(f.model, f.name, meta).catch(() => {});
-    }
+    await keep(f, meta, writer, blocks, pos);
     if (e instanceof StoreError) throw e;
-    throw new StoreError("network", `${url}: ${e.name}: ${e.message} (the ${mb(pos)} stored so far are kept for a resume)`);
+    throw new StoreError("network", `${url}: ${e.name}: ${e.message} (the ${mb(meta.written)} stored so far are kept for a resume)`);
   } finally {
-    await file.close().catch(() => {});
+    await file?.close().catch(() => {});
+    await writer?.close().catch(() => {});
   }
+}
+
+/** After a failed download: the record names what did land (the writer's writes done), for a resume —
+ *  whole blocks with their digests, and a partial last one only once flushed. */
+async function keep(f, meta, writer, blocks, pos) {
+  if (!writer || meta.complete) return;
+  await writer.settle().catch(() => {});
+  await blocks.settle().catch(() => {});
+  let have = Math.min(pos, writer.durable);
+  const digested = blocks.ready();
+  if (Math.floor(have / BLOCK) > digested) have = digested * BLOCK;  // a block without its digest is not kept
+  if (have <= meta.written) return;
+  if (have % BLOCK) await writer.flush().catch(() => {});  // a partial block has no digest: on disk before the record names it
+  meta.written = have;
+  meta.blocks = { block: BLOCK, sha256: blocks.sha256.slice(0, Math.floor(have / BLOCK)) };
+  await backend.putMeta(f.model, f.name, meta).catch(() => {});
 }
 
 export async function estimate() {

@@ -203,3 +203,8 @@ export function pickBackend() {
     && navigator.storage?.getDirectory;
   return opfs && forced !== "cache" ? new OpfsBackend() : new CacheBackend();
 }
+
+/** The backend of that kind ("opfs" or "cache"): the store's writer (store_writer.js) takes the store's. */
+export function backendOf(kind) {
+  return kind === "opfs" ? new OpfsBackend() : new CacheBackend();
+}

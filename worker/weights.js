@@ -10,6 +10,12 @@
 //   loadWeights(plan, onProgress) -> Promise<{bytes, reads, ms}>
 //     plan: [{buffer, dst, url, start, length}] or [[buffer, dst, url, start, length]]
 //     onProgress(done, total) in bytes.
+//   cancelWeights()   every loadWeights under way stops at its next chunk (rejects: "cancelled"); a
+//                     download keeps what it stored, for a resume
+//
+// Backpressure on the GPU: every UPLOAD_WINDOW bytes written, the stream waits until the queue has
+// done the writes of two windows before (queue.onSubmittedWorkDone), so at most three windows
+// (192 MiB) of written bytes wait in the browser's (or Dawn's) staging memory for the GPU.
 
 import { buffers, check, describe, device, get, gpuError } from "./gpu_device.js";
 import * as store from "./store.js";
@@ -18,6 +24,10 @@ import * as clock from "./load_clock.js";
 export const READ_BYTES = 16 << 20;  // one Range request reads at most this much
 const READ_GAP = 256 << 10;          // neighbouring pieces this close share one request
 const IN_FLIGHT = 3;                 // requests fetched concurrently
+const UPLOAD_WINDOW = 64 << 20;      // bytes written to the queue between waits for it (see above)
+let generation = 0;                  // cancelWeights() moves it: loads of an older one stop
+
+export function cancelWeights() { generation++; }
 
 function piecesOf(plan) {
   const out = [];
@@ -120,11 +130,14 @@ function flushWords(words) {
 }
 
 // A sink for store.streamFile: the parts of `list` (one file's pieces, by start) that a chunk at
-// file offset `at` covers go to their buffers.
-function sinkFor(list, words, landed) {
-  let first = 0;
+// file offset `at` covers go to their buffers. Returns a promise to wait on once a window is full.
+function sinkFor(list, words, landed, live, window) {
+  let first = 0, last = 0;
   return (at, bytes) => {
+    live();
     const end = at + bytes.length;
+    if (at < last) first = 0;  // the store streams the file again (a damaged copy was dropped): from the top
+    last = at;
     let n = 0;
     while (first < list.length && list[first].start + list[first].length <= at) first++;
     for (let i = first; i < list.length && list[i].start < end; i++) {
@@ -136,12 +149,29 @@ function sinkFor(list, words, landed) {
     }
     check();
     if (n) landed(n);
+    return window(n);
+  };
+}
+
+// The GPU's pace (see the top): written bytes counted; a full window returns the wait for the one
+// two windows back (the slack lets a host that reports completion late not stall a GPU that keeps up).
+function uploadWindow() {
+  let bytes = 0;
+  const marks = [];
+  return (n) => {
+    bytes += n;
+    if (bytes < UPLOAD_WINDOW) return undefined;
+    bytes = 0;
+    marks.push(device.queue.onSubmittedWorkDone());
+    return marks.length > 2 ? marks.shift() : undefined;
   };
 }
 
 export async function loadWeights(plan, onProgress) {
   check();
-  const t0 = performance.now();
+  const t0 = performance.now(), mine = generation;
+  const live = () => { if (generation !== mine) throw gpuError("loadWeights: cancelled"); };
+  const window = uploadWindow();
   const all = piecesOf(plan);
   const total = all.reduce((s, p) => s + p.length, 0);
   const words = new Map();  // buffer id -> Map(word offset -> 4 bytes)
@@ -155,7 +185,7 @@ export async function loadWeights(plan, onProgress) {
   try {
     for (const [url, list] of stored) {
       list.sort((a, b) => a.start - b.start);
-      await store.streamFile(url, sinkFor(list, words, (n) => { done += n; if (onProgress) onProgress(done, total); }));
+      await store.streamFile(url, sinkFor(list, words, (n) => { done += n; if (onProgress) onProgress(done, total); }, live, window));
     }
   } catch (e) {
     throw e.name === "GpuError" || e instanceof store.StoreError ? e : gpuError(`loadWeights: ${describe(e)}`);
@@ -173,6 +203,7 @@ export async function loadWeights(plan, onProgress) {
       const { r, body } = await inflight.shift();
       if (next < reads.length) start();
       check();
+      live();
       for (const { p, from, len } of r.parts) {
         place({ id: p.id, buffer: p.buffer }, p.dst + from, body, p.start + from - r.start, len, words);
         done += len;

@@ -10,7 +10,9 @@
 //
 // What it keeps of the browser's behaviour, because the store relies on it: DOMException names
 // (NotFoundError, TypeMismatchError, InvalidModificationError, NoModificationAllowedError, and
-// QuotaExceededError when the disk is full), one open sync access handle per file, read/write at an
+// QuotaExceededError when the disk is full), one open sync access handle per file (across the page's
+// threads too: the store's writer is a worker of its own; lockTable() is the shared memory that a
+// thread's installOpfsGlobals(table) takes), read/write at an
 // offset (or the handle's cursor), truncate, flush (fdatasync: Chrome's flush reaches the disk too),
 // getFile().text(), removeEntry({recursive}), and entries()/keys()/values() as async iterators.
 // estimate(): usage is the bytes under `dir`, quota that plus the disk's free space.
@@ -18,7 +20,41 @@
 import fs from "node:fs";
 import path from "node:path";
 
-const locked = new Set();  // files with an open sync access handle
+const locked = new Set();  // files with an open sync access handle on this thread
+let table = null;          // {mutex: Int32Array(1), slots: BigInt64Array}: hashes of the paths open on any thread
+
+function useTable(buffer) {
+  table = { mutex: new Int32Array(buffer, 0, 1), slots: new BigInt64Array(buffer, 8, (buffer.byteLength - 8) / 8) };
+}
+
+/** The shared memory behind the one-handle-per-file rule, for another thread's installOpfsGlobals. */
+export function lockTable() {
+  if (!table) useTable(new SharedArrayBuffer(8 * 256));
+  return table.mutex.buffer;
+}
+
+function hashOf(where) {  // FNV-1a, 64 bits (never 0: an empty slot)
+  let h = 0xcbf29ce484222325n;
+  for (const c of Buffer.from(where)) h = ((h ^ BigInt(c)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return BigInt.asIntN(64, h) || 1n;
+}
+
+function critical(fn) {
+  lockTable();
+  while (Atomics.compareExchange(table.mutex, 0, 0, 1) !== 0) { /* a few instructions on another thread */ }
+  try { return fn(table.slots); } finally { Atomics.store(table.mutex, 0, 0); }
+}
+
+const claim = (where) => critical((slots) => {
+  const h = hashOf(where);
+  if (slots.includes(h)) return false;
+  const i = slots.indexOf(0n);
+  if (i < 0) throw new Error("opfs.mjs: too many open access handles");
+  slots[i] = h;
+  return true;
+});
+const release = (where) => critical((slots) => { const i = slots.indexOf(hashOf(where)); if (i >= 0) slots[i] = 0n; });
+const heldAnywhere = (where) => critical((slots) => slots.includes(hashOf(where)));
 
 const fail = (name, message) => new DOMException(message, name);
 
@@ -90,6 +126,7 @@ export class FileSystemSyncAccessHandle {
     fs.closeSync(this._fd);
     this._fd = null;
     locked.delete(this._path);
+    release(this._path);
   }
 }
 
@@ -109,11 +146,12 @@ export class FileSystemFileHandle extends FileSystemHandle {
   }
 
   async createSyncAccessHandle() {
-    if (locked.has(this._path)) {
+    if (!statOf(this._path)?.isFile()) throw fail("NotFoundError", `${this.name} was removed.`);
+    if (!claim(this._path)) {
       throw fail("NoModificationAllowedError", `${this.name} already has an open access handle.`);
     }
-    if (!statOf(this._path)?.isFile()) throw fail("NotFoundError", `${this.name} was removed.`);
-    const handle = new FileSystemSyncAccessHandle(this._path);
+    let handle;
+    try { handle = new FileSystemSyncAccessHandle(this._path); } catch (e) { release(this._path); throw e; }
     locked.add(this._path);
     return handle;
   }
@@ -147,7 +185,7 @@ export class FileSystemDirectoryHandle extends FileSystemHandle {
   async removeEntry(name, { recursive = false } = {}) {
     const where = this._child(name), st = statOf(where);
     if (!st) throw fail("NotFoundError", `No entry ${name}.`);
-    if ([...locked].some((p) => p === where || p.startsWith(where + path.sep))) {
+    if (heldAnywhere(where) || [...locked].some((p) => p === where || p.startsWith(where + path.sep))) {
       throw fail("NoModificationAllowedError", `${name} (or a file in it) has an open access handle.`);
     }
     if (st.isDirectory()) {
@@ -184,6 +222,7 @@ export function diskStorage(dir) {
   fs.mkdirSync(dir, { recursive: true });
   const root = new FileSystemDirectoryHandle("", path.resolve(dir));
   return {
+    dir: root._path,  // (not the browser's: for worker_shim.mjs's threads)
     async getDirectory() { return root; },
     async estimate() {
       const usage = bytesUnder(root._path);
@@ -195,7 +234,8 @@ export function diskStorage(dir) {
   };
 }
 
-export function installOpfsGlobals() {
+export function installOpfsGlobals(shared = null) {
+  if (shared) useTable(shared);
   Object.assign(globalThis, {
     FileSystemHandle, FileSystemFileHandle, FileSystemDirectoryHandle, FileSystemSyncAccessHandle,
   });

@@ -5,7 +5,7 @@
 //
 //   node benchmarks/dawn/run.mjs --model FILE.gguf|HF_DIR --ids IDS [--new-tokens 16] [--context N]
 //        [--dawn-backend vulkan|opengles|...] [--webgpu /tmp/webgpu] [--dawn-toggle T ...] [--store-dir DIR] [--f32]
-//        [--reload] [--load-only]
+//        [--reload] [--load-only] [--weights-only [--pieces RANGES_JSON]] [--inline-fetch]
 //
 // IDS: a JSON file or inline JSON, {"ids": [...], "warm_ids": [...]} (or just the ids' list: the
 // warm-up then uses them reversed). As benchmarks/browser.py does in Chromium: load with context
@@ -14,9 +14,13 @@
 // opengles (no GPU here: llvmpipe through EGL) gets a compatibility-mode adapter (featureLevel
 // "compatibility"); other backends the core adapter Chrome gives. The weight store writes to a fresh
 // temporary directory (removed at the end) unless --store-dir names one to keep between runs.
-// `load` reports where the load's time went (the worker's `loaded` event: worker/load_clock.js);
-// --reload loads the model a second time in the same worker (from the store the first load filled:
-// `reload`), --load-only skips the generations (no ids needed).
+// `load` reports where the load's time went (the worker's `loaded` event: worker/load_clock.js) and
+// the CPU seconds each of the harness's threads spent in it (threads_cpu_s: cpu.mjs); --reload loads
+// the model a second time in the same worker (from the store the first load filled: `reload`),
+// --load-only skips the generations (no ids needed). --weights-only streams only the weights (no
+// Pyodide: worker/gpu.js's loadWeights through the store; RANGES_JSON [[file, start, length], ...] the
+// tensors, else every file whole) into two 64 MiB buffers: an 8B model on Dawn's null backend.
+// --inline-fetch runs Node's fetch on the worker's thread instead of net.mjs's network thread.
 
 import fs from "node:fs";
 import os from "node:os";
@@ -33,8 +37,10 @@ const { values: args } = parseArgs({ options: {
   webgpu: { type: "string", default: "/tmp/webgpu" }, "store-dir": { type: "string" },
   "dawn-toggle": { type: "string", multiple: true, default: [] }, f32: { type: "boolean", default: false },
   reload: { type: "boolean", default: false }, "load-only": { type: "boolean", default: false },
+  "weights-only": { type: "boolean", default: false }, pieces: { type: "string" },
+  "inline-fetch": { type: "boolean", default: false },
 } });
-if (!args.model || !(args.ids || args["load-only"])) {
+if (!args.model || !(args.ids || args["load-only"] || args["weights-only"])) {
   console.error("usage: node benchmarks/dawn/run.mjs --model FILE.gguf --ids IDS_JSON [--new-tokens N] "
                 + "[--dawn-backend vulkan]");
   process.exit(2);
@@ -61,22 +67,69 @@ function progressLogger() {
 const mbs = (bytes, s) => (s > 0 ? Math.round(bytes / s / 1e6) : null);
 
 /** One load, timed from the page: the whole load (ms), the weights' streaming and its phases. */
-async function timedLoad(client, ref, options) {
-  const start = performance.now();
-  const loaded = await client.load(ref, options, { onProgress: progressLogger() });
+async function timedLoad(page, ref, options) {
+  const cpu = await page.threadsCpu(), start = performance.now();
+  const loaded = await page.client.load(ref, options, { onProgress: progressLogger() });
   const ms = performance.now() - start, w = loaded.weights ?? { bytes: 0, ms: 0, phases: {} };  // an older wheel: none
   log(`loaded in ${Math.round(ms)} ms on ${loaded.adapter.name} [${loaded.adapter.features.join(", ")}]`);
+  return { loaded, load: summary(ms, loaded.load_ms, w, cpuSince(cpu, await page.threadsCpu())) };
+}
+
+/** CPU seconds each of the harness's threads spent between two page.threadsCpu() tallies. */
+function cpuSince(before, after) {
+  const out = {};
+  for (const [k, v] of Object.entries(after)) if (v !== null) out[k] = Math.round((v - (before[k] || 0)) * 100) / 100;
+  return out;
+}
+
+function summary(ms, workerMs, w, cpu) {
   const load = {
-    ms: Math.round(ms), worker_ms: loaded.load_ms, bytes: w.bytes, mb_s: mbs(w.bytes, ms / 1000),
+    ms: Math.round(ms), worker_ms: workerMs, bytes: w.bytes, mb_s: mbs(w.bytes, ms / 1000),
     weights_ms: w.ms, weights_mb_s: mbs(w.bytes, w.ms / 1000),
     phases: Object.fromEntries(Object.entries(w.phases).map(([k, v]) => [k, { ...v, mb_s: mbs(v.bytes, v.s) }])),
+    writer: w.writer ?? null, threads_cpu_s: cpu,
   };
   log(`weights: ${JSON.stringify(load)}`);
-  return { loaded, load };
+  return load;
+}
+
+/** The load's weight streaming alone, as loadWeights runs it in the worker (worker/gpu.js, worker/store.js:
+ *  fetch or read-back, verify, store, upload), with no Pyodide and no engine: the model's tensor ranges
+ *  (--pieces: [[file, start, length], ...]; else every file whole) written to GPU buffers of WINDOW bytes,
+ *  each range's successive windows over the same buffers. The bytes and calls are the load's; the buffers
+ *  fit Dawn's null backend (512 MB of buffers at most), which cannot hold an 8B model. */
+const WINDOW = 64 << 20;
+async function weightsOnly(page, timed) {
+  const gpu = await import(new URL("../../worker/gpu.js", import.meta.url).href);
+  const store = await import(new URL("../../worker/store.js", import.meta.url).href);
+  globalThis.postMessage ??= () => {};  // the store's progress events: no page listens here
+  const info = await gpu.requestDevice({ limits: "adapter" });
+  const entry = page.model, ref = page.modelRef(entry);
+  const ranges = args.pieces ? JSON.parse(fs.readFileSync(args.pieces, "utf8"))
+    : Object.entries(entry.files).map(([name, size]) => [name, 0, size]);
+  const buffers = [gpu.createBuffer(WINDOW, "storage", "window 0"), gpu.createBuffer(WINDOW, "storage", "window 1")];
+  const plan = [];
+  for (const [name, start, length] of ranges) {
+    for (let o = 0; o < length; o += WINDOW) {
+      plan.push([buffers[plan.length % 2], 0, `${ref.base}${name}`, start + o, Math.min(WINDOW, length - o)]);
+    }
+  }
+  const once = async () => {
+    const cpu = await page.threadsCpu(), start = performance.now();
+    await store.begin(structuredClone(ref), "weights-only");
+    await gpu.loadWeights(plan, null);
+    await gpu.readBuffer(buffers[0], 0, 4);  // the queue's writes done
+    const w = store.loadReport();
+    return timed(performance.now() - start, w, cpuSince(cpu, await page.threadsCpu()));
+  };
+  const load = await once();
+  const reload = args.reload ? await once() : undefined;
+  return { engine: "worker/gpu.js + worker/store.js on Dawn (Node): the weights alone", dawn_backend: args["dawn-backend"],
+           adapter: info.name, model: entry.id, load, reload };
 }
 
 async function main() {
-  const { ids, warm } = args["load-only"] ? { ids: [], warm: [] } : readIds(args.ids);
+  const { ids, warm } = args["load-only"] || args["weights-only"] ? { ids: [], warm: [] } : readIds(args.ids);
   const newTokens = Number(args["new-tokens"]);
   const context = Number(args.context || ids.length + newTokens + 8);
   const storeDir = args["store-dir"] || fs.mkdtempSync(path.join(os.tmpdir(), "wisp-opfs-"));
@@ -84,15 +137,20 @@ async function main() {
   process.on("exit", () => { if (!args["store-dir"]) fs.rmSync(storeDir, { recursive: true, force: true }); });
 
   const { gpu, featureLevel } = await openDawn(args.webgpu, args["dawn-backend"], args["dawn-toggle"]);
-  const page = await openPage({ model: args.model, gpu, storeDir });
+  const page = await openPage({ model: args.model, gpu, storeDir, inlineFetch: args["inline-fetch"] });
   log(`serving ${page.model.id} at ${page.origin}; store in ${storeDir}`);
+  if (args["weights-only"]) {
+    const result = await weightsOnly(page, (ms, w, cpu) => summary(ms, null, w, cpu));
+    await page.close();
+    return result;
+  }
   const { client, model } = page;
   let booted = null;
   client.addEventListener("booted", (e) => { booted = e.detail.pyodide_ms; });
   client.addEventListener("crash", (e) => log("worker crash:", e.detail?.message));
   const options = { context, ...(args.f32 ? { f32: true } : {}) };
-  const { loaded, load } = await timedLoad(client, page.modelRef(model), options);
-  const reload = args.reload ? (await timedLoad(client, page.modelRef(model), options)).load : undefined;
+  const { loaded, load } = await timedLoad(page, page.modelRef(model), options);
+  const reload = args.reload ? (await timedLoad(page, page.modelRef(model), options)).load : undefined;
   const about = {
     engine: "worker.js + Pyodide on Dawn (Node)", dawn_backend: args["dawn-backend"], feature_level: featureLevel,
     adapter: loaded.adapter.name, features: loaded.adapter.features, submit: loaded.adapter.submit,

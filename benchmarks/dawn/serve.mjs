@@ -7,7 +7,7 @@
 //   /worker/*            worker/          /pyodide/*  build/web/pyodide/
 //   /wheels/*            build/web/wheels/    /wisp-lock.json  build/web/wisp-lock.json
 //
-//   serve({model, root, web}) -> {origin, entry, close()}
+//   serve({model, root, web}) -> {origin, entry, close(), cpu()}   cpu(): the server thread's CPU seconds
 //     model: a .gguf file or an HF directory; root: the repository; web: build/web (default root/build/web)
 //     The server runs on a thread of its own (node:worker_threads), as the app's is another process:
 //     on the page's thread, its work would be counted as the download's.
@@ -21,6 +21,8 @@ import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
+
+import { threadCpu } from "./cpu.mjs";
 
 // What app/models.py serves of an HF directory (besides *.safetensors).
 const HF_FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -140,13 +142,17 @@ export async function serve(options) {
   const [reply] = await Promise.race([once(worker, "message"), once(worker, "error").then(([e]) => { throw e; })]);
   if (reply.error) throw new Error(reply.error);
   const close = async () => { worker.postMessage("close"); await once(worker, "exit"); };
-  return { origin: reply.origin, entry: reply.entry, close };
+  const cpu = async () => { worker.postMessage("cpu"); return (await once(worker, "message"))[0].cpu; };
+  return { origin: reply.origin, entry: reply.entry, close, cpu };
 }
 
 if (!isMainThread && workerData?.serve) {  // the server's thread
   listen(workerData.serve).then(({ origin, entry, close }) => {
     parentPort.postMessage({ origin, entry });
-    parentPort.once("message", () => close().then(() => process.exit(0)));
+    parentPort.on("message", (m) => {
+      if (m === "cpu") parentPort.postMessage({ cpu: threadCpu() });
+      else close().then(() => process.exit(0));
+    });
   }, (e) => parentPort.postMessage({ error: e.message }));
 }
 

@@ -5,12 +5,15 @@ system, so the path-based readers work unchanged; header prefixes (GGUF metadata
 JSON) are fetched by Range and kept in memory for parsing. Both go through the weight store
 (worker/store.js, the JS module `wisp_store`): stored files are read from it, so a reload works
 offline. Weight bytes are only *planned* here:
-`flush` hands the placements to JavaScript (BrowserDevice.upload_plan), which streams them from
-fetch into GPU buffers — they never enter the Python heap or wasm memory.
+the placements go to JavaScript (BrowserDevice.upload_plan), which streams them from
+fetch into GPU buffers — they never enter the Python heap or wasm memory. The stream starts as soon
+as the loader stops placing (its first await: the kernels compiling, asynchronously in the
+browser), not at `flush`, which only waits for it: the download overlaps the compile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -70,6 +73,9 @@ class RemoteModel(ModelSource):
         self.prefixes: dict[str, bytes] = {}
         self.dir = Path("/tmp/wisp-models") / model_id
         self.plan: list[tuple] = []
+        self.early: asyncio.Future | None = None  # the upload place() started
+        self.progress = None  # flush's progress callback, once flush has it
+        self.landed = 0  # bytes the early upload landed before that
 
     @classmethod
     async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> RemoteModel:
@@ -145,8 +151,43 @@ class RemoteModel(ModelSource):
 
     def place(self, device, buffer, pieces) -> int:
         self.plan.extend((buffer, dst, location, start, length) for dst, location, start, length in pieces)
+        if self.early is None:  # runs at the loader's first await, with every placement made before it
+            self.early = asyncio.ensure_future(self._upload(device))
         return 0
 
-    async def flush(self, device, progress=None) -> None:
+    async def _upload(self, device) -> None:
         plan, self.plan = self.plan, []
-        await device.upload_plan(plan, progress)
+
+        def report(nbytes):
+            if self.progress is None:
+                self.landed += nbytes
+            else:
+                self.progress(nbytes)
+
+        await device.upload_plan(plan, report)
+
+    async def flush(self, device, progress=None) -> None:
+        self.progress, early, self.early = progress, self.early, None
+        if progress is not None and self.landed:
+            progress(self.landed)
+        self.landed = 0
+        if early is not None:
+            await early
+        plan, self.plan = self.plan, []  # placed after the upload started (none on the loaders' path)
+        if plan:
+            await device.upload_plan(plan, progress)
+        self.progress = None
+
+    async def settle(self) -> None:
+        """A load that failed before `flush` (a compile error, a lost device) stops the upload place()
+        started and waits for it: nothing of it goes on writing GPU buffers or the store after."""
+        early, self.early = self.early, None
+        if early is None:
+            return
+        import wisp_gpu  # worker/gpu.js
+
+        wisp_gpu.cancelWeights()
+        try:
+            await early
+        except Exception:  # cancelled, or failed on its own: the load's own error is the one to report
+            pass

@@ -138,8 +138,14 @@ EVENTS = {  # worker -> page
         "precision?": Enum("fast", "exact"),  # the generating model's arithmetic (not an embedder's)
         "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
         "wasm_memory_bytes": int,
-        # bytes streamed into GPU buffers, their wall ms, this thread's seconds per phase (load_clock.js)
-        "weights?": {"bytes": int, "ms": float, "phases": Map({"s": float, "bytes": int})},
+        # bytes streamed into GPU buffers, their wall ms, this thread's seconds per phase (load_clock.js),
+        # and where the last download was written and hashed (the store's writer thread, or here)
+        "weights?": {
+            "bytes": int,
+            "ms": float,
+            "phases": Map({"s": float, "bytes": int}),
+            "writer?": Enum("thread", "here"),
+        },
     },  # weights never pass through the worker's heap
     "probe": {
         "id": ID,

@@ -156,18 +156,22 @@ async def load(state: WorkerState, message: dict) -> None:
             emit("progress", request, phase="compile", done=0, total=0)
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: token-id prompts only
-    state.model = await session.load(
-        source,
-        device,
-        model_id=model["id"],
-        with_tokenizer=has_tokenizer,
-        embedders=True,
-        progress=progress,
-        packed_kv=policy["packed_kv"],
-        gpu_budget=policy["gpu_budget"],
-        context=policy["context"],
-        precision=policy["precision"],
-    )
+    try:
+        state.model = await session.load(
+            source,
+            device,
+            model_id=model["id"],
+            with_tokenizer=has_tokenizer,
+            embedders=True,
+            progress=progress,
+            packed_kv=policy["packed_kv"],
+            gpu_budget=policy["gpu_budget"],
+            context=policy["context"],
+            precision=policy["precision"],
+        )
+    except BaseException:
+        await source.settle()  # the weights' upload (files.py) stops with the load
+        raise
     engine = state.model.engine or state.model.embedder  # an embedding model answers `openai` embeddings only
     emit(
         "loaded",
