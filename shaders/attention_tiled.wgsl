@@ -1,46 +1,46 @@
 // Causal multi-head attention of a prompt's many query rows over the KV cache, flash-attention
-// style: a workgroup takes a block of (q head, row) slots that share one KV head, stages a tile of
-// that head's keys and values in workgroup memory once for all of them, and runs an online
-// softmax per slot over its split of the keys. attention.wgsl's splits, partials and semantics
-// (attention_combine.wgsl merges them unchanged), but there every row read its keys from memory
-// once per q head: a 4,000-token prompt's prefill was dominated by it.
+// style: a workgroup takes a block of (q head, two rows) slots that share one KV head, stages a
+// tile of that head's keys and values in workgroup memory once for all of them, and runs an
+// online softmax per (slot, row) over its split of the keys. attention.wgsl's splits, partials
+// and semantics (attention_combine.wgsl merges them unchanged), but there every row read its keys
+// from memory once per q head: a 4,000-token prompt's prefill was dominated by it.
 // Slots (attention_grid.tiled_block): `heads` = min(group, SLOTS) q heads of one KV head (group =
-// n_heads / n_kv_heads) x SLOTS / heads consecutive rows: 4 x 8 for a group of 4, 3 x 10 for 3
-// (slots past the rows or the group idle). Slot s: head s % heads, row s / heads. A slot is LANES
-// consecutive threads; lane l owns the head's vec4 chunks l, l + LANES, ... of q (in registers,
-// scaled by p.scale) and of its output accumulator, and reads those chunks of each staged key and
-// value. LANES is 8 (4 for head_dim <= 32: fewer chunks than lanes): 8 lanes of 128 dims
-// hold 16 floats of q and 16 of output each.
+// n_heads / n_kv_heads) x SLOTS / heads row pairs: 4 x 16 pairs for a group of 4, 3 x 21 for 3
+// (slots past the rows or the group idle). Slot s: head s % heads, rows 2 (s / heads) and the next
+// (a and b below) of the block. A slot is LANES consecutive threads; lane l owns the head's vec4
+// chunks l, l + LANES, ... of both rows' q (in registers, scaled by p.scale) and of their output
+// accumulators, and reads those chunks of each staged key and value once for both rows. LANES is
+// 4 (8 for head_dim > 128): 4 lanes of 128 dims hold 2 x 32 floats of q and 2 x 32 of output each.
 // A tile is KEYS keys: K then V in `tile`, each key head_dim f32 padded to STRIDE vec4s (16 KiB:
-// with SUBGROUPS 16 keys of head_dim 128, 8 of 256, 32 of 64 or less; without, 8, 4, 8 and 20 or
-// more, the rest holding the lanes' partial dots). Per tile:
+// with SUBGROUPS 16 keys of head_dim 128 or 256, 32 of 64 or less; without, 4 to 8 keys, the rest
+// holding the lanes' partial dots). Per tile:
 //   1. each thread loads its share of the tile's K and V (all loads, then the stores); barrier;
-//   2. each lane's partial dots with the KEYS keys, 4 keys a vec4, summed over the slot's lanes:
-//      a subgroupShuffleXor butterfly (same bits in every lane), or (no SUBGROUPS) through the
-//      tile's third region after a barrier; with 8 lanes on 4-wide subgroups (WebGPU allows
-//      them) the last step goes through the K tile's room (2 barriers more);
-//   3. per slot, every lane alike: softcap, the slot's mask (key <= q, q - key < window, in the
+//   2. each lane's partial dots of both rows with the KEYS keys, 4 keys a vec4, summed over the
+//      slot's lanes: a subgroupShuffleXor butterfly (same bits in every lane), or (no SUBGROUPS)
+//      through the tile's third region after a barrier; with 8 lanes on 4-wide subgroups (WebGPU
+//      allows them) the last step goes through the K tile's room (2 barriers more);
+//   3. per row, every lane alike: softcap, the row's mask (key <= q, q - key < window, in the
 //      split; skipped for a tile wholly inside it, most of them), the tile's max, exp weights
 //      (masked keys weigh exactly 0), running max and sum, and the rescaled accumulator plus the
 //      weighted value chunks; barrier (the next tile overwrites this one).
 // So 2 barriers a tile with subgroups, 3 without. A block's tiles run from its first row's window
-// start to its last row's causal limit within the split; rows' own limits are masked per slot.
-// H200, Vulkan, 512 rows after 4,000 keys (12 splits), a layer's attention, vs attention.wgsl of
-// one workgroup per (q head, row): 8B shape (32 / 8 heads of 128, K f32, V f16) 41.0 -> 4.4 ms
-// (no subgroups 5.0; packed f16 K and V 25.3 -> 4.3; at depth 0 3.1 -> 0.5); SmolLM2 (9 / 3 of
-// 64) 6.6 -> 1.0; head_dim 256 (8 / 4) 20.3 -> 2.6. Tried there on the 8B shape: 4 lanes a slot
-// (5.1 ms; 6.2 without the unmasked path below), two slots a thread sharing each staged vector
-// (7.7), loading the next tile into registers during this one (no change); on SmolLM2 (head_dim
-// 64), 4 lanes a slot: its pp512 at depth 4,000 10,472 tok/s against 10,581 with 8; a thread
-// taking all its KV head's q heads (up to 4) for one row, so each staged vector is read once for
-// them, with the online softmax every 4 keys (16 lanes of 2 chunks on the 8B shape): slower, 7.0
-// ms a layer on the 8B (pp512 at depth 4,000 1,322 tok/s against 1,674), SmolLM2 9,535 (2026-11-29).
-// benchmarks/probes/attention_rate.py (this kernel alone, 512 rows after 4,000 keys): 4.32 ms on
-// the 8B shape, 0.91 on SmolLM2. A variant with 2 or 4 rows a slot (each staged vector read once
-// for them) was slower: 5.8 and 8.5 ms (its 1-row form, the same arithmetic in arrays indexed by
-// row, 5.3: the driver's code for it is worse). Its ablations on the 8B: without the PV products
-// 3.3 ms, without the tile loads 4.7, without exp() 5.4 of 5.3-5.5: QK^T and PV bound, not the
-// loads or the softmax (2026-11-29).
+// start to its last row's causal limit within the split; rows' own limits are masked per row.
+// The two rows are written out as named pairs (qa / qb, acc_a / acc_b, ...), never as arrays
+// indexed by row: NVIDIA's compile of those put them in local memory (below).
+// H200, Vulkan, 512 rows after 4,000 keys (12 splits), a layer's attention (benchmarks/probes/
+// attention_rate.py): one row a slot and 8 lanes (the kernel until 2026-11-29) 4.32 ms on the 8B
+// shape (32 / 8 heads of 128, K f32, V f16), 0.92 on SmolLM2 (9 / 3 of 64), 1.32 on head_dim 256
+// (4 / 1); two rows a slot with 8 lanes 3.38, 0.88, 1.19; with 4 lanes (64 slots) 3.15, 0.67-0.71,
+// 1.41 (64 floats a lane of head_dim 256: hence its 8 lanes); 128 threads a workgroup (32 slots of
+// 4 lanes, or 16 of 8) 4.1-6.1, 0.87-1.42; 8 keys a tile instead of 16-32: the same; 2 lanes
+// on SmolLM2 0.73; 12 splits instead of 7 on the 8B 3.44; four rows a slot (8 lanes, 8 or 16 keys;
+// 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread). The rows' state in arrays indexed
+// by row, or passed to functions by pointer: 5.3-19 ms (local memory).
+// Older, one row a slot: 4 lanes a slot (5.1 ms), two slots a thread sharing each staged vector
+// (7.7), loading the next tile into registers during this one (no change), a thread taking all its
+// KV head's q heads for one row with the online softmax every 4 keys (7.0). Its ablations: without
+// the PV products 3.3 of 5.3 ms, without the tile loads 4.7, without exp() 5.4: bound by the QK^T
+// and PV products' workgroup-memory reads (4 FMAs a vec4 read with one row a slot, 8 with two).
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
 // py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
@@ -59,8 +59,8 @@
 //           lanes and the tile; head_dim <= 256, even). K_CACHE / V_CACHE. RING. SUBGROUPS
 //           (kernels.py, from the device). ROPE_KV (false: ignored).
 // Dispatch: attention_grid.tiled_grid: (n_kv_heads * head blocks, ceil(step.rows / block rows),
-//           splits) workgroups of SLOTS * LANES threads (256; 128 for head_dim <= 32).
-//           Workgroup storage: 16 KiB (`tile`).
+//           splits) workgroups of THREADS = SLOTS * LANES = 256 threads (attention_grid.tiled_block:
+//           the same LANES and SLOTS). Workgroup storage: 16 KiB (`tile`).
 // f32 arithmetic throughout. No select(): test_kernel_metal_safety keeps it out of attention.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
@@ -80,23 +80,27 @@ struct Params {
 @group(0) @binding(7) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(8) var<storage, read> k_norm: array<f32>;
 
-const SLOTS: u32 = 32u;  // attention_grid.TILED_SLOTS
-// Threads per slot: 8 (4 for head_dim <= 32, whose 8 or fewer chunks would leave lanes idle).
-const LANES: u32 = 4u << u32(HEAD_VEC4S > 8u);
-const THREADS: u32 = SLOTS * LANES;
+const THREADS: u32 = 256u;  // attention_grid.TILED_THREADS
+// Threads per slot (attention_grid.tiled_lanes): 4, 8 for head_dim > 128 (whose 64 floats of q and
+// of output a lane at 4 lanes ran slower).
+const LANES: u32 = 4u << u32(HEAD_VEC4S > 32u);
+const SLOTS: u32 = THREADS / LANES;
 const VEC4S: u32 = (HEAD_VEC4S + LANES - 1u) / LANES;  // a lane's chunks of a head vector
 const STRIDE: u32 = VEC4S * LANES;  // a key's vec4s in the tile (zeros past the head's)
 const TILE_VEC4S: u32 = 1024u;  // 16 KiB
 //#if SUBGROUPS
-// K and V, half the tile each (8 KiB: 16 keys of head_dim 128, 8 of 256), at most 32 keys.
+// K and V, half the tile each (8 KiB: 16 keys of head_dim 128 or 256, 32 of 64), at most 32 keys.
 const KEYS: u32 = min(32u, TILE_VEC4S / 2u / STRIDE) / 4u * 4u;
 //#else
-// K, V, and the lanes' partial dots (a vec4 of 4 keys per thread): 8 keys of head_dim 128.
-const KEYS: u32 = min(32u, TILE_VEC4S / (2u * STRIDE + THREADS / 4u)) / 4u * 4u;
+// K, V, and the lanes' partial dots (a vec4 of 4 keys per thread and row): 4 keys of head_dim 128.
+const KEYS: u32 = min(32u, TILE_VEC4S / (2u * STRIDE + THREADS / 2u)) / 4u * 4u;
 //#endif
 const V_AT: u32 = KEYS * STRIDE;  // the tile's values: tile[V_AT + key * STRIDE + chunk]
-const PARTS_AT: u32 = 2u * KEYS * STRIDE;  // no SUBGROUPS: tile[PARTS_AT + (key / 4) * THREADS + lid]
+// No SUBGROUPS: tile[PARTS_AT + ((key / 4) * 2 + row) * THREADS + lid], row 0 for a, 1 for b.
+const PARTS_AT: u32 = 2u * KEYS * STRIDE;
 const LOADS: u32 = (KEYS * STRIDE + THREADS - 1u) / THREADS;  // K (and V) vec4s a thread stages per tile
+// 8 lanes on 4-wide subgroups: the half-slots' sums of both rows in the K tile's room.
+const_assert LANES < 8u || (KEYS / 4u) * SLOTS * 4u <= KEYS * STRIDE;
 var<workgroup> tile: array<vec4<f32>, TILE_VEC4S>;
 
 // RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
@@ -131,16 +135,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let hd = p.head_dim;
     let group = p.n_heads / p.n_kv_heads;
     let heads = min(group, SLOTS);
-    let block_rows = SLOTS / heads;
+    let pairs = SLOTS / heads;  // row pairs a block
     let head_blocks = (group + heads - 1u) / heads;
     let kvh = wid.x / head_blocks;
     let slot = lid / LANES;
     let lane = lid % LANES;
     let in_group = (wid.x % head_blocks) * heads + slot % heads;
     let h = kvh * group + in_group;
-    let row0 = wid.y * block_rows;
-    let row = row0 + slot / heads;
-    let live = slot < heads * block_rows && in_group < group && row < step.rows;
+    let row0 = wid.y * 2u * pairs;
+    let row_a = row0 + 2u * (slot / heads);
+    let row_b = row_a + 1u;
+    let slot_live = slot < heads * pairs && in_group < group;
+    let live_a = slot_live && row_a < step.rows;
+    let live_b = slot_live && row_b < step.rows;
 
     // kv_base + a key position: its row (RING: before the wrap, cache_row). RING: the positions
     // the cache holds start at oldest; the rows of the lap before oldest's are kv_base's offset.
@@ -153,46 +160,68 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     ring_end = kvh * p.capacity + p.capacity;
     let split_first = oldest + wid.z * p.tiled_split_len;
     let split_end = split_first + p.tiled_split_len;
-    // This slot's keys: [lo, hi) (none for an idle slot).
-    let q_pos = step.pos + row;
-    var lo = split_first;
-    if (p.window > 0u && q_pos + 1u > p.window) { lo = max(lo, q_pos + 1u - p.window); }
-    var hi = 0u;
-    if (live) { hi = min(q_pos + 1u, split_end); }
+    // Each row's keys: [lo, hi) (none for an idle one).
+    let qa_pos = step.pos + row_a;
+    let qb_pos = qa_pos + 1u;
+    var lo_a = split_first;
+    var lo_b = split_first;
+    if (p.window > 0u && qa_pos + 1u > p.window) { lo_a = max(lo_a, qa_pos + 1u - p.window); }
+    if (p.window > 0u && qb_pos + 1u > p.window) { lo_b = max(lo_b, qb_pos + 1u - p.window); }
+    var hi_a = 0u;
+    var hi_b = 0u;
+    if (live_a) { hi_a = min(qa_pos + 1u, split_end); }
+    if (live_b) { hi_b = min(qb_pos + 1u, split_end); }
     // The block's keys, [first, end): from its first row's window start to its last row's causal
     // limit. Uniform across the workgroup (its barriers sit in this loop).
     var first = split_first;
     let first_pos = step.pos + row0;
     if (p.window > 0u && first_pos + 1u > p.window) { first = max(first, first_pos + 1u - p.window); }
-    let end = min(split_end, step.pos + min(row0 + block_rows, step.rows));
+    let end = min(split_end, step.pos + min(row0 + 2u * pairs, step.rows));
 
-    // This lane's q chunks, scaled (zeros past head_dim and for an idle slot).
-    var qv: array<vec4<f32>, VEC4S>;
-    let q_at = row * p.q_stride + h * p.q_head_stride;
+    // This lane's q chunks of both rows, scaled (zeros past head_dim and for an idle row).
+    var qa: array<vec4<f32>, VEC4S>;
+    var qb: array<vec4<f32>, VEC4S>;
+    let qa_at = row_a * p.q_stride + h * p.q_head_stride;
+    let qb_at = qa_at + p.q_stride;
     for (var i = 0u; i < VEC4S; i++) {
         let d = 4u * (lane + LANES * i);
-        var v = vec4<f32>(0.0);
-        if (live && d < hd) {
-            v.x = qkv[q_at + d];
-            v.y = qkv[q_at + d + 1u];
+        var va = vec4<f32>(0.0);
+        var vb = vec4<f32>(0.0);
+        if (live_a && d < hd) {
+            va.x = qkv[qa_at + d];
+            va.y = qkv[qa_at + d + 1u];
             if (d + 2u < hd) {
-                v.z = qkv[q_at + d + 2u];
-                v.w = qkv[q_at + d + 3u];
+                va.z = qkv[qa_at + d + 2u];
+                va.w = qkv[qa_at + d + 3u];
             }
         }
-        qv[i] = v * p.scale;
+        if (live_b && d < hd) {
+            vb.x = qkv[qb_at + d];
+            vb.y = qkv[qb_at + d + 1u];
+            if (d + 2u < hd) {
+                vb.z = qkv[qb_at + d + 2u];
+                vb.w = qkv[qb_at + d + 3u];
+            }
+        }
+        qa[i] = va * p.scale;
+        qb[i] = vb * p.scale;
     }
-    var acc: array<vec4<f32>, VEC4S>;
-    for (var i = 0u; i < VEC4S; i++) { acc[i] = vec4<f32>(0.0); }
-    var running_max = -3.0e38;
-    var running_sum = 0.0;
+    var acc_a: array<vec4<f32>, VEC4S>;
+    var acc_b: array<vec4<f32>, VEC4S>;
+    for (var i = 0u; i < VEC4S; i++) {
+        acc_a[i] = vec4<f32>(0.0);
+        acc_b[i] = vec4<f32>(0.0);
+    }
+    var max_a = -3.0e38;
+    var max_b = -3.0e38;
+    var sum_a = 0.0;
+    var sum_b = 0.0;
 
     for (var start = first; start < end; start += KEYS) {
         // This thread's share of the tile's K and V: vec4 lid + THREADS * i of each (key idx /
         // STRIDE, chunk idx % STRIDE), all loads issued before the stores; zeros for chunks past
         // the head and keys at or past `end`, so every staged number is finite (a masked key's
-        // value weighs 0, and 0 * finite is 0). Loading the next tile into registers during this
-        // one's arithmetic gained nothing on an H200 (more registers a thread).
+        // value weighs 0, and 0 * finite is 0).
         var k_in: array<vec4<f32>, LOADS>;
         var v_in: array<vec4<f32>, LOADS>;
         for (var i = 0u; i < LOADS; i++) {
@@ -216,14 +245,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
 
-        // Scores of keys start + 4g .. start + 4g + 3: s[g].
-        var s: array<vec4<f32>, KEYS / 4u>;
+        // Scores of keys start + 4g .. start + 4g + 3: sa[g] (row a), sb[g] (row b); each staged
+        // key chunk is read once for both.
+        var sa: array<vec4<f32>, KEYS / 4u>;
+        var sb: array<vec4<f32>, KEYS / 4u>;
         for (var g = 0u; g < KEYS / 4u; g++) {
-            var dots = vec4<f32>(0.0);
+            var da = vec4<f32>(0.0);
+            var db = vec4<f32>(0.0);
             for (var i = 0u; i < VEC4S; i++) {
                 let at = 4u * g * STRIDE + lane + LANES * i;
-                dots += vec4<f32>(dot(qv[i], tile[at]), dot(qv[i], tile[at + STRIDE]),
-                                  dot(qv[i], tile[at + 2u * STRIDE]), dot(qv[i], tile[at + 3u * STRIDE]));
+                let k0 = tile[at];
+                let k1 = tile[at + STRIDE];
+                let k2 = tile[at + 2u * STRIDE];
+                let k3 = tile[at + 3u * STRIDE];
+                da += vec4<f32>(dot(qa[i], k0), dot(qa[i], k1), dot(qa[i], k2), dot(qa[i], k3));
+                db += vec4<f32>(dot(qb[i], k0), dot(qb[i], k1), dot(qb[i], k2), dot(qb[i], k3));
             }
 //#if SUBGROUPS
             // The slot's lanes are consecutive invocations of one subgroup (subgroups hold
@@ -232,105 +268,169 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             // through workgroup memory below. The butterfly adds the same two values in each pair
             // of lanes (f32 + commutes): every lane gets the same bits.
             for (var o = 1u; o < LANES; o <<= 1u) {
-                if (o < subgroup_size) { dots += subgroupShuffleXor(dots, o); }  // uniform
+                if (o < subgroup_size) {  // uniform
+                    da += subgroupShuffleXor(da, o);
+                    db += subgroupShuffleXor(db, o);
+                }
             }
 //#else
-            tile[PARTS_AT + g * THREADS + lid] = dots;
+            tile[PARTS_AT + 2u * g * THREADS + lid] = da;
+            tile[PARTS_AT + (2u * g + 1u) * THREADS + lid] = db;
 //#endif
-            s[g] = dots;
+            sa[g] = da;
+            sb[g] = db;
         }
 //#if SUBGROUPS
         if (subgroup_size < LANES) {  // uniform: 8 lanes, 4-wide subgroups (never on an H200)
-            // The two half-slots' sums, in the K tile's room once every lane is done with it
-            // ((KEYS / 4) * SLOTS * 2 <= KEYS * STRIDE: STRIDE >= 16 with 8 lanes).
+            // The two half-slots' sums, in the K tile's room once every lane is done with it.
             workgroupBarrier();
             if (lane % subgroup_size == 0u) {
-                for (var g = 0u; g < KEYS / 4u; g++) { tile[(g * SLOTS + slot) * 2u + lane / subgroup_size] = s[g]; }
+                for (var g = 0u; g < KEYS / 4u; g++) {
+                    let at = ((g * SLOTS + slot) * 2u + lane / subgroup_size) * 2u;
+                    tile[at] = sa[g];
+                    tile[at + 1u] = sb[g];
+                }
             }
             workgroupBarrier();
             for (var g = 0u; g < KEYS / 4u; g++) {
-                let at = (g * SLOTS + slot) * 2u;
-                s[g] = tile[at] + tile[at + 1u];
+                let at = (g * SLOTS + slot) * 4u;
+                sa[g] = tile[at] + tile[at + 2u];
+                sb[g] = tile[at + 1u] + tile[at + 3u];
             }
         }
 //#else
         workgroupBarrier();
         for (var g = 0u; g < KEYS / 4u; g++) {
-            let at = PARTS_AT + g * THREADS + slot * LANES;
-            var total = tile[at];
-            for (var l = 1u; l < LANES; l++) { total += tile[at + l]; }  // one order for every lane
-            s[g] = total;
+            let at = PARTS_AT + 2u * g * THREADS + slot * LANES;
+            var total_a = tile[at];
+            var total_b = tile[at + THREADS];
+            for (var l = 1u; l < LANES; l++) {  // one order for every lane
+                total_a += tile[at + l];
+                total_b += tile[at + THREADS + l];
+            }
+            sa[g] = total_a;
+            sb[g] = total_b;
         }
 //#endif
 
-        // The online softmax over this tile's keys in [lo, hi): `whole` when every key is (all
-        // tiles but a slot's first and last few), which skips the per-key mask.
-        let whole = start >= lo && start + KEYS <= hi;
-        var top = vec4<f32>(-3.0e38);
+        // The online softmax of each row over this tile's keys in its [lo, hi): `whole` when every
+        // key is (all tiles but a row's first and last few), which skips the per-key mask.
+        let whole_a = start >= lo_a && start + KEYS <= hi_a;
+        let whole_b = start >= lo_b && start + KEYS <= hi_b;
+        var top_a = vec4<f32>(-3.0e38);
+        var top_b = vec4<f32>(-3.0e38);
         for (var g = 0u; g < KEYS / 4u; g++) {
             if (p.softcap > 0.0) {
                 // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal;
                 // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
-                s[g] = tanh(clamp(s[g] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
+                sa[g] = tanh(clamp(sa[g] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
+                sb[g] = tanh(clamp(sb[g] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
             }
-            if (whole) {
-                top = max(top, s[g]);
+            if (whole_a) {
+                top_a = max(top_a, sa[g]);
             } else {
                 for (var k = 0u; k < 4u; k++) {
                     let key = start + 4u * g + k;
-                    if (key >= lo && key < hi) { top[k] = max(top[k], s[g][k]); }
+                    if (key >= lo_a && key < hi_a) { top_a[k] = max(top_a[k], sa[g][k]); }
+                }
+            }
+            if (whole_b) {
+                top_b = max(top_b, sb[g]);
+            } else {
+                for (var k = 0u; k < 4u; k++) {
+                    let key = start + 4u * g + k;
+                    if (key >= lo_b && key < hi_b) { top_b[k] = max(top_b[k], sb[g][k]); }
                 }
             }
         }
-        let new_max = max(running_max, max(max(top.x, top.y), max(top.z, top.w)));
-        let correction = safe_exp(running_max - new_max);  // first keys: -3e38 - max → 0
-        running_max = new_max;
-        var tile_sum = 0.0;
+        let new_a = max(max_a, max(max(top_a.x, top_a.y), max(top_a.z, top_a.w)));
+        let new_b = max(max_b, max(max(top_b.x, top_b.y), max(top_b.z, top_b.w)));
+        let corr_a = safe_exp(max_a - new_a);  // first keys: -3e38 - max → 0
+        let corr_b = safe_exp(max_b - new_b);
+        max_a = new_a;
+        max_b = new_b;
+        var tile_sum_a = 0.0;
+        var tile_sum_b = 0.0;
         for (var g = 0u; g < KEYS / 4u; g++) {
-            var w = vec4<f32>(0.0);
-            if (whole) {
-                w = vec4<f32>(safe_exp(s[g].x - new_max), safe_exp(s[g].y - new_max), safe_exp(s[g].z - new_max),
-                              safe_exp(s[g].w - new_max));
+            var wa = vec4<f32>(0.0);
+            var wb = vec4<f32>(0.0);
+            if (whole_a) {
+                wa = vec4<f32>(safe_exp(sa[g].x - new_a), safe_exp(sa[g].y - new_a), safe_exp(sa[g].z - new_a),
+                               safe_exp(sa[g].w - new_a));
             } else {
                 for (var k = 0u; k < 4u; k++) {
                     let key = start + 4u * g + k;
-                    if (key >= lo && key < hi) { w[k] = safe_exp(s[g][k] - new_max); }  // masked: exactly 0
+                    if (key >= lo_a && key < hi_a) { wa[k] = safe_exp(sa[g][k] - new_a); }  // masked: exactly 0
                 }
             }
-            tile_sum += (w.x + w.y) + (w.z + w.w);
-            s[g] = w;
+            if (whole_b) {
+                wb = vec4<f32>(safe_exp(sb[g].x - new_b), safe_exp(sb[g].y - new_b), safe_exp(sb[g].z - new_b),
+                               safe_exp(sb[g].w - new_b));
+            } else {
+                for (var k = 0u; k < 4u; k++) {
+                    let key = start + 4u * g + k;
+                    if (key >= lo_b && key < hi_b) { wb[k] = safe_exp(sb[g][k] - new_b); }
+                }
+            }
+            tile_sum_a += (wa.x + wa.y) + (wa.z + wa.w);
+            tile_sum_b += (wb.x + wb.y) + (wb.z + wb.w);
+            sa[g] = wa;
+            sb[g] = wb;
         }
-        running_sum = running_sum * correction + tile_sum;
+        sum_a = sum_a * corr_a + tile_sum_a;
+        sum_b = sum_b * corr_b + tile_sum_b;
+        // Each staged value chunk read once for both rows.
         for (var i = 0u; i < VEC4S; i++) {
-            var a = acc[i] * correction;
+            var a = acc_a[i] * corr_a;
+            var b = acc_b[i] * corr_b;
             for (var g = 0u; g < KEYS / 4u; g++) {
                 let at = V_AT + 4u * g * STRIDE + lane + LANES * i;
-                a += s[g].x * tile[at];
-                a += s[g].y * tile[at + STRIDE];
-                a += s[g].z * tile[at + 2u * STRIDE];
-                a += s[g].w * tile[at + 3u * STRIDE];
+                let v0 = tile[at];
+                let v1 = tile[at + STRIDE];
+                let v2 = tile[at + 2u * STRIDE];
+                let v3 = tile[at + 3u * STRIDE];
+                a += sa[g].x * v0;
+                a += sa[g].y * v1;
+                a += sa[g].z * v2;
+                a += sa[g].w * v3;
+                b += sb[g].x * v0;
+                b += sb[g].y * v1;
+                b += sb[g].z * v2;
+                b += sb[g].w * v3;
             }
-            acc[i] = a;
+            acc_a[i] = a;
+            acc_b[i] = b;
         }
         workgroupBarrier();  // the tile is read by all before the next one is stored
     }
 
-    if (live) {
-        let out = p.partials_at + ((row * p.n_heads + h) * p.tiled_splits + wid.z) * (hd + 2u);
-        for (var i = 0u; i < VEC4S; i++) {
-            let d = 4u * (lane + LANES * i);
-            if (d < hd) {
-                partials[out + d] = acc[i].x;
-                partials[out + d + 1u] = acc[i].y;
-                if (d + 2u < hd) {
-                    partials[out + d + 2u] = acc[i].z;
-                    partials[out + d + 3u] = acc[i].w;
-                }
+    let out_a = p.partials_at + ((row_a * p.n_heads + h) * p.tiled_splits + wid.z) * (hd + 2u);
+    let out_b = out_a + p.n_heads * p.tiled_splits * (hd + 2u);  // the next row's
+    for (var i = 0u; i < VEC4S; i++) {
+        let d = 4u * (lane + LANES * i);
+        if (live_a && d < hd) {
+            partials[out_a + d] = acc_a[i].x;
+            partials[out_a + d + 1u] = acc_a[i].y;
+            if (d + 2u < hd) {
+                partials[out_a + d + 2u] = acc_a[i].z;
+                partials[out_a + d + 3u] = acc_a[i].w;
             }
         }
-        if (lane == 0u) {
-            partials[out + hd] = running_max;
-            partials[out + hd + 1u] = running_sum;
+        if (live_b && d < hd) {
+            partials[out_b + d] = acc_b[i].x;
+            partials[out_b + d + 1u] = acc_b[i].y;
+            if (d + 2u < hd) {
+                partials[out_b + d + 2u] = acc_b[i].z;
+                partials[out_b + d + 3u] = acc_b[i].w;
+            }
         }
+    }
+    if (lane == 0u && live_a) {
+        partials[out_a + hd] = max_a;
+        partials[out_a + hd + 1u] = sum_a;
+    }
+    if (lane == 0u && live_b) {
+        partials[out_b + hd] = max_b;
+        partials[out_b + hd + 1u] = sum_b;
     }
 }

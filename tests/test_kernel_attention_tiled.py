@@ -17,7 +17,14 @@ from gpu_harness import device, run_combine, run_kernel
 from test_kernel_attention import KV_FORMATS, NUMPY, attention_reference, in_positions
 from test_kernel_metal_safety import ATTN_CASES, attention_ref, extreme_inputs
 
-from py_engine.models.attention_grid import tiled_block, tiled_defines, tiled_grid
+from py_engine.models.attention_grid import (
+    TILED_ROWS_PER_SLOT,
+    TILED_THREADS,
+    tiled_block,
+    tiled_defines,
+    tiled_grid,
+    tiled_lanes,
+)
 
 F32, F32_F16, PACKED = KV_FORMATS
 SPLIT_LEN = 64
@@ -38,8 +45,8 @@ CASES = [
     ("ring_wrapped_small", 4, 2, 16, 12, 40, 8, 19, 0.0, F32, True, 1.0),
     ("ring_not_yet_full", 2, 2, 24, 10, 3, 6, 16, 0.0, F32_F16, False, 1.0),
     ("softcap", 4, 2, 32, 17, 80, 0, 0, 30.0, F32, True, 3.0),
-    ("gqa16_two_rows_a_block", 16, 1, 16, 11, 50, 0, 0, 0.0, F32_F16, False, 1.0),
-    ("gqa40_two_head_blocks", 40, 1, 16, 3, 66, 0, 0, 0.0, F32, True, 1.0),
+    ("gqa16_eight_rows_a_block", 16, 1, 16, 11, 50, 0, 0, 0.0, F32_F16, False, 1.0),
+    ("gqa80_two_head_blocks", 80, 1, 16, 3, 66, 0, 0, 0.0, F32, True, 1.0),
     ("huge_scores_windowed", 4, 1, 16, 19, 90, 7, 0, 0.0, F32, True, 1e15),
     ("huge_scores_softcap_no_subgroups", 2, 1, 16, 12, 60, 0, 0, 50.0, F32, False, 1e15),
 ]
@@ -103,7 +110,7 @@ def run_tiled(qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, soft
             "tiled_splits": splits,
             "pad2": 0,
         },
-        grid=tiled_grid(rows, nh, nkv, splits),
+        grid=tiled_grid(rows, nh, nkv, hd, splits),
         step=(rows, pos, pos + rows),
         defines={"K_CACHE": kv[0], "V_CACHE": kv[1], "RING": bool(ring), "ROPE_KV": False, **tiled_defines(hd)},
         subgroups=subgroups,
@@ -139,9 +146,9 @@ def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv
     split_len, splits = SPLIT_LEN, -(-cap // SPLIT_LEN)
     scale = hd**-0.5
 
-    heads, block_rows = tiled_block(nh, nkv)
-    assert heads * block_rows <= 32
-    assert tiled_grid(rows, nh, nkv, splits)[1] > 1 or rows <= block_rows
+    heads, block_rows = tiled_block(nh, nkv, hd)
+    assert heads * block_rows <= TILED_ROWS_PER_SLOT * TILED_THREADS // tiled_lanes(hd)
+    assert tiled_grid(rows, nh, nkv, hd, splits)[1] > 1 or rows <= block_rows
     raw = run_tiled(
         qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, softcap, split_len, kv, subgroups, ring
     )

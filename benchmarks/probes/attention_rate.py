@@ -15,7 +15,9 @@ a lone dispatch's time is mostly its pass's. TFLOP/s counts the causal (query, k
 head_dim flops (QK^T and PV), kv_gb_s the caches' bytes. Time is the GPU's own
 (gemv_bandwidth.Timer). The merge of the splits (attention_combine.wgsl) is not counted. A
 --variant names a kernel in shaders/ and its defines (a ROWS_PER_SLOT define scales a prompt grid's
-row blocks); the default is the kernel the engine runs.
+row blocks, SLOTS_SET sets its slots a workgroup); the default is the kernel the engine runs. Each result's max_diff is the largest
+difference of its per-split outputs (Σ exp(s - m) v / Σ exp(s - m)) from the first variant's at the
+same shape: a variant's time counts only where it computes the same thing.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
         "has_qk_norm": 0, "interleaved": 0, "eps": 1e-6, "norm_offset": 0.0, "partials_at": 0,
         "q_head_stride": hd, "tiled_split_len": split_len, "tiled_splits": splits, "pad2": 0,
     }  # fmt: skip
-    resources = []
+    resources, partials = [], None
     for b in kernel.bindings:
         if b.name == "step":
             data = struct.pack(STEP_FORMAT, rows, depth, keys, 1)
@@ -101,13 +103,18 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
         else:
             data = buffers[b.name].tobytes()
             buf = device.create_buffer(len(data))
+            if b.name == "partials":
+                partials = buf
         device.write_buffer(buf, 0, data)
         resources.append((buf, 0, buf.size))
     group = device.create_bind_group(kernel.handle, resources)
     if few:
         grid = attention_grid(rows, nh, nkv, hd, splits)
     else:
-        heads, block_rows = tiled_block(nh, nkv)
+        heads, block_rows = tiled_block(nh, nkv, hd)
+        if "SLOTS_SET" in defines:  # a variant's own slots a workgroup
+            heads = min(nh // nkv, defines["SLOTS_SET"])
+            block_rows = defines["SLOTS_SET"] // heads
         grid = (nkv * ceil_div(nh // nkv, heads), ceil_div(rows, block_rows * rows_per_slot), splits)
     # A decode token's: a pass of 32 dispatches (a model's layers, back to back), per dispatch.
     per_pass = 32 if few else 1
@@ -115,7 +122,7 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
     timer.warm_up(batch)
     seconds = min(statistics.median(timer.run(batch)) for _ in range(3)) / per_pass
     pairs = nh * sum(depth + r + 1 for r in range(rows))
-    return {
+    return partials, {
         "shape": shape,
         "kernel": kernel_name,
         "defines": defines,
@@ -132,15 +139,21 @@ async def measure(args) -> dict:
     device = await open_wgpu_device(limits="default", extra_features=("timestamp-query",))
     cache = KernelCache(device)
     timer = Timer(device, 64)
-    results = []
+    results, first = [], {}
     for variant in args.variant or ["attention" if args.rows <= FEW_ROWS else "attention_tiled"]:
         kernel, *words = variant.split()
         defines = dict(parse_define(w) for w in words)
         for shape in args.shapes.split(","):
             rows_per_slot = defines.get("ROWS_PER_SLOT", 1)
-            r = attention_time(
+            partials, r = attention_time(
                 device, cache, timer, shape, args.rows, args.depth, kernel, defines, rows_per_slot, args.splits_most
             )
+            out = np.frombuffer(await device.read_buffer(partials, 0, partials.size), np.float32)
+            out = out.reshape(-1, SHAPES[shape][2] + 2)
+            live = out[:, -1] > 0  # splits with keys for their row
+            merged = np.where(live[:, None], out[:, :-2] / np.where(live, out[:, -1], 1)[:, None], 0)
+            first.setdefault(shape, merged)
+            r["max_diff"] = float(np.abs(merged - first[shape]).max())
             print(json.dumps(r), file=sys.stderr)
             results.append(r)
     return {"adapter": device.caps.adapter, "subgroups": device.caps.subgroups, "attention": results}

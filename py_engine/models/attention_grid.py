@@ -39,8 +39,9 @@ def tiled_splits_most(max_rows: int, n_heads: int, head_dim: int) -> int:
 # dimension (at most 2 vec4s, 8 heads, of at most 256 dimensions).
 GROUP_HEADS_MAX = 8
 
-# attention_tiled.wgsl's (row, q head) slots per workgroup.
-TILED_SLOTS = 32
+# attention_tiled.wgsl's threads a workgroup, and the rows each (q head, rows) slot takes.
+TILED_THREADS = 256
+TILED_ROWS_PER_SLOT = 2
 
 
 def group_heads(n_heads: int, n_kv_heads: int, head_dim: int) -> int:
@@ -57,11 +58,17 @@ def attention_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, spli
     return (n_heads // group_heads(n_heads, n_kv_heads, head_dim), rows, splits)
 
 
-def tiled_block(n_heads: int, n_kv_heads: int) -> tuple[int, int]:
-    """(q heads, rows) of one attention_tiled.wgsl workgroup's slots: all of a KV head's q heads
-    (at most TILED_SLOTS) and as many rows as fill the rest."""
-    heads = min(n_heads // n_kv_heads, TILED_SLOTS)
-    return heads, TILED_SLOTS // heads
+def tiled_lanes(head_dim: int) -> int:
+    """attention_tiled.wgsl's threads a slot (its LANES): 4, 8 for head_dim > 128."""
+    return 8 if head_dim > 128 else 4
+
+
+def tiled_block(n_heads: int, n_kv_heads: int, head_dim: int) -> tuple[int, int]:
+    """(q heads, rows) of one attention_tiled.wgsl workgroup: all of a KV head's q heads (at most
+    its slots, TILED_THREADS / tiled_lanes) and as many row pairs as fill the rest."""
+    slots = TILED_THREADS // tiled_lanes(head_dim)
+    heads = min(n_heads // n_kv_heads, slots)
+    return heads, TILED_ROWS_PER_SLOT * (slots // heads)
 
 
 def tiled_defines(head_dim: int) -> dict:
@@ -70,9 +77,9 @@ def tiled_defines(head_dim: int) -> dict:
     return {"HEAD_VEC4S": ceil_div(head_dim, 4)}
 
 
-def tiled_grid(rows: int, n_heads: int, n_kv_heads: int, splits: int) -> tuple[int, int, int]:
+def tiled_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, splits: int) -> tuple[int, int, int]:
     """attention_tiled.wgsl's workgroups: (KV heads x head blocks, row blocks, splits)."""
-    heads, block_rows = tiled_block(n_heads, n_kv_heads)
+    heads, block_rows = tiled_block(n_heads, n_kv_heads, head_dim)
     return (n_kv_heads * ceil_div(n_heads // n_kv_heads, heads), ceil_div(rows, block_rows), splits)
 
 
@@ -83,4 +90,4 @@ def grid(
     tiled_splits: attention_tiled.wgsl's)."""
     if rows <= FEW_ROWS:
         return attention_grid(rows, n_heads, n_kv_heads, head_dim, splits)
-    return tiled_grid(rows, n_heads, n_kv_heads, tiled_splits)
+    return tiled_grid(rows, n_heads, n_kv_heads, head_dim, tiled_splits)
