@@ -34,7 +34,9 @@
 // 1.41 (64 floats a lane of head_dim 256: hence its 8 lanes); 128 threads a workgroup (32 slots of
 // 4 lanes, or 16 of 8) 4.1-6.1, 0.87-1.42; 8 keys a tile instead of 16-32: the same; 2 lanes
 // on SmolLM2 0.73; 12 splits instead of 7 on the 8B 3.44; four rows a slot (8 lanes, 8 or 16 keys;
-// 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread). The rows' state in arrays indexed
+// 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread); the values staged as packed
+// halves (an f16 V cache's own bits, unpacked at each use: half the PV reads' bytes) 3.28, 0.73,
+// 1.23 (no gain). The rows' state in arrays indexed
 // by row, or passed to functions by pointer: 5.3-19 ms (local memory).
 // Older, one row a slot: 4 lanes a slot (5.1 ms), two slots a thread sharing each staged vector
 // (7.7), loading the next tile into registers during this one (no change), a thread taking all its
