@@ -4,7 +4,7 @@ run by Node on Dawn (Chrome's WebGPU, npm `webgpu`) through benchmarks/dawn/run.
     python benchmarks/dawn.py --model PATH|NAME [--prompt-tokens 128] [--new-tokens 128] [--compare]
                               [--node node] [--webgpu /tmp/webgpu] [--dawn-backend vulkan|opengles]
                               [--store-dir DIR] [--f32] [--dawn-toggle T ...] [--reload] [--load-only]
-                              [--weights-only] [--inline-fetch]
+                              [--weights-only] [--inline-fetch] [--boot-first]
 
 The prompt ids are benchmarks/decode.py's (random.Random(0) over the model's vocabulary), the warm-up
 prompt the next ones of the same generator. Like decode.py, --new-tokens counts the decode steps after
@@ -35,6 +35,8 @@ worker's thread, as session 37 measured it), the server's and the store writer's
 cores to spare the busiest one bounds the load. --reload loads the model
 again in the same worker, from the store the first load filled (`reload`); with --store-dir of an
 earlier run, both loads read the kept store. --load-only stops there (no generation, no tokens).
+--boot-first boots the worker before the first load, as the page does when it opens (it asks the
+worker for the store's list): `ms` is then the load from the user's Load on, `pyodide_boot_ms` apart.
 --weights-only measures the weights' streaming alone (worker/gpu.js's loadWeights through the store,
 the GGUF's tensor ranges into two 64 MiB buffers, no Pyodide, no engine, no shaders): it fits Dawn's
 null backend (512 MB of buffers), which cannot hold an 8B model, and gives the host's share.
@@ -132,6 +134,7 @@ def run_dawn(args, path: Path, ids: list[int], warm: list[int], steps: int, cont
         *(["--load-only"] if args.load_only else []),
         *(["--weights-only", *(["--pieces", pieces] if pieces else [])] if args.weights_only else []),
         *(["--inline-fetch"] if args.inline_fetch else []),
+        *(["--boot-first"] if args.boot_first else []),
         *(arg for toggle in args.dawn_toggle for arg in ("--dawn-toggle", toggle)),
     ]
     try:
@@ -213,6 +216,9 @@ def main():
         "--inline-fetch",
         action="store_true",
         help="Node's fetch on the worker's thread (as before the network thread): its HTTP work counted there",
+    )
+    parser.add_argument(
+        "--boot-first", action="store_true", help="boot the worker before the load, as the page does when it opens"
     )
     args = parser.parse_args()
     if (args.load_only or args.weights_only) and args.compare:

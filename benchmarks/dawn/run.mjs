@@ -5,7 +5,7 @@
 //
 //   node benchmarks/dawn/run.mjs --model FILE.gguf|HF_DIR --ids IDS [--new-tokens 16] [--context N]
 //        [--dawn-backend vulkan|opengles|...] [--webgpu /tmp/webgpu] [--dawn-toggle T ...] [--store-dir DIR] [--f32]
-//        [--reload] [--load-only] [--weights-only [--pieces RANGES_JSON]] [--inline-fetch]
+//        [--reload] [--load-only] [--weights-only [--pieces RANGES_JSON]] [--inline-fetch] [--boot-first]
 //
 // IDS: a JSON file or inline JSON, {"ids": [...], "warm_ids": [...]} (or just the ids' list: the
 // warm-up then uses them reversed). As benchmarks/browser.py does in Chromium: load with context
@@ -21,6 +21,9 @@
 // Pyodide: worker/gpu.js's loadWeights through the store; RANGES_JSON [[file, start, length], ...] the
 // tensors, else every file whole) into two 64 MiB buffers: an 8B model on Dawn's null backend.
 // --inline-fetch runs Node's fetch on the worker's thread instead of net.mjs's network thread.
+// --boot-first boots the worker (Pyodide, the engine) before the load starts, as the page does when it
+// opens (static/storage.js refreshStore asks the worker for the store's list): the first load is then
+// timed from the user's Load, not from the page's opening.
 
 import fs from "node:fs";
 import os from "node:os";
@@ -38,7 +41,7 @@ const { values: args } = parseArgs({ options: {
   "dawn-toggle": { type: "string", multiple: true, default: [] }, f32: { type: "boolean", default: false },
   reload: { type: "boolean", default: false }, "load-only": { type: "boolean", default: false },
   "weights-only": { type: "boolean", default: false }, pieces: { type: "string" },
-  "inline-fetch": { type: "boolean", default: false },
+  "inline-fetch": { type: "boolean", default: false }, "boot-first": { type: "boolean", default: false },
 } });
 if (!args.model || !(args.ids || args["load-only"] || args["weights-only"])) {
   console.error("usage: node benchmarks/dawn/run.mjs --model FILE.gguf --ids IDS_JSON [--new-tokens N] "
@@ -149,6 +152,11 @@ async function main() {
   client.addEventListener("booted", (e) => { booted = e.detail.pyodide_ms; });
   client.addEventListener("crash", (e) => log("worker crash:", e.detail?.message));
   const options = { context, ...(args.f32 ? { f32: true } : {}) };
+  if (args["boot-first"]) {
+    const ready = new Promise((resolve) => client.addEventListener("booted", resolve, { once: true }));
+    client.start();
+    await ready;
+  }
   const { loaded, load } = await timedLoad(page, page.modelRef(model), options);
   const reload = args.reload ? (await timedLoad(page, page.modelRef(model), options)).load : undefined;
   const about = {
