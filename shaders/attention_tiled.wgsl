@@ -128,6 +128,66 @@ fn kv_chunk(row: u32, c: u32, is_v: bool) -> vec4<f32> {
     return vec4<f32>(lo, hi);
 }
 
+// The per-row steps below are functions of values (vectors and scalars, never a row's arrays or a
+// pointer to them), which the drivers inline, so both rows' state stays in registers.
+
+// Dimensions d .. d + 3 of the q row at `at` (zeros past head_dim, or for an idle row), scaled.
+fn q_chunk(at: u32, d: u32, live: bool) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (live && d < p.head_dim) {
+        v.x = qkv[at + d];
+        v.y = qkv[at + d + 1u];
+        if (d + 2u < p.head_dim) {
+            v.z = qkv[at + d + 2u];
+            v.w = qkv[at + d + 3u];
+        }
+    }
+    return v * p.scale;
+}
+
+// A row's running tile maximum `top` with scores s of keys first .. first + 3, those in [lo, hi).
+fn masked_top(top: vec4<f32>, s: vec4<f32>, first: u32, lo: u32, hi: u32) -> vec4<f32> {
+    var out = top;
+    for (var k = 0u; k < 4u; k++) {
+        let key = first + k;
+        if (key >= lo && key < hi) { out[k] = max(out[k], s[k]); }
+    }
+    return out;
+}
+
+// The weights exp(s - peak) of keys first .. first + 3; a key outside [lo, hi) weighs exactly 0
+// (all are inside when `whole`).
+fn tile_weights(s: vec4<f32>, peak: f32, first: u32, lo: u32, hi: u32, whole: bool) -> vec4<f32> {
+    if (whole) {
+        return vec4<f32>(safe_exp(s.x - peak), safe_exp(s.y - peak), safe_exp(s.z - peak), safe_exp(s.w - peak));
+    }
+    var w = vec4<f32>(0.0);
+    for (var k = 0u; k < 4u; k++) {
+        let key = first + k;
+        if (key >= lo && key < hi) { w[k] = safe_exp(s[k] - peak); }
+    }
+    return w;
+}
+
+// Softcap: tanh's argument clamped (fast-math tanh of a large |x| can be NaN on Metal; tanh(±10)
+// is ±1 to f32 precision, so the clamp changes nothing else).
+fn capped(s: vec4<f32>) -> vec4<f32> {
+    if (p.softcap > 0.0) { return tanh(clamp(s / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap; }
+    return s;
+}
+
+// Dimensions d .. d + 3 of a partial's weighted values (from element `out`; past head_dim: none).
+fn write_chunk(out: u32, d: u32, v: vec4<f32>) {
+    if (d < p.head_dim) {
+        partials[out + d] = v.x;
+        partials[out + d + 1u] = v.y;
+        if (d + 2u < p.head_dim) {
+            partials[out + d + 2u] = v.z;
+            partials[out + d + 3u] = v.w;
+        }
+    }
+}
+
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
 //#if SUBGROUPS
@@ -187,26 +247,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let qb_at = qa_at + p.q_stride;
     for (var i = 0u; i < VEC4S; i++) {
         let d = 4u * (lane + LANES * i);
-        var va = vec4<f32>(0.0);
-        var vb = vec4<f32>(0.0);
-        if (live_a && d < hd) {
-            va.x = qkv[qa_at + d];
-            va.y = qkv[qa_at + d + 1u];
-            if (d + 2u < hd) {
-                va.z = qkv[qa_at + d + 2u];
-                va.w = qkv[qa_at + d + 3u];
-            }
-        }
-        if (live_b && d < hd) {
-            vb.x = qkv[qb_at + d];
-            vb.y = qkv[qb_at + d + 1u];
-            if (d + 2u < hd) {
-                vb.z = qkv[qb_at + d + 2u];
-                vb.w = qkv[qb_at + d + 3u];
-            }
-        }
-        qa[i] = va * p.scale;
-        qb[i] = vb * p.scale;
+        qa[i] = q_chunk(qa_at, d, live_a);
+        qb[i] = q_chunk(qb_at, d, live_b);
     }
     var acc_a: array<vec4<f32>, VEC4S>;
     var acc_b: array<vec4<f32>, VEC4S>;
@@ -322,28 +364,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var top_a = vec4<f32>(-3.0e38);
         var top_b = vec4<f32>(-3.0e38);
         for (var g = 0u; g < KEYS / 4u; g++) {
-            if (p.softcap > 0.0) {
-                // tanh argument clamped: fast-math tanh of a large |x| can be NaN on Metal;
-                // tanh(±10) is ±1 to f32 precision, so the clamp changes nothing else.
-                sa[g] = tanh(clamp(sa[g] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
-                sb[g] = tanh(clamp(sb[g] / p.softcap, vec4<f32>(-10.0), vec4<f32>(10.0))) * p.softcap;
-            }
-            if (whole_a) {
-                top_a = max(top_a, sa[g]);
-            } else {
-                for (var k = 0u; k < 4u; k++) {
-                    let key = start + 4u * g + k;
-                    if (key >= lo_a && key < hi_a) { top_a[k] = max(top_a[k], sa[g][k]); }
-                }
-            }
-            if (whole_b) {
-                top_b = max(top_b, sb[g]);
-            } else {
-                for (var k = 0u; k < 4u; k++) {
-                    let key = start + 4u * g + k;
-                    if (key >= lo_b && key < hi_b) { top_b[k] = max(top_b[k], sb[g][k]); }
-                }
-            }
+            sa[g] = capped(sa[g]);
+            sb[g] = capped(sb[g]);
+            if (whole_a) { top_a = max(top_a, sa[g]); } else { top_a = masked_top(top_a, sa[g], start + 4u * g, lo_a, hi_a); }
+            if (whole_b) { top_b = max(top_b, sb[g]); } else { top_b = masked_top(top_b, sb[g], start + 4u * g, lo_b, hi_b); }
         }
         let new_a = max(max_a, max(max(top_a.x, top_a.y), max(top_a.z, top_a.w)));
         let new_b = max(max_b, max(max(top_b.x, top_b.y), max(top_b.z, top_b.w)));
@@ -354,26 +378,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var tile_sum_a = 0.0;
         var tile_sum_b = 0.0;
         for (var g = 0u; g < KEYS / 4u; g++) {
-            var wa = vec4<f32>(0.0);
-            var wb = vec4<f32>(0.0);
-            if (whole_a) {
-                wa = vec4<f32>(safe_exp(sa[g].x - new_a), safe_exp(sa[g].y - new_a), safe_exp(sa[g].z - new_a),
-                               safe_exp(sa[g].w - new_a));
-            } else {
-                for (var k = 0u; k < 4u; k++) {
-                    let key = start + 4u * g + k;
-                    if (key >= lo_a && key < hi_a) { wa[k] = safe_exp(sa[g][k] - new_a); }  // masked: exactly 0
-                }
-            }
-            if (whole_b) {
-                wb = vec4<f32>(safe_exp(sb[g].x - new_b), safe_exp(sb[g].y - new_b), safe_exp(sb[g].z - new_b),
-                               safe_exp(sb[g].w - new_b));
-            } else {
-                for (var k = 0u; k < 4u; k++) {
-                    let key = start + 4u * g + k;
-                    if (key >= lo_b && key < hi_b) { wb[k] = safe_exp(sb[g][k] - new_b); }
-                }
-            }
+            let wa = tile_weights(sa[g], new_a, start + 4u * g, lo_a, hi_a, whole_a);
+            let wb = tile_weights(sb[g], new_b, start + 4u * g, lo_b, hi_b, whole_b);
             tile_sum_a += (wa.x + wa.y) + (wa.z + wa.w);
             tile_sum_b += (wb.x + wb.y) + (wb.z + wb.w);
             sa[g] = wa;
@@ -410,22 +416,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let out_b = out_a + p.n_heads * p.tiled_splits * (hd + 2u);  // the next row's
     for (var i = 0u; i < VEC4S; i++) {
         let d = 4u * (lane + LANES * i);
-        if (live_a && d < hd) {
-            partials[out_a + d] = acc_a[i].x;
-            partials[out_a + d + 1u] = acc_a[i].y;
-            if (d + 2u < hd) {
-                partials[out_a + d + 2u] = acc_a[i].z;
-                partials[out_a + d + 3u] = acc_a[i].w;
-            }
-        }
-        if (live_b && d < hd) {
-            partials[out_b + d] = acc_b[i].x;
-            partials[out_b + d + 1u] = acc_b[i].y;
-            if (d + 2u < hd) {
-                partials[out_b + d + 2u] = acc_b[i].z;
-                partials[out_b + d + 3u] = acc_b[i].w;
-            }
-        }
+        if (live_a) { write_chunk(out_a, d, acc_a[i]); }
+        if (live_b) { write_chunk(out_b, d, acc_b[i]); }
     }
     if (lane == 0u && live_a) {
         partials[out_a + hd] = max_a;
