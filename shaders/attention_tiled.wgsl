@@ -12,8 +12,8 @@
 // accumulators, and reads those chunks of each staged key and value once for both rows. LANES is
 // 4 (8 for head_dim > 128): 4 lanes of 128 dims hold 2 x 32 floats of q and 2 x 32 of output each.
 // A tile is KEYS keys: K then V in `tile`, each key head_dim f32 padded to STRIDE vec4s (16 KiB:
-// with SUBGROUPS 16 keys of head_dim 128 or 256, 32 of 64 or less; without, 4 to 8 keys, the rest
-// holding the lanes' partial dots). Per tile:
+// with SUBGROUPS 16 keys of head_dim 128, 8 of 256, 32 of 64 or less; without, 4 keys, the rest
+// holding the lanes' partial dots of both rows). Per tile:
 //   1. each thread loads its share of the tile's K and V (all loads, then the stores); barrier;
 //   2. each lane's partial dots of both rows with the KEYS keys, 4 keys a vec4, summed over the
 //      slot's lanes: a subgroupShuffleXor butterfly (same bits in every lane), or (no SUBGROUPS)
@@ -26,18 +26,20 @@
 // So 2 barriers a tile with subgroups, 3 without. A block's tiles run from its first row's window
 // start to its last row's causal limit within the split; rows' own limits are masked per row.
 // The two rows are written out as named pairs (qa / qb, acc_a / acc_b, ...), never as arrays
-// indexed by row: NVIDIA's compile of those put them in local memory (below).
-// H200, Vulkan, 512 rows after 4,000 keys (12 splits), a layer's attention (benchmarks/probes/
-// attention_rate.py): one row a slot and 8 lanes (the kernel until 2026-11-29) 4.32 ms on the 8B
-// shape (32 / 8 heads of 128, K f32, V f16), 0.92 on SmolLM2 (9 / 3 of 64), 1.32 on head_dim 256
-// (4 / 1); two rows a slot with 8 lanes 3.38, 0.88, 1.19; with 4 lanes (64 slots) 3.15, 0.67-0.71,
-// 1.41 (64 floats a lane of head_dim 256: hence its 8 lanes); 128 threads a workgroup (32 slots of
-// 4 lanes, or 16 of 8) 4.1-6.1, 0.87-1.42; 8 keys a tile instead of 16-32: the same; 2 lanes
-// on SmolLM2 0.73; 12 splits instead of 7 on the 8B 3.44; four rows a slot (8 lanes, 8 or 16 keys;
-// 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread); the values staged as packed
-// halves (an f16 V cache's own bits, unpacked at each use: half the PV reads' bytes) 3.28, 0.73,
-// 1.23 (no gain). The rows' state in arrays indexed
-// by row, or passed to functions by pointer: 5.3-19 ms (local memory).
+// indexed by row: NVIDIA's compile of those put them in local memory (below). Their steps are
+// functions of values (q_chunk, masked_top, tile_weights, ...) called once per row; that form's
+// speed on the H200 is still to be measured (the numbers below are the pairs written inline).
+// H200, Vulkan, 512 rows after 4,000 keys (7 splits on the 8B, 24 on the others), a layer's
+// attention (benchmarks/probes/attention_rate.py): one row a slot and 8 lanes (the kernel until
+// 2026-11-29) 4.32 ms on the 8B shape (32 / 8 heads of 128, K f32, V f16), 0.92 on SmolLM2 (9 / 3
+// of 64), 1.32 on head_dim 256 (4 / 1); two rows a slot with 8 lanes 3.38, 0.88, 1.19; with 4 lanes
+// (64 slots) 3.15, 0.67-0.71, 1.41 (64 floats a lane of head_dim 256: hence its 8 lanes); 128
+// threads a workgroup (32 slots of 4 lanes, or 16 of 8) 4.1-6.1, 0.87-1.42; 8 keys a tile instead
+// of 16-32: the same; 2 lanes on SmolLM2 0.73; 12 splits instead of 7 on the 8B 3.44; four rows a
+// slot (8 lanes, 8 or 16 keys; 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread); the
+// values staged as packed halves (an f16 V cache's own bits, unpacked at each use: half the PV
+// reads' bytes) 3.28, 0.73, 1.23 (no gain). The rows' state in arrays indexed by row, or passed to
+// functions by pointer: 5.3-19 ms (local memory).
 // Older, one row a slot: 4 lanes a slot (5.1 ms), two slots a thread sharing each staged vector
 // (7.7), loading the next tile into registers during this one (no change), a thread taking all its
 // KV head's q heads for one row with the online softmax every 4 keys (7.0). Its ablations: without
@@ -366,8 +368,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var g = 0u; g < KEYS / 4u; g++) {
             sa[g] = capped(sa[g]);
             sb[g] = capped(sb[g]);
-            if (whole_a) { top_a = max(top_a, sa[g]); } else { top_a = masked_top(top_a, sa[g], start + 4u * g, lo_a, hi_a); }
-            if (whole_b) { top_b = max(top_b, sb[g]); } else { top_b = masked_top(top_b, sb[g], start + 4u * g, lo_b, hi_b); }
+            if (whole_a) {
+                top_a = max(top_a, sa[g]);
+            } else {
+                top_a = masked_top(top_a, sa[g], start + 4u * g, lo_a, hi_a);
+            }
+            if (whole_b) {
+                top_b = max(top_b, sb[g]);
+            } else {
+                top_b = masked_top(top_b, sb[g], start + 4u * g, lo_b, hi_b);
+            }
         }
         let new_a = max(max_a, max(max(top_a.x, top_a.y), max(top_a.z, top_a.w)));
         let new_b = max(max_b, max(max(top_b.x, top_b.y), max(top_b.z, top_b.w)));
