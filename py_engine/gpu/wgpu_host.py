@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import sys
+import tempfile
 import time
 
 import wgpu
@@ -31,10 +34,25 @@ _BUFFER_TYPES = {
 }
 
 
+def _runtime_dir() -> None:
+    """Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid or not set" (twice) when the variable
+    is missing, as under cron, `sudo` or a bare container: a private directory of this user's stops it."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if not sys.platform.startswith("linux") or (current and os.path.isdir(current)):
+        return
+    path = os.path.join(tempfile.gettempdir(), f"wisp-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError:
+        return  # the drivers' lines are noise, not a failure
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
 async def open_wgpu_device(
     allow_f16: bool = True, limits: str = "default", allow_subgroups: bool = True, extra_features: tuple = ()
 ) -> WgpuDevice:
     """extra_features: more wgpu features to request (benchmarks: "timestamp-query")."""
+    _runtime_dir()
     adapter = await wgpu.gpu.request_adapter_async(power_preference="high-performance")
     if adapter is None:
         raise GpuError("no WebGPU adapter (on a CPU machine install mesa-vulkan-drivers)")
