@@ -18,7 +18,7 @@ import { fillPicker, updateWelcome } from "./picker.js";
 import { broughtModels, initByo } from "./byo.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
-const LOAD_OPTIONS = { f32: false };
+const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
 const STOP_GRACE_MS = 60000; // after Stop, how long to wait for the worker's `response` (a slow GPU finishes its step first)
 const SUGGESTIONS = [
   "What is the capital of France?",

@@ -17,14 +17,17 @@ const WAITING_FOR = {
   compile: "the GPU driver to compile the kernels",
 };
 
-export function narrate(p) {
+// local: the model is the user's files on this device (byo.js: a picked or dropped folder or file),
+// which the "download" phase reads from the disk into the store, not from a server.
+export function narrate(p, local = false) {
   const { done = 0, total = 0 } = p;
   switch (p.phase) {
     case "boot": return "Starting Python…";
     case "store": return "Checking this device for the model…";
     case "download": {
-      if (!total) return "Downloading weights…";
-      const parts = [`Downloading weights… ${fmtProgressBytes(done, total)}`];
+      const doing = local ? "Reading weights from your disk…" : "Downloading weights…";
+      if (!total) return doing;
+      const parts = [`${doing} ${fmtProgressBytes(done, total)}`];
       if (p.bytes_per_s > 0) parts.push(fmtSpeed(p.bytes_per_s));
       if (p.eta_s != null && Number.isFinite(p.eta_s) && done < total) parts.push(fmtEta(p.eta_s));
       return parts.join(" · ");
@@ -36,24 +39,25 @@ export function narrate(p) {
   }
 }
 
-export function stallText(phase, seconds) {
-  const what = WAITING_FOR[phase] || "the engine";
+export function stallText(phase, seconds, local = false) {
+  const what = local && phase === "download" ? "your disk to give more weights" : WAITING_FOR[phase] || "the engine";
   return `Waiting for ${what}… no progress for ${seconds} s`;
 }
 
-const run = { t0: 0, lastAt: 0, last: { phase: "boot" }, text: "", seen: new Set(), timer: null };
+const run = { t0: 0, lastAt: 0, last: { phase: "boot" }, text: "", seen: new Set(), timer: null, local: false };
 
 /** Show the card for a new load and start its clocks (elapsed, stall watch). */
 export function resetProgress(model) {
   stopProgress();
   ui.progressModel.textContent = model.name;
+  run.local = model.source === "local";
   ui.progressElapsed.textContent = "0 s";
   run.t0 = run.lastAt = performance.now();
   run.last = { phase: "boot" };
   run.seen = new Set(["boot"]);
   setSteps("boot");
   setBar(null);
-  setLabel(narrate(run.last), false);
+  setLabel(narrate(run.last, run.local), false);
   run.timer = setInterval(tick, 250);
 }
 
@@ -67,7 +71,7 @@ function tick() {
   const now = performance.now();
   ui.progressElapsed.textContent = `${Math.floor((now - run.t0) / 1000)} s`;
   const quiet = now - run.lastAt;
-  if (quiet >= STALL_MS) setLabel(stallText(run.last.phase, Math.floor(quiet / 1000)), true);
+  if (quiet >= STALL_MS) setLabel(stallText(run.last.phase, Math.floor(quiet / 1000), run.local), true);
 }
 
 function setLabel(text, stalled) {
@@ -106,5 +110,5 @@ export function onProgress(p) {
   run.seen.add(phase);
   setSteps(phase);
   setBar(p.total > 0 ? p.done / p.total : null);
-  setLabel(narrate(p), false);
+  setLabel(narrate(p, run.local), false);
 }

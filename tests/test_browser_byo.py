@@ -189,13 +189,16 @@ def models(tmp_path_factory):
         "big": big,
         "qwen": write_sharded(folder / "qwen"),
         "bigqwen": write_sharded(folder / "bigqwen", big=True),
+        "notokenizer": write_sharded(folder / "notokenizer"),
     }
 
 
 @pytest.fixture(scope="module")
 def hub(models):
     Hub.files = {"tiny/tiny.gguf": models["tiny"], "big/big.gguf": models["big"]}
-    Hub.files |= {f"{repo}/{p.name}": p for repo in ("qwen", "bigqwen") for p in models[repo].iterdir()}
+    (models["notokenizer"] / "tokenizer.json").unlink()
+    repos = ("qwen", "bigqwen", "notokenizer")
+    Hub.files |= {f"{repo}/{p.name}": p for repo in repos for p in models[repo].iterdir()}
     Hub.no_head = {"big/big.gguf"}  # its size comes from a one-byte Range's Content-Range
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -386,6 +389,21 @@ def test_an_hf_model_over_the_budget_is_refused_after_its_headers(session, hub, 
       try { await top.getDirectoryHandle(id); return false; } catch { return true; }
     }"""
     page.wait_for_function(gone, arg=model_id, timeout=10_000)  # its config and tokenizer went too
+    check_session_traffic(traffic)
+
+
+def test_a_model_without_a_tokenizer_is_refused_at_load(session, hub, models):
+    """The chat sends text: a repository with no tokenizer.json is refused with one sentence once
+    its headers are read, before a weight byte (the API could still give it token ids)."""
+    page, traffic = session
+    Hub.log.clear()
+    error = bring(page, traffic, f"{hub}/org/notokenizer/resolve/main/", answer="error")
+    assert error["kind"] == "load" and "has no tokenizer (tokenizer.json), so it cannot chat" in error["message"]
+    playwright_api.expect(page.get_by_test_id("error-banner")).to_contain_text("has no tokenizer")
+    for shard in sorted(models["notokenizer"].glob("*.safetensors")):
+        header = int.from_bytes(shard.read_bytes()[:8], "little")
+        reads = [e["range"] for e in Hub.log if e["path"] == f"/cdn/notokenizer/{shard.name}" and e["method"] == "GET"]
+        assert reads == ["bytes=0-7", f"bytes=8-{8 + header - 1}"], reads  # its header, no weights
     check_session_traffic(traffic)
 
 

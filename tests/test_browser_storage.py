@@ -167,6 +167,8 @@ def test_narrate_texts(page, base_url):
           narrate({ phase: "compile" }),
           stallText("upload", 7),
           stallText("compile", 12),
+          narrate({ phase: "download", done: 34e6, total: 98e6, bytes_per_s: 12.3e6, eta_s: 5.2 }, true),
+          stallText("download", 5, true),  // the user's own files: read from the disk
         ];
     }""")
     assert texts == [
@@ -180,6 +182,8 @@ def test_narrate_texts(page, base_url):
         "Compiling kernels…",
         "Waiting for the GPU to take the weights… no progress for 7 s",
         "Waiting for the GPU driver to compile the kernels… no progress for 12 s",
+        "Reading weights from your disk… 34 / 98 MB · 12.3 MB/s · 6 s left",
+        "Waiting for your disk to give more weights… no progress for 5 s",
     ]
 
 

@@ -50,6 +50,12 @@ DEVICE_OPTIONS = {  # how load and diagnose open the device (web/webkit.py load_
     "group?": GROUP,
     "probe?": Or({"group": Or(str, int), "reason?": str, "ceiling?": GROUP}, {"error": str}),
 }
+LOAD_OPTIONS = {
+    **DEVICE_OPTIONS,
+    # The caller sends text (the chat page): a model with no tokenizer is refused at load, before its
+    # weights, instead of failing at the first message. Without it (the API), token ids still work.
+    "needs_text?": bool,
+}
 MODEL = {  # what /api/models lists, plus where its files are served (client.js modelRef)
     "id": str,
     "name?": str,
@@ -64,7 +70,7 @@ MODEL = {  # what /api/models lists, plus where its files are served (client.js 
     "blobs?": Map(object),
 }
 MESSAGES = {  # page -> worker
-    "load": {"id": ID, "model": MODEL, "options?": DEVICE_OPTIONS},
+    "load": {"id": ID, "model": MODEL, "options?": LOAD_OPTIONS},
     # The one generation message: OpenAI's API (py_engine/api/; static/openai.js, and the page's chat
     # through static/client.js's generate), a request body as the desktop's /v1 takes it (with Wisp's
     # own fields: api/request.py), answered with `chunk` events (stream: true) and one `response`;

@@ -156,6 +156,11 @@ async def load(state: WorkerState, message: dict) -> None:
             emit("progress", request, phase="compile", done=0, total=0)
 
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: token-id prompts only
+    if options.get("needs_text") and not has_tokenizer:  # the chat page's load: refused before the weights
+        raise WispError(
+            f"{model.get('name', model['id'])} has no tokenizer (tokenizer.json), so it cannot chat: "
+            "it can only take token ids (the API's completions)"
+        )
     try:
         state.model = await session.load(
             source,
