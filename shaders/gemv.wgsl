@@ -9,6 +9,7 @@
 //   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as uploaded),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
+//   Q8_INPUT: x and norm are quantize_rows.wgsl's xq and xs (SPREAD; stage_quantized).
 //   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS.
 //   bias / residual / norm are dummies when unused.
 // Defines (py_engine/runtime/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
@@ -31,7 +32,8 @@
 //   quantized to int8 in two levels (quantize_chunk), and the format's int8 units (kernels.py)
 //   multiply them with dot4I8Packed: a 4-bit weight costs a fraction of an instruction instead of
 //   ~3 dequantizing it to f32. Q8_EVEN_ODD (MLX): each 8 x are quantized evens first, then odds,
-//   the order of MLX's nibbles (a byte holds weights 2j and 2j + 1).
+//   the order of MLX's nibbles (a byte holds weights 2j and 2j + 1). Q8_INPUT (with Q8_ACT, a
+//   decode token's large GEMVs: linear_plan.gemv_q8_input): x comes quantized by a dispatch before.
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
@@ -41,42 +43,64 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
+//#if Q8_INPUT
+@group(0) @binding(2) var<storage, read> x: array<vec4<u32>>;  // quantize_rows' xq
+//#else
 @group(0) @binding(2) var<storage, read> x: array<XBlock>;
+//#endif
 @group(0) @binding(3) var<storage, read> w: array<WBlock>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
+//#if Q8_INPUT
+@group(0) @binding(7) var<storage, read> norm: array<f32>;  // quantize_rows' xs
+//#else
 @group(0) @binding(7) var<storage, read> norm: array<XBlock>;
+//#endif
 
 const THREADS: u32 = LANES * SLOTS;
 // LOGIT_ROWS (define, linear_plan.LOGIT_ROWS): the p.rows that means step.logit_rows.
 const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
-const_assert !Q8_ACT || X_CHUNK / 16u <= THREADS;  // the staged x blocks' maxima fit `partial`
+const_assert !Q8_ACT || Q8_INPUT || X_CHUNK / 16u <= THREADS;  // the staged x blocks' maxima fit `partial`
+const_assert !Q8_INPUT || (Q8_ACT && !Q8_EVEN_ODD && !COMBINE);  // quantize_rows' order; the merge needs f32 x
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
 // they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
 // unit stride) spreads the lanes' reads, a unit apart, over the memory banks. 9 KiB, plus 4 KiB
 // of partial sums at 256 threads and 256 bytes of x sums.
-const X_CHUNK: u32 = 2048u;
+// Q8_INPUT: x comes quantized (8 bytes per 4 x), and a chunk is 4096 x in the same bytes: a
+// 32's four slots of int8 words (act_dot), a free slot after every two 32s (the lanes' reads, a
+// 32 apart, spread over the banks).
+const X_CHUNK: u32 = select(2048u, 4096u, Q8_INPUT);
 const X_BLOCKS: u32 = select(X_CHUNK, X_CHUNK / 4u, VEC4);
+const X_SLOTS: u32 = select(X_BLOCKS + X_BLOCKS / X_PAD, X_CHUNK / 32u * 9u / 2u, Q8_INPUT);
 
-var<workgroup> x_chunk: array<XBlock, X_BLOCKS + X_BLOCKS / X_PAD>;
+var<workgroup> x_chunk: array<XBlock, X_SLOTS>;
 var<workgroup> partial: array<vec4<f32>, THREADS>;  // [thread] its RPT partial dot products
-var<workgroup> x_sums: array<f32, X_CHUNK / 32u>;     // [32 x of the chunk] their sum, when X_SUMS
-// Q8_ACT: [32 x of the chunk] their scale e and their sum of Q (quantize_chunk).
+const X_SUMS_LEN: u32 = select(X_CHUNK / 32u, 1u, Q8_ACT);
+var<workgroup> x_sums: array<f32, X_SUMS_LEN>;  // [32 x of the chunk] their sum, when X_SUMS
+// Q8_ACT: [32 x of the chunk] their scale e and their sum of Q (quantize_chunk), or (Q8_INPUT) e
+// times that sum (quantize_rows' xs).
 const X_SCALES: u32 = select(1u, X_CHUNK / 32u, Q8_ACT);
 var<workgroup> x_scale: array<f32, X_SCALES>;
-var<workgroup> x_qsum: array<atomic<i32>, X_SCALES>;
+const X_QSUMS: u32 = select(X_SCALES, 1u, Q8_INPUT);
+const X_ESUMS: u32 = select(1u, X_SCALES, Q8_INPUT);
+var<workgroup> x_qsum: array<atomic<i32>, X_QSUMS>;
+var<workgroup> x_esum: array<f32, X_ESUMS>;
 var<private> chunk_first: u32;  // the x block (of the whole x) that x_chunk[0] holds
 // MERGE_HEADS (define, linear_plan.MERGE_HEADS): COMBINE's most attention heads.
 var<workgroup> head_merge: array<vec2<f32>, MERGE_HEADS>;  // COMBINE: each head's (peak, total)
 
 // The x_chunk slot of x block i (an index into the whole x, within the staged chunk).
+// Q8_INPUT: the index within the chunk of block i's 32 (act_dot).
 fn act_slot(i: u32) -> u32 {
     let at = i - chunk_first;
+    if (Q8_INPUT) { return at / 8u; }
     return at + at / X_PAD;
 }
 
+//#if Q8_INPUT
+//#else
 // Element j of x's binding.
 fn x_element(j: u32) -> f32 {
 //#if VEC4
@@ -138,6 +162,8 @@ fn x_block(r: u32, i: u32) -> XBlock {
 //#endif
 }
 
+//#endif
+
 // x block i widened to f32 (a one-k block, VEC4 false, is splatted).
 fn act_block(i: u32) -> vec4<f32> { return vec4<f32>(x_chunk[act_slot(i)]); }
 
@@ -150,11 +176,15 @@ fn act_at(slot: u32, c: u32) -> vec4<f32> { return vec4<f32>(x_chunk[slot + c + 
 // formats with an offset (X_SUMS) weigh it by the x sum; every row's units share these. Q8_ACT:
 // the sum of their Q times e, so that an offset multiplies the x the int8 dot saw.
 fn act_sum32(i: u32) -> f32 {
+//#if Q8_INPUT
+    return x_esum[(i - chunk_first) / 8u];
+//#else
 //#if Q8_ACT
     let at = (i - chunk_first) / 8u;
     return x_scale[at] * f32(atomicLoad(&x_qsum[at]));
 //#else
     return x_sums[(i - chunk_first) / 8u];
+//#endif
 //#endif
 }
 
@@ -169,6 +199,34 @@ fn act_sum32(i: u32) -> f32 {
 // one rounded product, as numpy computes it (tests/quant_ref.py). The 8 x blocks of a 32 hold,
 // compacted into their first 4 slots, each x block's q1 and q2 words (pack4xI8): slot k = (q1, q2
 // of block 2k, q1, q2 of block 2k + 1). x_scale: e = s / 254 (x ~ e * Q); x_qsum: the 32's sum of Q.
+//#if Q8_INPUT
+// Q8_INPUT: x is quantized once for all the GEMV's workgroups, as above, by quantize_rows.wgsl
+// (SPREAD) before it; x and norm are its xq (row r: its q1 words in K / 16 quads, then its q2
+// words) and xs (row r: per 32 e, then per 32 e * sum(Q), then per 32 the sum of the x^2 before
+// the norm weight). The chunk's words go to act_dot's slots, the 32s' e and e * sum(Q) to x_scale
+// and x_esum (then a barrier); returned: this thread's share of the chunk's sum of x^2 (NORM).
+// chunk_start and blocks count x blocks (4 x).
+fn stage_quantized(r: u32, chunk_start: u32, blocks: u32, lid: u32) -> f32 {
+    let quads = p.K / 16u;  // one level's quads in a row
+    let q_at = r * 2u * quads + chunk_start / 4u;
+    for (var j = lid; j < blocks / 4u; j += THREADS) {  // quad j: x blocks 4j .. 4j + 3 of the chunk
+        let q1 = x[q_at + j];
+        let q2 = x[q_at + quads + j];
+        let at = 4u * (j / 2u) + j / 4u + 2u * (j % 2u);  // slots 2 (j % 2), + 1 of 32 j / 2
+        x_chunk[at] = bitcast<vec4<f32>>(vec4<u32>(q1.x, q2.x, q1.y, q2.y));
+        x_chunk[at + 1u] = bitcast<vec4<f32>>(vec4<u32>(q1.z, q2.z, q1.w, q2.w));
+    }
+    let s_at = r * 3u * (p.K / 32u) + chunk_start / 8u;
+    var squares = 0.0;
+    for (var g = lid; g < blocks / 8u; g += THREADS) {
+        x_scale[g] = norm[s_at + g];
+        x_esum[g] = norm[s_at + p.K / 32u + g];
+        squares += norm[s_at + 2u * (p.K / 32u) + g];
+    }
+    workgroupBarrier();
+    return squares;
+}
+//#else
 struct Quantized { words: vec2<u32>, sum: i32 }  // an x block's q1 and q2 words, its 4 Q's sum
 
 fn quantize4(v: vec4<f32>, inv: f32) -> Quantized {
@@ -215,12 +273,18 @@ fn quantize_chunk(lid: u32, blocks: u32) {
         }
     }
 }
+//#endif
 
 // The sum of w's 4 signed bytes times x block i + c's Q (for a block i that starts an X_PAD group
 // of the chunk, slot = act_slot(i), as act_at): x ~ act_scale32 * Q. |result| < 2^24 per 4 bytes.
 fn act_dot(w: u32, slot: u32, c: u32) -> i32 {
     let k = c % 8u;  // its block within its 32, whose compacted slots start at slot + c - k (+ pads)
+//#if Q8_INPUT
+    let g = slot + c / 8u;  // its 32 (act_slot's index)
+    let q = bitcast<vec4<u32>>(x_chunk[4u * g + g / 2u + k / 2u]);
+//#else
     let q = bitcast<vec4<u32>>(x_chunk[slot + (c - k) + (c - k) / X_PAD + k / 2u]);
+//#endif
     let words = select(q.xy, q.zw, k % 2u == 1u);
     return 254 * dot4I8Packed(w, words.x) + dot4I8Packed(w, words.y);
 }
@@ -289,7 +353,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 
     for (var r = 0u; r < rows; r++) {
         let x_row = r * x_row_blocks;
+//#if Q8_INPUT
+//#else
         if (COMBINE) { merge_heads(r, lid); }
+//#endif
         var acc = vec4<f32>(0.0);
         var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
         for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
@@ -298,6 +365,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             let chunk_start = first_unit * (UNIT / select(1u, 4u, VEC4));
             chunk_first = x_row + chunk_start;
             let blocks = min(X_BLOCKS, x_row_blocks - chunk_start);
+//#if Q8_INPUT
+            squares += stage_quantized(r, chunk_start, blocks, lid);
+//#else
             for (var i = lid; i < blocks; i += THREADS) {
                 var v = x_block(r, chunk_first - x_row + i);
                 if (NORM) {
@@ -327,6 +397,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
                 }
                 workgroupBarrier();
             }
+//#endif
 //#endif
             let last_unit = min(units, first_unit + chunk_units);
             for (var s = 0u; s < steps; s++) {

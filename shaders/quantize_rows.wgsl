@@ -1,6 +1,6 @@
-// The activations of a prefill's int8 matmul (matmul_int8.wgsl), quantized once per forward for all
-// its workgroups: each 32 x of a row (times the RMSNorm weight, with has_norm) in X_LEVELS int8
-// levels. Two as gemv.wgsl's Q8_ACT does it: s the power of two that puts max |x| / s in [32, 64),
+// The activations of a prefill's int8 matmul (matmul_int8.wgsl), or (SPREAD) of a decode token's
+// large GEMV (gemv.wgsl Q8_INPUT), quantized once per forward for all their workgroups: each 32 x
+// of a row (times the RMSNorm weight, with has_norm) in X_LEVELS int8 levels. Two as gemv.wgsl's Q8_ACT does it: s the power of two that puts max |x| / s in [32, 64),
 // t = x / s, q1 = round(t), q2 = round((t - q1) * 254), x ~ e * (254 q1 + q2) with e = s / 254.
 // One as llama.cpp's q8_1: q1 = round(x * 127 / max |x|), x ~ e * q1 with e = max |x| / 127.
 // Bindings: 0 step (uniform Step: rows), 1 p (uniform Params), 2 x (read, f32 [rows, K] as vec4),
@@ -8,8 +8,11 @@
 //   4 xq (read_write, [rows][X_LEVELS K / 16] vec4<u32>: row r's q1 words in its first K / 16
 //   quads, q2's in the next; 32 k = 2 quads), 5 xs (read_write, f32 [rows][2 K / 32 + 1]: each
 //   32's e, then each 32's e * sum(Q) (Q = 254 q1 + q2, or q1), then the row's RMS factor
-//   1 / sqrt(mean(x^2) + eps), or 1).
+//   1 / sqrt(mean(x^2) + eps), or 1; SPREAD: [rows][3 K / 32], each 32's sum of x^2 last).
 // Dispatch: (rows, 1, 1) workgroups of 256 threads, one row each; a thread takes every 256th 32.
+//   SPREAD: (ceil(K / 32 / 64), rows, 1) workgroups of 64 threads, a 32 each, no reduction (the
+//   GEMV sums the squares as it stages them): a decode token's row as one workgroup's loop and
+//   reduction added 5.8-8.9 us before an 8B's GEMV on an H200, spread 4.3-4.7.
 struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -19,7 +22,7 @@ struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
 @group(0) @binding(4) var<storage, read_write> xq: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> xs: array<f32>;
 
-const THREADS: u32 = 256u;
+const THREADS: u32 = select(256u, 64u, SPREAD);
 const LEVELS: u32 = X_LEVELS;  // define (linear_plan.INT8_MATMUL_LEVELS)
 var<workgroup> squares: array<f32, THREADS>;
 
@@ -42,16 +45,17 @@ fn weighed(v: vec4<f32>, i: u32) -> vec4<f32> {
     return v * (norm[i] + p.norm_offset);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let r = wid.x;
+    let r = select(wid.x, wid.y, SPREAD);
     if (r >= step.rows) { return; }
     let blocks = p.K / 32u;
     let at = r * (p.K / 4u);  // the row's first x vec4
     let q_at = r * (LEVELS * p.K / 16u);
-    let s_at = r * (2u * blocks + 1u);
+    let s_at = r * select(2u * blocks + 1u, 3u * blocks, SPREAD);
     var sum_sq = 0.0;
-    for (var b = lid; b < blocks; b += THREADS) {
+    let first = select(lid, wid.x * THREADS + lid, SPREAD);
+    for (var b = first; b < select(blocks, min(blocks, first + 1u), SPREAD); b += THREADS) {
         // Named vectors, never an indexed array: drivers move an array indexed in a loop to local memory.
         let i = at + 8u * b;
         let a0 = x[i]; let a1 = x[i + 1u]; let a2 = x[i + 2u]; let a3 = x[i + 3u];
@@ -78,7 +82,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let e = select(ldexp(1.0, top_exp - 6) / 254.0, top1 / 127.0, LEVELS == 1u);
         xs[s_at + b] = e;
         xs[s_at + blocks + b] = e * f32((sums.x + sums.y) + (sums.z + sums.w));
+        if (SPREAD) { xs[s_at + 2u * blocks + b] = sum_sq; }
     }
+    if (SPREAD) { return; }
     squares[lid] = sum_sq;
     workgroupBarrier();
     for (var half = THREADS / 2u; half > 0u; half /= 2u) {

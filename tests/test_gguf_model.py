@@ -94,6 +94,29 @@ def test_int8_prefill_near_exact(tmp_path, monkeypatch):
     assert 3 * err_two < err_one < 6e-2, f"fast prefill (one int8 level) off exact by {err_one:.2e}"
 
 
+def test_decode_gemv_on_quantized_input_near_its_own_quantizing(tmp_path, monkeypatch):
+    """precision "fast": decode-sized forwards (12 rows) whose GEMVs read x quantized once by a
+    quantize_rows dispatch (gemv.wgsl Q8_INPUT; the fixture's matrices are short of
+    GEMV_Q8_INPUT_WEIGHTS, so the test lowers it) give the logits of GEMVs that quantize x in
+    every workgroup: the same int8 values, the RMS factor summed in another order."""
+    path = convert(FIXTURES / "llama-f32", tmp_path)
+    ref = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
+    ids = ((ref["prompt_ids"] + ref["greedy"]) * 2)[:12]
+    dev = device(False)[0]
+
+    async def run(threshold):
+        monkeypatch.setattr(linear_plan, "GEMV_Q8_INPUT_WEIGHTS", threshold)
+        engine = await Engine.load(path, dev, max_rows=16, context=64, precision="fast")
+        return engine, np.array(await engine.prompt_logits(ids))
+
+    _, in_workgroups = asyncio.run(run(linear_plan.GEMV_Q8_INPUT_WEIGHTS))
+    engine, on_input = asyncio.run(run(0))
+    ops = [op for op in engine.executor.graph.ops if op.gemv_bind]
+    assert len(ops) >= 4 and engine.executor.kernel_names(len(ids)).count("quantize_rows") >= 4
+    err = np.abs(on_input - in_workgroups).max() / np.abs(in_workgroups).max()
+    assert err < 1e-5, f"the GEMV on quantize_rows' x off its own quantizing by {err:.2e}"
+
+
 def cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "py_engine", *map(str, args)], capture_output=True, text=True, timeout=300

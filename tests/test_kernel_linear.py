@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, run_kernel
 
-from py_engine.runtime.kernels import SHADER_DIR, parse_bindings, parse_params
+from py_engine.runtime.kernels import SHADER_DIR, parse_bindings, parse_params, preprocess
 from py_engine.runtime.linear_plan import (
     MATMUL_TILE,
     choose_linear,
@@ -124,8 +124,14 @@ def test_vocabulary_sized_n(kernel, rows, max_per_dim):
     check(kernel, "f16", rows, 16, 70000, False, False, max_per_dim=max_per_dim)
 
 
-def test_kernels_share_one_interface():
-    sources = [(SHADER_DIR / f"{name}.wgsl").read_text() for name in ("gemv", "matmul", "matmul_int8")]
+@pytest.mark.parametrize("q8_input", [False, True])
+def test_kernels_share_one_interface(q8_input):
+    """One bind group serves a linear op's kernels (the GEMV on quantized x too: its bindings keep
+    their names and kinds, Op.gemv_bind gives them other tensors)."""
+    flags = {"Q8_INPUT": q8_input, "Q8_ACT": q8_input, "SUBGROUPS": False, "VEC4": True}
+    sources = [
+        preprocess((SHADER_DIR / f"{name}.wgsl").read_text(), flags) for name in ("gemv", "matmul", "matmul_int8")
+    ]
     for other in sources[1:]:
         assert parse_bindings(sources[0]) == parse_bindings(other)
         assert parse_params(sources[0]) == parse_params(other)

@@ -109,6 +109,8 @@ ENGINE_DEFINES = {
     "LANES": 256,
     "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
     "Q8_ACT": True,  # gemv: with its int8 scales (the larger)
+    "Q8_INPUT": True,  # gemv: 4,096 x a chunk and their scales (the larger)
+    "SPREAD": False,  # quantize_rows: a row a workgroup (the larger)
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
 }
 TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
@@ -127,13 +129,16 @@ def split_top(s: str) -> list[str]:
 
 
 def const_values(src: str) -> dict:
+    """The integer constants of src, over two passes: a constant may use one declared further on
+    (a weight snippet's X_PAD, appended after the kernel)."""
     values = dict(ENGINE_DEFINES)
-    for name, expr in re.findall(r"\bconst\s+(\w+)\s*(?::\s*\w+)?\s*=\s*([^;]+);", src):
-        py = re.sub(r"\b(\d+)u\b", r"\1", expr).replace("/", "//")
-        try:
-            values[name] = eval(py, {"__builtins__": {}}, dict(values))  # noqa: S307 (our own shaders)
-        except Exception:
-            pass  # float constants and the like: never an array size
+    for _ in range(2):
+        for name, expr in re.findall(r"\bconst\s+(\w+)\s*(?::\s*\w+)?\s*=\s*([^;]+);", src):
+            py = re.sub(r"\b(\d+)u\b", r"\1", expr).replace("/", "//")
+            try:
+                values[name] = eval(py, {"__builtins__": {}}, dict(values))  # noqa: S307 (our own shaders)
+            except Exception:
+                pass  # float constants and the like: never an array size
     return values
 
 
@@ -204,8 +209,8 @@ def test_workgroup_storage_sizes_known():
         sizes["attention"] == (256 + 2 * 256 + 2 * 64) * 16 + (256 + 256) * 4
     )  # the group's q, score parts, weights; ROPE_KV: new k, v
     assert (
-        sizes["gemv"] == 256 * 16 + (512 + 512 // 8) * 16 + 64 * 4 + 2 * 64 * 4 + 64 * 8
-    )  # partial sums, the padded x chunk, its x sums, Q8_ACT's scales and sums, heads' merge
+        sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8
+    )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16

@@ -75,10 +75,11 @@ def run_linear(
     precision: str = "exact",
     int8_matmul_tier: bool = False,
     x_levels: int = 2,
+    q8_input: bool = False,
 ):
     """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up).
     int8_matmul_tier: the matmul is matmul_int8.wgsl (on quantize_rows' x in x_levels int8
-    levels), whatever K."""
+    levels), whatever K. q8_input: the GEMV (precision "fast") reads quantize_rows' two levels."""
     rows, K = x.shape
     outputs = m.N // 2 if gated else m.N
     params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
@@ -97,6 +98,9 @@ def run_linear(
     if int8_matmul_tier:
         defines["Q8_MATMUL"], defines["X_LEVELS"] = True, x_levels
         buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, x_levels)
+    if q8_input:
+        defines["Q8_INPUT"] = True
+        buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, 2, spread=True)
     grid = linear_grid(
         kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated, matmul_per_group=matmul_tile(defines)
     )
@@ -116,19 +120,20 @@ def run_linear(
 NORM_EPS = 1e-5
 
 
-def quantized_rows(x, norm, norm_offset: float, levels: int):
+def quantized_rows(x, norm, norm_offset: float, levels: int, spread: bool = False):
     """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given) in `levels` int8
-    levels: matmul_int8's inputs."""
+    levels: matmul_int8's inputs; spread: the GEMV's (Q8_INPUT)."""
     rows, K = x.shape
     params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
     buffers = {
         "x": x,
         "norm": 16 if norm is None else norm,
         "xq": rows * K * levels,
-        "xs": rows * (2 * (K // 32) + 1) * 4,
+        "xs": rows * (3 * (K // 32) if spread else 2 * (K // 32) + 1) * 4,
     }
-    defines = {"X_LEVELS": levels}
-    out = run_kernel("quantize_rows", buffers, params, grid=(rows, 1, 1), step=(rows, 0, rows), defines=defines)
+    defines = {"X_LEVELS": levels, "SPREAD": spread}
+    grid = (-(-K // 32 // 64), rows, 1) if spread else (rows, 1, 1)
+    out = run_kernel("quantize_rows", buffers, params, grid=grid, step=(rows, 0, rows), defines=defines)
     return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 
 
@@ -190,6 +195,8 @@ def test_gemv_int8(fmt, K, group):
         x = rng.standard_normal((rows, K), dtype=np.float32)
         got = run_linear("gemv", x, m, precision="fast")
         assert_int8_gemv(got, x, m, f"{fmt} rows={rows} K={K}")
+        if not FORMATS[fmt].is_mlx:  # x quantized once by quantize_rows (MLX's nibble order is its own)
+            assert np.array_equal(run_linear("gemv", x, m, precision="fast", q8_input=True), got), fmt
 
 
 # GEMV thread layouts (LANES, SLOTS, RPT, STEP): slots wider and narrower than a subgroup, rows
@@ -229,6 +236,9 @@ def test_gemv_layouts(fmt, K, group, subgroups):
         if not FORMATS[fmt].is_float and K > 2048:  # int8 staging of several chunks, same layout
             got = run_linear("gemv", x, m, layout, subgroups, precision="fast")
             assert_int8_gemv(got, x, m, f"{fmt} {layout} rows={rows} fast")
+            if not FORMATS[fmt].is_mlx:  # quantize_rows' x: chunks of 4096 (the sums' order differs)
+                got = run_linear("gemv", x, m, layout, subgroups, precision="fast", q8_input=True)
+                assert_int8_gemv(got, x, m, f"{fmt} {layout} rows={rows} Q8_INPUT")
 
 
 # (kernel, subgroups, format, K, rows, norm, gated): the scalar-x path (K = 70), an x-sum format
@@ -277,6 +287,9 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
                 **fused,
             )
             assert_int8_gemv(got, x, m, f"{kernel} {fmt} K={K} rows={rows} fast {levels}", levels=levels, **fused)
+        if kernel == "gemv" and not FORMATS[fmt].is_float:  # quantize_rows' x and RMS factor
+            got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", q8_input=True, **fused)
+            assert_int8_gemv(got, x, m, f"gemv {fmt} K={K} rows={rows} Q8_INPUT", **fused)
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -18,6 +18,7 @@ from ..runtime.linear_plan import (
     choose_linear,
     embedding_grid,
     gemv_features,
+    gemv_q8_input,
     linear_defines,
     linear_grid,
     linear_params,
@@ -200,10 +201,12 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         y = out or self.act("linear", n, fixed_rows or None)
         norm_weight = self.vector([norm]) if norm else self.dummy
         merges = self._merge is not None and x is self._merge[0]  # x: attention() with its partials
-        quantized = None
+        quantized = gemv_quantized = None
         if not fixed_rows and rows is None and any(d["Q8_MATMUL"] for _, _, d in shards):
             levels = shards[0][2]["X_LEVELS"]
             quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, levels)
+        if not fixed_rows and rows is None and not merges and any(gemv_q8_input(d, k, n) for _, _, d in shards):
+            gemv_quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, 2, spread=True)
         for shard, start, defines in shards:
             count = shard.rows[1]
             self._linear_op(
@@ -232,15 +235,20 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 fold_defines={"COMBINE": True} if merges else None,
                 fold_until=self._merge[2] if merges else 0,
                 quantized=quantized,
+                gemv_quantized=gemv_quantized if gemv_q8_input(defines, k, n) else None,
             )
         return y
 
-    def quantize_rows(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float, levels: int) -> tuple:
+    def quantize_rows(
+        self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float, levels: int, spread: bool = False
+    ) -> tuple:
         """x's rows (times norm_weight + norm_offset, with their RMS factors) as `levels` int8
         levels (the matmuls' X_LEVELS) for the int8 matmuls after it (shaders/quantize_rows.wgsl),
         in the forwards that run them (more than GEMV_MAX_ROWS rows): (xq, xs), their
-        Op.matmul_bind inputs."""
-        xq, xs = self.act("xq", levels * k // 4), self.act("xs", 2 * (k // 32) + 1)
+        Op.matmul_bind inputs. spread: two levels for the GEMVs after it (gemv.wgsl Q8_INPUT,
+        linear_plan.gemv_q8_input) in the forwards that run those (Op.gemv_bind)."""
+        xq = self.act("xq", levels * k // 4)
+        xs = self.act("xs", 3 * (k // 32) if spread else 2 * (k // 32) + 1)
         self.g.op(
             "quantize_rows",
             {"x": x, "norm": norm_weight or self.dummy, "xq": xq, "xs": xs},
@@ -250,9 +258,9 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 "norm_eps": self.cfg.rms_norm_eps if norm_weight is not None else 0.0,
                 "norm_offset": norm_offset,
             },
-            lambda rows: (rows, 1, 1),
-            {"X_LEVELS": levels},
-            rows_range=(GEMV_MAX_ROWS + 1, self.g.max_rows),
+            (lambda rows: (ceil_div(k, 32 * 64), rows, 1)) if spread else (lambda rows: (rows, 1, 1)),
+            {"X_LEVELS": levels, "SPREAD": spread},
+            rows_range=(1, GEMV_MAX_ROWS) if spread else (GEMV_MAX_ROWS + 1, self.g.max_rows),
         )
         return xq, xs
 
@@ -278,11 +286,17 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         fold_defines: dict | None = None,
         fold_until: int = 0,
         quantized: tuple | None = None,
+        gemv_quantized: tuple | None = None,
     ) -> None:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows; with
         fold_defines, its folded form for decode tokens of at most fold_until keys (Op). An int8
-        matmul (Q8_MATMUL) reads x as quantize_rows left it (`quantized`); without, the f32 one."""
-        matmul_bind = None
+        matmul (Q8_MATMUL) reads x as quantize_rows left it (`quantized`); without, the f32 one.
+        The GEMV reads x as quantize_rows (spread) left it where `gemv_quantized` is given."""
+        matmul_bind = gemv_bind = None
+        if gemv_quantized is not None:
+            defines = {**defines, "Q8_INPUT": True}
+            bind = {**bind, "gemv_xq": gemv_quantized[0], "gemv_xs": gemv_quantized[1]}
+            gemv_bind = {"x": "gemv_xq", "norm": "gemv_xs"}
         if defines["Q8_MATMUL"]:
             if quantized is None:
                 defines = {**defines, "Q8_MATMUL": False}
@@ -301,6 +315,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             fold_defines=fold_defines,
             fold_until=fold_until,
             matmul_bind=matmul_bind,
+            gemv_bind=gemv_bind,
         )
 
     def gated_mlp(self, x: Tensor, gate_up: list, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
@@ -317,11 +332,15 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         quantized = (
             self.quantize_rows(x, k, norm_weight, norm_offset, defines["X_LEVELS"]) if defines["Q8_MATMUL"] else None
         )
+        gemv_quantized = (
+            self.quantize_rows(x, k, norm_weight, norm_offset, 2, spread=True) if gemv_q8_input(defines, k, n) else None
+        )
         self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
             defines,
             quantized=quantized,
+            gemv_quantized=gemv_quantized,
         )
         return y
 

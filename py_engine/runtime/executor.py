@@ -68,7 +68,8 @@ class Executor:
         """The op's Params written and one bind group; its kernels by name: gemv and matmul for a
         linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
         decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too); and the
-        variants with a bind group of their own (a linear op's int8 matmul: Op.matmul_bind)."""
+        variants with a bind group of their own (a linear op's int8 matmul and its GEMV on quantized
+        x: Op.matmul_bind, Op.gemv_bind)."""
         if op.kernel == "linear":
             kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv",)}
             kernels["matmul"] = self.kernels.get(matmul_kernel(op.defines), **op.defines)
@@ -82,7 +83,8 @@ class Executor:
                 kernels["many_rows"] = self.kernels.get(op.many_rows[1], **op.defines)
         first = next(iter(kernels.values()))  # the variants share their bindings: one bind group serves all
         self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
-        groups = {"matmul": self._bind_group(index, op, kernels["matmul"], op.matmul_bind)} if op.matmul_bind else {}
+        renamed = {"matmul": op.matmul_bind, "gemv": op.gemv_bind}
+        groups = {v: self._bind_group(index, op, kernels[v], names) for v, names in renamed.items() if names}
         return self._bind_group(index, op, first, {}), kernels, groups
 
     def _bind_group(self, index: int, op, kernel, renamed: dict):

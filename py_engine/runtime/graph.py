@@ -57,6 +57,8 @@ class Op:
     # A linear op whose matmul takes other inputs than its GEMV (matmul_int8.wgsl reads x as
     # quantize_rows left it): binding name -> the key in `bind` of its tensor, in a second bind group.
     matmul_bind: dict | None = None
+    # The same for its GEMV (gemv.wgsl Q8_INPUT reads x as a spread quantize_rows left it).
+    gemv_bind: dict | None = None
 
     def folded(self, fold: int) -> bool:
         """Whether this op takes its folded form in a forward of fold level `fold` (Graph.folds)."""
@@ -105,7 +107,7 @@ class Graph:
 
     def op(self, kernel: str, bind: dict, params: dict, grid, defines=None, fixed_rows: int = 0, **decode) -> Op:
         """decode: decode_defines / decode_skip / fold_defines / fold_skip / fold_until / rows_range /
-        many_rows / matmul_bind (Op)."""
+        many_rows / matmul_bind / gemv_bind (Op)."""
         self.ops.append(Op(kernel, bind, params, grid, defines or {}, fixed_rows, **decode))
         level = self.ops[-1].fold_until
         if level and level not in self.fold_levels:

@@ -109,6 +109,24 @@ INT8_MATMUL_MIN_K = 2048
 INT8_MATMUL_LEVELS = 1
 
 
+# A decode GEMV of at least GEMV_Q8_INPUT_WEIGHTS weights under "fast" reads its x quantized once
+# for all its workgroups by a quantize_rows dispatch (SPREAD) before it (gemv.wgsl Q8_INPUT),
+# instead of every workgroup staging f32 x and quantizing it: half the bytes staged, chunks of
+# 4,096 x, no quantizing barriers. H200, Q4_0, µs per GEMV (benchmarks/gemv_bandwidth.py; alone
+# -> on quantize_rows' x -> with its dispatch before): 4096 x 28672 gated with the norm 41.5 ->
+# 30.0 -> 37.3, 14336 x 4096 27.8 -> 20.4 -> 24.7, 4096 x 14336 25.6 -> 19.6 -> 24.3, but 4096 x
+# 6144 13.8 -> 12.0 -> ~16.5: the dispatch costs ~4.5 µs (Q4_K and Q6_K alike). Not MLX (its
+# nibble order quantizes evens first, Q8_EVEN_ODD), nor the O projection that merges attention's
+# splits as it stages x (COMBINE).
+GEMV_Q8_INPUT_WEIGHTS = 1 << 25
+
+
+def gemv_q8_input(defines: dict, K: int, N: int) -> bool:
+    """Whether a decode GEMV over a K x N matrix with these defines (linear_defines) reads x from
+    a quantize_rows (SPREAD) dispatch (Q8_INPUT)."""
+    return defines["Q8_ACT"] and not defines["Q8_EVEN_ODD"] and K * N >= GEMV_Q8_INPUT_WEIGHTS
+
+
 def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -162,6 +180,7 @@ def linear_defines(
         "Q8_ACT": int8_activations(weight_format, precision),
         "Q8_MATMUL": int8_matmul(weight_format, precision, K),
         "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
+        "Q8_INPUT": False,
         **weight_defines(K, weight_format, mlx_group),
         **gemv_layout(K, N, weight_format, gated),
         "NORM": norm,
