@@ -3,7 +3,7 @@
 // reloads the model after a GPU reset) and its event wiring; the views live beside it: ui.js
 // (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, messages.js (the
 // conversation), settings.js (sampling), format.js (numbers). Protocol handling lives in client.js.
-import { WispClient, fetchModels, webgpuSupport } from "./client.js";
+import { fetchModels, sharedClient, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
 import { fmtMs, fmtSize } from "./format.js";
 import { resetProgress, onProgress, stopProgress } from "./progress.js";
@@ -75,6 +75,7 @@ function render() {
   if (!generating) {
     ui.stop.disabled = false;
     ui.stop.querySelector("span").textContent = "Stop";
+    ui.stop.title = "";
   }
   ui.send.disabled = phase !== "ready" || !ui.prompt.value.trim();
   ui.gpuPanel.classList.toggle("is-live", !!loaded);
@@ -94,7 +95,7 @@ function showNoWebGPU(reason) {
 // ---------- the worker ----------
 function client() {
   if (state.client) return state.client;
-  const c = new WispClient();
+  const c = sharedClient(); // static/openai.js on this page speaks to the same worker
   c.addEventListener("crash", (ev) => {
     const during = state.phase === "loading" ? "while loading" : state.phase === "generating" ? "while answering" : "";
     showError("crash", `${ev.detail.message}${during ? ` (${during})` : ""}. Press Load to start it again.`);
@@ -105,8 +106,29 @@ function client() {
   });
   c.addEventListener("error", (ev) => showError(ev.detail.kind, ev.detail.message, { openStorage }));
   c.addEventListener("device_lost", (ev) => onDeviceLost(ev.detail));
+  // A load of the page's own is settled by loadModel (a reload after a GPU reset brings the same
+  // model back); another model loaded by static/openai.js replaced the chat's in the shared
+  // worker, and the chat follows it.
+  c.addEventListener("loaded", (ev) => {
+    if (state.phase !== "loading" && ev.detail.model !== state.loaded?.id) followLoaded(ev.detail);
+  });
   state.client = c;
   return c;
+}
+
+// The worker holds another model now: the chat's, if the picker lists it (an embedding model is
+// no chat model: nothing is loaded for the chat then).
+function followLoaded(event) {
+  const model = state.models.find((m) => m.id === event.model) || null;
+  state.loaded = model;
+  state.loadedEvent = model ? event : null;
+  renderGpu(model ? event : null, model);
+  if (model) {
+    fillPicker(state.models, model.id);
+    showReady(model, event.load_ms);
+  }
+  setPhase(model ? "ready" : "idle");
+  refreshStore();
 }
 
 // The GPU device was lost: the worker reloads the model by itself, and the conversation stays. A
@@ -168,9 +190,11 @@ async function loadModel(model = selectedModel()) {
   return false;
 }
 
-// A model the user brought is listed beside the server's (the list: byo.js, in localStorage).
+// A model the user brought is listed beside the server's (the list: byo.js, in localStorage); one
+// listed already keeps its place.
 function addModel(model) {
-  state.models = [...state.models.filter((m) => m.id !== model.id), model];
+  const at = state.models.findIndex((m) => m.id === model.id);
+  state.models = at < 0 ? [...state.models, model] : state.models.with(at, model);
   fillPicker(state.models, model.id);
   updateWelcome(selectedModel());
   render();
@@ -249,11 +273,15 @@ function stopFallback(gen) {
   });
 }
 
+// The worker checks for a cancel after every token, and a forward the GPU has begun runs to its end:
+// the answer stops at the next token (on a slow adapter, that token's time; the first one comes
+// after the whole prompt is read). The button says so meanwhile.
 function stop() {
   if (!state.gen || state.gen.cancelled) return;
-  state.gen.cancel(); // nothing more is shown; the worker confirms with `response` after its current step
+  state.gen.cancel(); // nothing more is shown; the worker confirms with `response` at the next token
   ui.stop.disabled = true;
-  ui.stop.querySelector("span").textContent = "Stopping…";
+  ui.stop.querySelector("span").textContent = "Stopping at the next token…";
+  ui.stop.title = "The GPU finishes the token it is computing, then the answer ends";
 }
 
 function newChat() {
@@ -279,7 +307,8 @@ async function init() {
 
   ui.load.addEventListener("click", () => loadModel());
   ui.select.addEventListener("change", () => { updateWelcome(selectedModel()); render(); });
-  initByo({ client, load: loadModel, busy: () => state.phase === "loading" || state.noGpu, onModel: addModel, showError });
+  initByo({ client, load: loadModel, busy: () => state.phase === "loading" || state.noGpu, onModel: addModel, showError,
+           models: () => state.models });
   ui.composer.addEventListener("submit", (ev) => { ev.preventDefault(); send(); });
   ui.prompt.addEventListener("input", () => { autosize(); render(); });
   ui.prompt.addEventListener("keydown", (ev) => {

@@ -2,7 +2,7 @@
 // target, and the list of models the user brought (localStorage), offered in the picker beside the
 // server's. What a URL or files are made into is byo_source.js; the load itself is the page's own
 // (app.js), so a brought model is stored, verified, checked for fit and narrated like a hosted one.
-import { $ } from "./ui.js";
+import { $, announce } from "./ui.js";
 import { fromFiles, fromUrl, pickedFiles } from "./byo_source.js";
 import { refreshStore } from "./storage.js";
 
@@ -15,11 +15,11 @@ const view = {
   status: $("byo-status"), drop: $("drop-overlay"),
 };
 const WEIGHTS = /\.(gguf|safetensors)$/;
-let deps = { client: null, load: async () => false, busy: () => false, onModel: () => {}, showError: () => {} };
+let deps = { client: null, load: async () => false, busy: () => false, onModel: () => {}, showError: () => {}, models: () => [] };
 
 /** client(): the WispClient; load(model) -> Promise<bool>: the page's load (true once loaded);
- *  busy(): a load is under way; onModel(model): a brought model loaded (the picker lists it);
- *  showError(kind, message). */
+ *  busy(): a load is under way; onModel(model): a brought model loaded (the picker lists and selects it);
+ *  showError(kind, message); models(): the picker's models. */
 export function initByo(options) {
   deps = { ...deps, ...options };
   view.open.addEventListener("click", () => { setStatus(""); view.dialog.showModal(); view.url.focus(); });
@@ -68,14 +68,28 @@ async function bring(resolve, what) {
     say(err.message || String(err), true, err.kind || "load");
     return;
   }
+  say("Looking for the same model on this device…");
+  const stored = await storedTwin(model);
   setStatus("");
   if (view.dialog.open) view.dialog.close();
-  if (await deps.load(model)) {
+  if (stored) {  // the very same bytes: stored once, listed once
+    announce(`${model.name} is ${stored.name}, already on this device.`);
+    if (await deps.load(stored)) deps.onModel(stored);
+  } else if (await deps.load(model)) {
     remember(model);
     deps.onModel(model);
   } else {
     await forgetUnstarted(model.id);
   }
+}
+
+/** The picker's model whose stored files hold exactly this model's bytes (worker/store.js twin()),
+ *  or null. A failed check is no answer: the load goes on and says what is wrong with the files. */
+async function storedTwin(model) {
+  try {
+    const { twin } = await deps.client().storeTwin(model);
+    return deps.models().find((m) => m.id === twin) || null;
+  } catch { return null; }
 }
 
 // A load that failed before any weight byte was stored (refused by the footprint check, a missing

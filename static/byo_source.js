@@ -38,6 +38,10 @@ async function modelId(name, key) {
 
 const total = (files) => Object.values(files).reduce((a, b) => a + b, 0);
 
+/** A brought model's name says where it came from, so it is told apart from a hosted model of the
+ *  same name (the picker and the Storage panel list both). */
+const broughtName = (label, from) => `${label} (${from})`;
+
 // ---------- a URL ----------
 
 /** The bytes of a file at url, or null when the server says 404. HEAD first; where HEAD is refused
@@ -89,7 +93,7 @@ export async function fromUrl(text) {
     const size = await probeSize(url.href);
     if (size === null) throw fail(`${url.href}: no such file (HTTP 404)`);
     const label = decodeURIComponent(name).replace(/\.gguf$/i, "");
-    return { id: await modelId(label, url.href), name: label, kind: "gguf", base, files: { [name]: size },
+    return { id: await modelId(label, url.href), name: broughtName(label, url.host), kind: "gguf", base, files: { [name]: size },
              source: "url", size, description: `From ${url.href}` };
   }
   const base = url.href.endsWith("/") ? url.href : `${url.href}/`;
@@ -122,7 +126,7 @@ async function fromRepository(base) {
   const path = new URL(base).pathname.split("/").filter(Boolean);
   const at = path.indexOf("resolve");
   const label = (at >= 2 ? path.slice(at - 2, at) : path.slice(-2)).join("/") || new URL(base).host;
-  return { id: await modelId(label, base), name: label, kind: "hf", base, files, source: "url", size: total(files),
+  return { id: await modelId(label, base), name: broughtName(label, new URL(base).host), kind: "hf", base, files, source: "url", size: total(files),
            description: `From ${base}` };
 }
 
@@ -149,7 +153,7 @@ export async function fromFiles(list) {
     }
     const file = top.get(ggufs[0]);
     const label = ggufs[0].replace(/\.gguf$/i, "");
-    return local(label, "gguf", { "model.gguf": file }, `From this device: ${ggufs[0]}`);
+    return local(label, "your file", "gguf", { "model.gguf": file }, `From this device: ${ggufs[0]}`);
   }
   const blobs = {};
   for (const name of [...SMALL, INDEX]) if (top.has(name)) blobs[name] = top.get(name);
@@ -165,13 +169,13 @@ export async function fromFiles(list) {
   }
   if (!shards.length) throw fail(`${folder || "The folder"} has config.json but no .safetensors weights`);
   for (const name of shards) { checkName(name, folder || "The folder"); blobs[name] = top.get(name); }
-  return local(folder || "model", "hf", blobs, `From this device: ${folder || "a model folder"}`);
+  return local(folder || "model", "your folder", "hf", blobs, `From this device: ${folder || "a model folder"}`);
 }
 
-async function local(label, kind, blobs, description) {
+async function local(label, from, kind, blobs, description) {
   const files = Object.fromEntries(Object.entries(blobs).map(([name, file]) => [name, file.size]));
   // The same files picked again map to the same stored copy: their names, sizes and dates.
   const key = Object.entries(blobs).map(([name, f]) => `${name}:${f.name}:${f.size}:${f.lastModified}`).join("|");
   const id = await modelId(label, key);
-  return { id, name: label, kind, base: `local:${id}/`, files, source: "local", blobs, size: total(files), description };
+  return { id, name: broughtName(label, from), kind, base: `local:${id}/`, files, source: "local", blobs, size: total(files), description };
 }

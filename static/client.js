@@ -3,6 +3,7 @@
 // One module worker, requests matched to replies by id. Reused by the page, the tests and the benchmark.
 //
 //   const client = new WispClient();                       // the worker starts on first use
+//   const client = sharedClient();                         // or the page's one (app.js, openai.js)
 //   const loaded = await client.load(model, {context: 2048}, {onProgress: (p) => ...});
 //   const gen = client.generate({messages, sampling});      // or {prompt}, or {ids}
 //   for await (const t of gen) out += t.text;               // text pieces; or gen.onToken = fn
@@ -154,6 +155,15 @@ export class Generation {
 }
 
 let nextId = 1;
+let pageClient = null;
+
+/** The page's one engine: the chat (app.js) and static/openai.js on the same page share this
+ *  WispClient, so one worker holds one model (a second worker loads it again: twice the time,
+ *  twice the GPU memory). */
+export function sharedClient() {
+  pageClient ??= new WispClient();
+  return pageClient;
+}
 
 export class WispClient extends EventTarget {
   constructor({ url = "/worker/worker.js", createWorker = null } = {}) {
@@ -257,10 +267,12 @@ export class WispClient extends EventTarget {
 
   /** The weight store: each resolves with the `store` event (the stored models, usage, quota).
    *  storeRemove deletes one model's stored files; storePersist asks for persistent storage
-   *  (answer in `persisted`). */
+   *  (answer in `persisted`); storeTwin asks which stored model holds the very bytes of a model
+   *  the user brought (answer in `twin`: its id, or null). */
   storeList() { return this._store({ type: "store_list" }); }
   storeRemove(model) { return this._store({ type: "store_remove", model }); }
   storePersist() { return this._store({ type: "store_persist" }); }
+  storeTwin(model) { return this._store({ type: "store_twin", model: modelRef(model) }); }
 
   _store(msg) {
     this.start();

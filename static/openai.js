@@ -8,20 +8,21 @@
 //   for await (const chunk of stream) out += chunk.choices[0]?.delta?.content ?? "";
 //   const { data } = await wisp.embeddings.create({ model: "all-minilm-l6-v2", input: ["hi"] });
 //
-// The model named by a request is loaded first when it is not the one loaded (downloaded into the
-// weight store once; onProgress hears the load's progress events). Errors are WispErrors whose
+// Wisp speaks to the page's engine (client.js sharedClient()): on Wisp's chat page, the worker and
+// the model the chat has loaded. The model named by a request is loaded first when it is not the
+// one loaded (downloaded into the weight store once; onProgress hears the load's progress events). Errors are WispErrors whose
 // kind is the worker's ("request": a body the API refuses; "load", "quota", "no-webgpu", ...).
 // Breaking out of a stream's loop (or stream.controller.abort()) stops the generation.
 
-import { fetchModels, WispClient, WispError } from "./client.js";
+import { fetchModels, sharedClient, WispError } from "./client.js";
 
 export { WispError };
 
 export class Wisp {
-  /** client: a WispClient to share (default: a new one); models: the list URL or the list itself
+  /** client: a WispClient (default: the page's, sharedClient()); models: the list URL or the list itself
    *  ([{id, kind, files, ...}] as /api/models gives); loadOptions: WispClient.load's options. */
   constructor({ client = null, models = "/api/models", loadOptions = {}, onProgress = null } = {}) {
-    this.client = client || new WispClient();
+    this.client = client || sharedClient();
     this._models = models;
     this._loadOptions = loadOptions;
     this._onProgress = onProgress;

@@ -1,6 +1,7 @@
 // The Storage panel: the models stored on this device (the worker's weight store, through
-// client.storeList / storeRemove), the space they take against navigator.storage.estimate(), and
-// navigator.storage.persist() (a page API, so it is asked here, not in the worker).
+// client.storeList / storeRemove), the space they take against the origin's usage and quota (the
+// same `store` event's: one source, so the figures add up), and navigator.storage.persist() (a
+// page API, so it is asked here, not in the worker).
 import { $, el, announce } from "./ui.js";
 import { fmtBytes } from "./format.js";
 
@@ -162,12 +163,9 @@ function confirmDelete(li, e, del) {
   yes.focus();
 }
 
-async function renderUsage() {
+function renderUsage() {
   if (view.panel.hidden) return;
-  let { usage, quota } = store.event || {};
-  try {
-    if (navigator.storage?.estimate) ({ usage, quota } = await navigator.storage.estimate());
-  } catch { /* the worker's numbers, if any */ }
+  const { usage, quota } = store.event || {};
   const models = [...store.entries.values()].reduce((a, e) => a + Number(e.bytes || 0), 0);
   if (!(quota > 0)) {
     view.usage.textContent = store.event ? `Models take ${fmtBytes(models)}; this browser doesn’t say how much room is left.` : "Measuring…";

@@ -5,7 +5,8 @@ is the "hub": CORS headers, Range requests, and every resolve URL redirected to 
 place, as Hugging Face's are to its CDN. Through the page's "Load from URL or file…" dialog:
   - a tiny GGUF (a random llama with test_chat.py's made-up byte-level tokenizer and ChatML
     template) loads from the hub's URL and answers; the same file chosen from disk (the file
-    input) loads, is copied into the weight store and gives the same greedy tokens;
+    input) is that stored model (stored and listed once) and gives the same greedy tokens, while
+    a file of the same name and size with other bytes is no such twin;
   - a sharded HF repository URL and a picked folder become the models a load would carry (sizes by
     HEAD, the index's shards), and bad ones are refused with what is wrong;
   - models over the budget (?gpu_budget_mb=8) are refused by the footprint check before a weight
@@ -14,6 +15,7 @@ place, as Hugging Face's are to its CDN. Through the page's "Load from URL or fi
     nothing of either stays stored.
 One Pyodide boot serves them all; loads and answers are SwiftShader's, so 3 tokens each."""
 
+import base64
 import json
 import re
 import tempfile
@@ -57,12 +59,14 @@ def tokenizer_metadata() -> dict:
     )
 
 
-def write_llama(path: Path, dim: int, ffn: int, layers: int = 2, random: bool = True, pad: int = 0) -> Path:
-    """A llama GGUF with the tiny tokenizer: random f32 weights (or zeros), and `pad` bytes of
-    description in its header."""
+def write_llama(
+    path: Path, dim: int, ffn: int, layers: int = 2, random: bool = True, pad: int = 0, seed: int = 1
+) -> Path:
+    """A llama GGUF with the tiny tokenizer: random f32 weights of `seed` (or zeros), and `pad` bytes
+    of description in its header."""
     tokenizer = tokenizer_metadata()
     vocab, heads, kv_heads = len(tokenizer["tokens"]), 4, 2
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
 
     def w(*shape):
         if not random:
@@ -183,9 +187,12 @@ def write_sharded(folder: Path, big: bool = False) -> Path:
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("byo")
     tiny = write_llama(folder / "tiny.gguf", dim=64, ffn=128)
+    (folder / "other").mkdir()
+    other = write_llama(folder / "other" / "tiny.gguf", dim=64, ffn=128, seed=2)  # same name and size, other bytes
     big = write_llama(folder / "big.gguf", dim=512, ffn=1536, random=False, pad=600_000)
     return {
         "tiny": tiny,
+        "other": other,
         "big": big,
         "qwen": write_sharded(folder / "qwen"),
         "bigqwen": write_sharded(folder / "bigqwen", big=True),
@@ -279,22 +286,42 @@ def test_a_gguf_from_another_origin_loads_and_answers(session, hub, models):
     check_session_traffic(traffic)
 
 
-def test_a_gguf_chosen_from_disk_loads_and_answers_alike(session, models):
+# The page's twin check (worker/store.js twin()) of a file made here from `bytes` (base64), named tiny.gguf.
+TWIN_OF = """async (b64) => {
+  const {sharedClient} = await import("/static/client.js");
+  const {fromFiles} = await import("/static/byo_source.js");
+  const file = new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], "tiny.gguf");
+  const model = await fromFiles([{path: "tiny.gguf", file}]);
+  return {twin: (await sharedClient().storeTwin(model)).twin, name: model.name};
+}"""
+
+
+def test_the_same_file_from_disk_is_stored_once_and_listed_once(session, models):
+    """tiny.gguf chosen from disk is byte for byte the model brought by URL before: that stored model
+    loads (nothing downloaded or stored again, one entry in the picker and in Storage) and answers
+    alike. A tiny.gguf of the same size with other bytes is no twin; brought models are named by
+    where they came from, and Storage's figures add up."""
     page, traffic = session
     first = events(traffic, "response")[-1]["stats"]
+    by_url = last_load(traffic)["model"]
+    Hub.log.clear()
     bring(page, traffic, lambda page: page.get_by_test_id("byo-file-input").set_input_files(str(models["tiny"])))
-    model = last_load(traffic)["model"]
-    assert model["source"] == "local" and model["base"] == f"local:{model['id']}/"
-    done = ask(page, traffic)
-    assert done["tokens"] == first["tokens"]  # the same file, the same greedy answer
-    stored = page.evaluate(
-        """async (id) => {
-      const top = await (await navigator.storage.getDirectory()).getDirectoryHandle("wisp-models");
-      return (await (await (await top.getDirectoryHandle(id)).getFileHandle("model.gguf")).getFile()).size;
-    }""",
-        model["id"],
-    )
-    assert stored == models["tiny"].stat().st_size  # copied into the weight store
+    twin = [d for d in events(traffic, "store") if "twin" in d][-1]
+    assert twin["twin"] == by_url["id"] and last_load(traffic)["model"]["id"] == by_url["id"], twin
+    assert ask(page, traffic)["tokens"] == first["tokens"]  # the same file, the same greedy answer
+    assert not [e for e in Hub.log if e["method"] == "GET"]  # read from the store: nothing fetched again
+    other = page.evaluate(TWIN_OF, base64.b64encode(models["other"].read_bytes()).decode())
+    assert other == {"twin": None, "name": "tiny (your file)"}, other
+    assert by_url["name"] == f"tiny ({by_url['base'].split('/')[2]})"  # told apart by where it came from
+
+    store = wait_for(page, traffic, "store", lambda: page.get_by_test_id("storage-button").click())
+    assert store["usage"] >= sum(m["bytes"] for m in store["models"]), store  # what is used holds the models
+    tiny_size = models["tiny"].stat().st_size
+    assert [m["model"]["id"] for m in store["models"] if m["bytes"] == tiny_size] == [by_url["id"]], store
+    playwright_api.expect(page.get_by_test_id("storage-model")).to_have_count(len(store["models"]))
+    picker = [o.split(" · ")[0] for o in page.get_by_test_id("model-select").locator("option").all_inner_texts()]
+    assert [o for o in picker if o.startswith("tiny")] == [by_url["name"]], picker
+    page.keyboard.press("Escape")
     check_session_traffic(traffic)
 
 
@@ -327,7 +354,7 @@ def test_a_repository_url_and_a_folder_become_models(session, hub, models):
     page, _ = session
     result = page.evaluate(RESOLVE, hub)
     repo = result["repo"]
-    assert repo["kind"] == "hf" and repo["source"] == "url" and repo["name"] == "org/qwen"
+    assert repo["kind"] == "hf" and repo["source"] == "url" and repo["name"] == f"org/qwen ({hub.split('/')[2]})"
     assert repo["base"] == f"{hub}/org/qwen/resolve/main/" and re.fullmatch(r"byo-org-qwen-[0-9a-f]{8}", repo["id"])
     assert repo["files"] == {p.name: p.stat().st_size for p in models["qwen"].iterdir()}  # sizes by HEAD
     folder = result["folder"]

@@ -2,8 +2,9 @@
 desktop's /v1, answered in the module worker by the same Python (py_engine/api/). A tiny random
 model with a made-up tokenizer (test_openai_server.py's) streams a chat answer, writes JSON of a
 schema, and makes a forced tool call whose result goes back into the conversation; all-MiniLM-L6-v2
-embeds the 20 reference sentences as sentence-transformers does. One worker for all: Pyodide boots
-once, and each request loads the model it names."""
+embeds the 20 reference sentences as sentence-transformers does. On the chat page, `new Wisp()`
+speaks to the page's own worker: the model the chat loaded answers without loading anything again,
+and each other request loads the model it names there (the chat follows)."""
 
 import base64
 import json
@@ -19,6 +20,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+PHASES = ["boot", "store", "download", "verify", "upload", "compile"]  # the load's steps, in order
 SCHEMA = {
     "type": "object",
     "properties": {"ok": {"type": "boolean"}, "size": {"enum": ["S", "M", "L"]}},
@@ -28,8 +30,9 @@ SCHEMA = {
 
 RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
   const {Wisp} = await import("/static/openai.js");
-  const wisp = new Wisp({loadOptions: {context: 256}});
-  const out = {models: (await wisp.models.list()).data.map((m) => m.id)};
+  const phases = [];
+  const wisp = new Wisp({loadOptions: {context: 256}, onProgress: (p) => phases.push(p.phase)});
+  const out = {models: (await wisp.models.list()).data.map((m) => m.id), phases};
   const ask = [{role: "user", content: "hello"}];
 
   const stream = await wisp.chat.completions.create(
@@ -53,9 +56,19 @@ RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
   catch (err) { out.error = {kind: err.kind, message: err.message}; }
 
   out.embeddings = await wisp.embeddings.create({model: minilm, input: sentences, encoding_format: "float"});
-  wisp.client.terminate();
   return out;
 }"""
+# The page's workers of the engine, counted as they start.
+COUNT_WORKERS = """(() => {
+  const Base = self.Worker;
+  self.__engineWorkers = 0;
+  self.Worker = class extends Base {
+    constructor(url, options) {
+      super(url, options);
+      if (String(url).includes("/worker/worker.js")) self.__engineWorkers += 1;
+    }
+  };
+})();"""
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +83,25 @@ def test_the_pages_openai_api(server, tmp_path):
     with playwright_api.sync_playwright() as p:
         context = launch(p, tmp_path / "profile")
         traffic = record_protocol(context)
+        context.add_init_script(COUNT_WORKERS)
         page = context.new_page()
+        console = []
+        page.on("console", lambda message: console.append(message.text))
         page.goto(server + "/")
+        label = page.get_by_test_id("load-button").locator(".btn-label")
+        page.get_by_test_id("load-button").click()  # the chat loads the tiny model
+        playwright_api.expect(label).to_have_text("Loaded", timeout=120_000)
         args = {"tiny": TINY, "minilm": MINILM, "weather": WEATHER, "schema": SCHEMA, "sentences": ref["sentences"]}
         out = page.evaluate(RUN, args)
+        # The chat follows the worker's model (a --model path is listed as a chat model, MiniLM too).
+        playwright_api.expect(page.get_by_test_id("model-select")).to_have_value(MINILM)
+        workers = page.evaluate("window.__engineWorkers")
         context.close()
     assert set(out["models"]) == {TINY, MINILM}
+    loads = [data["model"]["id"] for to, data in traffic if to == "worker" and data.get("type") == "load"]
+    assert workers == 1 and loads == [TINY, MINILM], (workers, loads)  # Wisp loaded only what the chat had not
+    assert out["phases"] == sorted(out["phases"], key=PHASES.index) and "upload" in out["phases"], out["phases"]
+    assert not [text for text in console if "before prepare()" in text], console  # the mask's kernel too
 
     chunks, whole = out["chunks"], out["whole"]
     streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])

@@ -188,6 +188,17 @@ def test_models_listed_and_default_selected(page, base_url):
     assert page.errors == []
 
 
+# The page's `cancel` messages wait until window.__releaseCancel() (then pass as before).
+HOLD_CANCEL = """() => {
+  const post = Worker.prototype.postMessage, held = [];
+  Worker.prototype.postMessage = function (msg, ...rest) {
+    if (msg?.type !== "cancel") return post.call(this, msg, ...rest);
+    held.push(() => post.call(this, msg, ...rest));
+  };
+  window.__releaseCancel = () => { Worker.prototype.postMessage = post; for (const send of held) send(); };
+}"""
+
+
 def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
     requests = []
     context.on("request", lambda r: requests.append(r.url))
@@ -261,7 +272,12 @@ def test_chat_load_stream_stop_and_follow_up(page, base_url, context):
         "() => { const a = document.querySelectorAll('[data-testid=assistant-message]');"
         " return a.length === 2 && a[1].textContent.length > 120; }"
     )
+    # While the worker has not confirmed (its cancel held back here), the button says what it waits for.
+    page.evaluate(HOLD_CANCEL)
     tid(page, "stop-button").click()
+    expect(tid(page, "stop-button")).to_have_text("Stopping at the next token…")
+    expect(tid(page, "stop-button")).to_be_disabled()
+    page.evaluate("window.__releaseCancel()")
     expect(tid(page, "stats").last).to_contain_text("stopped")
     stopped = text_len(page)
     page.wait_for_timeout(300)

@@ -45,6 +45,7 @@ VALID = {  # one message of each type with every field the table knows
     "store_list": {"type": "store_list", "id": "store-3"},
     "store_remove": {"type": "store_remove", "id": "store-4", "model": "tiny"},
     "store_persist": {"type": "store_persist", "id": "store-5"},
+    "store_twin": {"type": "store_twin", "id": "store-9", "model": MODEL},
     "diagnose": {"type": "diagnose", "id": "diagnose-6", "options": OPTIONS},
     "probe": {"type": "probe", "id": "probe-7", "group": 0, "steps": 256},
 }

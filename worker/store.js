@@ -11,6 +11,7 @@
 //   streamFile(url, sink)       the whole file in order, sink(offset, bytes): the stored prefix read
 //                               back, the rest downloaded (Range from `written`) and stored; checked
 //                               whole against the server's sha256 once, block by block on every read-back
+//   twin(model)                 the stored model holding exactly the bytes of a model the user brought
 //   list() / remove(modelId) / estimate() / persist()
 //
 // Per file, a record (meta) {url, size, sha256, etag, digest, blocks, written, complete, verified_at,
@@ -50,6 +51,7 @@ import { pickBackend } from "./store_backends.js";
 import { BLOCK, BlockHashes, blockList, readChecked } from "./sha256.js";
 import { openWriter } from "./store_writer.js";
 import { readRange, source } from "./remote.js";
+import { findTwin } from "./store_twin.js";
 import * as clock from "./load_clock.js";
 
 export { report as loadReport } from "./load_clock.js";
@@ -392,7 +394,17 @@ export async function remove(modelId) {
   for (const [url, f] of files) if (f.model === modelId) files.delete(url);
 }
 
-/** The answer to the page's store_* messages: {models, usage, quota, persisted, backend}. */
+/** The stored model holding exactly the bytes of `model` (one the user brought), or null: store_twin.js. */
+export function twin(model) {
+  return findTwin(backend, model?.toJs ? model.toJs({ dict_converter: Object.fromEntries }) : model);
+}
+
+/** The answer to the page's store_* messages: {models, usage, quota, persisted, backend}, the
+ *  Storage panel's one source. The browser's usage is an estimate (it has been seen below the
+ *  stored files' bytes): the stored models' bytes are used at least. */
 export async function report() {
-  return { models: await list(), ...(await estimate()), persisted: await persisted(), backend: backend.kind };
+  const models = await list();
+  const { usage, quota } = await estimate();
+  const stored = models.reduce((sum, m) => sum + m.bytes, 0);
+  return { models, usage: Math.max(usage, stored), quota, persisted: await persisted(), backend: backend.kind };
 }

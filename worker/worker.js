@@ -50,10 +50,10 @@ async function boot() {
 const booting = boot();
 booting.catch((err) => fail("internal", null, err));
 
-// A load of the user's own files carries their File handles (model.blobs): they stay in JavaScript,
-// with the weight store (worker/remote.js), and Python gets the message without them.
+// A load (or store_twin) of the user's own files carries their File handles (model.blobs): they stay
+// in JavaScript, with the weight store (worker/remote.js), and Python gets the message without them.
 function localFilesOut(msg) {
-  if (msg?.type !== "load" || !msg.model?.blobs || typeof msg.model.blobs !== "object") return msg;
+  if (!["load", "store_twin"].includes(msg?.type) || !msg.model?.blobs || typeof msg.model.blobs !== "object") return msg;
   const { blobs, ...model } = msg.model;
   attach(model.id, blobs);
   return { ...msg, model };

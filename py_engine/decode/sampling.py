@@ -98,6 +98,9 @@ class Sampler:
         )
         self._rows = [self._row_draw(0)]
         self._mask = None  # constrained decoding's mask buffer and dispatch (mask), made on first use
+        # ...but its kernel now, with the model's: compiled before the first submit (the browser
+        # compiles asynchronously; a kernel first met at submit time is compiled synchronously).
+        self._mask_kernel = sampling_kernel(kernels, "logit_mask")
 
         # The host's exact draw (pick() when the candidates cannot decide), with Params of its own.
         self._full = sampling_kernel(kernels, "sample_full")
@@ -115,7 +118,7 @@ class Sampler:
         if len(allowed) != 4 * words:
             raise ValueError(f"a mask of {len(allowed)} bytes for a vocabulary of {self.vocab}: {4 * words} expected")
         if self._mask is None:
-            kernel = sampling_kernel(self._kernels, "logit_mask")
+            kernel = self._mask_kernel
             buffer = self.device.create_buffer(4 * words, label="logit mask")
             params = self.device.create_buffer(16, "uniform")
             self.device.write_buffer(

@@ -76,6 +76,7 @@ class RemoteModel(ModelSource):
         self.early: asyncio.Future | None = None  # the upload place() started
         self.progress = None  # flush's progress callback, once flush has it
         self.landed = 0  # bytes the early upload landed before that
+        self.on_flushed = None  # called once flush is done: every weight placed, the store's pass over
 
     @classmethod
     async def open(cls, model_id: str, name: str, kind: str, base: str, files: dict) -> RemoteModel:
@@ -177,6 +178,8 @@ class RemoteModel(ModelSource):
         if plan:
             await device.upload_plan(plan, progress)
         self.progress = None
+        if self.on_flushed is not None:
+            self.on_flushed()
 
     async def settle(self) -> None:
         """A load that failed before `flush` (a compile error, a lost device) stops the upload place()

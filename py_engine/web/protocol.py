@@ -81,6 +81,8 @@ MESSAGES = {  # page -> worker
     "store_list": {"id": ID},
     "store_remove": {"id": ID, "model": str},
     "store_persist": {"id": ID},
+    # a model the user brought: is a stored model byte for byte the same? (the `store` event's twin)
+    "store_twin": {"id": ID, "model": MODEL},
     "diagnose": {"id": ID, "options?": DEVICE_OPTIONS},  # "Check this device": no model needed
     "probe": {"id": ID, "group": int, "steps?": int},  # WebKit's submit probe; group 0: all in one
 }
@@ -133,7 +135,16 @@ EVENTS = {  # worker -> page
         "eta_s?": Or(float, None),
         "file?": str,
     },
-    "store": {"id": ID, "models": [STORED], "usage": float, "quota": float, "persisted": bool, "backend?": str},
+    # usage: the origin's bytes, never less than the stored models' (store.js report)
+    "store": {
+        "id": ID,
+        "models": [STORED],
+        "usage": float,
+        "quota": float,
+        "persisted": bool,
+        "backend?": str,
+        "twin?": Or(str, None),  # store_twin's answer: the stored model with the same bytes, or null
+    },
     "loaded": {
         "id": ID,
         "model": str,

@@ -147,14 +147,22 @@ async def load(state: WorkerState, message: dict) -> None:
         model["id"], model.get("name", model["id"]), model["kind"], model["base"], model["files"]
     )
 
+    landed = [0, 0]  # the loader's last (bytes landed, bytes expected)
+
     def progress(done, total):
+        landed[:] = done, total
+
+    def uploaded():
         # Weights reach the GPU in the same pass that downloads (or reads back and verifies) them, and
-        # the store narrates that pass (download / verify): "upload" is reported once all have landed,
-        # so the page's steps run in order: store, download, verify, upload, compile.
+        # the store narrates that pass (download / verify, the last file's check after its last
+        # bytes landed): "upload" is reported once that pass is over, so the page's steps run in
+        # order: store, download, verify, upload, compile.
+        done, total = landed
         if done >= total:
             emit("progress", request, phase="upload", done=done, total=total)
             emit("progress", request, phase="compile", done=0, total=0)
 
+    source.on_flushed = uploaded
     has_tokenizer = source.kind == "gguf" or source.exists("tokenizer.json")  # else: token-id prompts only
     if options.get("needs_text") and not has_tokenizer:  # the chat page's load: refused before the weights
         raise WispError(
@@ -197,23 +205,33 @@ async def begin_store(model: dict, request) -> None:
     """Tell the weight store which files this load reads (and their hashes): it drops stale copies
     and refuses, writing nothing, when the missing bytes do not fit the origin's quota."""
     import wisp_store
+
+    await store_call(wisp_store.begin, model, request)
+
+
+async def store_call(function, model: dict, *args):
+    """A weight store function (worker/store.js) of a model message; its errors typed (files.py)."""
     from js import Object
     from pyodide.ffi import JsException, to_js
 
     from .files import store_error
 
     try:
-        await wisp_store.begin(to_js(model, dict_converter=Object.fromEntries), request)
+        return await function(to_js(model, dict_converter=Object.fromEntries), *args)
     except JsException as exc:
         raise store_error(exc) from None
 
 
 async def store_message(state: WorkerState, message: dict) -> None:
-    """store_list / store_remove / store_persist, each answered by a `store` event (the page's
-    storage manager)."""
+    """store_list / store_remove / store_persist / store_twin, each answered by a `store` event (the
+    page's storage manager; store_twin: byo.js, before a model the user brought is loaded)."""
     import wisp_store
 
     kind, request = message["type"], message.get("id")
+    twin = {}
+    if kind == "store_twin":
+        found = await store_call(wisp_store.twin, message["model"])
+        twin["twin"] = found if isinstance(found, str) else None  # JS null arrives as JsNull
     if kind == "store_remove":
         model = str(message.get("model") or "")
         if not model:
@@ -227,7 +245,7 @@ async def store_message(state: WorkerState, message: dict) -> None:
     report = (await wisp_store.report()).to_py()
     if persisted is not None:
         report["persisted"] = persisted
-    state.emit("store", request, **report)
+    state.emit("store", request, **report, **twin)
 
 
 def weights_report() -> dict:
