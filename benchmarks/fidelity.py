@@ -2,7 +2,7 @@
 from "exact". Prints one JSON object.
 
     python benchmarks/fidelity.py --model PATH --text FILE [--precision fast] [--tokens 2048] [--f32]
-        [--prompt N [--int8-matmul-min-k K] [--int8-matmul-levels 1|2]]
+        [--prompt N [--int8-matmul-min-k K] [--int8-matmul-levels 1|2]] [--gemv-q8-input-weights W]
 
 The text's tokens are fed teacher-forced to two engines of the model, one per precision, in
 forwards of LOGIT_ROWS_MAX (8) rows scoring every row: every position's logits come from the GEMV
@@ -12,7 +12,8 @@ the prefill matmul, int8 under "fast" where linear_plan.int8_matmul says so), so
 after it (its last one's logits and every later one's) also carry the prefill's error through
 the KV cache; --int8-matmul-min-k and --int8-matmul-levels override linear_plan's
 INT8_MATMUL_MIN_K and INT8_MATMUL_LEVELS, to measure the int8 matmul on models whose rows are
-shorter than the bound. For each position: the KL
+shorter than the bound; --gemv-q8-input-weights overrides GEMV_Q8_INPUT_WEIGHTS (0: every GEMV that
+can reads x quantized by a quantize_rows dispatch, gemv.wgsl Q8_INPUT). For each position: the KL
 divergence KL(exact || precision) of the next-token distributions, and whether their argmaxes
 agree. JSON: {"model", "precision", "tokens" (positions scored), "mean_kld", "p99_kld",
 "max_kld", "top1_agreement"}. The bound (issue 28): mean KLD <= 1e-3 and top-1 agreement >= 99 %
@@ -96,7 +97,13 @@ async def main(args) -> dict:
         linear_plan.INT8_MATMUL_MIN_K = args.int8_matmul_min_k
     if args.int8_matmul_levels is not None:
         linear_plan.INT8_MATMUL_LEVELS = args.int8_matmul_levels
-    tier = {"int8_matmul_min_k": linear_plan.INT8_MATMUL_MIN_K, "int8_matmul_levels": linear_plan.INT8_MATMUL_LEVELS}
+    if args.gemv_q8_input_weights is not None:
+        linear_plan.GEMV_Q8_INPUT_WEIGHTS = args.gemv_q8_input_weights
+    tier = {
+        "int8_matmul_min_k": linear_plan.INT8_MATMUL_MIN_K,
+        "int8_matmul_levels": linear_plan.INT8_MATMUL_LEVELS,
+        "gemv_q8_input_weights": linear_plan.GEMV_Q8_INPUT_WEIGHTS,
+    }
     return {"model": str(args.model), **tier, **await compare(model, device, ids, args.precision, args.prompt)}
 
 
@@ -110,4 +117,5 @@ if __name__ == "__main__":
     parser.add_argument("--prompt", type=int, default=0, help="tokens to feed as a prompt first (default 0)")
     parser.add_argument("--int8-matmul-min-k", type=int, help="override linear_plan.INT8_MATMUL_MIN_K")
     parser.add_argument("--int8-matmul-levels", type=int, choices=(1, 2), help="override INT8_MATMUL_LEVELS")
+    parser.add_argument("--gemv-q8-input-weights", type=int, help="override GEMV_Q8_INPUT_WEIGHTS")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))
