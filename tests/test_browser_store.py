@@ -323,7 +323,7 @@ STREAM = """async ({model, inPage}) => {
     try {
       const readFirst = model.readFirst ? [...(await store.read(url, (4 << 20) + 3, 16))] : null;
       await store.streamFile(url, (at, b) => out.set(b, at));
-      const writer = store.loadReport().writer ?? null;  // where the download was stored and hashed
+      const writer = store.loadReport().writer ?? null;  // where the store's writer had the file (download, read-back)
       const range = [...(await store.read(url, (4 << 20) + 3, 16))];
       const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", out));
       return {sha256: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""), readFirst, range, writer};
@@ -377,8 +377,8 @@ def test_stored_file_is_checked_block_by_block(page, tap, blob):
     middle block (no sample would have to hit it), a file cut short, a lost Cache API chunk, damage
     in a partial file's prefix (no whole-file hash yet); a record without block digests (an older
     store) is hashed whole and gains them. A download is stored and hashed on the store's writer
-    thread (a nested worker): a file that does not match the sha256 it was served with is one typed
-    error naming it, and nothing of it is kept."""
+    thread (a nested worker), and a re-open read back and checked there: a file that does not match
+    the sha256 it was served with is one typed error naming it, and nothing of it is kept."""
     data = blob.read_bytes()
     want = hashlib.sha256(data).hexdigest()
     digests = [hashlib.sha256(data[i : i + BLOCK]).hexdigest() for i in range(0, BLOB_SIZE, BLOCK)]
@@ -425,6 +425,7 @@ def test_stored_file_is_checked_block_by_block(page, tap, blob):
 
     again, fetched = stream()  # re-opened: by the blocks' digests, nothing fetched
     assert fetched == [] and again["phases"] == ["verify"]
+    assert again["writer"] == "thread"  # read back and checked on the writer's thread (the damage below too)
 
     damage(at=BLOCK + BLOCK // 2 + 12_345)  # the middle block
     assert stream()[1] == [("", BLOB_SIZE)]

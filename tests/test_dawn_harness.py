@@ -6,9 +6,11 @@ a download stored and checked, a cut download resumed by Range + If-Range from t
 recorded, a second sync access handle refused as in Chrome, across threads too), the download's
 pipeline (stored and hashed on the store's writer thread, a nested worker: worker_shim.mjs; at most
 RING blocks in flight while that thread lags; a sha256 mismatch one typed error naming the file, with
-nothing kept; the right sha256 recorded), the Node server's Range answers and /api/models entry
-(serve.mjs), and the page + worker boot (page.mjs: the loader hook, Pyodide from build/web, the store
-answering `store_list`, a load without WebGPU failing as `no-webgpu`).
+nothing kept; the right sha256 recorded), a re-open read back and checked on that thread alone (at
+most RING blocks ahead; a flipped stored byte caught there, the file fetched again), the Node server's
+Range answers and /api/models entry (serve.mjs), and the page + worker boot (page.mjs: the loader
+hook, Pyodide from build/web, the store answering `store_list`, a load without WebGPU failing as
+`no-webgpu`).
 """
 
 import random
@@ -119,7 +121,10 @@ globalThis.Worker = class SlowWriter extends Thread {
   get onmessage() {
     return this.handler && ((e) => setTimeout(() => { if (e.data?.bytes) out--; this.handler(e); }, 3));
   }
-  postMessage(m, transfer) { if (m?.op === "put") most = Math.max(most, ++out); return super.postMessage(m, transfer); }
+  postMessage(m, transfer) {
+    if (m?.op === "put" || m?.op === "read") most = Math.max(most, ++out);
+    return super.postMessage(m, transfer);
+  }
 };
 const sha256 = createHash("sha256").update(bytes).digest("hex");
 const named = (hex) => ({ id: entry.id, name: entry.name, kind: "gguf", base: `/models/${entry.id}/`,
@@ -137,6 +142,29 @@ assert.ok(most <= 8 && most >= 4, `blocks in flight: ${most}`);  // the ring bou
 const record = JSON.parse(fs.readFileSync(`${storeDir}/wisp-models/${entry.id}/${name}.json`, "utf8"));
 assert.equal(record.digest, sha256); assert.equal(record.complete, true);
 assert.equal(record.blocks.sha256.length, Math.ceil(size / (4 << 20)));
+
+// Re-opened: the writer's thread reads every block back and takes its digest, this thread reads no
+// stored byte (its access handles are counted), at most RING blocks out; a byte flipped on disk is
+// caught there, and the file is fetched again.
+const readHere = FileSystemSyncAccessHandle.prototype.read;
+let readsHere = 0;
+FileSystemSyncAccessHandle.prototype.read = function (...a) { readsHere++; return readHere.apply(this, a); };
+const reopen = async () => {
+  await store.begin(named(sha256));
+  got.fill(0); out = 0; most = 0; readsHere = 0; requests.length = 0;
+  assert.equal(await store.streamFile(url, (at, b) => got.set(b, at)), true);
+  assert.ok(got.equals(bytes));
+};
+await reopen();
+assert.deepEqual(requests, []); assert.equal(readsHere, 0); assert.equal(store.loadReport().writer, "thread");
+assert.ok(most <= 8 && most >= 4, `blocks read ahead: ${most}`);
+const onDisk = `${storeDir}/wisp-models/${entry.id}/${name}`, flip = 5 * (4 << 20) + 99;
+const fd = fs.openSync(onDisk, "r+");
+fs.writeSync(fd, Buffer.from([bytes[flip] ^ 1]), 0, 1, flip);
+fs.closeSync(fd);
+await reopen();
+assert.deepEqual(requests, [null]);  // the damaged copy dropped, the whole file fetched again
+assert.ok(fs.readFileSync(onDisk).equals(bytes));
 await store.remove(entry.id);
 await server.close();
 console.log("ok");

@@ -5,14 +5,17 @@
 // next one and hands it to the GPU, so the phases overlap in wall time and need not add up.
 //
 //   fetch   waiting for network bytes (the download's body; header ranges)
-//   read    reading stored bytes back (OPFS / Cache API)
+//   read    reading stored bytes back (OPFS / Cache API), or waiting for the writer's thread to read
+//           them (with their blocks' digests: OPFS)
 //   verify  checking stored blocks read back (their digests), and waiting for the last digests and
 //           the whole-file hash at the end of a download
 //   store   handing downloaded blocks to the writer and waiting for it when all RING buffers are out
 //           (the writer's own writes and hashes are its thread's time), and the records
 //   upload  handing bytes to the GPU (queue.writeBuffer)
 //
-// `writer` (after a download): where it was written and hashed, "thread" (the writer's worker) or "here".
+// `writer`: where the store's writer had the file (a download written and hashed, or on OPFS a stored
+// file read back and its blocks' digests taken), "thread" (the writer's worker) or "here"; absent when
+// only this thread read the store.
 
 export const PHASES = ["fetch", "read", "verify", "store", "upload"];
 let phases = fresh();
@@ -23,7 +26,7 @@ function fresh() { return Object.fromEntries(PHASES.map((p) => [p, { s: 0, bytes
 
 export function reset() { phases = fresh(); weights = { bytes: 0, ms: 0 }; writer = null; }
 
-/** Where a download's bytes were written and hashed: "thread" or "here". */
+/** Where the store's writer had the file: "thread" or "here". */
 export function wrote(where) { writer = where; }
 
 export function loaded(bytes, ms) { weights.bytes += bytes; weights.ms += ms; }

@@ -25,9 +25,11 @@
 // memory, besides the network's buffers and the digests' copies): this thread gathers the body into a
 // block, hands it to the GPU and passes the buffer to the store's writer (store_writer.js, a nested
 // worker) which writes it, takes its digest (and the whole-file hash) and hands the buffer back, while
-// this thread gathers the next; a full ring waits for the writer. Where no worker can start, or on the
-// Cache API, the same writer runs here. A file is trusted only once all its bytes are written and
-// every digest is in: the record says `complete` after that, never before, and a file that does not
+// this thread gathers the next; a full ring waits for the writer. A stored prefix is read back the
+// other way round over the same ring: the writer reads a block into a buffer lent to it, takes its
+// digest and hands both back, and this thread hands the bytes to the GPU. Where no worker can start,
+// or on the Cache API, the same writer runs here (and this thread reads back). A file is trusted only
+// once all its bytes are written and every digest is in: the record says `complete` after that, never before, and a file that does not
 // match the server's sha256 is deleted and one StoreError ("hash") names it. The GPU got the bytes
 // as they came, but the load that asked for them fails with that error: nothing unchecked is used.
 //
@@ -43,13 +45,15 @@
 // Each is caught without the whole-file hash: the size on disk (truncation), the record against the
 // server's sha256/ETag (stale), a short read (a lost chunk), and every block's digest, checked as it
 // is read back: all blocks, since a load reads every byte anyway, so damage anywhere is found (a few
-// sampled blocks would miss most of it). WebCrypto hashes them natively, off this thread. Not defended:
+// sampled blocks would miss most of it). WebCrypto hashes them natively; on OPFS the store's writer
+// reads them back and hashes them on its thread, and this thread only hands them to the GPU (they
+// come back with their digests, ahead of it by at most RING blocks). Not defended:
 // someone who can write the origin's storage; they can rewrite the record (and the cached app shell)
 // as easily as the file, which a full re-hash against the record's own digest did not stop either.
 
 import { pickBackend } from "./store_backends.js";
 import { BLOCK, BlockHashes, blockList, readChecked } from "./sha256.js";
-import { openWriter } from "./store_writer.js";
+import { openWriter, threadWriter } from "./store_writer.js";
 import { readRange, source } from "./remote.js";
 import { findTwin } from "./store_twin.js";
 import * as clock from "./load_clock.js";
@@ -61,7 +65,7 @@ const NO_STORE = { cache: "no-store" };  // the store is the cache: not a second
 // Chunk buffers a pass cycles through: at most RING blocks (32 MiB) of a file between the network and
 // the store, the writer's thread and the GPU at any time (plus the 4 digests' copies each thread keeps).
 const RING = 8;
-const THREAD_MIN = 2 * BLOCK;       // a download (or whole-file hash) this long is stored on the writer's thread
+const THREAD_MIN = 2 * BLOCK;       // a file this long is read back, stored and hashed on the writer's thread (OPFS)
 const META_EVERY = 64 << 20;        // the record's `written` moves about this often (and on any error)
 const SMALL = 4 << 20;              // read() stores a file this small whole on first use
 // ...but not a weight file of a model the user brought: its header is read by Range and nothing is
@@ -185,17 +189,25 @@ async function pass(url, f, sink) {
   // older record's, kept before block digests existed): without one it would check nothing.
   const expected = trusted ? null : f.sha256 || (meta.complete ? meta.digest : null);
   if (meta.complete && !trusted && !expected) return { ok: false, downloaded: 0, digest: "a stored file with nothing to check it against" };
-  // Who stores and hashes: a trusted file is only read back (its blocks checked here); anything else
-  // goes through the store's writer (store_writer.js), on a thread of its own for a download or a
-  // whole-file hash of some size on OPFS, else on this one.
-  const writer = trusted ? null : await openWriter({
-    whole: !!expected,
-    thread: backend.kind === "opfs" && (f.size - meta.written >= THREAD_MIN || (!!expected && f.size >= THREAD_MIN)),
-  });
-  let file = await backend.open(f.model, f.name);  // this thread's handle: the checks and the stored prefix
+  // Who reads, stores and hashes: on OPFS, a file of some size is the store's writer's (store_writer.js),
+  // on a thread of its own: it reads the stored prefix back and takes its blocks' digests, and stores and
+  // hashes what is downloaded, while this thread hands the bytes to the GPU. Elsewhere (the Cache API, a
+  // small file, no nested worker) this thread reads the prefix back and checks it, and a download goes
+  // through a writer on this thread.
+  const thread = backend.kind === "opfs" && f.size >= THREAD_MIN;
+  const writer = trusted ? (thread ? await threadWriter(false) : null) : await openWriter({ whole: !!expected, thread });
+  let file = await backend.open(f.model, f.name);  // this thread's handle: the checks (and the stored prefix)
   let blocks = new BlockHashes(f.size, meta.written && blockList(meta.blocks, f.size) ? meta.blocks.sha256 : []);
   let pos = 0, downloaded = 0;
   const damaged = (why) => ({ ok: false, downloaded, digest: why });
+  const whole = (at, n) => at % BLOCK === 0 && (n === BLOCK || at + n === f.size);  // bytes that are one whole block
+  // The file passes to the writer: one access handle per file (OPFS), and the writer's reads and writes.
+  const handOver = async () => {
+    await file.close();
+    file = null;
+    await writer.open(backend.kind, f.model, f.name);
+    clock.wrote(writer.thread ? "thread" : "here");
+  };
   // Chunk buffers, reused (a fresh 4 MiB each time costs as much as a copy): one is filled again once
   // whoever holds its bytes is done with them (the writer's thread, or the digests started on them).
   const ring = Array.from({ length: RING }, () => ({ bytes: null, free: null }));
@@ -214,26 +226,53 @@ async function pass(url, f, sink) {
   // A chunk at `pos` (from the store, or downloaded: `write`) handed on to the GPU, then checked and
   // hashed: a whole block by the writer (its digest comes back), a block split by a resume gathered
   // here; downloaded bytes stored by the writer. The writer takes the buffer: the sink goes first.
-  const take = async (r, bytes, write) => {
+  // Bytes the writer's thread read back come with `digest`, their block's (null: part of a block).
+  const take = async (r, bytes, write, digest) => {
     if (writer?.failed) throw writer.failed;
     const n = bytes.length;  // (a writer on another thread takes the buffer: `bytes` is empty after put)
     let t = performance.now();
     const gpu = sink ? sink(pos, bytes) : undefined;  // a promise when the GPU is a window behind (weights.js)
     t = clock.add("upload", t, n);
-    if (!writer) {
+    if (digest !== undefined) {
+      if (digest) blocks.adopt(n, Promise.resolve(digest));
+      else await blocks.push(bytes);
+      t = clock.add("verify", t, n);
+    } else if (!writer) {
       await blocks.push(bytes);
       r.free = blocks.idle();
       t = clock.add("verify", t, n);
     } else {
-      const whole = !blocks.fill && pos % BLOCK === 0 && (n === BLOCK || pos + n === f.size);
-      if (!whole) await blocks.push(bytes);  // copied into the block it is part of
-      const digest = writer.put(pos, r, bytes, write, whole ? pos / BLOCK : -1);
-      if (whole) blocks.adopt(n, digest);
+      const isWhole = !blocks.fill && whole(pos, n);
+      if (!isWhole) await blocks.push(bytes);  // copied into the block it is part of
+      const hashed = writer.put(pos, r, bytes, write, isWhole ? pos / BLOCK : -1);
+      if (isWhole) blocks.adopt(n, hashed);
       t = clock.add(write ? "store" : "verify", t, n);
     }
     pos += n;
     if (gpu) { await gpu; clock.add("upload", t); }
     return n;
+  };
+  // The next `n` bytes of the stored prefix: {r, bytes, digest}. The writer's thread, once it has the
+  // file, reads ahead of this one (as many chunks as the ring has buffers), each chunk coming back
+  // with its block's digest; else this thread reads them (digest undefined: take() checks them).
+  const ahead = [];
+  let asked = 0;
+  const readBack = async (n) => {
+    if (file) {
+      const r = await buffer(), t = performance.now();
+      const bytes = await file.read(pos, n, r.bytes);
+      clock.add("read", t, n);
+      return { r, bytes, digest: undefined };
+    }
+    for (; ahead.length < RING && asked < meta.written; asked += CHUNK) {
+      const r = await buffer(), at = asked, m = Math.min(CHUNK, meta.written - at);
+      const got = writer.read(at, r, m, whole(at, m) ? at / BLOCK : -1).then((x) => ({ r, ...x }));
+      got.catch(() => {});  // one still out when the pass ends early is no stray rejection
+      ahead.push(got);
+    }
+    const t = performance.now(), got = await ahead.shift();
+    clock.add("read", t, n);
+    return got;
   };
   try {
     const onDisk = meta.written && file.size ? await file.size() : null;  // (Cache API: known only by reading)
@@ -241,12 +280,11 @@ async function pass(url, f, sink) {
     else if (onDisk !== null && (meta.complete ? onDisk !== f.size : onDisk < meta.written)) {
       return damaged(`${onDisk} bytes on disk, ${meta.written} recorded`);
     }
+    if (writer?.thread) await handOver();
     while (pos < meta.written) {  // the stored prefix: read back, checked, handed on
-      const n = Math.min(CHUNK, meta.written - pos), r = await buffer(), t = performance.now();
-      let bytes;
-      try { bytes = await file.read(pos, n, r.bytes); } catch (e) { return damaged(`unreadable: ${e.message}`); }
-      clock.add("read", t, n);
-      await take(r, bytes, false);
+      let got;
+      try { got = await readBack(Math.min(CHUNK, meta.written - pos)); } catch (e) { return damaged(`unreadable: ${e.message}`); }
+      await take(got.r, got.bytes, false, got.digest);
       if (blocks.bad >= 0) return damaged(`block ${blocks.bad} differs from its digest`);
       post("verify", { done: pos, total: f.size, file: f.name });
     }
@@ -265,17 +303,13 @@ async function pass(url, f, sink) {
       if (pos > 0 && res.status !== 206) {  // the file changed since (If-Range) or no Range support: restart
         Object.assign(meta, { written: 0, blocks: null });
         await backend.putMeta(f.model, f.name, meta);  // the record first: it never claims bytes that are gone
-        await file.truncate(0);
+        await (file ?? writer).truncate(0);  // whoever holds the file
         pos = 0;
         await writer.reset();  // the whole-file hash starts again
         blocks = new BlockHashes(f.size);
       }
       meta.etag = res.headers.get("ETag") || meta.etag;
-      // The file passes to the writer: one access handle per file (OPFS), and the writer's writes.
-      await file.close();
-      file = null;
-      await writer.open(backend.kind, f.model, f.name);
-      clock.wrote(writer.thread ? "thread" : "here");
+      if (file) await handOver();  // a writer on this thread gets it only now: this thread read the prefix with it
       // Downloaded bytes are gathered into whole blocks (the last one may be short), then handed on
       // and stored. The record names the prefix whose blocks have digests and are in the file; it
       // moves every META_EVERY bytes without waiting for the digests still under way.

@@ -2,21 +2,28 @@
 // block, and the whole file's where the server named one) on a thread of its own — a nested module
 // worker — while the worker's thread fetches the next block and hands this one to the GPU. Storing
 // (a synchronous OPFS write) and hashing were the download's serialized phases on the worker's
-// thread; here they overlap with the network and the upload. The blocks travel as transferred
-// ArrayBuffers (no copy) and come back to be filled again, so what is in flight is bounded by the
-// ring that store.js cycles through.
+// thread; here they overlap with the network and the upload. A stored file's read-back is its work
+// too (OPFS): it reads each block and takes its digest, so the worker's thread only hands the bytes
+// to the GPU (reading and checking 4 GB had kept that thread busy for the whole reload). The blocks
+// travel as transferred ArrayBuffers (no copy), both ways, and come back to be filled again, so what
+// is in flight is bounded by the ring that store.js cycles through.
 //
 // store.js drives it through openWriter(); the same WriterCore runs on the worker's thread where a
 // nested worker cannot start (no Worker in this scope, a failed start), for the Cache API (its writes
-// already leave the thread) and for small files (a worker costs more to start than they take).
+// already leave the thread) and for small files (a worker costs more to start than they take). A
+// stored file's read-back asks threadWriter() alone: without a worker, the worker's thread reads it.
 //
-//   const w = await openWriter({kind, size, whole, thread})   whole: hash the whole file (a sha256 to
-//                                            check); thread: try a worker (else this thread)
+//   const w = await openWriter({whole, thread})   whole: hash the whole file (a sha256 to check);
+//                                            thread: try a worker (else this thread)
+//   const w = await threadWriter(whole)     a writer on a worker, or null where none starts
 //   w.put(at, slot, bytes, write, block)    bytes (a view at the start of slot.bytes): the file's bytes at
 //                                            `at`, handed over (a worker takes the buffer: slot.free settles
 //                                            once slot.bytes is a buffer to fill again). write: store them
 //                                            (else hash only: bytes read back from the store); block >= 0:
 //                                            they are that whole block, whose digest comes back (Promise<hex>)
+//   w.read(at, slot, length, block)         (a worker only) the stored bytes at `at` read there into
+//                                            slot.bytes and hashed as put() hashes them: Promise<{bytes,
+//                                            digest}> (digest: hex, null unless block >= 0)
 //   w.open(model, name)  w.truncate(n)  w.flush()  w.reset() (a new whole-file hash)
 //   w.settle()                              every put done; throws a failed one's error (a QuotaExceededError)
 //   w.finish() -> hex | null                the whole file's digest, once every put is done
@@ -26,7 +33,7 @@
 //   w.thread                                true when the writing runs on a worker
 //
 // Messages (worker side): {seq, op, ...args} in, {seq, value} or {seq, error: {name, message}} out, each
-// op done in order; a put's answer carries its buffer back ({seq, bytes, durable, digest}).
+// op done in order; a put's or read's answer carries its buffer back ({seq, bytes, durable, digest}).
 
 import { backendOf } from "./store_backends.js";
 import { blockDigest, createSha256 } from "./sha256.js";
@@ -57,6 +64,12 @@ export class WriterCore {
     const digest = blockDigest(bytes);
     this.digests.push(digest.catch(() => null));
     return { digest };
+  }
+
+  /** Reads the stored bytes at `at` into `bytes` (a read-back), then hashes them as put() does. */
+  async read(at, bytes, block) {
+    await this.file.read(at, bytes.length, bytes);
+    return this.put(at, bytes, false, block);
   }
 
   async truncate(n) { await this.file.truncate(n); }
@@ -133,12 +146,22 @@ class ThreadWriter {
     return p.catch((e) => { this.failed ??= e; throw e; });
   }
 
-  put(at, slot, bytes, write, block) {
-    // The message takes the whole buffer (transferred); a short block is a view at its start.
-    const answer = this.call("put", { at, buffer: bytes.buffer, length: bytes.length, write, block }, [bytes.buffer]);
+  /** The slot's whole buffer goes with the message (transferred) and comes back with the answer. */
+  lend(op, args, slot, buffer) {
+    const answer = this.call(op, { ...args, buffer }, [buffer]);
     slot.bytes = null;
     slot.free = answer.then((r) => { slot.bytes = new Uint8Array(r.bytes); }, () => { slot.bytes = null; });
+    return answer;
+  }
+
+  put(at, slot, bytes, write, block) {  // (bytes: a view at the start of slot.bytes; a short block's is shorter)
+    const answer = this.lend("put", { at, length: bytes.length, write, block }, slot, bytes.buffer);
     return block >= 0 ? answer.then((r) => r.digest) : null;
+  }
+
+  read(at, slot, length, block) {
+    const answer = this.lend("read", { at, length, block }, slot, slot.bytes.buffer);
+    return answer.then((r) => ({ bytes: new Uint8Array(r.bytes, 0, length), digest: r.digest }));
   }
 
   async init(whole) { await this.call("init", { whole }); }
@@ -168,24 +191,30 @@ class ThreadWriter {
   }
 }
 
+/** A writer for one pass over a file on a nested worker, or null where none starts. */
+export async function threadWriter(whole) {
+  if (typeof Worker === "undefined") return null;
+  let worker;
+  try {
+    worker = new Worker(new URL("./store_writer.js", import.meta.url), { type: "module", name: NAME });
+    const ready = await new Promise((resolve) => {
+      worker.onmessage = ({ data }) => resolve(data?.op === "ready");
+      worker.onerror = () => resolve(false);
+    });
+    if (ready) {
+      const w = new ThreadWriter(worker);
+      await w.init(whole);
+      return w;
+    }
+  } catch { /* no nested workers here */ }
+  worker?.terminate();
+  return null;
+}
+
 /** A writer for one pass over a file: on a nested worker when `thread` asks and one starts, else here. */
 export async function openWriter({ whole, thread }) {
-  if (thread && typeof Worker !== "undefined") {
-    let worker;
-    try {
-      worker = new Worker(new URL("./store_writer.js", import.meta.url), { type: "module", name: NAME });
-      const ready = await new Promise((resolve) => {
-        worker.onmessage = ({ data }) => resolve(data?.op === "ready");
-        worker.onerror = () => resolve(false);
-      });
-      if (ready) {
-        const w = new ThreadWriter(worker);
-        await w.init(whole);
-        return w;
-      }
-    } catch { /* no nested workers here: this thread writes */ }
-    worker?.terminate();
-  }
+  const remote = thread ? await threadWriter(whole) : null;
+  if (remote) return remote;
   const core = new WriterCore();
   await core.init(whole);
   return new LocalWriter(core);
@@ -210,9 +239,9 @@ if (typeof self !== "undefined" && self.name === NAME && typeof self.postMessage
     chain = chain.then(async () => {
       if (failed && m.op !== "close") return answer(m.seq, { error: failed });
       try {
-        if (m.op === "put") {
+        if (m.op === "put" || m.op === "read") {
           const bytes = new Uint8Array(m.buffer, 0, m.length);
-          const { digest } = await core.put(m.at, bytes, m.write, m.block);
+          const { digest } = await (m.op === "read" ? core.read(m.at, bytes, m.block) : core.put(m.at, bytes, m.write, m.block));
           const durable = core.durable;
           // The buffer goes back once its digest is done (not before: a WebCrypto failure re-reads it).
           const done = (d) => answer(m.seq, { bytes: m.buffer, durable, digest: d }, [m.buffer]);
