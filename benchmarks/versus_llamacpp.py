@@ -64,6 +64,7 @@ def llamacpp(bench: Path, backends: list[str], models: list[str], depths: list[i
         ["bash", str(bench / "llamacpp.sh"), " ".join(backends), " ".join(models)],
         check=True,
         env=dict(os.environ, OUT=str(out), B=str(bench)),
+        stdout=sys.stderr,  # its progress lines: stdout is this script's one JSON object
     )
     results = {}
     for backend in backends:
