@@ -1,8 +1,9 @@
 // The chat page: model picker, narrated loading, streamed answers. This module is the page's state
 // machine (idle → loading → ready ⇄ generating, and ready → recovering → ready while the worker
 // reloads the model after a GPU reset) and its event wiring; the views live beside it: ui.js
-// (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, messages.js (the
-// conversation), settings.js (sampling), format.js (numbers). Protocol handling lives in client.js.
+// (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, fallback_notice.js (a
+// CPU fallback adapter), messages.js (the conversation), settings.js (sampling), format.js (numbers).
+// Protocol handling lives in client.js.
 import { fetchModels, sharedClient, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
 import { fmtMs, fmtSize } from "./format.js";
@@ -16,6 +17,7 @@ import { initStorage, refreshStore, toggleStorage, storageOpen } from "./storage
 import { initDiagnostics } from "./diagnostics.js";
 import { fillPicker, updateWelcome } from "./picker.js";
 import { broughtModels, initByo } from "./byo.js";
+import { checkAdapter, renderFallbackNotice } from "./fallback_notice.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
@@ -57,6 +59,7 @@ function render() {
   ui.welcome.hidden = noGpu || !!loaded || busy || hasMessages;
   ui.progress.hidden = !busy;
   ui.ready.hidden = !loaded || busy || hasMessages;
+  renderFallbackNotice(selected, !loaded && !noGpu);
 
   ui.select.disabled = busy || state.models.length === 0;
   const sameModel = loaded && selected && selected.id === loaded.id;
@@ -303,6 +306,8 @@ function autosize() {
 async function init() {
   fillSettings();
   const support = webgpuSupport();
+  // a CPU fallback adapter is said before any load, with an estimate of its pace
+  const adapterChecked = support.ok ? checkAdapter(render) : null;
   if (!support.ok) showNoWebGPU(support.reason);
 
   ui.load.addEventListener("click", () => loadModel());
@@ -363,6 +368,7 @@ async function init() {
   updateWelcome(selectedModel());
   render();
   document.body.dataset.models = "ready";
+  await adapterChecked; // the probe first: the worker's boot would share its CPU and slow it
   if (!state.noGpu && state.models.length) refreshStore(); // marks the stored models (and starts the worker early)
 }
 

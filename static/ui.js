@@ -12,7 +12,7 @@ export const ui = {
   progressBar: $("progress-bar"), progressFill: $("progress-fill"), progressLabel: $("progress-label"),
   ready: $("ready"), readyTitle: $("ready-title"), readySub: $("ready-sub"), suggestions: $("suggestions"),
   messages: $("messages"), composer: $("composer"), prompt: $("prompt"), send: $("send-button"),
-  stop: $("stop-button"), announcer: $("announcer"),
+  stop: $("stop-button"), announcer: $("announcer"), fallback: $("fallback-notice"), fallbackText: $("fallback-text"),
 };
 
 export function el(tag, className, text) {

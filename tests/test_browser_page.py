@@ -188,6 +188,70 @@ def test_models_listed_and_default_selected(page, base_url):
     assert page.errors == []
 
 
+def pace_seconds(notice_text):
+    """(model name, seconds per token) from the fallback notice's estimate."""
+    m = re.search(r"puts (.+?) at about ([\d.]+) (s per token|tokens per second) \(a rough estimate\)", notice_text)
+    assert m, notice_text
+    value = float(m[2])
+    return m[1], value if m[3] == "s per token" else 1 / value
+
+
+def test_fallback_adapter_said_before_any_load(page, base_url):
+    """SwiftShader is a CPU fallback adapter: before any load the page says so, with the selected
+    model's pace measured by the probe (static/fallback_probe.js), following the selection; once a
+    model is loaded the notice goes."""
+    open_page(page, base_url)
+    page.wait_for_selector("body[data-adapter=fallback]")
+    notice = tid(page, "fallback-notice")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("This browser runs WebGPU on the CPU")
+    expect(notice).to_contain_text("a fallback, not a GPU")
+    expect(notice).to_contain_text("GPU-enabled WebGPU")
+    expect(notice).to_contain_text("a rough estimate", timeout=60_000)  # the probe's fixed work, however slow
+    smol, smol_s = pace_seconds(notice.inner_text())
+    assert smol == "SmolLM2 135M Instruct"
+    tid(page, "model-select").select_option("qwen2.5-coder-0.5b-instruct")
+    expect(notice).to_contain_text("puts Qwen2.5-Coder 0.5B Instruct at about")
+    qwen, qwen_s = pace_seconds(notice.inner_text())
+    assert abs(qwen_s / smol_s - 491.4 / 98) < 0.12 * 491.4 / 98, (smol_s, qwen_s)  # by weight bytes
+    tid(page, "model-select").select_option("smollm2-135m-instruct")
+    load_model(page)
+    expect(notice).to_be_hidden()
+    assert page.errors == []
+
+
+# The adapter as a GPU reports it (isFallbackAdapter false), and every device the page opens counted.
+GPU_ADAPTER = """
+  for (const proto of [GPUAdapterInfo.prototype, GPUAdapter.prototype]) {
+    Object.defineProperty(proto, "isFallbackAdapter", { get: () => false });
+  }
+  window.__devices = 0;
+  const requestDevice = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = function (...args) { window.__devices++; return requestDevice.apply(this, args); };
+"""
+# fallbackAdapter() on stubbed adapters: adapter.info.isFallbackAdapter, else adapter.isFallbackAdapter (older Chrome).
+FALLBACK_STUBS = """async () => {
+  const { fallbackAdapter } = await import("/static/fallback_probe.js");
+  const gpu = (adapter) => ({ requestAdapter: async () => adapter });
+  const cases = [{ info: { isFallbackAdapter: true } }, { info: { isFallbackAdapter: false }, isFallbackAdapter: true },
+                 { info: {}, isFallbackAdapter: true }, { isFallbackAdapter: false }, { info: {} }];
+  const answers = await Promise.all(cases.map(async (adapter) => (await fallbackAdapter(gpu(adapter))) === adapter));
+  const none = await fallbackAdapter(gpu(null));
+  const refused = await fallbackAdapter({ requestAdapter: async () => { throw new Error("no"); } });
+  return [...answers, none, refused];
+}"""
+
+
+def test_no_fallback_notice_on_a_gpu_adapter(page, base_url):
+    page.add_init_script(GPU_ADAPTER)
+    open_page(page, base_url)
+    page.wait_for_selector("body[data-adapter=gpu]")
+    expect(tid(page, "fallback-notice")).to_be_hidden()
+    assert page.evaluate("window.__devices") == 0  # no probe on a GPU
+    assert page.evaluate(FALLBACK_STUBS) == [True, False, True, False, False, None, None]
+    assert page.errors == []
+
+
 # The page's `cancel` messages wait until window.__releaseCancel() (then pass as before).
 HOLD_CANCEL = """() => {
   const post = Worker.prototype.postMessage, held = [];
