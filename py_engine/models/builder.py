@@ -206,7 +206,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             levels = shards[0][2]["X_LEVELS"]
             quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, levels)
         if not fixed_rows and rows is None and not merges and any(gemv_q8_input(d, k, n) for _, _, d in shards):
-            gemv_quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, 2, spread=True)
+            gemv_quantized = self.gemv_input(x, k, norm_weight if norm else None, norm_offset)
         for shard, start, defines in shards:
             count = shard.rows[1]
             self._linear_op(
@@ -263,6 +263,11 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             rows_range=(1, GEMV_MAX_ROWS) if spread else (GEMV_MAX_ROWS + 1, self.g.max_rows),
         )
         return xq, xs
+
+    def gemv_input(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple:
+        """x quantized once for a decode token's GEMVs on it (gemv.wgsl Q8_INPUT, whose int8
+        units take two levels): quantize_rows, spread."""
+        return self.quantize_rows(x, k, norm_weight, norm_offset, 2, spread=True)
 
     def qkv(self, x: Tensor, attn: str, norm: str, norm_offset: float = 0.0, bias: bool | None = None) -> Tensor:
         """A layer's fused q|k|v projection (`attn`: its "model.layers.N.self_attn." prefix) of x
@@ -332,9 +337,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         quantized = (
             self.quantize_rows(x, k, norm_weight, norm_offset, defines["X_LEVELS"]) if defines["Q8_MATMUL"] else None
         )
-        gemv_quantized = (
-            self.quantize_rows(x, k, norm_weight, norm_offset, 2, spread=True) if gemv_q8_input(defines, k, n) else None
-        )
+        gemv_quantized = self.gemv_input(x, k, norm_weight, norm_offset) if gemv_q8_input(defines, k, n) else None
         self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
