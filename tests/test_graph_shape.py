@@ -51,9 +51,8 @@ def test_ops_per_layer(name):
     sliding layers keep a ring (window 8 + slack 16 - 1 rows) and the same dispatches."""
     cfg, graph = build(name, ring_slack=16)
     assert (graph.ring_slack is not None) == (name == "mistral-f32")
-    assert (
-        graph.fold_until == 64 * 48
-    )  # attention_splits: 64 keys a split; attention_ops.MERGE_WORK, 1 x block a thread
+    # attention_splits: 64 keys a split; attention_ops.MERGE_WORK, 1 x block a thread
+    assert graph.fold_until == 64 * attention_ops.MERGE_WORK
     assert graph.folds(1, graph.fold_until) and not graph.folds(1, graph.fold_until + 1) and not graph.folds(2, 2)
     assert graph.ops_per_layer(cfg.num_layers, fold=True) == 5
     assert graph.ops_per_layer(cfg.num_layers) == 6

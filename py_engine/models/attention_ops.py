@@ -14,11 +14,12 @@ from . import attention_grid
 # A decode token merges the attention's splits inside the O projection (gemv.wgsl COMBINE) while
 # each GEMV thread merges at most MERGE_WORK (x blocks it stages) x (splits in use): every
 # workgroup merges the whole x, and past some point its latency costs more than the merge's own
-# dispatch saves. H100, decode, merge in the O projection vs attention_combine, one run each:
-# SmolLM2 (1 block a thread) 587 -> 627 tok/s at 2-6 splits, 548 -> 574 at 11-13; the 8B shape
-# (4 blocks a thread) 202 -> 206.5 and 181 -> 184.4 (a slower H100 than the README's). A merge
-# that recomputed each head's max and sum per block lost at 24-26 splits (8B 182 -> 153).
-MERGE_WORK = 48
+# dispatch saves. H200, 2026-11-30, decode tok/s with MERGE_WORK 48 / 0 (never) / 8, same call:
+# SmolLM2 (1 block a thread) from a 16-token prompt (1-5 splits) 886 / 825-858 / 899, from 200
+# (4-8 splits) 844-855 / 843 / 844, 640 keys (11) 779 / 805, 4,500 keys (24) 554-561 / 636; the 8B
+# shape (4 blocks) 3 splits 311.3 / 308.6 / 311.5, 4-6 splits 295.4 / 308.3 / 309.1, 11 splits
+# 278 / 302. (On an H100 with session 33's GEMV, 48 had measured best.)
+MERGE_WORK = 8
 GEMV_THREADS = 256  # linear_plan.gemv_layout: LANES * SLOTS
 
 
