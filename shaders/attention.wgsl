@@ -40,18 +40,7 @@
 // they go (each part its own sums): a tile costs 3 barriers with subgroups. The kernel waits on
 // memory, not arithmetic (an 8B's decode token reads 4,500 keys from few workgroups), so each
 // thread issues 8 pairs' or 8 keys' loads before it uses them, and loops over few of them.
-// H200, benchmarks/probes/attention_rate.py --rows 1 (a pass of 32 dispatches, per dispatch): the
-// 8B shape at 4,001 keys (32 splits) 24.1 us, at 129 keys 11.5; SmolLM2 12.9 and 8.8; an empty
-// dispatch of as many workgroups 2.4. Loading a tile's first values before its scores and the
-// rotations' (cos, sin) with q (one wait, no barrier between heads) took 3 % off (24.8, 11.9).
-// Tried 2026-11-30 (same probe, 4,513 keys, 24 splits: the 8B 32.4 us, SmolLM2 16.6): without the
-// value loop (and so its loads) 19.9 / 11.3, without the key loads 27.0, without the value loads
-// 30.6, with none of the three 13.3 / 9.2; a tile's loads all issued first, held in arrays 63.8 /
-// 23.6 (drivers put such arrays in local memory), as 16 named pairs and 16 values 33.5-34.6; the
-// next tile's keys loaded during this tile's softmax (an array) 72.9; each thread taking 4
-// dimensions of 8 keys' values (a weight read once for 4 dimensions) 29.5 / 17.6, and the same
-// 236.5 tok/s as this kernel's 236.7 in the 8B's decode at depth 4,000. 36 or 71 splits instead
-// of 24: 31.3 and 30.3 on the 8B.
+// Its speed and the variants measured against it: docs/attention-kernels.md.
 // Workgroup storage: exactly 16 KiB.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,

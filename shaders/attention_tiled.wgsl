@@ -26,25 +26,8 @@
 // So 2 barriers a tile with subgroups, 3 without. A block's tiles run from its first row's window
 // start to its last row's causal limit within the split; rows' own limits are masked per row.
 // The two rows are written out as named pairs (qa / qb, acc_a / acc_b, ...), never as arrays
-// indexed by row: NVIDIA's compile of those put them in local memory (below). Their steps are
-// functions of values (q_chunk, masked_top, tile_weights, ...) called once per row; that form's
-// speed on the H200 is still to be measured (the numbers below are the pairs written inline).
-// H200, Vulkan, 512 rows after 4,000 keys (7 splits on the 8B, 24 on the others), a layer's
-// attention (benchmarks/probes/attention_rate.py): one row a slot and 8 lanes (the kernel until
-// 2026-11-29) 4.32 ms on the 8B shape (32 / 8 heads of 128, K f32, V f16), 0.92 on SmolLM2 (9 / 3
-// of 64), 1.32 on head_dim 256 (4 / 1); two rows a slot with 8 lanes 3.38, 0.88, 1.19; with 4 lanes
-// (64 slots) 3.15, 0.67-0.71, 1.41 (64 floats a lane of head_dim 256: hence its 8 lanes); 128
-// threads a workgroup (32 slots of 4 lanes, or 16 of 8) 4.1-6.1, 0.87-1.42; 8 keys a tile instead
-// of 16-32: the same; 2 lanes on SmolLM2 0.73; 12 splits instead of 7 on the 8B 3.44; four rows a
-// slot (8 lanes, 8 or 16 keys; 4 lanes) 3.9-5.9, 0.94-1.09, 1.57 (more registers a thread); the
-// values staged as packed halves (an f16 V cache's own bits, unpacked at each use: half the PV
-// reads' bytes) 3.28, 0.73, 1.23 (no gain). The rows' state in arrays indexed by row, or passed to
-// functions by pointer: 5.3-19 ms (local memory).
-// Older, one row a slot: 4 lanes a slot (5.1 ms), two slots a thread sharing each staged vector
-// (7.7), loading the next tile into registers during this one (no change), a thread taking all its
-// KV head's q heads for one row with the online softmax every 4 keys (7.0). Its ablations: without
-// the PV products 3.3 of 5.3 ms, without the tile loads 4.7, without exp() 5.4: bound by the QK^T
-// and PV products' workgroup-memory reads (4 FMAs a vec4 read with one row a slot, 8 with two).
+// indexed by row: NVIDIA's compile of those put them in local memory. The layouts, tile sizes and
+// arithmetic measured against this one: docs/attention-kernels.md.
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
 // py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
@@ -61,11 +44,20 @@
 //           7 q_norm, 8 k_norm (unused: attention.wgsl's ROPE_KV inputs).
 // Defines: HEAD_VEC4S (attention_grid.tiled_defines: ceil(head_dim / 4), sizing the registers, the
 //           lanes and the tile; head_dim <= 256, even). K_CACHE / V_CACHE. RING. SUBGROUPS
-//           (kernels.py, from the device). ROPE_KV (false: ignored).
+//           (kernels.py, from the device). ROPE_KV (false: ignored). F16_MATH and ATT_MATH (f16
+//           with it, else f32; attention_grid.tiled_defines: precision "fast" with an f16 V cache).
 // Dispatch: attention_grid.tiled_grid: (n_kv_heads * head blocks, ceil(step.rows / block rows),
 //           splits) workgroups of THREADS = SLOTS * LANES = 256 threads (attention_grid.tiled_block:
 //           the same LANES and SLOTS). Workgroup storage: 16 KiB (`tile`).
-// f32 arithmetic throughout. No select(): test_kernel_metal_safety keeps it out of attention.
+// f32 arithmetic, but with F16_MATH: K and V staged in f16 (twice the keys a tile: 32 of
+// head_dim 128; 16 of 64, where 32 ran slower), q held in f16, each lane's dot products summed in
+// f16 over its 32 (64) dimensions before the f32 sum of the lanes, and a tile's weighted values
+// summed in f16 before the f32 rescale and add; the softmax stays f32. What llama.cpp's CUDA
+// flash attention does at its default precision (f16 sums of QK^T and of PV). H200, 512 rows after
+// 4,000 keys: the 8B shape 3.28 -> 2.55 ms a layer, SmolLM2 0.69 -> 0.56, head_dim 256 1.27 ->
+// 0.87; its outputs within ~3e-3 of f32 on N(0, 1) inputs; the KL divergence it adds on the
+// catalog models is in benchmarks/README.md (fidelity.py --prefill-rows). No select():
+// test_kernel_metal_safety keeps it out of attention.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
@@ -91,10 +83,12 @@ const LANES: u32 = 4u << u32(HEAD_VEC4S > 32u);
 const SLOTS: u32 = THREADS / LANES;
 const VEC4S: u32 = (HEAD_VEC4S + LANES - 1u) / LANES;  // a lane's chunks of a head vector
 const STRIDE: u32 = VEC4S * LANES;  // a key's vec4s in the tile (zeros past the head's)
-const TILE_VEC4S: u32 = 1024u;  // 16 KiB
+const TILE_VEC4S: u32 = 1024u << u32(F16_MATH);  // 16 KiB
 //#if SUBGROUPS
-// K and V, half the tile each (8 KiB: 16 keys of head_dim 128 or 256, 32 of 64), at most 32 keys.
-const KEYS: u32 = min(32u, TILE_VEC4S / 2u / STRIDE) / 4u * 4u;
+// K and V, half the tile each (8 KiB: 16 keys of head_dim 128 or 256, 32 of 64), at most 32 keys;
+// F16_MATH: 32 of head_dim 128, 16 of 256 or of 64 (faster than 32 there).
+const KEYS_MOST: u32 = 32u >> u32(F16_MATH && HEAD_VEC4S < 32u);
+const KEYS: u32 = min(KEYS_MOST, TILE_VEC4S / 2u / STRIDE) / 4u * 4u;
 //#else
 // K, V, and the lanes' partial dots (a vec4 of 4 keys per thread and row): 4 keys of head_dim 128.
 const KEYS: u32 = min(32u, TILE_VEC4S / (2u * STRIDE + THREADS / 2u)) / 4u * 4u;
@@ -105,7 +99,7 @@ const PARTS_AT: u32 = 2u * KEYS * STRIDE;
 const LOADS: u32 = (KEYS * STRIDE + THREADS - 1u) / THREADS;  // K (and V) vec4s a thread stages per tile
 // 8 lanes on 4-wide subgroups: the half-slots' sums of both rows in the K tile's room.
 const_assert LANES < 8u || (KEYS / 4u) * SLOTS * 4u <= KEYS * STRIDE;
-var<workgroup> tile: array<vec4<f32>, TILE_VEC4S>;
+var<workgroup> tile: array<vec4<ATT_MATH>, TILE_VEC4S>;
 
 // RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
 // wraps to the head's first rows.
@@ -243,14 +237,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let end = min(split_end, step.pos + min(row0 + 2u * pairs, step.rows));
 
     // This lane's q chunks of both rows, scaled (zeros past head_dim and for an idle row).
-    var qa: array<vec4<f32>, VEC4S>;
-    var qb: array<vec4<f32>, VEC4S>;
+    var qa: array<vec4<ATT_MATH>, VEC4S>;
+    var qb: array<vec4<ATT_MATH>, VEC4S>;
     let qa_at = row_a * p.q_stride + h * p.q_head_stride;
     let qb_at = qa_at + p.q_stride;
     for (var i = 0u; i < VEC4S; i++) {
         let d = 4u * (lane + LANES * i);
-        qa[i] = q_chunk(qa_at, d, live_a);
-        qb[i] = q_chunk(qb_at, d, live_b);
+        qa[i] = vec4<ATT_MATH>(q_chunk(qa_at, d, live_a));
+        qb[i] = vec4<ATT_MATH>(q_chunk(qb_at, d, live_b));
     }
     var acc_a: array<vec4<f32>, VEC4S>;
     var acc_b: array<vec4<f32>, VEC4S>;
@@ -268,18 +262,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // STRIDE, chunk idx % STRIDE), all loads issued before the stores; zeros for chunks past
         // the head and keys at or past `end`, so every staged number is finite (a masked key's
         // value weighs 0, and 0 * finite is 0).
-        var k_in: array<vec4<f32>, LOADS>;
-        var v_in: array<vec4<f32>, LOADS>;
+        var k_in: array<vec4<ATT_MATH>, LOADS>;
+        var v_in: array<vec4<ATT_MATH>, LOADS>;
         for (var i = 0u; i < LOADS; i++) {
             let idx = lid + THREADS * i;
             let key = start + idx / STRIDE;
             let c = idx % STRIDE;
-            k_in[i] = vec4<f32>(0.0);
-            v_in[i] = vec4<f32>(0.0);
+            k_in[i] = vec4<ATT_MATH>(0.0);
+            v_in[i] = vec4<ATT_MATH>(0.0);
             if (idx < KEYS * STRIDE && key < end && 4u * c < hd) {
                 let cache = cache_row(kv_base + key);
-                k_in[i] = kv_chunk(cache, c, false);
-                v_in[i] = kv_chunk(cache, c, true);
+                k_in[i] = vec4<ATT_MATH>(kv_chunk(cache, c, false));
+                v_in[i] = vec4<ATT_MATH>(kv_chunk(cache, c, true));
             }
         }
         for (var i = 0u; i < LOADS; i++) {
@@ -296,17 +290,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var sa: array<vec4<f32>, KEYS / 4u>;
         var sb: array<vec4<f32>, KEYS / 4u>;
         for (var g = 0u; g < KEYS / 4u; g++) {
-            var da = vec4<f32>(0.0);
-            var db = vec4<f32>(0.0);
+            // A lane's dots in ATT_MATH (F16_MATH: its 32 or 64 dimensions' sums in f16), then f32.
+            var ha = vec4<ATT_MATH>(0.0);
+            var hb = vec4<ATT_MATH>(0.0);
             for (var i = 0u; i < VEC4S; i++) {
                 let at = 4u * g * STRIDE + lane + LANES * i;
                 let k0 = tile[at];
                 let k1 = tile[at + STRIDE];
                 let k2 = tile[at + 2u * STRIDE];
                 let k3 = tile[at + 3u * STRIDE];
-                da += vec4<f32>(dot(qa[i], k0), dot(qa[i], k1), dot(qa[i], k2), dot(qa[i], k3));
-                db += vec4<f32>(dot(qb[i], k0), dot(qb[i], k1), dot(qb[i], k2), dot(qb[i], k3));
+                ha += vec4<ATT_MATH>(dot(qa[i], k0), dot(qa[i], k1), dot(qa[i], k2), dot(qa[i], k3));
+                hb += vec4<ATT_MATH>(dot(qb[i], k0), dot(qb[i], k1), dot(qb[i], k2), dot(qb[i], k3));
             }
+            var da = vec4<f32>(ha);
+            var db = vec4<f32>(hb);
 //#if SUBGROUPS
             // The slot's lanes are consecutive invocations of one subgroup (subgroups hold
             // consecutive invocations, as gemv.wgsl assumes) when subgroups have LANES or more;
@@ -320,8 +317,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 }
             }
 //#else
-            tile[PARTS_AT + 2u * g * THREADS + lid] = da;
-            tile[PARTS_AT + (2u * g + 1u) * THREADS + lid] = db;
+            tile[PARTS_AT + 2u * g * THREADS + lid] = ha;
+            tile[PARTS_AT + (2u * g + 1u) * THREADS + lid] = hb;
 //#endif
             sa[g] = da;
             sb[g] = db;
@@ -333,26 +330,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (lane % subgroup_size == 0u) {
                 for (var g = 0u; g < KEYS / 4u; g++) {
                     let at = ((g * SLOTS + slot) * 2u + lane / subgroup_size) * 2u;
-                    tile[at] = sa[g];
-                    tile[at + 1u] = sb[g];
+                    tile[at] = vec4<ATT_MATH>(sa[g]);  // F16_MATH: rounded to f16 (never on an H200)
+                    tile[at + 1u] = vec4<ATT_MATH>(sb[g]);
                 }
             }
             workgroupBarrier();
             for (var g = 0u; g < KEYS / 4u; g++) {
                 let at = (g * SLOTS + slot) * 4u;
-                sa[g] = tile[at] + tile[at + 2u];
-                sb[g] = tile[at + 1u] + tile[at + 3u];
+                sa[g] = vec4<f32>(tile[at]) + vec4<f32>(tile[at + 2u]);
+                sb[g] = vec4<f32>(tile[at + 1u]) + vec4<f32>(tile[at + 3u]);
             }
         }
 //#else
         workgroupBarrier();
         for (var g = 0u; g < KEYS / 4u; g++) {
             let at = PARTS_AT + 2u * g * THREADS + slot * LANES;
-            var total_a = tile[at];
-            var total_b = tile[at + THREADS];
+            var total_a = vec4<f32>(tile[at]);
+            var total_b = vec4<f32>(tile[at + THREADS]);
             for (var l = 1u; l < LANES; l++) {  // one order for every lane
-                total_a += tile[at + l];
-                total_b += tile[at + THREADS + l];
+                total_a += vec4<f32>(tile[at + l]);
+                total_b += vec4<f32>(tile[at + THREADS + l]);
             }
             sa[g] = total_a;
             sb[g] = total_b;
@@ -397,27 +394,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         sum_a = sum_a * corr_a + tile_sum_a;
         sum_b = sum_b * corr_b + tile_sum_b;
-        // Each staged value chunk read once for both rows.
+        // Each staged value chunk read once for both rows. F16_MATH: the tile's weighted values
+        // summed in f16, then added to the f32 accumulators; otherwise in f32 onto them.
         for (var i = 0u; i < VEC4S; i++) {
-            var a = acc_a[i] * corr_a;
-            var b = acc_b[i] * corr_b;
+            var a = vec4<ATT_MATH>(0.0);
+            var b = vec4<ATT_MATH>(0.0);
+            if (!F16_MATH) {
+                a = vec4<ATT_MATH>(acc_a[i] * corr_a);
+                b = vec4<ATT_MATH>(acc_b[i] * corr_b);
+            }
             for (var g = 0u; g < KEYS / 4u; g++) {
                 let at = V_AT + 4u * g * STRIDE + lane + LANES * i;
                 let v0 = tile[at];
                 let v1 = tile[at + STRIDE];
                 let v2 = tile[at + 2u * STRIDE];
                 let v3 = tile[at + 3u * STRIDE];
-                a += sa[g].x * v0;
-                a += sa[g].y * v1;
-                a += sa[g].z * v2;
-                a += sa[g].w * v3;
-                b += sb[g].x * v0;
-                b += sb[g].y * v1;
-                b += sb[g].z * v2;
-                b += sb[g].w * v3;
+                let wa = vec4<ATT_MATH>(sa[g]);
+                let wb = vec4<ATT_MATH>(sb[g]);
+                a += wa.x * v0;
+                a += wa.y * v1;
+                a += wa.z * v2;
+                a += wa.w * v3;
+                b += wb.x * v0;
+                b += wb.y * v1;
+                b += wb.z * v2;
+                b += wb.w * v3;
             }
-            acc_a[i] = a;
-            acc_b[i] = b;
+            if (F16_MATH) {
+                acc_a[i] = acc_a[i] * corr_a + vec4<f32>(a);
+                acc_b[i] = acc_b[i] * corr_b + vec4<f32>(b);
+            } else {
+                acc_a[i] = vec4<f32>(a);
+                acc_b[i] = vec4<f32>(b);
+            }
         }
         workgroupBarrier();  // the tile is read by all before the next one is stored
     }

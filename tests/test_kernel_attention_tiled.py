@@ -71,7 +71,24 @@ def reference(q, k, v, pos, window, scale, softcap):
     return want
 
 
-def run_tiled(qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, softcap, split_len, kv, subgroups, ring):
+def run_tiled(
+    qkv,
+    k_cache,
+    v_cache,
+    nh,
+    nkv,
+    hd,
+    rows,
+    pos,
+    window,
+    scale,
+    softcap,
+    split_len,
+    kv,
+    subgroups,
+    ring,
+    f16_math=False,
+):
     """attention_tiled.wgsl's partials buffer (AT NaNs, then the partials; it starts all NaN)
     for `rows` rows from position pos over caches [nkv, capacity, hd] (ring: a sliding layer's)."""
     cap = k_cache.shape[1]
@@ -112,7 +129,13 @@ def run_tiled(qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, soft
         },
         grid=tiled_grid(rows, nh, nkv, hd, splits),
         step=(rows, pos, pos + rows),
-        defines={"K_CACHE": kv[0], "V_CACHE": kv[1], "RING": bool(ring), "ROPE_KV": False, **tiled_defines(hd)},
+        defines={
+            "K_CACHE": kv[0],
+            "V_CACHE": kv[1],
+            "RING": bool(ring),
+            "ROPE_KV": False,
+            **tiled_defines(hd, f16_math),
+        },
         subgroups=subgroups,
         read=["partials"],
     )
@@ -123,7 +146,25 @@ def run_tiled(qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, soft
     "name,nh,nkv,hd,rows,pos,window,ring,softcap,kv,subgroups,mag", CASES, ids=[c[0] for c in CASES]
 )
 def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv, subgroups, mag):
-    if "f16" in kv and not device(True)[0].caps.shader_f16:
+    check_tiled(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv, subgroups, mag)
+
+
+# F16_MATH (precision "fast" with shader-f16): K and V staged in f16, a lane's dots and a tile's
+# weighted values summed in f16. Its error on these N(0, 1) inputs is ~3e-3 (and ~0 without it);
+# a masking or indexing slip moves outputs by ~0.1-1. Not the huge-score cases: f16 holds |x| <
+# 65,504, and a model's normalised q, k, v stay far below that.
+F16_CASES = [c for c in CASES if c[-1] < 1e3 and c[0] != "gqa7_hd20_packed"]
+
+
+@pytest.mark.parametrize(
+    "name,nh,nkv,hd,rows,pos,window,ring,softcap,kv,subgroups,mag", F16_CASES, ids=[c[0] for c in F16_CASES]
+)
+def test_tiled_attention_f16_math(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv, subgroups, mag):
+    check_tiled(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv, subgroups, mag, f16_math=True)
+
+
+def check_tiled(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv, subgroups, mag, f16_math=False):
+    if ("f16" in kv or f16_math) and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     rng = np.random.default_rng(sum(map(ord, name)))
     kv_len = pos + rows
@@ -150,7 +191,7 @@ def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv
     assert heads * block_rows <= TILED_ROWS_PER_SLOT * TILED_THREADS // tiled_lanes(hd)
     assert tiled_grid(rows, nh, nkv, hd, splits)[1] > 1 or rows <= block_rows
     raw = run_tiled(
-        qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, softcap, split_len, kv, subgroups, ring
+        qkv, k_cache, v_cache, nh, nkv, hd, rows, pos, window, scale, softcap, split_len, kv, subgroups, ring, f16_math
     )
     assert np.isnan(raw[:AT]).all(), "written before partials_at"
     partials = raw[AT:]
@@ -175,7 +216,10 @@ def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv
     q = qkv[:, : nh * hd].reshape(rows, nh, hd)
     by_position = [in_positions(c.astype(np.float64), kv_len) for c in (k_cache, v_cache)]
     want = reference(q, *by_position, pos, window, scale, softcap)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    if f16_math:
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])

@@ -15,7 +15,8 @@ a lone dispatch's time is mostly its pass's. TFLOP/s counts the causal (query, k
 head_dim flops (QK^T and PV), kv_gb_s the caches' bytes. Time is the GPU's own
 (gemv_bandwidth.Timer). The merge of the splits (attention_combine.wgsl) is not counted. A
 --variant names a kernel in shaders/ and its defines (a ROWS_PER_SLOT define scales a prompt grid's
-row blocks, SLOTS_SET sets its slots a workgroup); the default is the kernel the engine runs. Each
+row blocks, SLOTS_SET sets its slots a workgroup); the default is the kernel the engine runs under
+precision exact ("attention_tiled F16_MATH=true ATT_MATH=f16" is fast's on a device with shader-f16). Each
 result's max_diff is the largest difference of its per-split outputs (Σ exp(s - m) v / Σ exp(s - m))
 from the first variant's at the same shape: a variant's time counts only where it computes the same
 thing.

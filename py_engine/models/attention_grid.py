@@ -71,10 +71,12 @@ def tiled_block(n_heads: int, n_kv_heads: int, head_dim: int) -> tuple[int, int]
     return heads, TILED_ROWS_PER_SLOT * (slots // heads)
 
 
-def tiled_defines(head_dim: int) -> dict:
+def tiled_defines(head_dim: int, f16_math: bool = False) -> dict:
     """attention_tiled.wgsl's defines from the model's shape: HEAD_VEC4S, the vec4 chunks of a head
-    vector (ceil(head_dim / 4)), which size its per-lane registers and its K / V tile."""
-    return {"HEAD_VEC4S": ceil_div(head_dim, 4)}
+    vector (ceil(head_dim / 4)), which size its per-lane registers and its K / V tile; and its
+    arithmetic: F16_MATH (K and V staged in f16, a lane's dots and a tile's weighted values summed
+    in f16: precision "fast" on a device with shader-f16) with ATT_MATH, the staged type."""
+    return {"HEAD_VEC4S": ceil_div(head_dim, 4), "F16_MATH": f16_math, "ATT_MATH": "f16" if f16_math else "f32"}
 
 
 def tiled_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, splits: int) -> tuple[int, int, int]:

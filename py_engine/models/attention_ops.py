@@ -175,7 +175,7 @@ class AttentionOps:
                 "ROPE_KV": False,
                 "RING": ring,
                 "GROUP_HEADS": attention_grid.group_heads(heads, cfg.num_kv_heads, hd),
-                **attention_grid.tiled_defines(hd),
+                **attention_grid.tiled_defines(hd, self.precision == "fast" and self.v_format == "f16"),
             },
             decode_defines={"ROPE_KV": True},
             many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows
