@@ -3,6 +3,7 @@ from "exact". Prints one JSON object.
 
     python benchmarks/fidelity.py --model PATH --text FILE [--precision fast] [--tokens 2048] [--f32]
         [--prompt N [--int8-matmul-min-k K] [--int8-matmul-levels 1|2]] [--gemv-q8-input-weights W]
+        [--prefill-rows R]
 
 The text's tokens are fed teacher-forced to two engines of the model, one per precision, in
 forwards of LOGIT_ROWS_MAX (8) rows scoring every row: every position's logits come from the GEMV
@@ -13,7 +14,11 @@ after it (its last one's logits and every later one's) also carry the prefill's 
 the KV cache; --int8-matmul-min-k and --int8-matmul-levels override linear_plan's
 INT8_MATMUL_MIN_K and INT8_MATMUL_LEVELS, to measure the int8 matmul on models whose rows are
 shorter than the bound; --gemv-q8-input-weights overrides GEMV_Q8_INPUT_WEIGHTS (0: every GEMV that
-can reads x quantized by a quantize_rows dispatch, gemv.wgsl Q8_INPUT). For each position: the KL
+can reads x quantized by a quantize_rows dispatch, gemv.wgsl Q8_INPUT). --prefill-rows R (9 up to
+engine.PREFILL_ROWS) feeds the text after the prompt in forwards of R rows that score their last 8:
+those rows are computed as a prompt's are (the prefill matmul and attention_tiled.wgsl, whose
+F16_MATH "fast" takes on a device with shader-f16), each after the cache's depth of keys; the
+positions scored are 8 of every R. For each position: the KL
 divergence KL(exact || precision) of the next-token distributions, and whether their argmaxes
 agree. JSON: {"model", "precision", "tokens" (positions scored), "mean_kld", "p99_kld",
 "max_kld", "top1_agreement"}. The bound (issue 28): mean KLD <= 1e-3 and top-1 agreement >= 99 %
@@ -47,20 +52,24 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-async def compare(path, device, ids: list[int], precision: str = "fast", prompt: int = 0) -> dict:
+async def compare(
+    path, device, ids: list[int], precision: str = "fast", prompt: int = 0, prefill_rows: int = 0
+) -> dict:
     """Feed `ids` through an exact engine and a `precision` one (the first `prompt` as a prompt,
-    the rest 8 rows a forward) and compare every scored position's next-token distribution: the
-    JSON fields above, model aside."""
-    max_rows = PREFILL_ROWS if prompt else LOGIT_ROWS_MAX
+    the rest 8 rows a forward, or prefill_rows a forward scoring their last 8) and compare every
+    scored position's next-token distribution: the JSON fields above, model aside."""
+    step = prefill_rows or LOGIT_ROWS_MAX
+    max_rows = PREFILL_ROWS if prompt or prefill_rows else LOGIT_ROWS_MAX
     engines = [
         await Engine.load(path, device, max_rows=max_rows, context=len(ids), precision=p) for p in ("exact", precision)
     ]
     scored = []  # (exact, other) logits of each scored forward
     if prompt:
         scored.append([np.array([await e.prompt_logits(ids[:prompt])], np.float32) for e in engines])
-    for start in range(prompt, len(ids), LOGIT_ROWS_MAX):
-        chunk = ids[start : start + LOGIT_ROWS_MAX]
-        scored.append([np.array(await e.rows_logits(chunk), np.float32) for e in engines])
+    for start in range(prompt, len(ids), step):
+        chunk = ids[start : start + step]
+        rows = min(len(chunk), LOGIT_ROWS_MAX)
+        scored.append([np.array(await e.rows_logits(chunk, rows), np.float32) for e in engines])
     klds, agree = [], 0
     for exact, other in scored:
         p, q = log_softmax(exact), log_softmax(other)
@@ -70,6 +79,7 @@ async def compare(path, device, ids: list[int], precision: str = "fast", prompt:
     return {
         "precision": precision,
         "prompt": prompt,
+        "prefill_rows": prefill_rows,
         "tokens": len(klds),
         "mean_kld": float(klds.mean()),
         "p99_kld": float(np.percentile(klds, 99)),
@@ -104,7 +114,11 @@ async def main(args) -> dict:
         "int8_matmul_levels": linear_plan.INT8_MATMUL_LEVELS,
         "gemv_q8_input_weights": linear_plan.GEMV_Q8_INPUT_WEIGHTS,
     }
-    return {"model": str(args.model), **tier, **await compare(model, device, ids, args.precision, args.prompt)}
+    return {
+        "model": str(args.model),
+        **tier,
+        **await compare(model, device, ids, args.precision, args.prompt, args.prefill_rows),
+    }
 
 
 if __name__ == "__main__":
@@ -118,4 +132,7 @@ if __name__ == "__main__":
     parser.add_argument("--int8-matmul-min-k", type=int, help="override linear_plan.INT8_MATMUL_MIN_K")
     parser.add_argument("--int8-matmul-levels", type=int, choices=(1, 2), help="override INT8_MATMUL_LEVELS")
     parser.add_argument("--gemv-q8-input-weights", type=int, help="override GEMV_Q8_INPUT_WEIGHTS")
+    parser.add_argument(
+        "--prefill-rows", type=int, default=0, help="forwards of this many rows (9 to 512) scoring their last 8"
+    )
     print(json.dumps(asyncio.run(main(parser.parse_args()))))

@@ -238,17 +238,22 @@ class Engine:
         commands = saved + self._forward(rows, ids, logit_rows=rows) + picks
         return list(struct.unpack(f"<{rows}I", await self.device.fetch(self.device.submit(commands)[0])))
 
-    async def rows_logits(self, ids: list[int]) -> list[array]:
-        """One forward over `ids` (at most LOGIT_ROWS_MAX) at the engine's position scoring every
-        row: the float32 logits after each prefix ids[:i + 1], each row computed as a decode
-        token's (the GEMV path, as picks_after's). benchmarks/fidelity.py compares precisions with
-        them. pos advances by len(ids)."""
+    async def rows_logits(self, ids: list[int], scored: int | None = None) -> list[array]:
+        """One forward over `ids` at the engine's position scoring its last `scored` rows (default
+        every row; at most LOGIT_ROWS_MAX): the float32 logits after each of those prefixes. A
+        forward of at most LOGIT_ROWS_MAX rows computes each row as a decode token's (the GEMV
+        path, as picks_after's); a longer one (up to max_rows) as a prompt's (the matmul and the
+        prompt's attention). benchmarks/fidelity.py compares precisions with them. pos advances by
+        len(ids)."""
         rows, vocab = len(ids), self.cfg.vocab_size
-        self._check_scored_rows(rows, "rows_logits")
+        scored = rows if scored is None else scored
+        self._check_scored_rows(scored, "rows_logits")
+        if rows < scored or rows > self.max_rows:
+            raise ValueError(f"rows_logits takes {scored} to {self.max_rows} ids, not {rows}")
         self._resume()
-        self.device.submit(self._forward(rows, ids, logit_rows=rows))
-        raw = await self.device.read_buffer(self.logits_buffer, 0, rows * vocab * 4)
-        return [array("f", raw[r * vocab * 4 : (r + 1) * vocab * 4]) for r in range(rows)]
+        self.device.submit(self._forward(rows, ids, logit_rows=scored))
+        raw = await self.device.read_buffer(self.logits_buffer, 0, scored * vocab * 4)
+        return [array("f", raw[r * vocab * 4 : (r + 1) * vocab * 4]) for r in range(scored)]
 
     def prefill_commands(self, ids: list[int]) -> list:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""

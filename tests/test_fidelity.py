@@ -31,3 +31,14 @@ def test_smollm2_fast_is_within_the_kld_bound():
     assert got["tokens"] == TOKENS
     assert got["mean_kld"] <= 1e-3 and got["top1_agreement"] >= 0.99, got
     assert got["mean_kld"] > 0, "fast gave exact's logits: the int8 GEMV did not run"
+
+
+def test_smollm2_fast_prompt_rows_within_the_kld_bound():
+    """Rows computed as a prompt's (forwards of 20 rows, more than linear_plan.GEMV_MAX_ROWS,
+    scoring their last 8: the prefill matmul and attention_tiled.wgsl, F16_MATH under fast where
+    the device has shader-f16), from an empty cache and after 20 keys: within the same bound."""
+    path = ensure_model("smollm2-135m-instruct")
+    ids = text_ids(read_model_files(path), (ROOT / "README.md").read_text(encoding="utf-8"), 40)
+    got = asyncio.run(compare(path, device(True)[0], ids, prefill_rows=20))
+    assert got["tokens"] == TOKENS and got["prefill_rows"] == 20
+    assert got["mean_kld"] <= 1e-3 and got["top1_agreement"] >= 0.99, got
