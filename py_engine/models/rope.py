@@ -65,12 +65,15 @@ class Rotary:
     def table(self, first_pos: int, rows: int, long: bool = False) -> bytes:
         """[rows, rotary_dim / 2, 2] float32: (cos, sin) of the float32 angle pos * inv_freq."""
         inv_freq = self.long_inv_freq if long and self.long_inv_freq is not None else self.inv_freq
-        values = array("f")
+        # An array("f") rounds each angle to float32 as it stores it, and map() runs the products,
+        # cos and sin at C speed: a prompt's 512 rows of the 8B took 10.5 ms one angle at a time in
+        # Python (f32() through struct), host time in a forward that takes ~170 on an H200.
+        angles = array("f")
         for pos in range(first_pos, first_pos + rows):
-            for f in inv_freq:
-                angle = f32(pos * f)
-                values.append(math.cos(angle))
-                values.append(math.sin(angle))
+            angles.extend(map(float(pos).__mul__, inv_freq))  # pos * f, as a double, then stored as f32
+        values = array("f", bytes(8 * len(angles)))
+        values[0::2] = array("f", map(math.cos, angles))
+        values[1::2] = array("f", map(math.sin, angles))
         if self.scale != 1.0:  # LongRoPE's attention factor: f32(cos) * f32(scale), as transformers rounds it
             values = array("f", [v * self.scale for v in values])
         return values.tobytes()
