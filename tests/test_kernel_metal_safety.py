@@ -111,9 +111,19 @@ ENGINE_DEFINES = {
     "Q8_ACT": True,  # gemv: with its int8 scales (the larger)
     "Q8_INPUT": True,  # gemv: 4,096 x a chunk and their scales (the larger)
     "SPREAD": False,  # quantize_rows: a row a workgroup (the larger)
+    "F16_MATH": False,  # attention_tiled: its f32 tile (F16_MATH's, of f16: test_workgroup_storage_sizes_known)
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
+    "u32": int,  # WGSL's u32(bool) in const expressions
 }
-TYPE_ALIASES = {"K": "f32", "V": "f32", "W": "f32", "OUT": "f32", "XBlock": "vec4<f32>", "WBlock": "vec4<f32>"}
+TYPE_ALIASES = {
+    "K": "f32",
+    "V": "f32",
+    "W": "f32",
+    "OUT": "f32",
+    "XBlock": "vec4<f32>",
+    "WBlock": "vec4<f32>",
+    "ATT_MATH": "f32",
+}
 
 
 def split_top(s: str) -> list[str]:
@@ -128,10 +138,10 @@ def split_top(s: str) -> list[str]:
     return parts + [cur]
 
 
-def const_values(src: str) -> dict:
-    """The integer constants of src, over two passes: a constant may use one declared further on
-    (a weight snippet's X_PAD, appended after the kernel)."""
-    values = dict(ENGINE_DEFINES)
+def const_values(src: str, defines: dict | None = None) -> dict:
+    """The integer constants of src (with ENGINE_DEFINES, or `defines` over them), over two passes:
+    a constant may use one declared further on (a weight snippet's X_PAD, appended after the kernel)."""
+    values = {**ENGINE_DEFINES, **(defines or {})}
     for _ in range(2):
         for name, expr in re.findall(r"\bconst\s+(\w+)\s*(?::\s*\w+)?\s*=\s*([^;]+);", src):
             py = re.sub(r"\b(\d+)u\b", r"\1", expr).replace("/", "//")
@@ -172,13 +182,16 @@ def type_layout(t: str, src: str, consts: dict) -> tuple[int, int]:
     raise AssertionError(f"unknown type {t!r}: teach test_kernel_metal_safety.py its size")
 
 
-def workgroup_bytes(path: Path) -> int:
+def workgroup_bytes(path: Path, defines: dict | None = None, aliases: dict | None = None) -> int:
+    """The kernel's workgroup storage with ENGINE_DEFINES and TYPE_ALIASES (or these over them)."""
     src = code(path)
     if path.stem in ("gemv", "matmul", "matmul_int8", "embedding"):  # their weight snippets are appended (conservative)
         src += "".join(code(f) for f in sorted(WEIGHTS_DIR.glob("*.wgsl")))
-    consts = const_values(src)
+    consts = const_values(src, defines or {})
     total = 0
     for _, t in re.findall(r"var<workgroup>\s*(\w+)\s*:\s*([^;]+);", src):
+        for alias, value in (aliases or {}).items():
+            t = re.sub(rf"\b{alias}\b", value, t)
         size, align = type_layout(t, src, consts)
         total = -(-total // align) * align + size
     return total
@@ -212,6 +225,8 @@ def test_workgroup_storage_sizes_known():
         sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8
     )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
+    f16_tiles = workgroup_bytes(SHADER_DIR / "attention_tiled.wgsl", {"F16_MATH": True}, {"ATT_MATH": "f16"})
+    assert f16_tiles == 2048 * 8  # F16_MATH: twice the vec4s, of f16
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert (
