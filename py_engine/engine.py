@@ -127,6 +127,7 @@ class Engine:
             max_rows=max_rows,
             kv_capacity=context,
             half=half,
+            cpu=device.caps.cpu,
             kv_formats=kv,
             max_binding=max_binding or device.caps.limits.max_storage_binding,
             ring_slack=ring_slack(max_rows) if kv_rings else 0,

@@ -127,6 +127,7 @@ async def open_browser_device(
         subgroups=bool(info.get("subgroups")),
         subgroups_enable=True,  # Tint requires `enable subgroups;`
         int8_dot=bool(info.get("int8Dot")),
+        cpu=bool(info.get("isFallbackAdapter")),
         limits=Limits(
             max_storage_binding=int(lim["maxStorageBufferBindingSize"]),
             max_buffer_size=int(lim["maxBufferSize"]),

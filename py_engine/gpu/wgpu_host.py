@@ -76,6 +76,7 @@ async def open_wgpu_device(
         adapter=f"{adapter.info.get('device', '?')} ({adapter.info.get('backend_type', '?')})",
         shader_f16=shader_f16,
         subgroups=subgroups,
+        cpu=adapter.info.get("adapter_type") == "CPU",
         limits=Limits(
             max_storage_binding=lim["max-storage-buffer-binding-size"],
             max_buffer_size=lim["max-buffer-size"],

@@ -43,6 +43,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         self.g = Graph(max_rows)
         self.kv_capacity = options.kv_capacity
         self.half = options.half  # the device has shader-f16: half-precision weights stay half
+        self.cpu = options.cpu  # the adapter runs on the CPU: the GEMV's CPU layout
         self.k_format, self.v_format = options.kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = options.max_binding
         self.ring_slack = ring_slack
@@ -117,7 +118,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 count = min(per_shard, n - r)
                 nbytes = -(-layout.matrix_bytes(count, k, mlx_group) // 16) * 16
                 shard = self.g.tensor(f"{group[0]}[{r}]", nbytes, "weight", weight=spec, rows=(r, count), dtype=fmt)
-                defines = linear_defines(k, count, fmt, mlx_group, precision=self.precision, **fused)
+                defines = linear_defines(k, count, fmt, mlx_group, precision=self.precision, cpu=self.cpu, **fused)
                 shards.append((shard, first + r, defines))
             first += n
         return shards, first, k

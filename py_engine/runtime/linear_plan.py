@@ -49,7 +49,7 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
     return defines
 
 
-def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False) -> dict:
+def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bool = False) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
     SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight;
     X_SUMS: the format's units weigh an offset by x sums (quant.WeightFormat.has_offset).
@@ -64,9 +64,18 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False) -> dict
     GATED (gate | up with the activation) gives a thread its gate row and its up row (RPT 2); block
     formats then take one unit per row in flight: H100, 4096 x 28672 with the norm, 16 x 16, Q4_0
     STEP 1/2/4 49.9/55.8/58.2 us (49.6 for the plain GEMV, no norm), Q4_K 57.3/73.3, Q6_K 77.2/81.4; F16
-    keeps STEP 4 (97.9 us; plain 102.1)."""
+    keeps STEP 4 (97.9 us; plain 102.1).
+    cpu (an adapter on the CPU: SwiftShader, lavapipe) takes a thread per row, 128 rows a workgroup,
+    one unit in flight: no cross-lane sums, and each thread walks its row alone, which a CPU's
+    SIMD runs as plain loops. 2026-11-30, GPU time of one GEMV (32.8.1.2 -> 1.128.1.1 or the best
+    single-lane layout): SwiftShader Q4_1 576 x 1536 103.7 -> 8.7 ms (fast 172.9 -> 11.4), 1536 x
+    576 41.3 -> 6.8 (4.3 with 64 rows a workgroup, which int8 activations' x staging cannot take),
+    the Q8_0 head 576 x 49152 3,007 -> 267; lavapipe Q4_1 576 x 1536 8.0 -> 1.7, the head 206 -> 52
+    (fast 410 -> 54); more lanes were slower at every step (32 > 16 > 8 > 4 > 2 > 1)."""
     fmt = quant.weight_format(weight_format)
     sums = {"X_SUMS": fmt.has_offset}
+    if cpu:
+        return {"LANES": 1, "SLOTS": 128, "RPT": 2 if gated else 1, "STEP": 1, **sums}
     if K < (8192 if fmt.is_float else 2048) or weight_format == "f32":
         lanes, slots, step = 32, 8, 4 if fmt.is_float else 2
     else:
@@ -170,19 +179,21 @@ def linear_defines(
     gated: bool = False,
     gelu: bool = False,
     precision: str = "exact",
+    cpu: bool = False,
 ) -> dict:
     """Defines of a linear op's kernels (gemv and matmul share one bind group and these). norm:
     RMS-normalise x first (the norm binding's weight); gated: the rows are gate | up and the
     outputs act(gate) * up, act GELU-tanh if gelu else SiLU. precision: "fast" gives the GEMV
     int8 activations where int8_activations says so, and the matmul int8 dot products where
-    int8_matmul does (its x quantized by a quantize_rows op first: ModelBuilder.quantize_rows)."""
+    int8_matmul does (its x quantized by a quantize_rows op first: ModelBuilder.quantize_rows).
+    cpu: the adapter runs on the CPU (gemv_layout's CPU layout)."""
     return {
         "Q8_ACT": int8_activations(weight_format, precision),
         "Q8_MATMUL": int8_matmul(weight_format, precision, K),
         "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
         "Q8_INPUT": False,
         **weight_defines(K, weight_format, mlx_group),
-        **gemv_layout(K, N, weight_format, gated),
+        **gemv_layout(K, N, weight_format, gated, cpu),
         "NORM": norm,
         "GATED": gated,
         "GELU": gelu,
