@@ -128,6 +128,7 @@ class Engine:
             kv_capacity=context,
             half=half,
             cpu=device.caps.cpu,
+            subgroup_min_size=device.caps.subgroup_min_size,
             kv_formats=kv,
             max_binding=max_binding or device.caps.limits.max_storage_binding,
             ring_slack=ring_slack(max_rows) if kv_rings else 0,

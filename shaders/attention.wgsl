@@ -3,7 +3,9 @@
 // the key positions are cut into splits of split_len keys, each workgroup runs an online softmax
 // over its split (tiles of 64 keys) and writes a partial (max, sum, weighted V) per q head;
 // attention_combine.wgsl (or the O projection's GEMV, COMBINE) merges the splits. A prompt's
-// forward runs attention_tiled.wgsl instead, which writes the same partials.
+// forward runs attention_tiled.wgsl instead, which writes the same partials; a device whose
+// subgroups are at least 32 wide, attention_subgroups.wgsl (the same work without barriers between
+// keys). The q heads' prologue (norm, RoPE, the new key) is attention_heads.wgsl's, shared by both.
 // GQA: a workgroup takes GROUP_HEADS q heads that share one KV head and reads each key and value
 // once for all of them: their q vectors sit in workgroup memory as one vec4 of 4 heads per
 // dimension, so a key element costs one vec4 FMA for 4 heads. (One workgroup per q head read the
@@ -74,74 +76,6 @@ var<workgroup> weights: array<vec4<f32>, 2 * TILE>;  // [v * TILE + key]: exp(sc
 var<workgroup> new_k: array<f32, 256>;  // ROPE_KV: the new key, normalised and rotated
 var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
 
-// Dimension d of group head c (c == GROUP_HEADS: the new key), for ROPE_KV's norm and rotation.
-// One thread writes a dimension's vec4 at a time, so component writes never race.
-fn head_get(c: u32, d: u32) -> f32 {
-    if (c == GROUP_HEADS) { return new_k[d]; }
-    return qg[(c / 4u) * p.head_dim + d][c % 4u];
-}
-
-fn head_set(c: u32, d: u32, value: f32) {
-    if (c == GROUP_HEADS) {
-        new_k[d] = value;
-    } else {
-        qg[(c / 4u) * p.head_dim + d][c % 4u] = value;
-    }
-}
-
-// ROPE_KV: group head c (or the new key) normalised by its norm weight (a model with q/k norms):
-// rope_kv.wgsl's operations in its order (its 128 threads' sums, then their tree), so a decode
-// token's q and k equal a prefill's. Ends with a barrier.
-fn norm_head(lid: u32, c: u32) {
-    let hd = p.head_dim;
-    var sum = 0.0;
-    for (var d = lid; d < hd && lid < 128u; d += 128u) {
-        let v = head_get(c, d);
-        sum += v * v;
-    }
-    part[lid].x = sum;
-    workgroupBarrier();
-    for (var stride = 64u; stride > 0u; stride >>= 1u) {
-        if (lid < stride) { part[lid].x += part[lid + stride].x; }
-        workgroupBarrier();
-    }
-    let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
-    workgroupBarrier();  // part[0] read by all before it is reused
-    for (var d = lid; d < hd; d += THREADS) {
-        if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
-        else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
-    }
-    workgroupBarrier();
-}
-
-// ROPE_KV: rotation `lid` (shaders/rope.wgsl; rotary_dim / 2 <= 128 of them, one a thread) of
-// group heads 0 .. heads - 1 (heads past GROUP_HEADS: the new key) by the angle whose (cos, sin)
-// is cs. A thread's rotation touches only its own two dimensions of each head: no barrier
-// between heads.
-fn rotate_heads(lid: u32, heads: u32, cs: vec2<f32>) {
-    if (lid < p.rotary_dim / 2u) {
-        let ab = rope_pair(lid, p.rotary_dim, p.interleaved == 1u);
-        for (var c = 0u; c < heads; c++) {
-            let turned = rope_turn(vec2<f32>(head_get(c, ab.x), head_get(c, ab.y)), cs);
-            head_set(c, ab.x, turned.x);
-            head_set(c, ab.y, turned.y);
-        }
-    }
-}
-
-// ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
-// is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
-var<private> new_row: u32;
-// RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
-// wraps to the head's first rows.
-var<private> ring_end: u32;
-
-// The cache row of kv_base + a key position: itself, or (RING) less capacity past the wrap.
-fn cache_row(at: u32) -> u32 {
-    if (RING && at >= ring_end) { return at - p.capacity; }
-    return at;
-}
-
 // Pair e of cache row `row`'s key. The cache is read for every row, before the branch that takes
 // the new key instead (a stale row is read and dropped): with the load inside the branch, an f16
 // cache's loads were not batched (H100, SmolLM2 decode: attention 0.83 ms a token with f16 V, 0.45
@@ -166,64 +100,10 @@ fn value_quad(at: u32, last_key: u32, d: u32) -> vec4<f32> {
                      value_at(cache_row(min(at + 2u, last_key)), d), value_at(cache_row(min(at + 3u, last_key)), d));
 }
 
-// A value for each head of the group: heads 0-3 in a, 4-7 in b (b unused when QV == 1, and
-// its arithmetic folded away). Not an array: drivers put function-scope arrays in slow memory.
-struct Heads { a: vec4<f32>, b: vec4<f32> }
-
-fn heads_splat(x: f32) -> Heads { return Heads(vec4<f32>(x), vec4<f32>(x)); }
-
-fn heads_add(x: Heads, y: Heads) -> Heads {
-    var out = Heads(x.a + y.a, vec4<f32>(0.0));
-    if (QV > 1u) { out.b = x.b + y.b; }
-    return out;
-}
-
-fn heads_max(x: Heads, y: Heads) -> Heads {
-    var out = Heads(max(x.a, y.a), vec4<f32>(-3.0e38));
-    if (QV > 1u) { out.b = max(x.b, y.b); }
-    return out;
-}
-
-// acc + w * x for each head.
-fn heads_fma(w: Heads, x: f32, acc: Heads) -> Heads {
-    var out = Heads(fma(w.a, vec4<f32>(x), acc.a), vec4<f32>(0.0));
-    if (QV > 1u) { out.b = fma(w.b, vec4<f32>(x), acc.b); }
-    return out;
-}
-
-// acc * correction + tile for each head (the online softmax's rescale).
-fn heads_rescale(acc: Heads, correction: Heads, tile: Heads) -> Heads {
-    var out = Heads(acc.a * correction.a + tile.a, vec4<f32>(0.0));
-    if (QV > 1u) { out.b = acc.b * correction.b + tile.b; }
-    return out;
-}
-
-fn heads_exp(x: Heads) -> Heads {
-    var out = Heads(safe_exp4(x.a), vec4<f32>(0.0));
-    if (QV > 1u) { out.b = safe_exp4(x.b); }
-    return out;
-}
-
-// Group head c's value.
-fn heads_at(x: Heads, c: u32) -> f32 {
-    if (c < 4u) { return x.a[c]; }
-    return x.b[c - 4u];
-}
-
-// The group's q at dimension d (qg's vec4s).
-fn q_heads(d: u32) -> Heads {
-    var out = Heads(qg[d], vec4<f32>(0.0));
-    if (QV > 1u) { out.b = qg[p.head_dim + d]; }
-    return out;
-}
-
 // A key's pair e (k2) times every group head's q, added to s.
 fn pair_dot(e: u32, k2: vec2<f32>, s: Heads) -> Heads {
     return heads_fma(q_heads(2u * e + 1u), k2.y, heads_fma(q_heads(2u * e), k2.x, s));
 }
-
-// safe_exp (shaders/safe_exp.wgsl) of each component.
-fn safe_exp4(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(safe_exp(x.x), safe_exp(x.y), safe_exp(x.z), safe_exp(x.w)); }
 
 // Key shares of the value sums: `parts` groups of threads (the largest power of two, at most 8,
 // with parts * head_dim <= THREADS) each take TILE / parts of a tile's keys; within a part,

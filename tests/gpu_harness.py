@@ -137,11 +137,14 @@ def attend(
     softcap=0.0,
     split_len=64,
     ring=False,
+    kernel="attention",
 ):
     """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd], the
     partials and the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the
     row's k/v not yet cached). scale: head_dim ** -0.5 unless given. ring: the caches' capacity
-    rows are a sliding layer's ring (RING: position k at row k % capacity)."""
+    rows are a sliding layer's ring (RING: position k at row k % capacity). kernel: a few rows'
+    kernel, attention.wgsl or attention_subgroups.wgsl (run without subgroups: its lanes'
+    exchanges through workgroup memory, the arithmetic of 32-wide subgroups)."""
     p = rope_params
     nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
     splits = -(-cap // split_len)  # several splits once pos > split_len
@@ -149,8 +152,12 @@ def attend(
     dummy = np.zeros(4, np.float32)
     fused = cos_sin is not None
     few = rows <= attention_grid.FEW_ROWS  # else the prompt's kernel, attention_tiled.wgsl
+    own = {}
+    if kernel == "attention_subgroups":
+        own = {"HEAD_DIM": hd, "WARPS": attention_grid.subgroup_warps(hd)}
+        subgroups = False
     out = run_kernel(
-        "attention" if few else "attention_tiled",
+        kernel if few else "attention_tiled",
         {
             "qkv": qkv,
             "k_cache": k_cache,
@@ -190,6 +197,7 @@ def attend(
             "RING": ring,
             "GROUP_HEADS": attention_grid.group_heads(nh, p["n_kv_heads"], hd),
             **attention_grid.tiled_defines(hd),
+            **own,
         },
         subgroups=subgroups,
         read=["partials", "k_cache", "v_cache"],

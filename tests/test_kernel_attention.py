@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, attend, device, run_kernel
 
+from py_engine.models import attention_grid
+
 
 def rope_ref(x, cos, sin, rotary_dim, interleaved):
     x = x.copy()
@@ -41,12 +43,21 @@ KV_FORMATS = [("f32", "f32"), ("f32", "f16"), ("f16_packed", "f16_packed")]
 NUMPY = {"f32": np.float32, "f16": np.float16, "f16_packed": np.float16}
 
 
-@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
+# attention.wgsl with and without subgroups; attention_subgroups.wgsl (32-wide subgroups, run here
+# with its exchanges through workgroup memory) where the shape fits it.
+KERNELS = [("attention", True), ("attention", False), ("attention_subgroups", False)]
+
+
+@pytest.mark.parametrize("kernel,subgroups", KERNELS, ids=["subgroups", "workgroup-memory", "attention_subgroups"])
 @pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved,ring", CASES)
 @pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
-def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, subgroups):
+def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups):
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
+    if kernel != "attention" and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel:
+        pytest.skip(f"{kernel}.wgsl does not take this shape")
+    # attention_subgroups: splits of 128 keys, two or more steps of a subgroup's (its rescaling).
+    split_len = 64 if kernel == "attention" else 128
     rng = np.random.default_rng(nh * hd + rows + pos)
     cap = ring or pos + rows + 3  # a ring's random rows stand for the positions it holds
     stride = (nh + 2 * nkv) * hd
@@ -115,6 +126,8 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         defines,
         subgroups,
         ring=bool(ring),
+        kernel=kernel,
+        split_len=split_len,
     )
     by_position = {name: in_positions(cache, pos + rows) for name, cache in (("k", got_k), ("v", got_v))}
     np.testing.assert_allclose(
@@ -143,6 +156,8 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         qn=qn,
         kn=kn,
         ring=bool(ring),
+        kernel=kernel,
+        split_len=split_len,
     )
     np.testing.assert_allclose(fused["k_cache"], got_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
@@ -250,3 +265,39 @@ def test_o_projection_merges_partials(nh, nkv, hd, pos, window, fmt, ring):
         want = project(att["y"].reshape(1, K).astype(np.float32), None, precision)
         got = project(np.concatenate([stale, att["partials"]]), attention_merge_params(K, hd, splits, 64), precision)
         np.testing.assert_array_equal(got, want, err_msg=precision)
+
+
+@pytest.mark.parametrize("fixture", ["mistral-f32", "qwen3_5-f32"])
+def test_the_engine_decodes_alike_on_either_few_rows_kernel(fixture, monkeypatch):
+    """The engine's forwards of few rows (of 4 rows and of one, every row scored) through
+    attention_subgroups.wgsl, as on a device with 32-wide subgroups (here its exchanges through
+    workgroup memory), give attention.wgsl's logits: it is bound and parameterised alike
+    (Mistral's sliding window over a ring; Qwen3.5's gated q heads, 3 to a KV head)."""
+    import asyncio
+    from pathlib import Path
+
+    from py_engine.engine import Engine
+
+    ids = [(7 * i + 3) % 50 + 2 for i in range(24)]
+    dev = device(False)[0]
+    real = attention_grid.few_rows_kernel
+
+    def on_subgroups(nh, nkv, hd, kv_formats, subgroup_min_size):
+        name, defines = real(nh, nkv, hd, kv_formats, attention_grid.SUBGROUP_LANES)
+        assert name == "attention_subgroups"
+        return name, {**defines, "SUBGROUPS": False}
+
+    async def logits():
+        engine = await Engine.load(Path(__file__).parent / "fixtures" / fixture, dev, max_rows=4, context=64)
+        # Forwards of 4 rows (rope_kv.wgsl first), then of one (ROPE_KV: the kernel rotates and caches).
+        cuts = [0, 4, 8, *range(9, len(ids) + 1)]
+        rows = [row for a, b in zip(cuts, cuts[1:]) for row in await engine.rows_logits(ids[a:b])]
+        return engine.executor.kernel_names(1), np.array(rows)
+
+    names, want = asyncio.run(logits())
+    assert "attention" in names
+    monkeypatch.setattr(attention_grid, "few_rows_kernel", on_subgroups)
+    names, got = asyncio.run(logits())
+    assert "attention_subgroups" in names and "attention" not in names
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-5, f"{fixture}: attention_subgroups' logits off attention's by {err:.2e}"

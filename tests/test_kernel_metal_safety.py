@@ -111,9 +111,12 @@ ENGINE_DEFINES = {
     "Q8_ACT": True,  # gemv: with its int8 scales (the larger)
     "Q8_INPUT": True,  # gemv: 4,096 x a chunk and their scales (the larger)
     "SPREAD": False,  # quantize_rows: a row a workgroup (the larger)
+    "WARPS": 8,  # attention_subgroups: the most subgroups attention_grid.subgroup_warps gives
+    "HEAD_DIM": 64,
     "F16_MATH": False,  # attention_tiled: its f32 tile (F16_MATH's, of f16: test_workgroup_storage_sizes_known)
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
     "u32": int,  # WGSL's u32(bool) in const expressions
+    "max": max,
 }
 TYPE_ALIASES = {
     "K": "f32",
@@ -129,7 +132,7 @@ TYPE_ALIASES = {
 def split_top(s: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for ch in s:
-        depth += {"<": 1, ">": -1}.get(ch, 0)
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(ch, 0)
         if ch == "," and depth == 0:
             parts.append(cur)
             cur = ""
@@ -187,6 +190,8 @@ def workgroup_bytes(path: Path, defines: dict | None = None, aliases: dict | Non
     src = code(path)
     if path.stem in ("gemv", "matmul", "matmul_int8", "embedding"):  # their weight snippets are appended (conservative)
         src += "".join(code(f) for f in sorted(WEIGHTS_DIR.glob("*.wgsl")))
+    if "rotate_heads(" in src:  # kernels.py appends attention_heads.wgsl (its Heads struct)
+        src += code(SHADER_DIR / "attention_heads.wgsl")
     consts = const_values(src, defines or {})
     total = 0
     for _, t in re.findall(r"var<workgroup>\s*(\w+)\s*:\s*([^;]+);", src):
@@ -224,6 +229,9 @@ def test_workgroup_storage_sizes_known():
     assert (
         sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8
     )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge
+    assert (
+        sizes["attention_subgroups"] == 512 * 16 + 256 * 16 + 2 * 256 * 4 + 2 * 8 * 32
+    )  # q then the merge, norm sums / exchanges (8 subgroups), new k, v, the subgroups' maxima and sums
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     f16_tiles = workgroup_bytes(SHADER_DIR / "attention_tiled.wgsl", {"F16_MATH": True}, {"ATT_MATH": "f16"})
     assert f16_tiles == 2048 * 8  # F16_MATH: twice the vec4s, of f16

@@ -143,6 +143,7 @@ export async function requestDevice(options = {}) {
     adapterFeatures: [...adapter.features].sort(),
     shaderF16: f16,
     subgroups,  // kernels reduce with subgroup shuffles (py_engine/runtime/kernels.py emits `enable subgroups;`)
+    subgroupMinSize: info.subgroupMinSize || 0,  // the narrowest (Capabilities.subgroup_min_size); 0: not said
     // dot4I8Packed and pack4xI8 (the int8 GEMV of precision "fast"): absent, the engine runs exact
     int8Dot: !!navigator.gpu.wgslLanguageFeatures?.has("packed_4x8_integer_dot_product"),
     limits,

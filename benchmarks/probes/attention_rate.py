@@ -16,7 +16,9 @@ head_dim flops (QK^T and PV), kv_gb_s the caches' bytes. Time is the GPU's own
 (gemv_bandwidth.Timer). The merge of the splits (attention_combine.wgsl) is not counted. A
 --variant names a kernel in shaders/ and its defines (a ROWS_PER_SLOT define scales a prompt grid's
 row blocks, SLOTS_SET sets its slots a workgroup); the default is the kernel the engine runs under
-precision exact ("attention_tiled F16_MATH=true ATT_MATH=f16" is fast's on a device with shader-f16). Each
+precision exact ("attention_tiled F16_MATH=true ATT_MATH=f16" is fast's on a device with shader-f16;
+"attention_subgroups HEAD_DIM=128 WARPS=4" the 8B's decode kernel on subgroups of 32 or more,
+attention_grid.few_rows_kernel). NAME=none drops a define. Each
 result's max_diff is the largest difference of its per-split outputs (Σ exp(s - m) v / Σ exp(s - m))
 from the first variant's at the same shape: a variant's time counts only where it computes the same
 thing.
@@ -87,6 +89,7 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
     if few:
         all_defines["GROUP_HEADS"] = group_heads(nh, nkv, hd)
     all_defines.update(defines)
+    all_defines = {k: v for k, v in all_defines.items() if v != "none"}  # NAME=none drops a define
     kernel = cache.get(kernel_name, **all_defines)
     params = {
         "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": keys, "window": 0,
@@ -151,7 +154,8 @@ async def measure(args) -> dict:
                 device, cache, timer, shape, args.rows, args.depth, kernel, defines, rows_per_slot, args.splits_most
             )
             out = np.frombuffer(await device.read_buffer(partials, 0, partials.size), np.float32)
-            out = out.reshape(-1, SHAPES[shape][2] + 2)
+            width = SHAPES[shape][2] + 2
+            out = out[: out.size // width * width].reshape(-1, width)  # the buffer's size is padded to 16 bytes
             live = out[:, -1] > 0  # splits with keys for their row
             merged = np.where(live[:, None], out[:, :-2] / np.where(live, out[:, -1], 1)[:, None], 0)
             first.setdefault(shape, merged)

@@ -46,6 +46,9 @@ class Capabilities:
     # The adapter runs on the CPU (a browser's fallback adapter, SwiftShader; lavapipe): the GEMV
     # takes a thread per row there (linear_plan.gemv_layout), 4-12x faster than a GPU's layout.
     cpu: bool = False
+    # The narrowest subgroups the adapter's pipelines may have, where known (else 0):
+    # attention_subgroups.wgsl needs 32 or more (models/attention_grid.few_rows_kernel).
+    subgroup_min_size: int = 0
 
 
 @dataclass(frozen=True)

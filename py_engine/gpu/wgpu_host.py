@@ -48,6 +48,17 @@ def _runtime_dir() -> None:
     os.environ["XDG_RUNTIME_DIR"] = path
 
 
+# The narrowest subgroups of the GPU vendors whose pipelines all run 32 or more invocations a
+# subgroup: NVIDIA's warps (32), AMD's waves (32 or 64), Apple's SIMD-groups (32), Qualcomm's
+# waves (64 or 128). wgpu-native's adapter info reports wgpu's bounds (4 and 128), not the device's.
+SUBGROUP_MIN_BY_VENDOR = {0x10DE: 32, 0x1002: 32, 0x106B: 32, 0x5143: 64}
+
+
+def subgroup_min_size(info) -> int:
+    """The narrowest subgroups the adapter may run, where known (else 0)."""
+    return SUBGROUP_MIN_BY_VENDOR.get(info.get("vendor_id"), 0)
+
+
 async def open_wgpu_device(
     allow_f16: bool = True, limits: str = "default", allow_subgroups: bool = True, extra_features: tuple = ()
 ) -> WgpuDevice:
@@ -77,6 +88,7 @@ async def open_wgpu_device(
         shader_f16=shader_f16,
         subgroups=subgroups,
         cpu=adapter.info.get("adapter_type") == "CPU",
+        subgroup_min_size=subgroup_min_size(adapter.info) if subgroups else 0,
         limits=Limits(
             max_storage_binding=lim["max-storage-buffer-binding-size"],
             max_buffer_size=lim["max-buffer-size"],

@@ -1,7 +1,7 @@
 """Which attention kernel a forward runs and how large a grid it dispatches (pure Python).
 
 A forward of at most FEW_ROWS rows (a decode token, or the drafted tokens a forward verifies) runs
-shaders/attention.wgsl: a workgroup per (group of q heads sharing a KV head, row, split of the
+shaders/attention.wgsl (attention_subgroups.wgsl on devices with 32-wide subgroups): a workgroup per (group of q heads sharing a KV head, row, split of the
 keys), each key read once for the group's heads. A longer forward (a prompt) runs
 shaders/attention_tiled.wgsl: a workgroup per (KV head, block of rows, split), its K and V tiles
 staged in workgroup memory once for every (row, q head) of the block. Both write the same
@@ -56,6 +56,46 @@ def group_heads(n_heads: int, n_kv_heads: int, head_dim: int) -> int:
 def attention_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, splits: int) -> tuple[int, int, int]:
     """attention.wgsl's workgroups: (head groups, rows, splits)."""
     return (n_heads // group_heads(n_heads, n_kv_heads, head_dim), rows, splits)
+
+
+# attention_subgroups.wgsl: a decode token's attention in warps of 32 invocations (subgroups at
+# least 32 wide, a multiple of 32), each its own online softmax, no barrier between its keys (attention.wgsl waits at 3 a tile of 64 keys). H200,
+# benchmarks/probes/attention_rate.py --rows 1, a layer: the 8B shape at 4,513 keys 32.4 -> 19.1 us
+# (4 subgroups a workgroup; 19.5 with 8), at 129 keys 11.5 -> 7.9; SmolLM2 at 4,513 16.6 -> 9.8 (8
+# subgroups; 10.9 with 4).
+SUBGROUP_LANES = 32
+
+
+def subgroup_warps(head_dim: int) -> int:
+    """attention_subgroups.wgsl's subgroups a workgroup (WARPS): 8 for head_dim <= 64, else 4."""
+    return 8 if head_dim <= 64 else 4
+
+
+def few_rows_kernel(
+    n_heads: int, n_kv_heads: int, head_dim: int, kv_formats: tuple[str, str], subgroup_min_size: int
+):
+    """(kernel, its own defines) of a forward of few rows: attention_subgroups.wgsl where the
+    device's subgroups are at least 32 wide (subgroup_min_size, which every device known to run
+    them has as a multiple of 32) and the shape fits its loads (a lane's words of a key and of the
+    values a step: 1, 2, 4 or 8; a value row at most 32 words), else attention.wgsl."""
+    k_elems, v_elems = (4 if f == "f32" else 8 for f in kv_formats)
+    key_words, value_words = head_dim // k_elems, head_dim // v_elems
+    key_lanes = 8 if key_words > 32 else 4
+    warps = subgroup_warps(head_dim)
+    qv = ceil_div(group_heads(n_heads, n_kv_heads, head_dim), 4)
+    powers = (1, 2, 4, 8)
+    fits = (
+        subgroup_min_size >= SUBGROUP_LANES
+        and head_dim % (k_elems * key_lanes) == 0
+        and head_dim % v_elems == 0
+        and key_words // key_lanes in powers
+        and value_words in (1, 2, 4, 8, 16, 32)
+        and SUBGROUP_LANES // key_lanes // (SUBGROUP_LANES // value_words) in powers
+        and warps // 2 * qv * head_dim <= 512
+    )
+    if not fits:
+        return "attention", {}
+    return "attention_subgroups", {"HEAD_DIM": head_dim, "WARPS": warps}
 
 
 def tiled_lanes(head_dim: int) -> int:

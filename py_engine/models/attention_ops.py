@@ -151,8 +151,11 @@ class AttentionOps:
         fold_until = 0
         if hd % 4 == 0 and heads <= MERGE_HEADS and most and not kv.gated:  # the combine applies a gate
             fold_until = split_len * most if splits > most else max(split_len * most, self.kv_capacity)
+        kernel, kernel_defines = attention_grid.few_rows_kernel(
+            heads, cfg.num_kv_heads, hd, (self.k_format, self.v_format), self.subgroup_min_size
+        )
         self.g.op(
-            "attention",
+            kernel,
             {"qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **kv.norms},
             {
                 "q_stride": kv.stride,
@@ -176,6 +179,7 @@ class AttentionOps:
                 "RING": ring,
                 "GROUP_HEADS": attention_grid.group_heads(heads, cfg.num_kv_heads, hd),
                 **attention_grid.tiled_defines(hd, self.precision == "fast" and self.v_format == "f16"),
+                **kernel_defines,
             },
             decode_defines={"ROPE_KV": True},
             many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows

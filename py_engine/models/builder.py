@@ -44,6 +44,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         self.kv_capacity = options.kv_capacity
         self.half = options.half  # the device has shader-f16: half-precision weights stay half
         self.cpu = options.cpu  # the adapter runs on the CPU: the GEMV's CPU layout
+        self.subgroup_min_size = options.subgroup_min_size  # the decode attention kernel (0: not known)
         self.k_format, self.v_format = options.kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = options.max_binding
         self.ring_slack = ring_slack

@@ -14,7 +14,6 @@ class GraphOptions:
     max_rows: int  # the most rows one forward takes: every activation is sized for it
     kv_capacity: int  # the KV cache's rows (the context); an encoder's: its rows
     half: bool = False  # the device has shader-f16: half-precision weights stay half
-    cpu: bool = False  # the adapter runs on the CPU (Capabilities.cpu): the GEMV's CPU layout
     kv_formats: tuple[str, str] = ("f32", "f32")  # K and V caches' storage (kernels.KV_WORDS)
     max_binding: int = DEFAULT_MAX_BINDING  # weights are split into shards of at most this many bytes
     # A sliding layer's K and V caches are a ring of window - 1 + ring_slack rows where that is
@@ -27,3 +26,7 @@ class GraphOptions:
     # "mean" or "lasttoken"), and whether it L2-normalises the vectors; None: a generating graph.
     pooling: str | None = None
     normalize: bool = True
+    cpu: bool = False  # the adapter runs on the CPU (Capabilities.cpu): the GEMV's CPU layout
+    # The narrowest subgroups the device may run (Capabilities.subgroup_min_size; 0: none, or not
+    # known): a decode token's attention kernel (attention_grid.few_rows_kernel).
+    subgroup_min_size: int = 0

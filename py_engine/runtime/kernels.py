@@ -9,7 +9,8 @@ rows the LM head scores) is defined for every kernel.
 The define WEIGHTS="<format>" is not emitted: it appends `shaders/weights/<format>.wgsl` (the
 kernel's `weight_block`, dequantizing that format) and the helper snippets it builds on.
 Kernels that call gate_act get shaders/activations.wgsl (SiLU, GELU-tanh); those that call
-rope_pair get shaders/rope.wgsl; those that call key_head (DeltaNet's) shaders/delta_heads.wgsl.
+rope_pair get shaders/rope.wgsl; those that call key_head (DeltaNet's) shaders/delta_heads.wgsl;
+those that call rotate_heads (a decode token's attention) shaders/attention_heads.wgsl.
 A weight snippet's part after its `// units` line (the GEMV's unit_x / unit_dot; float_units.wgsl
 for the float formats) is appended only to kernels that call unit_dot. A units part may hold two
 forms, after a `// f32 units` and an `// int8 units` line (what comes before them, UNIT and
@@ -22,7 +23,9 @@ that line is emitted.
 The defines K_CACHE / V_CACHE="<format>" likewise choose the KV cache's storage (f32, f16, or
 f16_packed: f16 pairs in u32 words): they alias K / V to the stored word type and append
 `shaders/kv/<format>.wgsl` with $name k / v, so a kernel reads k_at(i), v_pair(i), … and writes
-k_store_pair(…) without knowing the format.
+k_store_pair(…) without knowing the format. A kernel that binds a cache as array<vec4<u32>> (16-byte
+words: attention_subgroups.wgsl) gets the boolean K_F32 / V_F32 instead (f16 and f16_packed share
+their bytes).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ SAFE_EXP = "\n" + (SHADER_DIR / "safe_exp.wgsl").read_text()  # appended to ever
 ACTIVATIONS = "\n" + (SHADER_DIR / "activations.wgsl").read_text()  # to kernels that call gate_act
 ROPE = "\n" + (SHADER_DIR / "rope.wgsl").read_text()  # to kernels that call rope_pair
 DELTA_HEADS = "\n" + (SHADER_DIR / "delta_heads.wgsl").read_text()  # to kernels that call key_head
+ATTENTION_HEADS = "\n" + (SHADER_DIR / "attention_heads.wgsl").read_text()  # to kernels that call rotate_heads
 LINEAR_OUTPUTS = "\n" + (SHADER_DIR / "linear_outputs.wgsl").read_text()  # to kernels that call write_output
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
@@ -185,12 +189,19 @@ def assemble(
     bindings = parse_bindings(raw)
     outputs = LINEAR_OUTPUTS if "write_output(" in raw else ""
     helpers = SAFE_EXP + outputs + (ACTIVATIONS if "gate_act(" in raw + outputs else "")
-    helpers += (ROPE if "rope_pair(" in raw else "") + (DELTA_HEADS if "key_head(" in raw else "")
+    helpers += (ATTENTION_HEADS if "rotate_heads(" in raw else "") + (DELTA_HEADS if "key_head(" in raw else "")
+    helpers += ROPE if "rope_pair(" in raw + helpers else ""
     helpers += weight_snippets(weights, "unit_dot(" in raw, defines.get("Q8_ACT", False)) if weights else ""
     by_name = {b.name: b for b in bindings}
     for cache in ("k", "v"):
         cache_format = defines.pop(f"{cache.upper()}_CACHE", None)
-        if cache_format is not None:
+        if cache_format is None:
+            continue
+        if re.search(rf"var<[^>]*>\s*{cache}_cache\s*:\s*array<vec4<u32>>", raw):  # read as 16-byte words
+            if cache_format not in KV_WORDS:
+                raise ValueError(f"unknown KV cache format {cache_format!r} (known: {', '.join(KV_WORDS)})")
+            defines[f"{cache.upper()}_F32"] = cache_format == "f32"
+        else:
             helpers += kv_snippet(cache_format, cache, by_name.get(f"{cache}_cache"))
             defines[cache.upper()] = KV_WORDS[cache_format]
     return specialise(raw + helpers, defines, enables), bindings, parse_params(raw)

@@ -1,0 +1,131 @@
+// Not a kernel: the group-of-heads helpers of a decode token's attention (attention.wgsl,
+// attention_subgroups.wgsl), which py_engine/runtime/kernels.py appends to kernels that call
+// rotate_heads. They use the kernel's GROUP_HEADS, QV, THREADS, ROPE_KV and RING, its Params p
+// (head_dim, eps, norm_offset, rotary_dim, interleaved, capacity), q_norm / k_norm, and its
+// workgroup arrays qg (the group's q: qg[v * head_dim + d][c] is dimension d of head 4v + c),
+// new_k, new_v (ROPE_KV: the new key and value) and part (at least 128 vec4s: norm_head's sums).
+
+// Dimension d of group head c (c == GROUP_HEADS: the new key), for ROPE_KV's norm and rotation.
+// One thread writes a dimension's vec4 at a time, so component writes never race.
+fn head_get(c: u32, d: u32) -> f32 {
+    if (c == GROUP_HEADS) { return new_k[d]; }
+    return qg[(c / 4u) * p.head_dim + d][c % 4u];
+}
+
+fn head_set(c: u32, d: u32, value: f32) {
+    if (c == GROUP_HEADS) {
+        new_k[d] = value;
+    } else {
+        qg[(c / 4u) * p.head_dim + d][c % 4u] = value;
+    }
+}
+
+// ROPE_KV: group head c (or the new key) normalised by its norm weight (a model with q/k norms):
+// rope_kv.wgsl's operations in its order (its 128 threads' sums, then their tree), so a decode
+// token's q and k equal a prefill's. Ends with a barrier.
+fn norm_head(lid: u32, c: u32) {
+    let hd = p.head_dim;
+    var sum = 0.0;
+    for (var d = lid; d < hd && lid < 128u; d += 128u) {
+        let v = head_get(c, d);
+        sum += v * v;
+    }
+    part[lid].x = sum;
+    workgroupBarrier();
+    for (var stride = 64u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { part[lid].x += part[lid + stride].x; }
+        workgroupBarrier();
+    }
+    let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
+    workgroupBarrier();  // part[0] read by all before it is reused
+    for (var d = lid; d < hd; d += THREADS) {
+        if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
+        else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
+    }
+    workgroupBarrier();
+}
+
+// ROPE_KV: rotation `lid` (shaders/rope.wgsl; rotary_dim / 2 <= 128 of them, one a thread) of
+// group heads 0 .. heads - 1 (heads past GROUP_HEADS: the new key) by the angle whose (cos, sin)
+// is cs. A thread's rotation touches only its own two dimensions of each head: no barrier
+// between heads.
+fn rotate_heads(lid: u32, heads: u32, cs: vec2<f32>) {
+    if (lid < p.rotary_dim / 2u) {
+        let ab = rope_pair(lid, p.rotary_dim, p.interleaved == 1u);
+        for (var c = 0u; c < heads; c++) {
+            let turned = rope_turn(vec2<f32>(head_get(c, ab.x), head_get(c, ab.y)), cs);
+            head_set(c, ab.x, turned.x);
+            head_set(c, ab.y, turned.y);
+        }
+    }
+}
+
+// ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
+// is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
+var<private> new_row: u32;
+// RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
+// wraps to the head's first rows.
+var<private> ring_end: u32;
+
+// The cache row of kv_base + a key position: itself, or (RING) less capacity past the wrap.
+fn cache_row(at: u32) -> u32 {
+    if (RING && at >= ring_end) { return at - p.capacity; }
+    return at;
+}
+
+// A value for each head of the group: heads 0-3 in a, 4-7 in b (b unused when QV == 1, and
+// its arithmetic folded away). Not an array: drivers put function-scope arrays in slow memory.
+struct Heads { a: vec4<f32>, b: vec4<f32> }
+
+fn heads_splat(x: f32) -> Heads { return Heads(vec4<f32>(x), vec4<f32>(x)); }
+
+fn heads_add(x: Heads, y: Heads) -> Heads {
+    var out = Heads(x.a + y.a, vec4<f32>(0.0));
+    if (QV > 1u) { out.b = x.b + y.b; }
+    return out;
+}
+
+fn heads_max(x: Heads, y: Heads) -> Heads {
+    var out = Heads(max(x.a, y.a), vec4<f32>(-3.0e38));
+    if (QV > 1u) { out.b = max(x.b, y.b); }
+    return out;
+}
+
+// acc + w * x for each head.
+fn heads_fma(w: Heads, x: f32, acc: Heads) -> Heads {
+    var out = Heads(fma(w.a, vec4<f32>(x), acc.a), vec4<f32>(0.0));
+    if (QV > 1u) { out.b = fma(w.b, vec4<f32>(x), acc.b); }
+    return out;
+}
+
+// acc * correction + tile for each head (the online softmax's rescale).
+fn heads_rescale(acc: Heads, correction: Heads, tile: Heads) -> Heads {
+    var out = Heads(acc.a * correction.a + tile.a, vec4<f32>(0.0));
+    if (QV > 1u) { out.b = acc.b * correction.b + tile.b; }
+    return out;
+}
+
+fn heads_exp(x: Heads) -> Heads {
+    var out = Heads(safe_exp4(x.a), vec4<f32>(0.0));
+    if (QV > 1u) { out.b = safe_exp4(x.b); }
+    return out;
+}
+
+// Group head c's value.
+// (By a dot product with a one-hot vector, not an index: a dynamic index into a value held in
+// registers can move it to slow local memory.)
+fn heads_at(x: Heads, c: u32) -> f32 {
+    let pick = vec4<f32>(vec4<u32>(0u, 1u, 2u, 3u) == vec4<u32>(c % 4u));
+    if (c < 4u) { return dot(x.a, pick); }
+    return dot(x.b, pick);
+}
+
+// The group's q at dimension d (qg's vec4s).
+fn q_heads(d: u32) -> Heads {
+    var out = Heads(qg[d], vec4<f32>(0.0));
+    if (QV > 1u) { out.b = qg[p.head_dim + d]; }
+    return out;
+}
+
+// safe_exp (shaders/safe_exp.wgsl) of each component.
+fn safe_exp4(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(safe_exp(x.x), safe_exp(x.y), safe_exp(x.z), safe_exp(x.w)); }
