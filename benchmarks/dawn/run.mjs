@@ -162,6 +162,7 @@ async function main() {
   const about = {
     engine: "worker.js + Pyodide on Dawn (Node)", dawn_backend: args["dawn-backend"], feature_level: featureLevel,
     adapter: loaded.adapter.name, features: loaded.adapter.features, submit: loaded.adapter.submit,
+    subgroup_min_size: loaded.adapter.subgroup_min_size,
     workarounds: loaded.adapter.workarounds, model: model.id, kv_cache: loaded.kv_cache, context: loaded.context,
     pyodide_boot_ms: booted, model_load_ms: load.ms, worker_load_ms: loaded.load_ms, load, reload,
     wasm_memory_mb: Math.round(loaded.wasm_memory_bytes / 1e5) / 10, gpu_bytes: loaded.gpu_bytes,

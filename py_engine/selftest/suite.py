@@ -64,10 +64,16 @@ async def run_suite(device, on_result=None, tests=None) -> list[dict]:
 
 
 def adapter_summary(device) -> dict:
-    """{name, features, limits} of the device, as the worker's `loaded` event reports them."""
+    """{name, features, limits, subgroup_min_size} of the device, as the worker's `loaded` event
+    reports them (subgroup_min_size: Capabilities', which picks a decode token's attention kernel)."""
     caps = device.caps
     features = [name for name, on in (("shader-f16", caps.shader_f16), ("subgroups", caps.subgroups)) if on]
-    return {"name": caps.adapter, "features": features, "limits": dict(vars(caps.limits))}
+    return {
+        "name": caps.adapter,
+        "features": features,
+        "limits": dict(vars(caps.limits)),
+        "subgroup_min_size": caps.subgroup_min_size,
+    }
 
 
 def device_report(device, results: list[dict], **extra) -> dict:

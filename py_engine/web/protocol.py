@@ -97,6 +97,7 @@ ADAPTER = {
     "name": str,
     "features": [str],
     "limits": Map(int),
+    "subgroup_min_size": int,
     "webkit": bool,
     "platform_reason": str,
     "submit": SUBMIT,
