@@ -43,6 +43,7 @@ from py_engine.runtime.linear_plan import (  # noqa: E402
     linear_defines,
     linear_grid,
     linear_params,
+    quantize_spread_grid,
 )
 from py_engine.runtime.quant import FORMATS  # noqa: E402
 
@@ -232,7 +233,7 @@ def gemv_bandwidth(
         kernel = cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)
         params = {"K": K, "has_norm": int(fused.get("norm", False)), "norm_eps": 1e-5, "norm_offset": 0.0}
         bg = bind(device, kernel, {"x": x, "norm": norm, "xq": xq, "xs": xs}, params)
-        quantize = [(kernel.handle.pipeline, bg, (-(-K // 32 // 64), 1, 1))]
+        quantize = [(kernel.handle.pipeline, bg, quantize_spread_grid(K, 1))]
         timer.run([quantize])  # once before the GEMV's own timing
         x, norm = xq, xs
     passes = []
@@ -320,10 +321,10 @@ async def measure(args) -> dict:
                 print(json.dumps(r), file=sys.stderr)
             for layout in layouts + [v for v in variants if v.get("K", K) == K and v.get("format", fmt) == fmt]:
                 layout = {k: v for k, v in (layout or {}).items() if k not in ("K", "format")}
-                chosen = layout or gemv_layout(K, N, fmt, fused["gated"])
                 for precision in precisions:
                     if precision == "fast" and not int8_activations(fmt, precision):
                         continue  # runs exact: measured once
+                    chosen = layout or gemv_layout(K, N, fmt, fused["gated"], int8=int8_activations(fmt, precision))
                     try:
                         r = gemv_bandwidth(
                             device,

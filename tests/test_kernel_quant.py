@@ -16,6 +16,7 @@ from py_engine.runtime.linear_plan import (
     linear_params,
     matmul_kernel,
     matmul_tile,
+    quantize_spread_grid,
     weight_defines,
 )
 from py_engine.runtime.quant import FORMATS, GGUF_TYPES, weight_format
@@ -132,7 +133,7 @@ def quantized_rows(x, norm, norm_offset: float, levels: int, spread: bool = Fals
         "xs": rows * (3 * (K // 32) if spread else 2 * (K // 32) + 1) * 4,
     }
     defines = {"X_LEVELS": levels, "SPREAD": spread}
-    grid = (-(-K // 32 // 64), rows, 1) if spread else (rows, 1, 1)
+    grid = quantize_spread_grid(K, rows) if spread else (rows, 1, 1)
     out = run_kernel("quantize_rows", buffers, params, grid=grid, step=(rows, 0, rows), defines=defines)
     return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 

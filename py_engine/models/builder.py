@@ -23,6 +23,7 @@ from ..runtime.linear_plan import (
     linear_grid,
     linear_params,
     matmul_tile,
+    quantize_spread_grid,
 )
 from ..runtime.quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
@@ -260,7 +261,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 "norm_eps": self.cfg.rms_norm_eps if norm_weight is not None else 0.0,
                 "norm_offset": norm_offset,
             },
-            (lambda rows: (ceil_div(k, 32 * 64), rows, 1)) if spread else (lambda rows: (rows, 1, 1)),
+            (lambda rows: quantize_spread_grid(k, rows)) if spread else (lambda rows: (rows, 1, 1)),
             {"X_LEVELS": levels, "SPREAD": spread},
             rows_range=(1, GEMV_MAX_ROWS) if spread else (GEMV_MAX_ROWS + 1, self.g.max_rows),
         )

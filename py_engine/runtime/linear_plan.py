@@ -49,7 +49,7 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
     return defines
 
 
-def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bool = False) -> dict:
+def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bool = False, int8: bool = False) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
     SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight;
     X_SUMS: the format's units weigh an offset by x sums (quant.WeightFormat.has_offset).
@@ -64,7 +64,10 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bo
     GATED (gate | up with the activation) gives a thread its gate row and its up row (RPT 2); block
     formats then take one unit per row in flight: H100, 4096 x 28672 with the norm, 16 x 16, Q4_0
     STEP 1/2/4 49.9/55.8/58.2 us (49.6 for the plain GEMV, no norm), Q4_K 57.3/73.3, Q6_K 77.2/81.4; F16
-    keeps STEP 4 (97.9 us; plain 102.1).
+    keeps STEP 4 (97.9 us; plain 102.1). On int8 activations (int8: precision "fast", Q8_ACT) Q4_0
+    takes two: H200, 4096 x 28672 with the norm, STEP 1 / 2: 41.5 / 38.8 us, on quantize_rows' x
+    (Q8_INPUT) 34.0 / 31.4; Q4_K 42.3 / 43.9 and 33.0 / 35.7, Q6_K 52.7 / 60.2 and 43.2 / 47.4, exact
+    Q4_0 48.8 / 54.0.
     cpu (an adapter on the CPU: SwiftShader, lavapipe) takes a thread per row, 128 rows a workgroup,
     one unit in flight: no cross-lane sums, and each thread walks its row alone, which a CPU's
     SIMD runs as plain loops. 2026-11-30, GPU time of one GEMV (32.8.1.2 -> 1.128.1.1 or the best
@@ -85,7 +88,7 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bo
         else:
             step = 1 if fmt.block_elems == 256 else 2
     if gated and not fmt.is_float:
-        step = 1
+        step = 2 if int8 and weight_format == "q4_0" and lanes == 16 else 1  # (long rows: where measured)
     return {"LANES": lanes, "SLOTS": slots, "RPT": 2 if gated else 1, "STEP": step, **sums}
 
 
@@ -124,10 +127,20 @@ INT8_MATMUL_LEVELS = 1
 # 4,096 x, no quantizing barriers. H200, Q4_0, µs per GEMV (benchmarks/gemv_bandwidth.py; alone
 # -> on quantize_rows' x -> with its dispatch before): 4096 x 28672 gated with the norm 41.5 ->
 # 30.0 -> 37.3, 14336 x 4096 27.8 -> 20.4 -> 24.7, 4096 x 14336 25.6 -> 19.6 -> 24.3, but 4096 x
-# 6144 13.8 -> 12.0 -> ~16.5: the dispatch costs ~4.5 µs (Q4_K and Q6_K alike). Not MLX (its
+# 6144 13.8 -> 12.0 -> ~16.5: the dispatch costs ~4.5 µs (Q4_K and Q6_K alike). With 8 threads a
+# 32 in quantize_rows (session 42, same machine: 4096 x 28672 34.0 -> 38.2, 14336 x 4096 20.3 ->
+# 23.6, 4096 x 14336 19.6 -> 23.5, 4096 x 6144 12.0 -> 15.5, still more than 13.8). Not MLX (its
 # nibble order quantizes evens first, Q8_EVEN_ODD), nor the O projection that merges attention's
 # splits as it stages x (COMBINE).
 GEMV_Q8_INPUT_WEIGHTS = 1 << 25
+
+# quantize_rows.wgsl SPREAD: the 32s of x one workgroup of 64 threads quantizes (8 threads each).
+QUANTIZE_SPREAD_BLOCKS = 8
+
+
+def quantize_spread_grid(K: int, rows: int) -> tuple[int, int, int]:
+    """quantize_rows.wgsl's workgroups under SPREAD (a decode token's GEMV input)."""
+    return (-(-K // (32 * QUANTIZE_SPREAD_BLOCKS)), rows, 1)
 
 
 def gemv_q8_input(defines: dict, K: int, N: int) -> bool:
@@ -193,7 +206,7 @@ def linear_defines(
         "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
         "Q8_INPUT": False,
         **weight_defines(K, weight_format, mlx_group),
-        **gemv_layout(K, N, weight_format, gated, cpu),
+        **gemv_layout(K, N, weight_format, gated, cpu, int8_activations(weight_format, precision)),
         "NORM": norm,
         "GATED": gated,
         "GELU": gelu,
