@@ -54,7 +54,10 @@ KERNELS = [("attention", True), ("attention", False), ("attention_subgroups", Fa
 def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups):
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
-    if kernel != "attention" and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel:
+    if (
+        kernel != "attention"
+        and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel
+    ):
         pytest.skip(f"{kernel}.wgsl does not take this shape")
     # attention_subgroups: splits of 128 keys, two or more steps of a subgroup's (its rescaling).
     split_len = 64 if kernel == "attention" else 128

@@ -176,7 +176,14 @@ def test_worker_diagnose_streams_results_then_the_report(worker):
     assert all(r["ok"] for r in final["results"]), final["results"]
     adapter = final["adapter"]
     assert set(adapter) == {
-        "name", "features", "limits", "subgroup_min_size", "webkit", "platform_reason", "submit", "workarounds"
+        "name",
+        "features",
+        "limits",
+        "subgroup_min_size",
+        "webkit",
+        "platform_reason",
+        "submit",
+        "workarounds",
     }
     assert adapter["submit"]["strategy"] == "single-pass" and adapter["workarounds"] == [] and not adapter["webkit"]
     assert adapter["limits"]["max_storage_binding"] == 128 << 20

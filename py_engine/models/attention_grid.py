@@ -71,9 +71,7 @@ def subgroup_warps(head_dim: int) -> int:
     return 8 if head_dim <= 64 else 4
 
 
-def few_rows_kernel(
-    n_heads: int, n_kv_heads: int, head_dim: int, kv_formats: tuple[str, str], subgroup_min_size: int
-):
+def few_rows_kernel(n_heads: int, n_kv_heads: int, head_dim: int, kv_formats: tuple[str, str], subgroup_min_size: int):
     """(kernel, its own defines) of a forward of few rows: attention_subgroups.wgsl where the
     device's subgroups are at least 32 wide (subgroup_min_size, which every device known to run
     them has as a multiple of 32) and the shape fits its loads (a lane's words of a key and of the
