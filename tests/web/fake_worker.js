@@ -23,6 +23,7 @@ const ADAPTER = {
   name: "SwiftShader Device (Subzero) — fake",
   webkit: false,
   platform_reason: "",
+  subgroup_min_size: 4,
   features: ["subgroups", "timestamp-query", "float32-filterable", "indirect-first-instance", "depth-clip-control"],
   limits: {
     maxBufferSize: 268435456,
