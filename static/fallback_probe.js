@@ -9,16 +9,17 @@ const ROWS = 2048;      // 4 MiB of weights
 const ROWS_PER_GROUP = 8;
 const PASSES = 3;
 const PROBE_BYTES = ROWS * ROW_WORDS * 4;
-// The engine's decode on SwiftShader takes ~10x the probe's time per weight byte. Measured on 2
-// cores: SmolLM2 (98 MB) decodes at 30-60 s a token (issue 34; benchmarks/browser.py: under 0.05
-// tok/s, 39 s to the first of 2 prompt tokens) where the probe reads 19-37 MB/s. Barriers are part
-// of it (the engine's GEMVs stage activations through workgroup memory; the probe's one reduction
-// costs it 3-5x on SwiftShader); where the rest goes is not measured yet.
-const ENGINE_SLOWDOWN = 10;
+// The engine's decode on SwiftShader takes about the probe's time per weight byte since its GEMVs
+// take a thread per row on a CPU adapter (linear_plan.gemv_layout's cpu layout). Measured on 2
+// cores (benchmarks/browser.py, SmolLM2's 98 MB): 2.5 s a token (0.4 tok/s, 20 s to the first of 16
+// prompt tokens), where the probe reads 19-37 MB/s (2.6-5.2 s by its bytes); with the GPU layout
+// it took 30-60 s a token (issue 34), and this was 10.
+const ENGINE_SLOWDOWN = 1;
 
-// 32 lanes split a row and meet in workgroup memory, 8 rows a workgroup: the engine's decode GEMV
-// layout for short rows (py_engine/runtime/linear_plan.py gemv_layout): the probe dequantizes and
-// reduces as a token's GEMVs do, though with fewer barriers (ENGINE_SLOWDOWN makes up the rest).
+// 32 lanes split a row and meet in workgroup memory, 8 rows a workgroup: the engine's GPU layout
+// for short rows (py_engine/runtime/linear_plan.py gemv_layout), dequantizing and reducing as its
+// GEMVs do there (on a CPU adapter the engine's own take a thread per row: ENGINE_SLOWDOWN relates
+// the two).
 const GEMV_WGSL = `
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
