@@ -289,6 +289,32 @@ def test_compile_error_is_a_gpu_error(worker):
     assert "undefined_name" in out["message"]
 
 
+def test_kernels_of_other_adapters_compile_here(worker):
+    """Kernels SwiftShader never runs, compiled by the browser's WGSL compiler (Tint) in the page's
+    host: attention_subgroups.wgsl (adapters whose subgroups are 32 or more wide), the GEMV on
+    quantize_rows' x (gemv.wgsl Q8_INPUT) and quantize_rows SPREAD (a decode token's large GEMVs).
+    The desktop tests run them through naga only."""
+    out = worker.exec("""
+        from py_engine.models.attention_grid import subgroup_warps
+        from py_engine.runtime.linear_plan import linear_defines
+        names = []
+        for hd, gh, kv in ((128, 4, ("f32", "f16_packed")), (64, 7, ("f16_packed", "f16_packed"))):
+            for rope in (True, False):
+                cache.get("attention_subgroups", K_CACHE=kv[0], V_CACHE=kv[1], HEAD_DIM=hd, WARPS=subgroup_warps(hd),
+                          GROUP_HEADS=gh, ROPE_KV=rope, RING=not rope)
+                names.append("attention_subgroups")
+        for gated in (False, True):
+            cache.get("gemv", **{**linear_defines(4096, 4096, "q4_0", norm=gated, gated=gated, precision="fast"),
+                                 "Q8_INPUT": True})
+            names.append("gemv")
+        cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)
+        names.append("quantize_rows")
+        await dev.prepare()  # every pipeline compiled: a GpuError here names the kernel and the line
+        json.dumps({"compiled": names})
+    """)
+    assert len(out["compiled"]) == 7
+
+
 def test_weight_plan_loader(worker, server, plan_bytes):
     """Ranges of a served file into buffers: aligned pieces, pieces at 2-byte offsets and odd
     lengths (assembled in JS), neighbours merged into one request, and a piece larger than one
