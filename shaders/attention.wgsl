@@ -126,53 +126,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let group = p.n_heads / p.n_kv_heads;
     let kvh = first_head / group;
     let q_pos = step.pos + row;
-    // kv_base + a key position: its row (RING: before the wrap, cache_row). RING: the positions
-    // the cache holds start at oldest; the rows of the lap before oldest's are kv_base's offset.
-    var kv_base = kvh * p.capacity;
-    var oldest = 0u;
-    if (RING && step.kv_len > p.capacity) {
-        oldest = step.kv_len - p.capacity;
-        kv_base -= oldest - oldest % p.capacity;
-    }
-    ring_end = kvh * p.capacity + p.capacity;
-    var first = oldest + wid.z * p.split_len;
-    if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
-    let split_end = oldest + (wid.z + 1u) * p.split_len;
-    // ROPE_KV: the new key (q_pos) is not in the cache yet: the split holding it reads it from
-    // workgroup memory where the cache would hold it (key_pair, value_at), with the same
-    // arithmetic as the other keys, so a decode token's attention equals that of a forward of
-    // a few rows, where rope_kv cached it first. end is exclusive; first >= end: no key here.
-    let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
-    let end = min(q_pos + 1u, split_end);
-    new_row = cache_row(kv_base + q_pos);
-
-    // ROPE_KV: this thread's rotation's (cos, sin), loaded with the q heads: one wait for both.
-    var cs = vec2<f32>(1.0, 0.0);
-    let half = p.rotary_dim / 2u;
-    if (ROPE_KV && lid < half) { cs = vec2<f32>(cos_sin[(row * half + lid) * 2u], cos_sin[(row * half + lid) * 2u + 1u]); }
-    for (var d = lid; d < hd; d += THREADS) {
-        for (var v = 0u; v < QV; v++) {
-            var heads = vec4<f32>(0.0);
-            for (var c = 0u; c < 4u; c++) {
-                if (4u * v + c < GROUP_HEADS) { heads[c] = qkv[row * p.q_stride + (first_head + 4u * v + c) * p.q_head_stride + d]; }
-            }
-            qg[v * hd + d] = heads;
-        }
-    }
-    if (ROPE_KV && holds_new) {
-        let k_at = row * p.q_stride + p.n_heads * p.q_head_stride + kvh * hd;
-        let v_at = k_at + p.n_kv_heads * hd;
-        for (var d = lid; d < hd; d += THREADS) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
-    }
-    workgroupBarrier();
+    let span = split_keys(kvh, q_pos, wid.z);
+    let kv_base = span.kv_base;
+    let first = span.first;
+    let end = span.end;
+    let holds_new = span.holds_new;
+    load_heads(row, first_head, kvh, holds_new, lid);
     if (ROPE_KV) {
-        // The group's heads, and the new key after them where this split holds it.
-        let heads = GROUP_HEADS + u32(holds_new);
-        if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
-            for (var c = 0u; c < heads; c++) { norm_head(lid, c); }
-        }
-        rotate_heads(lid, heads, cs);
-        workgroupBarrier();
         if (holds_new) {  // uniform across the workgroup
             // As the caches will hold them (f16 rounding), so the score and the output equal a
             // later forward's, which reads them from there.

@@ -1,7 +1,7 @@
 // Not a kernel: the group-of-heads helpers of a decode token's attention (attention.wgsl,
 // attention_subgroups.wgsl), which py_engine/runtime/kernels.py appends to kernels that call
-// rotate_heads. They use the kernel's GROUP_HEADS, QV, THREADS, ROPE_KV and RING, its Params p
-// (head_dim, eps, norm_offset, rotary_dim, interleaved, capacity), q_norm / k_norm, and its
+// load_heads. They use the kernel's GROUP_HEADS, QV, THREADS, ROPE_KV and RING, its Step, Params p
+// and qkv, cos_sin, q_norm, k_norm bindings, and its
 // workgroup arrays qg (the group's q: qg[v * head_dim + d][c] is dimension d of head 4v + c),
 // new_k, new_v (ROPE_KV: the new key and value) and part (at least 128 vec4s: norm_head's sums).
 
@@ -71,6 +71,67 @@ var<private> ring_end: u32;
 fn cache_row(at: u32) -> u32 {
     if (RING && at >= ring_end) { return at - p.capacity; }
     return at;
+}
+
+// A workgroup's keys: split `split` of KV head kvh for the query at position q_pos. kv_base + a
+// key position is its row (RING: before the wrap, cache_row; the positions the cache holds start
+// at oldest, and the rows of the lap before oldest's are kv_base's offset); end is exclusive
+// (first >= end: no key here); holds_new: ROPE_KV and the split holds the query's own key, which
+// is not in the cache yet: the split reads it from workgroup memory where the cache would hold it,
+// with the same arithmetic as the other keys, so a decode token's attention equals that of a
+// forward of a few rows, where rope_kv cached it first. Sets ring_end and new_row.
+struct Split { kv_base: u32, first: u32, end: u32, holds_new: bool }
+
+fn split_keys(kvh: u32, q_pos: u32, split: u32) -> Split {
+    var kv_base = kvh * p.capacity;
+    var oldest = 0u;
+    if (RING && step.kv_len > p.capacity) {
+        oldest = step.kv_len - p.capacity;
+        kv_base -= oldest - oldest % p.capacity;
+    }
+    ring_end = kvh * p.capacity + p.capacity;
+    var first = oldest + split * p.split_len;
+    if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
+    let split_end = oldest + (split + 1u) * p.split_len;
+    new_row = cache_row(kv_base + q_pos);
+    return Split(kv_base, first, min(q_pos + 1u, split_end), ROPE_KV && first <= q_pos && q_pos < split_end);
+}
+
+// The group's q heads (row `row`, from first_head) into qg, zeros past GROUP_HEADS, and where the
+// split holds the new key (ROPE_KV) the new key and value into new_k / new_v; ROPE_KV: the heads
+// and the new key normalised (has_qk_norm) and rotated as rope_kv.wgsl does. Ends with a barrier.
+fn load_heads(row: u32, first_head: u32, kvh: u32, holds_new: bool, lid: u32) {
+    let hd = p.head_dim;
+    // ROPE_KV: this thread's rotation's (cos, sin), loaded with the q heads: one wait for both.
+    var cs = vec2<f32>(1.0, 0.0);
+    let half = p.rotary_dim / 2u;
+    if (ROPE_KV && lid < half) { cs = vec2<f32>(cos_sin[(row * half + lid) * 2u], cos_sin[(row * half + lid) * 2u + 1u]); }
+    for (var d = lid; d < hd; d += THREADS) {
+        for (var v = 0u; v < QV; v++) {
+            let at = row * p.q_stride + (first_head + 4u * v) * p.q_head_stride + d;
+            var heads = vec4<f32>(0.0);
+            if (4u * v < GROUP_HEADS) { heads.x = qkv[at]; }
+            if (4u * v + 1u < GROUP_HEADS) { heads.y = qkv[at + p.q_head_stride]; }
+            if (4u * v + 2u < GROUP_HEADS) { heads.z = qkv[at + 2u * p.q_head_stride]; }
+            if (4u * v + 3u < GROUP_HEADS) { heads.w = qkv[at + 3u * p.q_head_stride]; }
+            qg[v * hd + d] = heads;
+        }
+    }
+    if (ROPE_KV && holds_new) {
+        let k_at = row * p.q_stride + p.n_heads * p.q_head_stride + kvh * hd;
+        let v_at = k_at + p.n_kv_heads * hd;
+        for (var d = lid; d < hd; d += THREADS) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
+    }
+    workgroupBarrier();
+    if (ROPE_KV) {
+        // The group's heads, and the new key after them where this split holds it.
+        let heads = GROUP_HEADS + u32(holds_new);
+        if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
+            for (var c = 0u; c < heads; c++) { norm_head(lid, c); }
+        }
+        rotate_heads(lid, heads, cs);
+        workgroupBarrier();
+    }
 }
 
 // A value for each head of the group: heads 0-3 in a, 4-7 in b (b unused when QV == 1, and

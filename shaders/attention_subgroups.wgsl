@@ -238,50 +238,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let group = p.n_heads / p.n_kv_heads;
     let kvh = first_head / group;
     let q_pos = step.pos + row;
-    // As attention.wgsl: kv_base + a key position is its row (RING: before the wrap, cache_row).
-    var kv_base = kvh * p.capacity;
-    var oldest = 0u;
-    if (RING && step.kv_len > p.capacity) {
-        oldest = step.kv_len - p.capacity;
-        kv_base -= oldest - oldest % p.capacity;
-    }
-    ring_end = kvh * p.capacity + p.capacity;
-    var first = oldest + wid.z * p.split_len;
-    if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
-    let split_end = oldest + (wid.z + 1u) * p.split_len;
-    let holds_new = ROPE_KV && first <= q_pos && q_pos < split_end;
-    let end = min(q_pos + 1u, split_end);
-    new_row = cache_row(kv_base + q_pos);
-
-    // The group's q heads (and ROPE_KV: the new key and value), normalised and rotated as
-    // attention.wgsl does, with the same functions (attention_heads.wgsl).
-    var cs = vec2<f32>(1.0, 0.0);
-    let half = p.rotary_dim / 2u;
-    if (ROPE_KV && lid < half) { cs = vec2<f32>(cos_sin[(row * half + lid) * 2u], cos_sin[(row * half + lid) * 2u + 1u]); }
-    for (var d = lid; d < HD; d += THREADS) {
-        for (var v = 0u; v < QV; v++) {
-            let at = row * p.q_stride + (first_head + 4u * v) * p.q_head_stride + d;
-            var heads = vec4<f32>(0.0);
-            if (4u * v < GROUP_HEADS) { heads.x = qkv[at]; }
-            if (4u * v + 1u < GROUP_HEADS) { heads.y = qkv[at + p.q_head_stride]; }
-            if (4u * v + 2u < GROUP_HEADS) { heads.z = qkv[at + 2u * p.q_head_stride]; }
-            if (4u * v + 3u < GROUP_HEADS) { heads.w = qkv[at + 3u * p.q_head_stride]; }
-            qg[v * HD + d] = heads;
-        }
-    }
-    if (ROPE_KV && holds_new) {
-        let k_at = row * p.q_stride + p.n_heads * p.q_head_stride + kvh * HD;
-        let v_at = k_at + p.n_kv_heads * HD;
-        for (var d = lid; d < HD; d += THREADS) { new_k[d] = qkv[k_at + d]; new_v[d] = qkv[v_at + d]; }
-    }
-    workgroupBarrier();
+    let span = split_keys(kvh, q_pos, wid.z);
+    let kv_base = span.kv_base;
+    let first = span.first;
+    let end = span.end;
+    let holds_new = span.holds_new;
+    load_heads(row, first_head, kvh, holds_new, lid);  // as attention.wgsl (attention_heads.wgsl)
     if (ROPE_KV) {
-        let heads = GROUP_HEADS + u32(holds_new);
-        if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
-            for (var c = 0u; c < heads; c++) { norm_head(lid, c); }
-        }
-        rotate_heads(lid, heads, cs);
-        workgroupBarrier();
         if (holds_new) {  // uniform across the workgroup
             for (var e = lid; e < HD / 2u; e += THREADS) {
                 let k2 = stored(vec2<f32>(new_k[2u * e], new_k[2u * e + 1u]), K_F32);

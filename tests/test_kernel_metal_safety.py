@@ -190,7 +190,7 @@ def workgroup_bytes(path: Path, defines: dict | None = None, aliases: dict | Non
     src = code(path)
     if path.stem in ("gemv", "matmul", "matmul_int8", "embedding"):  # their weight snippets are appended (conservative)
         src += "".join(code(f) for f in sorted(WEIGHTS_DIR.glob("*.wgsl")))
-    if "rotate_heads(" in src:  # kernels.py appends attention_heads.wgsl (its Heads struct)
+    if "load_heads(" in src:  # kernels.py appends attention_heads.wgsl (its Heads struct)
         src += code(SHADER_DIR / "attention_heads.wgsl")
     consts = const_values(src, defines or {})
     total = 0
