@@ -2,9 +2,10 @@
 // attention.wgsl computes, with the same bindings, grid, split partials and ROPE_KV / RING /
 // window / softcap), for devices whose subgroups are at least 32 invocations wide, a multiple of
 // 32 (attention_grid.few_rows_kernel): no workgroup barrier between its keys. Each 32
-// consecutive invocations (a "warp": a subgroup, or part of a wider one) run their own online softmax over steps of KEY_LANES-lane keys (8 keys a step with head_dim up to
-// 128 in f32 words), and the workgroup's subgroups merge once, after their last keys.
-// A step: every lane loads its 16-byte words of the step's keys and values first (K_WORDS lanes
+// consecutive invocations (a "warp": a subgroup, or part of a wider one) run their own online
+// softmax over steps of STEP_KEYS keys (8, or 4 where a key row has more than 32 words), and the
+// workgroup's warps merge once, after their last keys.
+// A step: every lane loads its 16-byte words of the step's keys and values first (KEY_LANES lanes
 // a key, then VALUE_WORDS lanes a value row), then the keys' scores (4 heads a vec4, summed over
 // the key's lanes by shuffles), the step's max, the weights, and the values weighed by them (a
 // lane owns one 16-byte word of the value row: 8 dimensions of f16, 4 of f32, for every head).

@@ -1,8 +1,9 @@
 """Which attention kernel a forward runs and how large a grid it dispatches (pure Python).
 
 A forward of at most FEW_ROWS rows (a decode token, or the drafted tokens a forward verifies) runs
-shaders/attention.wgsl (attention_subgroups.wgsl on devices with 32-wide subgroups): a workgroup per (group of q heads sharing a KV head, row, split of the
-keys), each key read once for the group's heads. A longer forward (a prompt) runs
+shaders/attention.wgsl (attention_subgroups.wgsl on devices whose subgroups are 32 or more
+wide): a workgroup per (group of q heads sharing a KV head, row, split of the keys), each key
+read once for the group's heads. A longer forward (a prompt) runs
 shaders/attention_tiled.wgsl: a workgroup per (KV head, block of rows, split), its K and V tiles
 staged in workgroup memory once for every (row, q head) of the block. Both write the same
 per-split partials, which attention_combine.wgsl (or a decode token's O projection) merges.
@@ -59,8 +60,9 @@ def attention_grid(rows: int, n_heads: int, n_kv_heads: int, head_dim: int, spli
 
 
 # attention_subgroups.wgsl: a decode token's attention in warps of 32 invocations (subgroups at
-# least 32 wide, a multiple of 32), each its own online softmax, no barrier between its keys (attention.wgsl waits at 3 a tile of 64 keys). H200,
-# benchmarks/probes/attention_rate.py --rows 1, a layer: the 8B shape at 4,513 keys 32.4 -> 19.1 us
+# least 32 wide, a multiple of 32), each its own online softmax, no barrier between its keys
+# (attention.wgsl waits at 3 a tile of 64 keys). H200, benchmarks/probes/attention_rate.py
+# --rows 1, a layer: the 8B shape at 4,513 keys 32.4 -> 19.1 us
 # (4 subgroups a workgroup; 19.5 with 8), at 129 keys 11.5 -> 7.9; SmolLM2 at 4,513 16.6 -> 9.8 (8
 # subgroups; 10.9 with 4).
 SUBGROUP_LANES = 32
