@@ -10,6 +10,9 @@
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
 //   Q8_INPUT: x and norm are quantize_rows.wgsl's xq and xs (SPREAD; stage_quantized).
+//   Q8_OUTPUT: 8 yq (read_write, [rows][2 N' / 16] vec4<u32>) and 9 ys (read_write, f32 [rows][3 N' / 32])
+//   take y (N' outputs, the whole row: out_offset 0) as quantize_rows.wgsl SPREAD would leave it for
+//   the GEMV after this one; with Q8_OUT_NORM times norm (then the next RMSNorm's weight) + norm_offset.
 //   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS.
 //   bias / residual / norm are dummies when unused.
 // Defines (py_engine/runtime/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
@@ -34,6 +37,9 @@
 //   ~3 dequantizing it to f32. Q8_EVEN_ODD (MLX): each 8 x are quantized evens first, then odds,
 //   the order of MLX's nibbles (a byte holds weights 2j and 2j + 1). Q8_INPUT (with Q8_ACT, a
 //   decode token's large GEMVs: linear_plan.gemv_q8_input): x comes quantized by a dispatch before.
+//   Q8_OUTPUT (the GEMV before such a one, where a workgroup's outputs are whole 32s: builder.py
+//   gemv_input): each workgroup quantizes its own outputs (shaders/quantize_32.wgsl) into yq / ys,
+//   and that dispatch is not needed (on an H200 it added 3.3-4.2 us to the GEMV after it).
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
@@ -57,12 +63,22 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 //#else
 @group(0) @binding(7) var<storage, read> norm: array<XBlock>;
 //#endif
+//#if Q8_OUTPUT
+@group(0) @binding(8) var<storage, read_write> yq: array<vec4<u32>>;
+@group(0) @binding(9) var<storage, read_write> ys: array<f32>;
+//#endif
 
 const THREADS: u32 = LANES * SLOTS;
 // LOGIT_ROWS (define, linear_plan.LOGIT_ROWS): the p.rows that means step.logit_rows.
 const_assert !GATED || RPT == 2u;  // a thread's rows are one gate row and its up row
 const_assert !Q8_ACT || Q8_INPUT || X_CHUNK / 16u <= THREADS;  // the staged x blocks' maxima fit `partial`
 const_assert !Q8_INPUT || (Q8_ACT && !Q8_EVEN_ODD && !COMBINE);  // quantize_rows' order; the merge needs f32 x
+// Q8_OUTPUT: a workgroup's outputs, kept by its lane-0 threads for quantize_outputs (whole 32s).
+const GROUP_OUTPUTS: u32 = SLOTS * select(RPT, 1u, GATED);
+const_assert !Q8_OUTPUT || GROUP_OUTPUTS % 32u == 0u;
+const_assert !Q8_OUT_NORM || (Q8_OUTPUT && !NORM && !Q8_INPUT);  // the norm binding is free for the next norm
+const Q32_THREADS: u32 = select(1u, GROUP_OUTPUTS / 4u, Q8_OUTPUT);  // shaders/quantize_32.wgsl: a vec4 each
+var<workgroup> kept: array<f32, select(1u, GROUP_OUTPUTS, Q8_OUTPUT)>;
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
 // reads them there, never from global memory again (from L2, once weights stream through L1,
 // they cost more than the weights themselves). A free slot after every X_PAD blocks (the format's
@@ -293,6 +309,52 @@ fn act_dot(w: u32, slot: u32, c: u32) -> i32 {
 fn act_scale32(i: u32) -> f32 { return x_scale[(i - chunk_first) / 8u]; }
 //#endif
 
+// Q8_OUTPUT: the workgroup's output i (of GROUP_OUTPUTS), as written, for quantize_outputs.
+fn keep_output(i: u32, v: f32) {
+//#if Q8_OUTPUT
+    kept[i] = v;
+//#endif
+}
+
+//#if Q8_OUTPUT
+// Output vec4 j's weights in the next RMSNorm (Q8_OUT_NORM: the norm binding + norm_offset), as
+// quantize_rows' `weighed` applies them.
+fn next_norm(j: u32) -> vec4<f32> {
+//#if Q8_OUT_NORM
+//#if VEC4
+    return norm[j] + p.norm_offset;
+//#else
+    return vec4<f32>(norm[4u * j], norm[4u * j + 1u], norm[4u * j + 2u], norm[4u * j + 3u]) + p.norm_offset;
+//#endif
+//#else
+    return vec4<f32>(1.0);
+//#endif
+}
+
+// Row r's outputs of this workgroup (kept, after a barrier) into yq / ys as quantize_rows.wgsl
+// SPREAD writes them: a vec4 a thread, 8 threads a 32 (every thread calls it: barriers inside).
+fn quantize_outputs(r: u32, group: u32, lid: u32) {
+    let t = min(lid, Q32_THREADS - 1u);
+    let width = p.out_stride;  // the whole output row (builder.py gives Q8_OUTPUT only to such ops)
+    let j = group * (GROUP_OUTPUTS / 4u) + t;  // the vec4 within the row
+    let live = lid < Q32_THREADS && 4u * j < width;  // whole 32s: width % 32 == 0
+    let a = vec4<f32>(kept[4u * t], kept[4u * t + 1u], kept[4u * t + 2u], kept[4u * t + 3u]);
+    let q = quantize_32(t, a, a * select(vec4<f32>(1.0), next_norm(j), live), lid < Q32_THREADS);
+    if (live) {
+        let q_at = r * (width / 8u);  // two levels of width / 16 quads
+        yq[q_at + j / 4u][j % 4u] = q.q1;
+        yq[q_at + width / 16u + j / 4u][j % 4u] = q.q2;
+        if (t % 8u == 0u) {
+            let blocks = width / 32u;
+            let s_at = r * 3u * blocks + j / 8u;
+            ys[s_at] = q.e;
+            ys[s_at + blocks] = q.e_sum;
+            ys[s_at + 2u * blocks] = q.squares;
+        }
+    }
+}
+//#endif
+
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.
 fn unit_rows(n: vec4<u32>, u: u32, x_row: u32) -> vec4<f32> {
     var d = vec4<f32>(0.0);
@@ -446,13 +508,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 //#endif
         if (lane == 0u) {
             if (GATED) {
-                if (n0 < outputs) { write_gated(r, n0, acc.x, acc.y); }
+                if (n0 < outputs) { keep_output(slot, write_gated(r, n0, acc.x, acc.y)); }
             } else {
                 for (var j = 0u; j < RPT; j++) {
-                    if (n0 + j < p.N) { write_output(r, n0 + j, acc[j]); }
+                    if (n0 + j < p.N) { keep_output(slot * RPT + j, write_output(r, n0 + j, acc[j])); }
                 }
             }
         }
-        workgroupBarrier();  // `partial` is rewritten for the next row
+//#if Q8_OUTPUT
+        workgroupBarrier();
+        quantize_outputs(r, group, lid);
+//#endif
+        workgroupBarrier();  // `partial` (and `kept`) are rewritten for the next row
     }
 }

@@ -11,8 +11,9 @@
 //   1 / sqrt(mean(x^2) + eps), or 1; SPREAD: [rows][3 K / 32], each 32's sum of x^2 last).
 // Dispatch: (rows, 1, 1) workgroups of 256 threads, one row each; a thread takes every 256th 32.
 //   SPREAD: linear_plan.quantize_spread_grid, (ceil(K / 32 / SPREAD_BLOCKS), rows, 1) workgroups
-//   of 64 threads, 8 a 32 (a vec4 each: one load of x, of the norm weight), and no row reduction
-//   (the GEMV sums the squares as it stages them). On an H200 before an 8B's GEMV: a row as one
+//   of 64 threads, 8 a 32 (a vec4 each: one load of x, of the norm weight; shaders/quantize_32.wgsl,
+//   two levels only), and no row reduction (the GEMV sums the squares as it stages them). Where the
+//   GEMV before can quantize its own outputs (gemv.wgsl Q8_OUTPUT), it runs instead of this. On an H200 before an 8B's GEMV: a row as one
 //   workgroup's loop and reduction added 5.8-8.9 us, a 32 a thread 4.3-9.0, 8 threads a 32 less
 //   (linear_plan.GEMV_Q8_INPUT_WEIGHTS has the numbers). The same bits either way.
 struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
@@ -28,9 +29,8 @@ const THREADS: u32 = select(256u, 64u, SPREAD);
 const LEVELS: u32 = X_LEVELS;  // define (linear_plan.INT8_MATMUL_LEVELS)
 const SPREAD_BLOCKS: u32 = 8u;  // SPREAD: the 32s of a workgroup (linear_plan.QUANTIZE_SPREAD_BLOCKS)
 var<workgroup> squares: array<f32, THREADS>;
-const SPREAD_LANES: u32 = select(1u, THREADS, SPREAD);
-var<workgroup> tops: array<f32, SPREAD_LANES>;  // SPREAD: each thread's max |x| (times the norm weight)
-var<workgroup> qsums: array<i32, SPREAD_LANES>;  // SPREAD: each thread's sum of its 4 Q
+const Q32_THREADS: u32 = select(1u, THREADS, SPREAD);  // SPREAD: every thread quantizes (shaders/quantize_32.wgsl)
+const_assert !SPREAD || LEVELS == 2u;  // the GEMV's two levels
 
 // Four x at scale 1 / inv: (q1 word, q2 word, sum of the 4 Q = 254 q1 + q2); one level: (q1
 // word, 0, sum of the 4 q1).
@@ -51,10 +51,9 @@ fn weighed(v: vec4<f32>, i: u32) -> vec4<f32> {
     return v * (norm[i] + p.norm_offset);
 }
 
-// SPREAD: the thread's vec4 (k of 8) of 32 b, of row r: its max |x| and its square sum go to
-// tops / squares, and after a barrier each thread quantizes its four x at its 32's scale; the
-// 32's first thread writes its scale, e * sum(Q) and sum of squares, summed in the order of one
-// thread's eight vec4s (the row path's below: the same bits).
+// SPREAD: the thread's vec4 (k of 8) of 32 b, of row r, quantized with the 32's other 7 threads
+// (shaders/quantize_32.wgsl, which gemv.wgsl Q8_OUTPUT shares); the 32's first thread writes its
+// scale, e * sum(Q) and sum of squares. The row path's below gives the same bits.
 fn quantize_spread(r: u32, group: u32, lid: u32) {
     let blocks = p.K / 32u;
     let k = lid % 8u;
@@ -62,34 +61,17 @@ fn quantize_spread(r: u32, group: u32, lid: u32) {
     let live = b < blocks;
     let n = 8u * min(b, blocks - 1u) + k;  // the vec4 within the row (the last 32's past the row)
     let a = x[r * (p.K / 4u) + n];
-    let w = weighed(a, n);
-    let m = abs(w);
-    tops[lid] = max(max(m.x, m.y), max(m.z, m.w));
-    squares[lid] = dot(a, a);
-    workgroupBarrier();
-    let g = lid - k;  // the 32's first thread
-    let top1 = max(max(max(tops[g], tops[g + 1u]), max(tops[g + 2u], tops[g + 3u])),
-                   max(max(tops[g + 4u], tops[g + 5u]), max(tops[g + 6u], tops[g + 7u])));
-    let top_exp = max(frexp(top1).exp, -100);
-    let inv = select(ldexp(1.0, 6 - top_exp), select(0.0, 127.0 / top1, top1 > 0.0), LEVELS == 1u);
-    let l = levels(w, inv);
-    qsums[lid] = bitcast<i32>(l.z);
+    let q = quantize_32(lid, a, weighed(a, n), true);
     if (live) {
-        let q_at = r * (LEVELS * p.K / 16u);
-        xq[q_at + n / 4u][n % 4u] = l.x;
-        if (LEVELS == 2u) { xq[q_at + p.K / 16u + n / 4u][n % 4u] = l.y; }
+        let q_at = r * (2u * p.K / 16u);
+        xq[q_at + n / 4u][n % 4u] = q.q1;
+        xq[q_at + p.K / 16u + n / 4u][n % 4u] = q.q2;
     }
-    workgroupBarrier();
     if (live && k == 0u) {
-        var total = 0;
-        for (var j = 0u; j < 8u; j++) { total += qsums[g + j]; }
-        let sum_sq = ((squares[g] + squares[g + 1u]) + (squares[g + 2u] + squares[g + 3u]))
-                   + ((squares[g + 4u] + squares[g + 5u]) + (squares[g + 6u] + squares[g + 7u]));
-        let e = select(ldexp(1.0, top_exp - 6) / 254.0, top1 / 127.0, LEVELS == 1u);
         let s_at = r * 3u * blocks;
-        xs[s_at + b] = e;
-        xs[s_at + blocks + b] = e * f32(total);
-        xs[s_at + 2u * blocks + b] = sum_sq;
+        xs[s_at + b] = q.e;
+        xs[s_at + blocks + b] = q.e_sum;
+        xs[s_at + 2u * blocks + b] = q.squares;
     }
 }
 

@@ -292,11 +292,12 @@ def test_compile_error_is_a_gpu_error(worker):
 def test_kernels_of_other_adapters_compile_here(worker):
     """Kernels SwiftShader never runs, compiled by the browser's WGSL compiler (Tint) in the page's
     host: attention_subgroups.wgsl (adapters whose subgroups are 32 or more wide), the GEMV on
-    quantize_rows' x (gemv.wgsl Q8_INPUT) and quantize_rows SPREAD (a decode token's large GEMVs).
-    The desktop tests run them through naga only."""
+    quantize_rows' x (gemv.wgsl Q8_INPUT), quantize_rows SPREAD (a decode token's large GEMVs) and
+    the GEMVs that quantize their outputs for those (Q8_OUTPUT, in the layouts of a GPU). The
+    desktop tests run them through naga only."""
     out = worker.exec("""
         from py_engine.models.attention_grid import subgroup_warps
-        from py_engine.runtime.linear_plan import linear_defines
+        from py_engine.runtime.linear_plan import linear_defines, q8_output_layout
         names = []
         for hd, gh, kv in ((128, 4, ("f32", "f16_packed")), (64, 7, ("f16_packed", "f16_packed"))):
             for rope in (True, False):
@@ -304,15 +305,17 @@ def test_kernels_of_other_adapters_compile_here(worker):
                           GROUP_HEADS=gh, ROPE_KV=rope, RING=not rope)
                 names.append("attention_subgroups")
         for gated in (False, True):
-            cache.get("gemv", **{**linear_defines(4096, 4096, "q4_0", norm=gated, gated=gated, precision="fast"),
-                                 "Q8_INPUT": True})
-            names.append("gemv")
+            defines = linear_defines(4096, 4096, "q4_0", norm=gated, gated=gated, precision="fast")
+            cache.get("gemv", **{**defines, "Q8_INPUT": True})
+            cache.get("gemv", **{**defines, **q8_output_layout(defines), "Q8_INPUT": gated, "Q8_OUTPUT": True,
+                                 "Q8_OUT_NORM": not gated})
+            names += ["gemv", "gemv"]
         cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)
         names.append("quantize_rows")
         await dev.prepare()  # every pipeline compiled: a GpuError here names the kernel and the line
         json.dumps({"compiled": names})
     """)
-    assert len(out["compiled"]) == 7
+    assert len(out["compiled"]) == 9
 
 
 def test_weight_plan_loader(worker, server, plan_bytes):

@@ -22,6 +22,7 @@ from gpu_harness import device  # noqa: E402
 from test_gguf_reader import CASES  # noqa: E402
 
 from py_engine.engine import Engine  # noqa: E402
+from py_engine.models.builder import GraphBuilder  # noqa: E402
 from py_engine.runtime import linear_plan  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -98,7 +99,9 @@ def test_decode_gemv_on_quantized_input_near_its_own_quantizing(tmp_path, monkey
     """precision "fast": decode-sized forwards (12 rows) whose GEMVs read x quantized once by a
     quantize_rows dispatch (gemv.wgsl Q8_INPUT; the fixture's matrices are short of
     GEMV_Q8_INPUT_WEIGHTS, so the test lowers it) give the logits of GEMVs that quantize x in
-    every workgroup: the same int8 values, the RMS factor summed in another order."""
+    every workgroup: the same int8 values, the RMS factor summed in another order. Where the GEMV
+    before writes x in whole 32s a workgroup (the O projection, gate | up, down), it quantizes x
+    itself (gemv.wgsl Q8_OUTPUT) instead of a quantize_rows dispatch: the same logits, bit for bit."""
     path = convert(FIXTURES / "llama-f32", tmp_path)
     ref = json.loads((FIXTURES / "llama-f32" / "reference.json").read_text())
     ids = ((ref["prompt_ids"] + ref["greedy"]) * 2)[:12]
@@ -111,10 +114,16 @@ def test_decode_gemv_on_quantized_input_near_its_own_quantizing(tmp_path, monkey
 
     _, in_workgroups = asyncio.run(run(linear_plan.GEMV_Q8_INPUT_WEIGHTS))
     engine, on_input = asyncio.run(run(0))
-    ops = [op for op in engine.executor.graph.ops if op.gemv_bind]
-    assert len(ops) >= 4 and engine.executor.kernel_names(len(ids)).count("quantize_rows") >= 4
+    ops = engine.executor.graph.ops
+    assert sum(op.kernel == "linear" and op.defines["Q8_INPUT"] for op in ops) >= 4
+    assert sum(op.kernel == "linear" and op.defines["Q8_OUTPUT"] for op in ops) >= 3
+    assert engine.executor.kernel_names(len(ids)).count("quantize_rows") >= 1
     err = np.abs(on_input - in_workgroups).max() / np.abs(in_workgroups).max()
     assert err < 1e-5, f"the GEMV on quantize_rows' x off its own quantizing by {err:.2e}"
+    monkeypatch.setattr(GraphBuilder, "gemv_quantizes", lambda *_: None)
+    engine, by_dispatch = asyncio.run(run(0))
+    assert engine.executor.kernel_names(len(ids)).count("quantize_rows") >= 4
+    assert np.array_equal(on_input, by_dispatch), "the GEMV's own quantizing differs from quantize_rows'"
 
 
 def cli(*args):

@@ -106,11 +106,15 @@ ENGINE_DEFINES = {
     "MLX_GROUP": 64,
     "FINAL": True,
     "VEC4": True,
-    "LANES": 256,
-    "SLOTS": 1,  # gemv: the most threads linear_plan.gemv_layout may choose
+    "LANES": 2,
+    "SLOTS": 128,  # gemv: the most threads linear_plan.gemv_layout may choose, and outputs (the CPU's)
+    "RPT": 1,
+    "GATED": False,
+    "Q8_OUTPUT": True,  # gemv: its outputs kept for quantizing, and quantize_32's arrays
     "Q8_ACT": True,  # gemv: with its int8 scales (the larger)
     "Q8_INPUT": True,  # gemv: 4,096 x a chunk and their scales (the larger)
     "SPREAD": False,  # quantize_rows: a row a workgroup (the larger)
+    "Q32_THREADS": 64,  # quantize_32.wgsl alone (its includer defines it)
     "WARPS": 8,  # attention_subgroups: the most subgroups attention_grid.subgroup_warps gives
     "HEAD_DIM": 64,
     "F16_MATH": False,  # attention_tiled: its f32 tile (F16_MATH's, of f16: test_workgroup_storage_sizes_known)
@@ -192,6 +196,8 @@ def workgroup_bytes(path: Path, defines: dict | None = None, aliases: dict | Non
         src += "".join(code(f) for f in sorted(WEIGHTS_DIR.glob("*.wgsl")))
     if "load_heads(" in src:  # kernels.py appends attention_heads.wgsl (its Heads struct)
         src += code(SHADER_DIR / "attention_heads.wgsl")
+    if "quantize_32(" in src and path.stem != "quantize_32":  # and quantize_32.wgsl (its arrays)
+        src += code(SHADER_DIR / "quantize_32.wgsl")
     consts = const_values(src, defines or {})
     total = 0
     for _, t in re.findall(r"var<workgroup>\s*(\w+)\s*:\s*([^;]+);", src):
@@ -227,8 +233,9 @@ def test_workgroup_storage_sizes_known():
         sizes["attention"] == (256 + 2 * 256 + 2 * 64) * 16 + (256 + 256) * 4
     )  # the group's q, score parts, weights; ROPE_KV: new k, v
     assert (
-        sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8
-    )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge
+        sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8 + 128 * 4 + 3 * 32 * 4
+    )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge,
+    # Q8_OUTPUT's 128 outputs and quantize_32's maxima, squares and Q sums of 32 threads
     assert (
         sizes["attention_subgroups"] == 512 * 16 + 256 * 16 + 2 * 256 * 4 + 2 * 8 * 32
     )  # q then the merge, norm sums / exchanges (8 subgroups), new k, v, the subgroups' maxima and sums
@@ -240,7 +247,8 @@ def test_workgroup_storage_sizes_known():
     assert (
         sizes["matmul_int8"] == 2 * 128 * 16 + 2 * 64 * 4 + 128 * 3 * 16 + 2 * 128 * 4
     )  # x q1, q2, e, sums; w q, scales
-    assert sizes["quantize_rows"] == 256 * 4 + 2 * 4  # a row's squares (SPREAD: 64 threads' maxima, squares, Q sums)
+    assert sizes["quantize_rows"] == 256 * 4 + 3 * 4  # a row's squares (SPREAD: 64 threads' maxima, squares, Q sums)
+    assert sizes["quantize_32"] == 3 * 64 * 4  # (alone: with quantize_rows' SPREAD threads, Q32_THREADS below)
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4
     assert sizes["sample_full"] == 256 * 4 + 128 * 4 * 16 + 4
     assert sizes["gated_mul"] == 0

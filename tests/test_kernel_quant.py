@@ -77,10 +77,13 @@ def run_linear(
     int8_matmul_tier: bool = False,
     x_levels: int = 2,
     q8_input: bool = False,
+    q8_output: tuple | None = None,
 ):
     """y = x . m (x RMS-normalised by `norm` first; gated: m's rows are gate | up, y = act(gate) * up).
     int8_matmul_tier: the matmul is matmul_int8.wgsl (on quantize_rows' x in x_levels int8
-    levels), whatever K. q8_input: the GEMV (precision "fast") reads quantize_rows' two levels."""
+    levels), whatever K. q8_input: the GEMV (precision "fast") reads quantize_rows' two levels.
+    q8_output (next norm weight or None, its offset): the GEMV quantizes y too (Q8_OUTPUT);
+    returned: (y, yq, ys)."""
     rows, K = x.shape
     outputs = m.N // 2 if gated else m.N
     params = linear_params(K, m.N, out_stride=outputs, rows=rows, norm_eps=NORM_EPS, norm_offset=norm_offset)
@@ -102,6 +105,12 @@ def run_linear(
     if q8_input:
         defines["Q8_INPUT"] = True
         buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, 2, spread=True)
+    if q8_output:
+        next_norm, next_offset = q8_output
+        defines.update(Q8_OUTPUT=True, Q8_OUT_NORM=next_norm is not None)
+        buffers.update(yq=rows * outputs * 2, ys=rows * 3 * (outputs // 32) * 4)
+        if next_norm is not None:
+            buffers["norm"], params["norm_offset"] = next_norm, next_offset
     grid = linear_grid(
         kernel, rows, m.N, gemv_per_group=gemv_features(defines), gated=gated, matmul_per_group=matmul_tile(defines)
     )
@@ -115,7 +124,10 @@ def run_linear(
         f16=device_f16(m.fmt),
         subgroups=subgroups,
     )
-    return as_f32(out["y"], (rows, outputs))
+    y = as_f32(out["y"], (rows, outputs))
+    if q8_output:
+        return y, np.frombuffer(out["yq"], np.uint32), np.frombuffer(out["ys"], np.float32)
+    return y
 
 
 NORM_EPS = 1e-5
@@ -291,6 +303,39 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
         if kernel == "gemv" and not FORMATS[fmt].is_float:  # quantize_rows' x and RMS factor
             got = run_linear(kernel, x, m, subgroups=subgroups, precision="fast", q8_input=True, **fused)
             assert_int8_gemv(got, x, m, f"gemv {fmt} K={K} rows={rows} Q8_INPUT", **fused)
+
+
+# (format, K, outputs, gated, next norm, layout LANES, SLOTS, RPT, STEP, rows): a GEMV that quantizes
+# its outputs for the GEMV after it, in the layouts q8_output_layout gives (plain rows two a
+# thread, gated 32 slots, the CPU's 128 rows) and a short-row one; the gated one on quantize_rows'
+# x (the 8B's gate | up); f32 K = 70 reads the next norm one float at a time; 160 outputs leave
+# the CPU layout's second workgroup one 32 live and three not.
+Q8_OUTPUTS = [
+    ("q4_0", 2304, 96, False, True, (16, 16, 2, 4), 2),
+    ("q4_0", 2304, 96, True, False, (8, 32, 2, 2), 2),
+    ("q6_k", 768, 64, False, False, (32, 8, 4, 1), 1),
+    ("f32", 70, 160, False, True, (1, 128, 1, 1), 3),
+]
+
+
+@pytest.mark.parametrize("fmt,K,outputs,gated,with_norm,layout,rows", Q8_OUTPUTS)
+def test_gemv_quantizes_its_outputs(fmt, K, outputs, gated, with_norm, layout, rows):
+    """gemv.wgsl Q8_OUTPUT: y unchanged, and yq / ys the bits quantize_rows SPREAD makes of y
+    (times the next RMSNorm's weight + offset) for the GEMV after it."""
+    m = matrix(fmt, 2 * outputs if gated else outputs, K, 64)
+    rng = np.random.default_rng(K + outputs)
+    x = rng.standard_normal((rows, K), dtype=np.float32) * 3
+    next_norm = rng.standard_normal(outputs, dtype=np.float32) if with_norm else None
+    lanes, slots, rpt, step = layout
+    fused = {"gated": gated, "precision": "exact" if FORMATS[fmt].is_float else "fast"}
+    if gated:  # on quantize_rows' x, RMS-normalised
+        fused.update(norm=rng.standard_normal(K, dtype=np.float32), q8_input=True)
+    layout = {"LANES": lanes, "SLOTS": slots, "RPT": rpt, "STEP": step}
+    y, yq, ys = run_linear("gemv", x, m, layout, q8_output=(next_norm, 0.5), **fused)
+    assert np.array_equal(y, run_linear("gemv", x, m, layout, **fused)), "Q8_OUTPUT changed y"
+    want_q, want_s = quantized_rows(y, next_norm, 0.5, 2, spread=True)
+    assert np.array_equal(yq, want_q), "the int8 levels differ from quantize_rows'"
+    assert np.array_equal(ys, want_s), "the scales, e * sums or squares differ from quantize_rows'"
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..errors import ModelFileError
-from ..runtime.graph import Graph, Tensor, WeightSpec, ceil_div
+from ..runtime.graph import Graph, Op, Tensor, WeightSpec, ceil_div
 from ..runtime.linear_plan import (
     GEMV_MAX_ROWS,
     LOGIT_ROWS,
@@ -23,6 +23,7 @@ from ..runtime.linear_plan import (
     linear_grid,
     linear_params,
     matmul_tile,
+    q8_output_layout,
     quantize_spread_grid,
 )
 from ..runtime.quant import FORMATS, GGUF_TYPES
@@ -56,6 +57,9 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         self.kv_layers = 0
         # (output, merge params, fold_until) of the last attention() that folds: its partials for the O projection
         self._merge = None
+        # A GEMV's output -> [its op, None or (norm weight, norm offset, (xq, xs)) once it quantizes
+        # them for the GEMV after it (gemv.wgsl Q8_OUTPUT)]: gemv_input()'s producers.
+        self._producers: dict[Tensor, list] = {}
         self._attention_outputs: list[Tensor] = []
         self._count = 0
 
@@ -212,7 +216,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             gemv_quantized = self.gemv_input(x, k, norm_weight if norm else None, norm_offset)
         for shard, start, defines in shards:
             count = shard.rows[1]
-            self._linear_op(
+            op = self._linear_op(
                 {
                     "x": x,
                     "w": shard,
@@ -240,6 +244,8 @@ class GraphBuilder(AttentionOps, RecurrentOps):
                 quantized=quantized,
                 gemv_quantized=gemv_quantized if gemv_q8_input(defines, k, n) else None,
             )
+        if len(shards) == 1 and out is None and not fixed_rows and rows is None:
+            self._producers[y] = [op, None]
         return y
 
     def quantize_rows(
@@ -269,8 +275,37 @@ class GraphBuilder(AttentionOps, RecurrentOps):
 
     def gemv_input(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple:
         """x quantized once for a decode token's GEMVs on it (gemv.wgsl Q8_INPUT, whose int8
-        units take two levels): quantize_rows, spread."""
-        return self.quantize_rows(x, k, norm_weight, norm_offset, 2, spread=True)
+        units take two levels): by the GEMV that writes x where it can (gemv_quantizes), else
+        by quantize_rows, spread."""
+        return self.gemv_quantizes(x, k, norm_weight, norm_offset) or self.quantize_rows(
+            x, k, norm_weight, norm_offset, 2, spread=True
+        )
+
+    def gemv_quantizes(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple | None:
+        """(xq, xs) as quantize_rows (spread) would leave them, written by the GEMV that computes x
+        (a linear op of one shard that writes all of x): its workgroups quantize their own
+        outputs (gemv.wgsl Q8_OUTPUT, times the next norm weight with Q8_OUT_NORM, which takes its
+        norm binding: only where its own input needs none). None where it cannot."""
+        producer = self._producers.get(x)
+        if producer is None or k % 32:
+            return None
+        op, done = producer
+        if done is not None:
+            return done[2] if done[0] is norm_weight and done[1] == norm_offset else None
+        layout = q8_output_layout(op.defines)
+        if layout is None or (norm_weight is not None and (op.defines["NORM"] or op.defines["Q8_INPUT"])):
+            return None
+        xq, xs = self.act("xq", 2 * k // 4), self.act("xs", 3 * (k // 32))
+        op.defines = {**op.defines, **layout, "Q8_OUTPUT": True, "Q8_OUT_NORM": norm_weight is not None}
+        op.grid = self._linear_grid(op.params["N"], op.defines)
+        op.bind = {**op.bind, "yq": xq, "ys": xs}
+        op.gemv_bind = dict(op.gemv_bind or {})
+        if norm_weight is not None:
+            op.bind["next_norm"] = norm_weight
+            op.gemv_bind["norm"] = "next_norm"
+            op.params = {**op.params, "norm_offset": norm_offset}
+        producer[1] = (norm_weight, norm_offset, (xq, xs))
+        return xq, xs
 
     def qkv(self, x: Tensor, attn: str, norm: str, norm_offset: float = 0.0, bias: bool | None = None) -> Tensor:
         """A layer's fused q|k|v projection (`attn`: its "model.layers.N.self_attn." prefix) of x
@@ -295,7 +330,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         fold_until: int = 0,
         quantized: tuple | None = None,
         gemv_quantized: tuple | None = None,
-    ) -> None:
+    ) -> Op:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows; with
         fold_defines, its folded form for decode tokens of at most fold_until keys (Op). An int8
         matmul (Q8_MATMUL) reads x as quantize_rows left it (`quantized`); without, the f32 one.
@@ -311,19 +346,25 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             else:
                 bind = {**bind, "xq": quantized[0], "xs": quantized[1]}
                 matmul_bind = {"x": "xq", "norm": "xs"}
-        self.g.op(
+        return self.g.op(
             "linear",
             bind,
             params,
-            lambda rows, n=params["N"], per=gemv_features(defines), tile=matmul_tile(defines), gated=defines["GATED"]: (  # noqa: B008 (bound now, on purpose)
-                linear_grid(choose_linear(rows), rows, n, gemv_per_group=per, gated=gated, matmul_per_group=tile)
-            ),
+            self._linear_grid(params["N"], defines),
             defines,
             fixed_rows,
             fold_defines=fold_defines,
             fold_until=fold_until,
             matmul_bind=matmul_bind,
             gemv_bind=gemv_bind,
+        )
+
+    @staticmethod
+    def _linear_grid(n: int, defines: dict):
+        """A linear op's grid function (rows -> workgroups) over n weight rows under `defines`."""
+        per, tile, gated = gemv_features(defines), matmul_tile(defines), defines["GATED"]
+        return lambda rows: linear_grid(
+            choose_linear(rows), rows, n, gemv_per_group=per, gated=gated, matmul_per_group=tile
         )
 
     def gated_mlp(self, x: Tensor, gate_up: list, norm: str, gelu: bool = False, norm_offset: float = 0.0) -> Tensor:
@@ -341,13 +382,14 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             self.quantize_rows(x, k, norm_weight, norm_offset, defines["X_LEVELS"]) if defines["Q8_MATMUL"] else None
         )
         gemv_quantized = self.gemv_input(x, k, norm_weight, norm_offset) if gemv_q8_input(defines, k, n) else None
-        self._linear_op(
+        op = self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),
             defines,
             quantized=quantized,
             gemv_quantized=gemv_quantized,
         )
+        self._producers[y] = [op, None]
         return y
 
     def gated_mul(self, gate_up: Tensor, inter: int, gelu: bool = False) -> Tensor:

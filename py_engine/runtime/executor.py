@@ -69,7 +69,7 @@ class Executor:
         linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
         decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too); and the
         variants with a bind group of their own (a linear op's int8 matmul and its GEMV on quantized
-        x: Op.matmul_bind, Op.gemv_bind)."""
+        x, or quantizing its outputs: Op.matmul_bind, Op.gemv_bind, which gemv_fold shares)."""
         if op.kernel == "linear":
             kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv",)}
             kernels["matmul"] = self.kernels.get(matmul_kernel(op.defines), **op.defines)
@@ -81,10 +81,16 @@ class Executor:
                 kernels["decode"] = self.kernels.get(op.kernel, **{**op.defines, **op.decode_defines})
             if op.many_rows:
                 kernels["many_rows"] = self.kernels.get(op.many_rows[1], **op.defines)
-        first = next(iter(kernels.values()))  # the variants share their bindings: one bind group serves all
+        # The variants share their bindings: one bind group serves all, but those with a group of
+        # their own (a GEMV that quantizes its outputs, gemv.wgsl Q8_OUTPUT, binds two more).
+        first = kernels["matmul"] if op.kernel == "linear" else next(iter(kernels.values()))
         self.device.write_buffer(self._params, index * 256, first.pack_params(op.params))
-        renamed = {"matmul": op.matmul_bind, "gemv": op.gemv_bind}
-        groups = {v: self._bind_group(index, op, kernels[v], names) for v, names in renamed.items() if names}
+        renamed = {"matmul": op.matmul_bind, "gemv": op.gemv_bind, "gemv_fold": op.gemv_bind}
+        groups = {
+            v: self._bind_group(index, op, kernels[v], names)
+            for v, names in renamed.items()
+            if names is not None and v in kernels
+        }
         return self._bind_group(index, op, first, {}), kernels, groups
 
     def _bind_group(self, index: int, op, kernel, renamed: dict):

@@ -57,7 +57,8 @@ class Op:
     # A linear op whose matmul takes other inputs than its GEMV (matmul_int8.wgsl reads x as
     # quantize_rows left it): binding name -> the key in `bind` of its tensor, in a second bind group.
     matmul_bind: dict | None = None
-    # The same for its GEMV (gemv.wgsl Q8_INPUT reads x as a spread quantize_rows left it).
+    # The same for its GEMV (gemv.wgsl Q8_INPUT reads x as a spread quantize_rows left it; a GEMV
+    # that quantizes its outputs, Q8_OUTPUT, binds yq and ys too: {} where nothing is renamed).
     gemv_bind: dict | None = None
 
     def folded(self, fold: int) -> bool:

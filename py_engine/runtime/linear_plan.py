@@ -131,7 +131,10 @@ INT8_MATMUL_LEVELS = 1
 # 32 in quantize_rows (session 42, same machine: 4096 x 28672 34.0 -> 38.2, 14336 x 4096 20.3 ->
 # 23.6, 4096 x 14336 19.6 -> 23.5, 4096 x 6144 12.0 -> 15.5, still more than 13.8). Not MLX (its
 # nibble order quantizes evens first, Q8_EVEN_ODD), nor the O projection that merges attention's
-# splits as it stages x (COMBINE).
+# splits as it stages x (COMBINE). Where the GEMV that writes x can quantize it itself (gemv.wgsl
+# Q8_OUTPUT: q8_output_layout, GraphBuilder.gemv_quantizes) that dispatch is not needed: the 8B's O
+# projection and gate | up do, for gate | up and down (8 -> 6 dispatches a decode layer). H200,
+# decode.py at depth 0, three runs each in turns: 326.5-329.6 -> 329.6-332.5 tok/s (+1 %).
 GEMV_Q8_INPUT_WEIGHTS = 1 << 25
 
 # quantize_rows.wgsl SPREAD: the 32s of x one workgroup of 64 threads quantizes (8 threads each).
@@ -147,6 +150,22 @@ def gemv_q8_input(defines: dict, K: int, N: int) -> bool:
     """Whether a decode GEMV over a K x N matrix with these defines (linear_defines) reads x from
     a quantize_rows (SPREAD) dispatch (Q8_INPUT)."""
     return defines["Q8_ACT"] and not defines["Q8_EVEN_ODD"] and K * N >= GEMV_Q8_INPUT_WEIGHTS
+
+
+def q8_output_layout(defines: dict) -> dict | None:
+    """The GEMV layout changes under which one workgroup computes whole 32s of outputs, so that
+    it can quantize them for the GEMV after it (gemv.wgsl Q8_OUTPUT, in place of a quantize_rows
+    dispatch): {} where it already does, None where no layout of the same threads would. Plain
+    rows take more rows a thread (RPT), gated ones (a thread's gate and up row) 32 slots of
+    fewer lanes. H200, the 8B's decode (GEMV_Q8_INPUT_WEIGHTS): its O projection as 8 lanes x 32
+    slots instead of two rows a thread measured the same (327.2-328.2 tok/s against 327.6-328.3)."""
+    if gemv_features(defines) % 32 == 0:
+        return {}
+    threads = defines["LANES"] * defines["SLOTS"]
+    if defines["GATED"]:
+        return {"LANES": threads // 32, "SLOTS": 32} if threads % 32 == 0 and threads >= 32 else None
+    rpt = 32 // defines["SLOTS"] if 32 % defines["SLOTS"] == 0 else 0
+    return {"RPT": rpt} if 1 <= rpt <= 4 else None
 
 
 def check_precision(precision: str) -> str:
@@ -205,6 +224,8 @@ def linear_defines(
         "Q8_MATMUL": int8_matmul(weight_format, precision, K),
         "Q8_EVEN_ODD": quant.weight_format(weight_format).is_mlx,
         "Q8_INPUT": False,
+        "Q8_OUTPUT": False,
+        "Q8_OUT_NORM": False,
         **weight_defines(K, weight_format, mlx_group),
         **gemv_layout(K, N, weight_format, gated, cpu, int8_activations(weight_format, precision)),
         "NORM": norm,
