@@ -9,10 +9,10 @@
 //   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as uploaded),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
-//   Q8_INPUT: x and norm are quantize_rows.wgsl's xq and xs (SPREAD; stage_quantized).
-//   Q8_OUTPUT: 8 yq (read_write, [rows][2 N' / 16] vec4<u32>) and 9 ys (read_write, f32 [rows][3 N' / 32])
-//   take y (N' outputs, the whole row: out_offset 0) as quantize_rows.wgsl SPREAD would leave it for
-//   the GEMV after this one; with Q8_OUT_NORM times norm (then the next RMSNorm's weight) + norm_offset.
+//   Q8_INPUT: x is quantize_rows.wgsl's xq (SPREAD; stage_quantized), its rows q8_row_quads(K) quads.
+//   Q8_OUTPUT: 8 yq (read_write, [rows][q8_row_quads(N')] vec4<u32>) takes y (N' outputs, the whole
+//   row: out_offset 0) as quantize_rows.wgsl SPREAD would leave it for the GEMV after this one;
+//   with Q8_OUT_NORM times norm (then the next RMSNorm's weight) + norm_offset.
 //   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS.
 //   bias / residual / norm are dummies when unused.
 // Defines (py_engine/runtime/linear_plan.py: weight_defines, gemv_layout): WEIGHTS names the format;
@@ -39,7 +39,7 @@
 //   decode token's large GEMVs: linear_plan.gemv_q8_input): x comes quantized by a dispatch before.
 //   Q8_OUTPUT (the GEMV before such a one, where a workgroup's outputs are whole 32s: builder.py
 //   gemv_input): each workgroup quantizes its own outputs (shaders/quantize_32.wgsl) into yq / ys,
-//   and that dispatch is not needed (on an H200 it added 3.3-4.2 us to the GEMV after it).
+//   and that dispatch is not needed (linear_plan.GEMV_Q8_INPUT_WEIGHTS).
 // Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
@@ -58,14 +58,9 @@ struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> residual: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
-//#if Q8_INPUT
-@group(0) @binding(7) var<storage, read> norm: array<f32>;  // quantize_rows' xs
-//#else
-@group(0) @binding(7) var<storage, read> norm: array<XBlock>;
-//#endif
+@group(0) @binding(7) var<storage, read> norm: array<XBlock>;  // (unread under Q8_INPUT but with Q8_OUT_NORM)
 //#if Q8_OUTPUT
 @group(0) @binding(8) var<storage, read_write> yq: array<vec4<u32>>;
-@group(0) @binding(9) var<storage, read_write> ys: array<f32>;
 //#endif
 
 const THREADS: u32 = LANES * SLOTS;
@@ -76,7 +71,7 @@ const_assert !Q8_INPUT || (Q8_ACT && !Q8_EVEN_ODD && !COMBINE);  // quantize_row
 // Q8_OUTPUT: a workgroup's outputs, kept by its lane-0 threads for quantize_outputs (whole 32s).
 const GROUP_OUTPUTS: u32 = SLOTS * select(RPT, 1u, GATED);
 const_assert !Q8_OUTPUT || GROUP_OUTPUTS % 32u == 0u;
-const_assert !Q8_OUT_NORM || (Q8_OUTPUT && !NORM && !Q8_INPUT);  // the norm binding is free for the next norm
+const_assert !Q8_OUT_NORM || (Q8_OUTPUT && (!NORM || Q8_INPUT));  // the norm binding is free for the next norm
 const Q32_THREADS: u32 = select(1u, GROUP_OUTPUTS / 4u, Q8_OUTPUT);  // shaders/quantize_32.wgsl: a vec4 each
 var<workgroup> kept: array<f32, select(1u, GROUP_OUTPUTS, Q8_OUTPUT)>;
 // Activations are staged through workgroup memory, X_CHUNK k at a time: every unit of every row
@@ -217,14 +212,15 @@ fn act_sum32(i: u32) -> f32 {
 // of block 2k, q1, q2 of block 2k + 1). x_scale: e = s / 254 (x ~ e * Q); x_qsum: the 32's sum of Q.
 //#if Q8_INPUT
 // Q8_INPUT: x is quantized once for all the GEMV's workgroups, as above, by quantize_rows.wgsl
-// (SPREAD) before it; x and norm are its xq (row r: its q1 words in K / 16 quads, then its q2
-// words) and xs (row r: per 32 e, then per 32 e * sum(Q), then per 32 the sum of the x^2 before
-// the norm weight). The chunk's words go to act_dot's slots, the 32s' e and e * sum(Q) to x_scale
-// and x_esum (then a barrier); returned: this thread's share of the chunk's sum of x^2 (NORM).
-// chunk_start and blocks count x blocks (4 x).
+// (SPREAD) before it, or by the GEMV before (Q8_OUTPUT): row r of x holds its q1 words in K / 16
+// quads, its q2 words in as many, then per 32 e, per 32 e * sum(Q) and per 32 the sum of the x^2
+// before the norm weight (shaders/quantize_32.wgsl). The chunk's words go to act_dot's slots, the
+// 32s' e and e * sum(Q) to x_scale and x_esum (then a barrier); returned: this thread's share of
+// the chunk's sum of x^2 (NORM). chunk_start and blocks count x blocks (4 x).
 fn stage_quantized(r: u32, chunk_start: u32, blocks: u32, lid: u32) -> f32 {
     let quads = p.K / 16u;  // one level's quads in a row
-    let q_at = r * 2u * quads + chunk_start / 4u;
+    let row_at = r * q8_row_quads(p.K);
+    let q_at = row_at + chunk_start / 4u;
     for (var j = lid; j < blocks / 4u; j += THREADS) {  // quad j: x blocks 4j .. 4j + 3 of the chunk
         let q1 = x[q_at + j];
         let q2 = x[q_at + quads + j];
@@ -232,16 +228,19 @@ fn stage_quantized(r: u32, chunk_start: u32, blocks: u32, lid: u32) -> f32 {
         x_chunk[at] = bitcast<vec4<f32>>(vec4<u32>(q1.x, q2.x, q1.y, q2.y));
         x_chunk[at + 1u] = bitcast<vec4<f32>>(vec4<u32>(q1.z, q2.z, q1.w, q2.w));
     }
-    let s_at = r * 3u * (p.K / 32u) + chunk_start / 8u;
+    let s_at = 4u * (row_at + 2u * quads) + chunk_start / 8u;  // the chunk's first e, as a word of x
     var squares = 0.0;
     for (var g = lid; g < blocks / 8u; g += THREADS) {
-        x_scale[g] = norm[s_at + g];
-        x_esum[g] = norm[s_at + p.K / 32u + g];
-        squares += norm[s_at + 2u * (p.K / 32u) + g];
+        x_scale[g] = x_word(s_at + g);
+        x_esum[g] = x_word(s_at + p.K / 32u + g);
+        squares += x_word(s_at + 2u * (p.K / 32u) + g);
     }
     workgroupBarrier();
     return squares;
 }
+
+// Word i of x (Q8_INPUT), an f32.
+fn x_word(i: u32) -> f32 { return bitcast<f32>(x[i / 4u][i % 4u]); }
 //#else
 struct Quantized { words: vec2<u32>, sum: i32 }  // an x block's q1 and q2 words, its 4 Q's sum
 
@@ -320,19 +319,16 @@ fn keep_output(i: u32, v: f32) {
 // Output vec4 j's weights in the next RMSNorm (Q8_OUT_NORM: the norm binding + norm_offset), as
 // quantize_rows' `weighed` applies them.
 fn next_norm(j: u32) -> vec4<f32> {
-//#if Q8_OUT_NORM
+    if (!Q8_OUT_NORM) { return vec4<f32>(1.0); }
 //#if VEC4
     return norm[j] + p.norm_offset;
 //#else
     return vec4<f32>(norm[4u * j], norm[4u * j + 1u], norm[4u * j + 2u], norm[4u * j + 3u]) + p.norm_offset;
 //#endif
-//#else
-    return vec4<f32>(1.0);
-//#endif
 }
 
-// Row r's outputs of this workgroup (kept, after a barrier) into yq / ys as quantize_rows.wgsl
-// SPREAD writes them: a vec4 a thread, 8 threads a 32 (every thread calls it: barriers inside).
+// Row r's outputs of this workgroup (kept, after a barrier) into yq as quantize_rows.wgsl SPREAD
+// writes them: a vec4 a thread, 8 threads a 32 (every thread calls it: barriers inside).
 fn quantize_outputs(r: u32, group: u32, lid: u32) {
     let t = min(lid, Q32_THREADS - 1u);
     let width = p.out_stride;  // the whole output row (builder.py gives Q8_OUTPUT only to such ops)
@@ -341,15 +337,15 @@ fn quantize_outputs(r: u32, group: u32, lid: u32) {
     let a = vec4<f32>(kept[4u * t], kept[4u * t + 1u], kept[4u * t + 2u], kept[4u * t + 3u]);
     let q = quantize_32(t, a, a * select(vec4<f32>(1.0), next_norm(j), live), lid < Q32_THREADS);
     if (live) {
-        let q_at = r * (width / 8u);  // two levels of width / 16 quads
+        let q_at = r * q8_row_quads(width);
         yq[q_at + j / 4u][j % 4u] = q.q1;
         yq[q_at + width / 16u + j / 4u][j % 4u] = q.q2;
         if (t % 8u == 0u) {
             let blocks = width / 32u;
-            let s_at = r * 3u * blocks + j / 8u;
-            ys[s_at] = q.e;
-            ys[s_at + blocks] = q.e_sum;
-            ys[s_at + 2u * blocks] = q.squares;
+            let s_at = 4u * (q_at + width / 8u) + j / 8u;  // the 32's e, as a word of yq
+            yq[s_at / 4u][s_at % 4u] = bitcast<u32>(q.e);
+            yq[(s_at + blocks) / 4u][(s_at + blocks) % 4u] = bitcast<u32>(q.e_sum);
+            yq[(s_at + 2u * blocks) / 4u][(s_at + 2u * blocks) % 4u] = bitcast<u32>(q.squares);
         }
     }
 }

@@ -1,10 +1,16 @@
 // A 32 of x quantized in two int8 levels by 8 threads, a vec4 each, as gemv.wgsl's Q8_INPUT reads
 // it (quantize_rows.wgsl's header has the levels: s the power of two that puts max |x| / s in
 // [32, 64), q1 = round(x / s), q2 = round((x / s - q1) * 254), x ~ e * (254 q1 + q2), e = s / 254).
-// Appended (kernels.py) to the kernels that call quantize_32: quantize_rows.wgsl SPREAD (x read from
+// Called (kernels.py appends it) by quantize_rows.wgsl SPREAD (x read from
 // a buffer) and gemv.wgsl Q8_OUTPUT (a GEMV's own outputs, for the GEMV after it), so both write
 // the same bits. The caller defines Q32_THREADS, the threads that take part (8 a 32, thread t
 // holding vec4 t % 8 of its 32); every thread of the workgroup calls it (two barriers inside).
+// A row of K x so quantized (gemv.wgsl's x under Q8_INPUT: one binding) is q8_row_quads(K) quads
+// (vec4<u32>): its K / 16 quads of q1 words, K / 16 of q2 words, then the f32 bits of each 32's e,
+// of each 32's e * sum(Q), of each 32's sum of x^2, padded to a whole quad (linear_plan.q8_row_bytes).
+// Appended to the kernels that call quantize_32 or q8_row_quads.
+
+fn q8_row_quads(K: u32) -> u32 { return K / 8u + (3u * (K / 32u) + 3u) / 4u; }
 
 struct Q32 {
     q1: u32,  // the thread's 4 x: their q1 (pack4xI8)

@@ -8,7 +8,8 @@
 //   4 xq (read_write, [rows][X_LEVELS K / 16] vec4<u32>: row r's q1 words in its first K / 16
 //   quads, q2's in the next; 32 k = 2 quads), 5 xs (read_write, f32 [rows][2 K / 32 + 1]: each
 //   32's e, then each 32's e * sum(Q) (Q = 254 q1 + q2, or q1), then the row's RMS factor
-//   1 / sqrt(mean(x^2) + eps), or 1; SPREAD: [rows][3 K / 32], each 32's sum of x^2 last).
+//   1 / sqrt(mean(x^2) + eps), or 1). SPREAD: no xs; xq is [rows][q8_row_quads(K)] vec4<u32>:
+//   each row's q1 and q2 quads, then its 32s' e, e * sum(Q) and sums of x^2 (shaders/quantize_32.wgsl).
 // Dispatch: (rows, 1, 1) workgroups of 256 threads, one row each; a thread takes every 256th 32.
 //   SPREAD: linear_plan.quantize_spread_grid, (ceil(K / 32 / SPREAD_BLOCKS), rows, 1) workgroups
 //   of 64 threads, 8 a 32 (a vec4 each: one load of x, of the norm weight; shaders/quantize_32.wgsl,
@@ -23,7 +24,10 @@ struct Params { K: u32, has_norm: u32, norm_eps: f32, norm_offset: f32 }
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> norm: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> xq: array<vec4<u32>>;
+//#if SPREAD
+//#else
 @group(0) @binding(5) var<storage, read_write> xs: array<f32>;
+//#endif
 
 const THREADS: u32 = select(256u, 64u, SPREAD);
 const LEVELS: u32 = X_LEVELS;  // define (linear_plan.INT8_MATMUL_LEVELS)
@@ -62,16 +66,16 @@ fn quantize_spread(r: u32, group: u32, lid: u32) {
     let n = 8u * min(b, blocks - 1u) + k;  // the vec4 within the row (the last 32's past the row)
     let a = x[r * (p.K / 4u) + n];
     let q = quantize_32(lid, a, weighed(a, n), true);
+    let q_at = r * q8_row_quads(p.K);
     if (live) {
-        let q_at = r * (2u * p.K / 16u);
         xq[q_at + n / 4u][n % 4u] = q.q1;
         xq[q_at + p.K / 16u + n / 4u][n % 4u] = q.q2;
     }
     if (live && k == 0u) {
-        let s_at = r * 3u * blocks;
-        xs[s_at + b] = q.e;
-        xs[s_at + blocks + b] = q.e_sum;
-        xs[s_at + 2u * blocks + b] = q.squares;
+        let s_at = 4u * (q_at + p.K / 8u) + b;  // the row's scales, as words
+        xq[s_at / 4u][s_at % 4u] = bitcast<u32>(q.e);
+        xq[(s_at + blocks) / 4u][(s_at + blocks) % 4u] = bitcast<u32>(q.e_sum);
+        xq[(s_at + 2u * blocks) / 4u][(s_at + 2u * blocks) % 4u] = bitcast<u32>(q.squares);
     }
 }
 
@@ -79,10 +83,9 @@ fn quantize_spread(r: u32, group: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let r = select(wid.x, wid.y, SPREAD);
     if (r >= step.rows) { return; }
-    if (SPREAD) {
-        quantize_spread(r, wid.x, lid);
-        return;
-    }
+//#if SPREAD
+    quantize_spread(r, wid.x, lid);
+//#else
     let blocks = p.K / 32u;
     let at = r * (p.K / 4u);  // the row's first x vec4
     let q_at = r * (LEVELS * p.K / 16u);
@@ -125,4 +128,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (lid == 0u) {
         xs[s_at + 2u * blocks] = select(1.0, inverseSqrt(squares[0] / f32(p.K) + p.norm_eps), p.has_norm != 0u);
     }
+//#endif
 }

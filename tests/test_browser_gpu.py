@@ -307,7 +307,7 @@ def test_kernels_of_other_adapters_compile_here(worker):
         for gated in (False, True):
             defines = linear_defines(4096, 4096, "q4_0", norm=gated, gated=gated, precision="fast")
             cache.get("gemv", **{**defines, "Q8_INPUT": True})
-            cache.get("gemv", **{**defines, **q8_output_layout(defines), "Q8_INPUT": gated, "Q8_OUTPUT": True,
+            cache.get("gemv", **{**defines, **q8_output_layout(defines), "Q8_INPUT": True, "Q8_OUTPUT": True,
                                  "Q8_OUT_NORM": not gated})
             names += ["gemv", "gemv"]
         cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)

@@ -16,6 +16,7 @@ from py_engine.runtime.linear_plan import (
     linear_params,
     matmul_kernel,
     matmul_tile,
+    q8_row_bytes,
     quantize_spread_grid,
     weight_defines,
 )
@@ -104,11 +105,11 @@ def run_linear(
         buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, x_levels)
     if q8_input:
         defines["Q8_INPUT"] = True
-        buffers["x"], buffers["norm"] = quantized_rows(x, norm, norm_offset, 2, spread=True)
+        buffers["x"] = quantized_rows(x, norm, norm_offset, 2, spread=True)
     if q8_output:
         next_norm, next_offset = q8_output
         defines.update(Q8_OUTPUT=True, Q8_OUT_NORM=next_norm is not None)
-        buffers.update(yq=rows * outputs * 2, ys=rows * 3 * (outputs // 32) * 4)
+        buffers["yq"] = rows * q8_row_bytes(outputs)
         if next_norm is not None:
             buffers["norm"], params["norm_offset"] = next_norm, next_offset
     grid = linear_grid(
@@ -126,7 +127,7 @@ def run_linear(
     )
     y = as_f32(out["y"], (rows, outputs))
     if q8_output:
-        return y, np.frombuffer(out["yq"], np.uint32), np.frombuffer(out["ys"], np.float32)
+        return y, np.frombuffer(out["yq"], np.uint32)
     return y
 
 
@@ -135,18 +136,19 @@ NORM_EPS = 1e-5
 
 def quantized_rows(x, norm, norm_offset: float, levels: int, spread: bool = False):
     """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given) in `levels` int8
-    levels: matmul_int8's inputs; spread: the GEMV's (Q8_INPUT)."""
+    levels: matmul_int8's inputs; spread: the GEMV's (Q8_INPUT), xq alone (its scales inside)."""
     rows, K = x.shape
     params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
-    buffers = {
-        "x": x,
-        "norm": 16 if norm is None else norm,
-        "xq": rows * K * levels,
-        "xs": rows * (3 * (K // 32) if spread else 2 * (K // 32) + 1) * 4,
-    }
+    buffers = {"x": x, "norm": 16 if norm is None else norm}
+    if spread:
+        buffers["xq"] = rows * q8_row_bytes(K)
+    else:
+        buffers.update(xq=rows * K * levels, xs=rows * (2 * (K // 32) + 1) * 4)
     defines = {"X_LEVELS": levels, "SPREAD": spread}
     grid = quantize_spread_grid(K, rows) if spread else (rows, 1, 1)
     out = run_kernel("quantize_rows", buffers, params, grid=grid, step=(rows, 0, rows), defines=defines)
+    if spread:
+        return np.frombuffer(out["xq"], np.uint32)
     return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 
 
@@ -305,37 +307,43 @@ def test_fused_norm_and_gate(kernel, subgroups, fmt, K, rows, with_norm, gated):
             assert_int8_gemv(got, x, m, f"gemv {fmt} K={K} rows={rows} Q8_INPUT", **fused)
 
 
-# (format, K, outputs, gated, next norm, layout LANES, SLOTS, RPT, STEP, rows): a GEMV that quantizes
-# its outputs for the GEMV after it, in the layouts q8_output_layout gives (plain rows two a
-# thread, gated 32 slots, the CPU's 128 rows) and a short-row one; the gated one on quantize_rows'
-# x (the 8B's gate | up); f32 K = 70 reads the next norm one float at a time; 160 outputs leave
-# the CPU layout's second workgroup one 32 live and three not.
+# (format, K, outputs, gated, on quantized x, next norm, layout LANES, SLOTS, RPT, STEP, rows): a
+# GEMV that quantizes its outputs for the GEMV after it, in the layouts q8_output_layout gives
+# (plain rows two a thread, gated 32 slots, the CPU's 128 rows) and a short-row one; on
+# quantize_rows' x, RMS-normalised when gated (the 8B's gate | up), and not (a down projection
+# quantizing for the next q|k|v: its norm binding holds the next norm); f32 K = 70 reads the next
+# norm one float at a time; 160 outputs leave the CPU layout's second workgroup one 32 live.
 Q8_OUTPUTS = [
-    ("q4_0", 2304, 96, False, True, (16, 16, 2, 4), 2),
-    ("q4_0", 2304, 96, True, False, (8, 32, 2, 2), 2),
-    ("q6_k", 768, 64, False, False, (32, 8, 4, 1), 1),
-    ("f32", 70, 160, False, True, (1, 128, 1, 1), 3),
+    ("q4_0", 2304, 96, False, False, True, (16, 16, 2, 4), 2),
+    ("q4_0", 2304, 96, True, True, False, (8, 32, 2, 2), 2),
+    ("q4_0", 2304, 64, False, True, True, (16, 16, 2, 4), 1),
+    ("q6_k", 768, 64, False, False, False, (32, 8, 4, 1), 1),
+    ("f32", 70, 160, False, False, True, (1, 128, 1, 1), 3),
 ]
 
 
-@pytest.mark.parametrize("fmt,K,outputs,gated,with_norm,layout,rows", Q8_OUTPUTS)
-def test_gemv_quantizes_its_outputs(fmt, K, outputs, gated, with_norm, layout, rows):
-    """gemv.wgsl Q8_OUTPUT: y unchanged, and yq / ys the bits quantize_rows SPREAD makes of y
-    (times the next RMSNorm's weight + offset) for the GEMV after it."""
+@pytest.mark.parametrize("fmt,K,outputs,gated,on_quantized,with_norm,layout,rows", Q8_OUTPUTS)
+def test_gemv_quantizes_its_outputs(fmt, K, outputs, gated, on_quantized, with_norm, layout, rows):
+    """gemv.wgsl Q8_OUTPUT: y unchanged, and yq the bits quantize_rows SPREAD makes of y (times
+    the next RMSNorm's weight + offset) for the GEMV after it."""
     m = matrix(fmt, 2 * outputs if gated else outputs, K, 64)
     rng = np.random.default_rng(K + outputs)
     x = rng.standard_normal((rows, K), dtype=np.float32) * 3
     next_norm = rng.standard_normal(outputs, dtype=np.float32) if with_norm else None
     lanes, slots, rpt, step = layout
-    fused = {"gated": gated, "precision": "exact" if FORMATS[fmt].is_float else "fast"}
-    if gated:  # on quantize_rows' x, RMS-normalised
-        fused.update(norm=rng.standard_normal(K, dtype=np.float32), q8_input=True)
+    fused = {"gated": gated, "precision": "exact" if FORMATS[fmt].is_float else "fast", "q8_input": on_quantized}
+    if gated:
+        fused["norm"] = rng.standard_normal(K, dtype=np.float32)
     layout = {"LANES": lanes, "SLOTS": slots, "RPT": rpt, "STEP": step}
-    y, yq, ys = run_linear("gemv", x, m, layout, q8_output=(next_norm, 0.5), **fused)
+    y, yq = run_linear("gemv", x, m, layout, q8_output=(next_norm, 0.5), **fused)
     assert np.array_equal(y, run_linear("gemv", x, m, layout, **fused)), "Q8_OUTPUT changed y"
-    want_q, want_s = quantized_rows(y, next_norm, 0.5, 2, spread=True)
-    assert np.array_equal(yq, want_q), "the int8 levels differ from quantize_rows'"
-    assert np.array_equal(ys, want_s), "the scales, e * sums or squares differ from quantize_rows'"
+    want = quantized_rows(y, next_norm, 0.5, 2, spread=True)
+    words = outputs // 4  # a row's q1 and q2 words; then its scales, e * sums and squares
+    row = q8_row_bytes(outputs) // 4
+    for r in range(rows):
+        got_r, want_r = yq[r * row : (r + 1) * row], want[r * row : (r + 1) * row]
+        assert np.array_equal(got_r[:words], want_r[:words]), f"row {r}: the int8 levels differ from quantize_rows'"
+        assert np.array_equal(got_r[words:], want_r[words:]), f"row {r}: the scales differ from quantize_rows'"
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -24,6 +24,7 @@ from ..runtime.linear_plan import (
     linear_params,
     matmul_tile,
     q8_output_layout,
+    q8_row_bytes,
     quantize_spread_grid,
 )
 from ..runtime.quant import FORMATS, GGUF_TYPES
@@ -212,8 +213,10 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         if not fixed_rows and rows is None and any(d["Q8_MATMUL"] for _, _, d in shards):
             levels = shards[0][2]["X_LEVELS"]
             quantized = self.quantize_rows(x, k, norm_weight if norm else None, norm_offset, levels)
-        if not fixed_rows and rows is None and not merges and any(gemv_q8_input(d, k, n) for _, _, d in shards):
-            gemv_quantized = self.gemv_input(x, k, norm_weight if norm else None, norm_offset)
+        if not fixed_rows and rows is None and not merges:
+            gemv_quantized = self.gemv_input(
+                x, k, n, [d for _, _, d in shards], norm_weight if norm else None, norm_offset
+            )
         for shard, start, defines in shards:
             count = shard.rows[1]
             op = self._linear_op(
@@ -255,12 +258,13 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         levels (the matmuls' X_LEVELS) for the int8 matmuls after it (shaders/quantize_rows.wgsl),
         in the forwards that run them (more than GEMV_MAX_ROWS rows): (xq, xs), their
         Op.matmul_bind inputs. spread: two levels for the GEMVs after it (gemv.wgsl Q8_INPUT,
-        linear_plan.gemv_q8_input) in the forwards that run those (Op.gemv_bind)."""
-        xq = self.act("xq", levels * k // 4)
-        xs = self.act("xs", 3 * (k // 32) if spread else 2 * (k // 32) + 1)
+        linear_plan.gemv_q8_input) in the forwards that run those (Op.gemv_bind): (xq,), its scales
+        inside it."""
+        xq = self.act("xq", q8_row_bytes(k) // 4 if spread else levels * k // 4)
+        xs = None if spread else self.act("xs", 2 * (k // 32) + 1)
         self.g.op(
             "quantize_rows",
-            {"x": x, "norm": norm_weight or self.dummy, "xq": xq, "xs": xs},
+            {"x": x, "norm": norm_weight or self.dummy, "xq": xq, **({"xs": xs} if xs else {})},
             {
                 "K": k,
                 "has_norm": int(norm_weight is not None),
@@ -271,21 +275,28 @@ class GraphBuilder(AttentionOps, RecurrentOps):
             {"X_LEVELS": levels, "SPREAD": spread},
             rows_range=(1, GEMV_MAX_ROWS) if spread else (GEMV_MAX_ROWS + 1, self.g.max_rows),
         )
-        return xq, xs
+        return (xq,) if spread else (xq, xs)
 
-    def gemv_input(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple:
-        """x quantized once for a decode token's GEMVs on it (gemv.wgsl Q8_INPUT, whose int8
-        units take two levels): by the GEMV that writes x where it can (gemv_quantizes), else
-        by quantize_rows, spread."""
-        return self.gemv_quantizes(x, k, norm_weight, norm_offset) or self.quantize_rows(
-            x, k, norm_weight, norm_offset, 2, spread=True
+    def gemv_input(
+        self, x: Tensor, k: int, n: int, shard_defines: list, norm_weight: Tensor | None, norm_offset: float
+    ) -> Tensor | None:
+        """x quantized once for a decode token's GEMVs on it where they read it so (gemv.wgsl
+        Q8_INPUT, whose int8 units take two levels; linear_plan.gemv_q8_input of shard_defines,
+        those GEMVs', over n weight rows of k): by the GEMV that writes x where it can
+        (gemv_quantizes), else by a quantize_rows dispatch (spread); None: the GEMVs quantize x
+        themselves."""
+        if not any(gemv_q8_input(d, k, n) for d in shard_defines):
+            return None
+        return (
+            self.gemv_quantizes(x, k, norm_weight, norm_offset)
+            or self.quantize_rows(x, k, norm_weight, norm_offset, 2, spread=True)[0]
         )
 
-    def gemv_quantizes(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> tuple | None:
-        """(xq, xs) as quantize_rows (spread) would leave them, written by the GEMV that computes x
-        (a linear op of one shard that writes all of x): its workgroups quantize their own
-        outputs (gemv.wgsl Q8_OUTPUT, times the next norm weight with Q8_OUT_NORM, which takes its
-        norm binding: only where its own input needs none). None where it cannot."""
+    def gemv_quantizes(self, x: Tensor, k: int, norm_weight: Tensor | None, norm_offset: float) -> Tensor | None:
+        """x as quantize_rows (spread) would leave it, written by the GEMV that computes x (a
+        linear op of one shard that writes all of x): its workgroups quantize their own outputs
+        (gemv.wgsl Q8_OUTPUT, times the next norm weight with Q8_OUT_NORM, which takes its norm
+        binding: only where its own input's norm weight is not read there). None where it cannot."""
         producer = self._producers.get(x)
         if producer is None or k % 32:
             return None
@@ -293,19 +304,20 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         if done is not None:
             return done[2] if done[0] is norm_weight and done[1] == norm_offset else None
         layout = q8_output_layout(op.defines)
-        if layout is None or (norm_weight is not None and (op.defines["NORM"] or op.defines["Q8_INPUT"])):
+        norm_read = op.defines["NORM"] and not op.defines["Q8_INPUT"]
+        if layout is None or (norm_weight is not None and norm_read):
             return None
-        xq, xs = self.act("xq", 2 * k // 4), self.act("xs", 3 * (k // 32))
+        xq = self.act("xq", q8_row_bytes(k) // 4)
         op.defines = {**op.defines, **layout, "Q8_OUTPUT": True, "Q8_OUT_NORM": norm_weight is not None}
         op.grid = self._linear_grid(op.params["N"], op.defines)
-        op.bind = {**op.bind, "yq": xq, "ys": xs}
+        op.bind = {**op.bind, "yq": xq}
         op.gemv_bind = dict(op.gemv_bind or {})
         if norm_weight is not None:
             op.bind["next_norm"] = norm_weight
             op.gemv_bind["norm"] = "next_norm"
             op.params = {**op.params, "norm_offset": norm_offset}
-        producer[1] = (norm_weight, norm_offset, (xq, xs))
-        return xq, xs
+        producer[1] = (norm_weight, norm_offset, xq)
+        return xq
 
     def qkv(self, x: Tensor, attn: str, norm: str, norm_offset: float = 0.0, bias: bool | None = None) -> Tensor:
         """A layer's fused q|k|v projection (`attn`: its "model.layers.N.self_attn." prefix) of x
@@ -329,7 +341,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         fold_defines: dict | None = None,
         fold_until: int = 0,
         quantized: tuple | None = None,
-        gemv_quantized: tuple | None = None,
+        gemv_quantized: Tensor | None = None,
     ) -> Op:
         """A "linear" op (gemv or matmul by the forward's rows) over params' N weight rows; with
         fold_defines, its folded form for decode tokens of at most fold_until keys (Op). An int8
@@ -338,8 +350,8 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         matmul_bind = gemv_bind = None
         if gemv_quantized is not None:
             defines = {**defines, "Q8_INPUT": True}
-            bind = {**bind, "gemv_xq": gemv_quantized[0], "gemv_xs": gemv_quantized[1]}
-            gemv_bind = {"x": "gemv_xq", "norm": "gemv_xs"}
+            bind = {**bind, "gemv_xq": gemv_quantized}
+            gemv_bind = {"x": "gemv_xq"}
         if defines["Q8_MATMUL"]:
             if quantized is None:
                 defines = {**defines, "Q8_MATMUL": False}
@@ -381,7 +393,7 @@ class GraphBuilder(AttentionOps, RecurrentOps):
         quantized = (
             self.quantize_rows(x, k, norm_weight, norm_offset, defines["X_LEVELS"]) if defines["Q8_MATMUL"] else None
         )
-        gemv_quantized = self.gemv_input(x, k, norm_weight, norm_offset) if gemv_q8_input(defines, k, n) else None
+        gemv_quantized = self.gemv_input(x, k, n, [defines], norm_weight, norm_offset)
         op = self._linear_op(
             {"x": x, "w": shard, "bias": self.dummy, "residual": self.dummy, "y": y, "norm": norm_weight},
             linear_params(k, n, out_stride=n // 2, norm_eps=self.cfg.rms_norm_eps, norm_offset=norm_offset),

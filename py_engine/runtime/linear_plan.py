@@ -134,7 +134,12 @@ INT8_MATMUL_LEVELS = 1
 # splits as it stages x (COMBINE). Where the GEMV that writes x can quantize it itself (gemv.wgsl
 # Q8_OUTPUT: q8_output_layout, GraphBuilder.gemv_quantizes) that dispatch is not needed: the 8B's O
 # projection and gate | up do, for gate | up and down (8 -> 6 dispatches a decode layer). H200,
-# decode.py at depth 0, three runs each in turns: 326.5-329.6 -> 329.6-332.5 tok/s (+1 %).
+# decode.py at depth 0, three runs each in turns: 326.5-329.6 -> 329.6-332.5 tok/s (+1 %). Not
+# below this size even where x would come quantized without a dispatch: the 8B's down projection
+# quantizing for the next q|k|v (4096 x 6144: 13.8 us quantizing x in its workgroups, 12.0 on
+# quantized x), whose 4,096 outputs in whole 32s a workgroup leave it 128 workgroups instead of
+# 256, read 310.8-312.3 tok/s against 331.5-334.4; SmolLM2 with every GEMV but the O on quantized
+# x, 743-763 against 821-865 (few workgroups: its 576 outputs in 18).
 GEMV_Q8_INPUT_WEIGHTS = 1 << 25
 
 # quantize_rows.wgsl SPREAD: the 32s of x one workgroup of 64 threads quantizes (8 threads each).
@@ -147,9 +152,16 @@ def quantize_spread_grid(K: int, rows: int) -> tuple[int, int, int]:
 
 
 def gemv_q8_input(defines: dict, K: int, N: int) -> bool:
-    """Whether a decode GEMV over a K x N matrix with these defines (linear_defines) reads x from
-    a quantize_rows (SPREAD) dispatch (Q8_INPUT)."""
+    """Whether a decode GEMV over a K x N matrix with these defines (linear_defines) reads x
+    quantized once for all its workgroups (Q8_INPUT), by a quantize_rows (SPREAD) dispatch or by
+    the GEMV before it."""
     return defines["Q8_ACT"] and not defines["Q8_EVEN_ODD"] and K * N >= GEMV_Q8_INPUT_WEIGHTS
+
+
+def q8_row_bytes(K: int) -> int:
+    """Bytes of one row of K x quantized for gemv.wgsl's Q8_INPUT (shaders/quantize_32.wgsl's
+    q8_row_quads: the q1 and q2 words, then each 32's e, e * sum(Q) and sum of x^2, in quads)."""
+    return 16 * (K // 8 + -(-3 * (K // 32) // 4))
 
 
 def q8_output_layout(defines: dict) -> dict | None:
