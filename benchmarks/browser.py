@@ -4,7 +4,7 @@
                                  [--chromium /usr/bin/chromium] [--headed] [--flags "..."]
 
 Measures what the page would: Pyodide boot (worker start → engine imported), model load (fetch +
-upload + kernel compilation), prefill and decode tok/s of a greedy generation from random prompt ids,
+upload + kernel compilation; the weights' seconds by phase: fetch, read, verify, store, upload), prefill and decode tok/s of a greedy generation from random prompt ids,
 and the worker's host milliseconds per decode token (Python encoding + one FFI submit). The fields
 match benchmarks/decode.py's where they mean the same, so the two can be compared on one machine.
 On a machine without a GPU Chromium runs WebGPU on SwiftShader (the default flags), which is slow.
@@ -100,6 +100,10 @@ def measure(args) -> dict:
         "new_tokens": args.new_tokens,
         "pyodide_boot_ms": result["booted"],
         "model_load_ms": round(result["loadMs"]),
+        # the worker's own load time, and its weights' share split by phase (worker/load_clock.js):
+        # the rest of it is building the graph and compiling the kernels
+        "worker_load_ms": round(loaded["load_ms"]),
+        "weights": loaded.get("weights"),
         "prefill_tok_s": done["prefill_tok_s"],
         "decode_tok_s": done["decode_tok_s"],
         "host_ms_per_decode_token": done["host_ms_per_token"],
