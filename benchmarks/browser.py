@@ -1,6 +1,6 @@
 """The engine's speed in a browser: Chromium (Playwright) against our own server. Prints one JSON object.
 
-    python benchmarks/browser.py [--model NAME|FILE.gguf|DIR] [--prompt-tokens 32] [--new-tokens 16]
+    python benchmarks/browser.py [--model NAME|FILE.gguf|DIR] [--prompt-tokens 32] [--new-tokens 16] [--context N]
                                  [--chromium /usr/bin/chromium] [--headed] [--flags "..."]
 
 Measures what the page would: Pyodide boot (worker start → engine imported), model load (fetch +
@@ -27,14 +27,14 @@ SWIFTSHADER = (
     "--disable-component-update --disable-sync --no-first-run --disable-quic"
 )
 
-MEASURE = """async ({modelId, warmIds, ids, newTokens}) => {
+MEASURE = """async ({modelId, warmIds, ids, newTokens, context}) => {
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
   const model = (await fetchModels()).find((m) => m.id === modelId);
   const client = new WispClient();
   let booted = null;
   client.addEventListener("booted", (e) => { booted = e.detail.pyodide_ms; });
   const start = performance.now();
-  const loaded = await client.load(modelRef(model), {context: ids.length + newTokens + 8});
+  const loaded = await client.load(modelRef(model), context ? {context} : {});
   const loadMs = performance.now() - start;
   const run = async (prompt) => {
     const generation = client.generate({ids: prompt, ignoreEos: true,
@@ -85,7 +85,14 @@ def measure(args) -> dict:
             rng = random.Random(0)
             warm, ids = ([rng.randrange(vocab) for _ in range(args.prompt_tokens)] for _ in range(2))
             result = page.evaluate(
-                MEASURE, {"modelId": model_id, "warmIds": warm, "ids": ids, "newTokens": args.new_tokens}
+                MEASURE,
+                {
+                    "modelId": model_id,
+                    "warmIds": warm,
+                    "ids": ids,
+                    "newTokens": args.new_tokens,
+                    "context": args.prompt_tokens + args.new_tokens + 8 if args.context is None else args.context,
+                },
             )
             browser.close()
     finally:
@@ -98,6 +105,7 @@ def measure(args) -> dict:
         "shader_f16": "shader-f16" in loaded["adapter"]["features"],
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
+        "context": loaded["context"],
         "pyodide_boot_ms": result["booted"],
         "model_load_ms": round(result["loadMs"]),
         # the worker's own load time, and its weights' share split by phase (worker/load_clock.js):
@@ -117,6 +125,9 @@ def main():
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--prompt-tokens", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument(
+        "--context", type=int, default=None, help="the load's context (0: the page's default; default: just the run's)"
+    )
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--headed", action="store_true")
     parser.add_argument("--flags", default=SWIFTSHADER, help="Chromium flags (default: WebGPU on SwiftShader)")

@@ -28,6 +28,11 @@ FEW_ROWS = LOGIT_ROWS_MAX
 # 1.38 ms + their merge 0.34; 66 of 64 keys, 1.31 + 0.68.
 FEW_ROWS_SPLITS = 32
 TILED_SPLITS = 32
+# On an adapter on the CPU (Capabilities.cpu) every workgroup costs, even one that finds no keys
+# in its split (SwiftShader, 2 cores: a few ms each), and the cores are few: a layer's keys in one
+# split. SmolLM2's decode token at 41 keys (the page's 2,048-key context: 32 splits of 64), its 30 layers'
+# attention 6.5 s -> 0.19 s (benchmarks/browser.py's page; the GEMVs ~2 s).
+CPU_SPLITS = 1
 TILED_PARTIALS_BYTES = 64 << 20
 
 

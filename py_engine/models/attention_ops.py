@@ -129,10 +129,14 @@ class AttentionOps:
         k_cache, v_cache = self._kv_caches(kv, cache_rows)
         # A few rows' forward (attention.wgsl) splits the keys finely: its few workgroups per
         # split wait on memory, and more splits keep more of them in flight. A prompt's
-        # (attention_tiled.wgsl) has row blocks to spread and its partials are many rows'.
-        split_len, splits = attention_splits(cache_rows, attention_grid.FEW_ROWS_SPLITS)
+        # (attention_tiled.wgsl) has row blocks to spread and its partials are many rows'. An
+        # adapter on the CPU takes one of each (attention_grid.CPU_SPLITS).
+        most = attention_grid.CPU_SPLITS if self.cpu else attention_grid.FEW_ROWS_SPLITS
+        split_len, splits = attention_splits(cache_rows, most)
         most_tiled = attention_grid.tiled_splits_most(self.g.max_rows, heads, hd)
-        tiled_split_len, tiled_splits = attention_splits(cache_rows, most_tiled)
+        tiled_split_len, tiled_splits = attention_splits(
+            cache_rows, attention_grid.CPU_SPLITS if self.cpu else most_tiled
+        )
         # One tensor: the output [rows, heads * head_dim], then the per-split partials that
         # attention_combine merges into it, or (a decode token with few splits in use) the O
         # projection's GEMV as it reads them (COMBINE): one dispatch fewer. Every layer's is the

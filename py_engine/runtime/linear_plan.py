@@ -49,6 +49,10 @@ def weight_defines(K: int, weight_format: str, mlx_group: int = 64) -> dict:
     return defines
 
 
+# gemv_layout on a CPU adapter: a matrix of this many rows or more takes four a thread.
+CPU_WIDE_ROWS = 32768
+
+
 def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bool = False, int8: bool = False) -> dict:
     """shaders/gemv.wgsl's thread layout for a K x N matrix: LANES threads split a row's units,
     SLOTS groups of them per workgroup, RPT rows per thread, STEP units per lane in flight;
@@ -74,11 +78,15 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bo
     single-lane layout): SwiftShader Q4_1 576 x 1536 103.7 -> 8.7 ms (fast 172.9 -> 11.4), 1536 x
     576 41.3 -> 6.8 (4.3 with 64 rows a workgroup, which int8 activations' x staging cannot take),
     the Q8_0 head 576 x 49152 3,007 -> 267; lavapipe Q4_1 576 x 1536 8.0 -> 1.7, the head 206 -> 52
-    (fast 410 -> 54); more lanes were slower at every step (32 > 16 > 8 > 4 > 2 > 1)."""
+    (fast 410 -> 54); more lanes were slower at every step (32 > 16 > 8 > 4 > 2 > 1). A matrix of
+    at least CPU_WIDE_ROWS rows gives a thread four (SwiftShader, the head: 362 -> 258 ms, fast
+    482 -> 332; fewer, wider workgroups of shorter matrices were no faster: 576 x 960 9.1 -> 8.6,
+    1536 x 576 8.8 -> 10.1)."""
     fmt = quant.weight_format(weight_format)
     sums = {"X_SUMS": fmt.has_offset}
     if cpu:
-        return {"LANES": 1, "SLOTS": 128, "RPT": 2 if gated else 1, "STEP": 1, **sums}
+        rpt = 2 if gated else (4 if N >= CPU_WIDE_ROWS else 1)
+        return {"LANES": 1, "SLOTS": 128, "RPT": rpt, "STEP": 1, **sums}
     if K < (8192 if fmt.is_float else 2048) or weight_format == "f32":
         lanes, slots, step = 32, 8, 4 if fmt.is_float else 2
     else:
@@ -171,6 +179,8 @@ def q8_output_layout(defines: dict) -> dict | None:
     rows take more rows a thread (RPT), gated ones (a thread's gate and up row) 32 slots of
     fewer lanes. H200, the 8B's decode (GEMV_Q8_INPUT_WEIGHTS): its O projection as 8 lanes x 32
     slots instead of two rows a thread measured the same (327.2-328.2 tok/s against 327.6-328.3)."""
+    if gemv_features(defines) > 128 and not defines["GATED"]:  # (the CPU's wide rows) kept outputs fit 16 KiB
+        return {"RPT": 1} if defines["SLOTS"] % 32 == 0 else None
     if gemv_features(defines) % 32 == 0:
         return {}
     threads = defines["LANES"] * defines["SLOTS"]
