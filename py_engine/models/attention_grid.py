@@ -30,8 +30,9 @@ FEW_ROWS_SPLITS = 32
 TILED_SPLITS = 32
 # On an adapter on the CPU (Capabilities.cpu) every workgroup costs, even one that finds no keys
 # in its split (SwiftShader, 2 cores: a few ms each), and the cores are few: a layer's keys in one
-# split. SmolLM2's decode token at 41 keys (the page's 2,048-key context: 32 splits of 64), its 30 layers'
-# attention 6.5 s -> 0.19 s (benchmarks/browser.py's page; the GEMVs ~2 s).
+# split. SmolLM2's decode token at 41 keys in the page on SwiftShader (its 2,048-token context: 32
+# splits of 64), its 30 layers' attention timed alone: 8.2 s, 6.5 with the empty splits returning
+# at once, 0.19 in one split (the GEMVs ~2 s); end to end 5 -> 2.5 s a token (docs/browser.md).
 CPU_SPLITS = 1
 TILED_PARTIALS_BYTES = 64 << 20
 
