@@ -380,7 +380,8 @@ def test_a_model_over_the_budget_is_refused_before_its_weights(session, hub, mod
     error = bring(page, traffic, f"{hub}/org/big/resolve/main/big.gguf", answer="error")
     assert error["kind"] == "load" and "big" in error["message"], error
     assert f"budget of {BUDGET_MB}.0 MB" in error["message"], error
-    assert re.search(r"needs (38|39|40) MB \(weights 26 MB", error["message"]), error  # the plan's numbers
+    # the plan's numbers (on a CPU adapter one attention split a layer: 36 MB)
+    assert re.search(r"needs (3[6-9]|40) MB \(weights 26 MB", error["message"]), error
     playwright_api.expect(page.get_by_test_id("error-banner")).to_contain_text("budget")
     header = gguf.GGUFReader(models["big"]).data_offset
     reads = [e for e in Hub.log if e["path"] == "/cdn/big/big.gguf" and e["method"] == "GET"]
