@@ -1,6 +1,6 @@
 """Prefill and decode speed of one model on this machine's GPU. Prints one JSON object.
 
-    python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--depth 0] [--limits adapter]
+    python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--depth 0] [--context N] [--limits adapter]
                                 [--f32] [--precision fast|exact] [--packed-kv] [--breakdown] [--round-trip] [--tokens-per-submit N]
                                 [--temperature T] [--top-p P]
 
@@ -45,7 +45,7 @@ async def measure(args) -> dict:
         args.model,
         device,
         max_rows=args.max_rows,
-        context=args.depth + args.prompt_tokens + args.new_tokens + 8,
+        context=args.context or args.depth + args.prompt_tokens + args.new_tokens + 8,
         packed_kv=args.packed_kv,
         precision=args.precision,
     )
@@ -183,6 +183,9 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--depth", type=int, default=0, help="tokens in the KV cache before the timed prompt")
+    parser.add_argument(
+        "--context", type=int, default=0, help="the engine's context (default: the run's tokens; the page's is 2,048)"
+    )
     parser.add_argument("--max-rows", type=int, default=PREFILL_ROWS, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")
     parser.add_argument("--f32", action="store_true")
