@@ -120,7 +120,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         @builtin(subgroup_size) subgroup_size: u32,
 //#endif
 ) {
-    if (split_past_keys(wid.z)) { return; }  // uniform: never merged (attention_heads.wgsl)
     let first_head = wid.x * GROUP_HEADS;
     let row = wid.y;
     let hd = p.head_dim;

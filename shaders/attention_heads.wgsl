@@ -97,16 +97,6 @@ fn split_keys(kvh: u32, q_pos: u32, split: u32) -> Split {
     return Split(kv_base, first, min(q_pos + 1u, split_end), ROPE_KV && first <= q_pos && q_pos < split_end);
 }
 
-// Whether split `split` starts at or past the forward's last key (kv_len): attention_combine.wgsl and
-// gemv.wgsl's COMBINE merge only the splits before it, so such a workgroup returns at once. At a
-// short depth most of a layer's splits (sized by the context: attention_ops.attention_splits) are
-// such: on SwiftShader their prologue and barriers cost more than the token's GEMVs.
-fn split_past_keys(split: u32) -> bool {
-    var oldest = 0u;
-    if (RING && step.kv_len > p.capacity) { oldest = step.kv_len - p.capacity; }
-    return oldest + split * p.split_len >= step.kv_len;
-}
-
 // The group's q heads (row `row`, from first_head) into qg, zeros past GROUP_HEADS, and where the
 // split holds the new key (ROPE_KV) the new key and value into new_k / new_v; ROPE_KV: the heads
 // and the new key normalised (has_qk_norm) and rotated as rope_kv.wgsl does. Ends with a barrier.

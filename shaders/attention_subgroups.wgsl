@@ -234,7 +234,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 //#if SUBGROUPS
     subgroup_lane = subgroup_id;
 //#endif
-    if (split_past_keys(wid.z)) { return; }  // uniform: never merged (attention_heads.wgsl)
     let first_head = wid.x * GROUP_HEADS;
     let row = wid.y;
     let group = p.n_heads / p.n_kv_heads;
