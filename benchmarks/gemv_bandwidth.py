@@ -43,6 +43,7 @@ from py_engine.runtime.linear_plan import (  # noqa: E402
     linear_defines,
     linear_grid,
     linear_params,
+    q8_row_bytes,
     quantize_spread_grid,
 )
 from py_engine.runtime.quant import FORMATS  # noqa: E402
@@ -229,13 +230,13 @@ def gemv_bandwidth(
     dummy = device.create_buffer(16)
     quantize = []  # Q8_INPUT: quantize_rows' dispatch (SPREAD), which makes the GEMV's x and norm
     if layout.get("Q8_INPUT"):
-        xq, xs = device.create_buffer(2 * K), device.create_buffer(4 * 3 * (K // 32))
+        xq = device.create_buffer(q8_row_bytes(K))
         kernel = cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)
         params = {"K": K, "has_norm": int(fused.get("norm", False)), "norm_eps": 1e-5, "norm_offset": 0.0}
-        bg = bind(device, kernel, {"x": x, "norm": norm, "xq": xq, "xs": xs}, params)
+        bg = bind(device, kernel, {"x": x, "norm": norm, "xq": xq}, params)
         quantize = [(kernel.handle.pipeline, bg, quantize_spread_grid(K, 1))]
         timer.run([quantize])  # once before the GEMV's own timing
-        x, norm = xq, xs
+        x = xq
     passes = []
     for shards in copies:
         dispatches = []
