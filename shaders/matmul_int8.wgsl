@@ -5,7 +5,9 @@
 //   factor is applied here to the outputs): per 32 k X_LEVELS int8 levels and a scale e, x ~ e * Q
 //   with Q = 254 q1 + q2 (two levels) or q1 (one). A weight block half (16 k) comes as int8 q with
 //   w = scale * q + offset (int8_half). A 32 then adds e * scale * (q . Q) + offset * (e * sum(Q)),
-//   q . Q = 254 (q . q1) + q . q2 exact in i32.
+//   q . Q = 254 (q . q1) + q . q2 exact in i32; the offset's term only where the format has one
+//   (its snippet's INT8_HALF_OFFSET: Q4_1; Q4_0's halves come as signed q - 8): 32 FMAs a thread
+//   a stage fewer.
 // Bindings: gemv.wgsl's names and Params, bound to quantize_rows' outputs where it has its inputs
 //   (the executor's second bind group, Op.matmul_bind): 0 step, 1 p, 2 x (read: quantize_rows' xq),
 //   3 w, 4 bias, 5 residual, 6 y, 7 norm (read: quantize_rows' xs). rows = p.rows, or step.rows.
@@ -65,6 +67,7 @@ fn dots4(acc: vec4<i32>, a1: vec4<u32>, a2: vec4<u32>, b0: vec4<u32>, b1: vec4<u
 fn weigh(acc: vec4<f32>, n: vec4<i32>, r: u32, ws: vec4<f32>, wo: vec4<f32>) -> vec4<f32> {
     let magic = bitcast<vec4<f32>>(n + vec4<i32>(0x4B400000)) - vec4<f32>(12582912.0);
     let exact = select(vec4<f32>(n), magic, LEVELS == 1u);
+    if (!INT8_HALF_OFFSET) { return fma(exact, x_e[r] * ws, acc); }  // the format's snippet: no offset
     return fma(exact, x_e[r] * ws, fma(vec4<f32>(x_sum[r]), wo, acc));
 }
 
@@ -112,7 +115,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     let x_at = x_row * (LEVELS * p.K / 16u) + (part / 2u) * (p.K / 16u) + part % 2u;  // + 2 b at stage b
     let x_store = 2u * (lid / X_PARTS) + part % 2u;
     let s_row = row0 + lid % TILE_ROWS;
-    let live_s = lid < 2u * TILE_ROWS && s_row < rows;
+    let live_s = lid < select(1u, 2u, INT8_HALF_OFFSET) * TILE_ROWS && s_row < rows;  // e * sum(Q) for an offset
     let s_at = s_row * (2u * blocks + 1u) + select(0u, blocks, lid >= TILE_ROWS);  // + b at stage b
     let f = lid / 2u;
     let h = lid % 2u;
@@ -142,7 +145,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         } else { x_q2[x_store] = xq; }
         if (lid < TILE_ROWS) { x_e[lid] = xs; } else if (lid < 2u * TILE_ROWS) { x_sum[lid - TILE_ROWS] = xs; }
         w_q[W_QUADS * f + h] = wh.q;
-        if (h == 0u) { w_scale[f] = wh.scale; w_offset[f] = wh.offset; }
+        if (h == 0u) { w_scale[f] = wh.scale; if (INT8_HALF_OFFSET) { w_offset[f] = wh.offset; } }
         workgroupBarrier();
         if (b + 1u < blocks) {
             if (live_x) { xq = x[x_at + 2u * (b + 1u)]; }

@@ -27,7 +27,7 @@ fn byte_bits(v: u32, shift: u32, mask: u32) -> vec4<u32> {
 
 // Half h (16 weights) of a block of 32 as int8 for matmul_int8.wgsl: w = scale * q + offset, q's
 // 16 signed bytes in k order (word t: weights 4t .. 4t + 3 of the half).
-struct Int8Half { q: vec4<u32>, scale: f32, offset: f32 }
+struct Int8Half { q: vec4<u32>, scale: f32, offset: f32 }  // w = scale * q + offset, offset 0 without INT8_HALF_OFFSET
 
 // Byte offset of field (`before` bytes into the repacked block, `size` bytes per block) of block g
 // of a repacked binding holding `total` blocks of `block_bytes` (quant.REPACK_CHUNK = 8 per chunk;

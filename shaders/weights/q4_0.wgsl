@@ -10,13 +10,16 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let q = byte_bits(w_word((q4_0_quants(g, N * (K / 32u)) + j % 16u) / 4u), 4u * (j / 16u), 15u);
     return (vec4<f32>(q) - 8.0) * q4_0_d(g, N * (K / 32u));
 }
-// Block b (of 32) of a row, half h: the low nibbles of its 16 bytes (h = 0) or the high ones.
+// Block b (of 32) of a row, half h: the low nibbles of its 16 bytes (h = 0) or the high ones, as
+// the signed bytes q - 8 (q ^ 8 is q - 8's low nibble, whose bit 3 is the sign: times 0x1e it
+// fills the byte's high nibble), so that the matmul has no offset term (INT8_HALF_OFFSET).
 fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
     let g = row * (K / 32u) + b;
     let total = N * (K / 32u);
-    let d = q4_0_d(g, total);
-    return Int8Half((w_vec4(q4_0_quants(g, total)) >> vec4<u32>(4u * h)) & vec4<u32>(0x0f0f0f0fu), d, -8.0 * d);
+    let v = ((w_vec4(q4_0_quants(g, total)) >> vec4<u32>(4u * h)) & vec4<u32>(0x0f0f0f0fu)) ^ vec4<u32>(0x08080808u);
+    return Int8Half(v | ((v & vec4<u32>(0x08080808u)) * 0x1eu), q4_0_d(g, total), 0.0);
 }
+const INT8_HALF_OFFSET: bool = false;
 
 // units
 const UNIT: u32 = 32u;  // one ggml block: one 16-byte load of quants
