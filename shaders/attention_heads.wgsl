@@ -63,19 +63,9 @@ fn rotate_heads(lid: u32, heads: u32, cs: vec2<f32>) {
 // ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
 // is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
 var<private> new_row: u32;
-// RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
-// wraps to the head's first rows.
-var<private> ring_end: u32;
-
-// The cache row of kv_base + a key position: itself, or (RING) less capacity past the wrap.
-fn cache_row(at: u32) -> u32 {
-    if (RING && at >= ring_end) { return at - p.capacity; }
-    return at;
-}
 
 // A workgroup's keys: split `split` of KV head kvh for the query at position q_pos. kv_base + a
-// key position is its row (RING: before the wrap, cache_row; the positions the cache holds start
-// at oldest, and the rows of the lap before oldest's are kv_base's offset); end is exclusive
+// key position is its row (shaders/kv_ring.wgsl's ring_start); end is exclusive
 // (first >= end: no key here); holds_new: ROPE_KV and the split holds the query's own key, which
 // is not in the cache yet: the split reads it from workgroup memory where the cache would hold it,
 // with the same arithmetic as the other keys, so a decode token's attention equals that of a
@@ -83,13 +73,9 @@ fn cache_row(at: u32) -> u32 {
 struct Split { kv_base: u32, first: u32, end: u32, holds_new: bool }
 
 fn split_keys(kvh: u32, q_pos: u32, split: u32) -> Split {
-    var kv_base = kvh * p.capacity;
-    var oldest = 0u;
-    if (RING && step.kv_len > p.capacity) {
-        oldest = step.kv_len - p.capacity;
-        kv_base -= oldest - oldest % p.capacity;
-    }
-    ring_end = kvh * p.capacity + p.capacity;
+    let ring = ring_start(kvh);
+    let kv_base = ring.x;
+    let oldest = ring.y;
     var first = oldest + split * p.split_len;
     if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
     let split_end = oldest + (split + 1u) * p.split_len;

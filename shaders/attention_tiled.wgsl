@@ -32,7 +32,7 @@
 // q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
 // py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
 // k % capacity, holding positions [step.kv_len - capacity, step.kv_len); the splits cut that
-// range of positions (attention.wgsl's kv_base / oldest / cache_row). rope_kv.wgsl ran first: q is
+// range of positions (shaders/kv_ring.wgsl's kv_base / oldest / cache_row). rope_kv.wgsl ran first: q is
 // rotated in qkv and this forward's keys and values are in the caches.
 // Bindings (attention.wgsl's; one bind group and Params block serve both): 0 step (uniform Step),
 //           1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; q head h of row r from
@@ -100,16 +100,6 @@ const LOADS: u32 = (KEYS * STRIDE + THREADS - 1u) / THREADS;  // K (and V) vec4s
 // 8 lanes on 4-wide subgroups: the half-slots' sums of both rows in the K tile's room.
 const_assert LANES < 8u || (KEYS / 4u) * SLOTS * 4u <= KEYS * STRIDE;
 var<workgroup> tile: array<vec4<ATT_MATH>, TILE_VEC4S>;
-
-// RING: where the kv head's rows end. A key's row counted on past it (kv_base + position, in main)
-// wraps to the head's first rows.
-var<private> ring_end: u32;
-
-// The cache row of kv_base + a key position: itself, or (RING) less capacity past the wrap.
-fn cache_row(at: u32) -> u32 {
-    if (RING && at >= ring_end) { return at - p.capacity; }
-    return at;
-}
 
 // Dimensions 4c .. 4c + 3 of the key (is_v false) or value at cache row `row` (zeros past
 // head_dim, which is even: a chunk holds 2 or 4 dimensions).
@@ -207,15 +197,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let live_a = slot_live && row_a < step.rows;
     let live_b = slot_live && row_b < step.rows;
 
-    // kv_base + a key position: its row (RING: before the wrap, cache_row). RING: the positions
-    // the cache holds start at oldest; the rows of the lap before oldest's are kv_base's offset.
-    var kv_base = kvh * p.capacity;
-    var oldest = 0u;
-    if (RING && step.kv_len > p.capacity) {
-        oldest = step.kv_len - p.capacity;
-        kv_base -= oldest - oldest % p.capacity;
-    }
-    ring_end = kvh * p.capacity + p.capacity;
+    // kv_base + a key position: its row; the positions the cache holds start at oldest
+    // (shaders/kv_ring.wgsl).
+    let ring = ring_start(kvh);
+    let kv_base = ring.x;
+    let oldest = ring.y;
     let split_first = oldest + wid.z * p.tiled_split_len;
     let split_end = split_first + p.tiled_split_len;
     // Each row's keys: [lo, hi) (none for an idle one).
