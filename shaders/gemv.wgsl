@@ -336,19 +336,11 @@ fn quantize_outputs(r: u32, group: u32, lid: u32) {
     let live = lid < Q32_THREADS && 4u * j < width;  // whole 32s: width % 32 == 0
     let a = vec4<f32>(kept[4u * t], kept[4u * t + 1u], kept[4u * t + 2u], kept[4u * t + 3u]);
     let q = quantize_32(t, a, a * select(vec4<f32>(1.0), next_norm(j), live), lid < Q32_THREADS);
-    if (live) {
-        let q_at = r * q8_row_quads(width);
-        yq[q_at + j / 4u][j % 4u] = q.q1;
-        yq[q_at + width / 16u + j / 4u][j % 4u] = q.q2;
-        if (t % 8u == 0u) {
-            let blocks = width / 32u;
-            let s_at = 4u * (q_at + width / 8u) + j / 8u;  // the 32's e, as a word of yq
-            yq[s_at / 4u][s_at % 4u] = bitcast<u32>(q.e);
-            yq[(s_at + blocks) / 4u][(s_at + blocks) % 4u] = bitcast<u32>(q.e_sum);
-            yq[(s_at + 2u * blocks) / 4u][(s_at + 2u * blocks) % 4u] = bitcast<u32>(q.squares);
-        }
-    }
+    if (live) { store_q8(q, r, width, j, t % 8u == 0u); }
 }
+
+// Word i of yq (shaders/quantize_32.wgsl's store_q8).
+fn q8_word(i: u32, value: u32) { yq[i / 4u][i % 4u] = value; }
 //#endif
 
 // Unit u of rows n.x .. n.w (the first RPT of them) against activation row x_row.

@@ -8,7 +8,9 @@
 // A row of K x so quantized (gemv.wgsl's x under Q8_INPUT: one binding) is q8_row_quads(K) quads
 // (vec4<u32>): its K / 16 quads of q1 words, K / 16 of q2 words, then the f32 bits of each 32's e,
 // of each 32's e * sum(Q), of each 32's sum of x^2, padded to a whole quad (linear_plan.q8_row_bytes).
-// Appended to the kernels that call quantize_32 or q8_row_quads.
+// Appended to the kernels that call quantize_32 or q8_row_quads; its part after `// store`
+// (store_q8, which writes through the caller's q8_word(i, value): word i of its quantized rows'
+// binding) to those that call store_q8.
 
 fn q8_row_quads(K: u32) -> u32 { return K / 8u + (3u * (K / 32u) + 3u) / 4u; }
 
@@ -59,4 +61,21 @@ fn quantize_32(t: u32, a: vec4<f32>, w: vec4<f32>, take_part: bool) -> Q32 {
                     + ((q32_squares[g + 4u] + q32_squares[g + 5u]) + (q32_squares[g + 6u] + q32_squares[g + 7u]));
     }
     return out;
+}
+
+// store
+// (kernels.py appends what follows only to kernels that call store_q8.)
+// Thread t's part of q (quantize_32's, for vec4 j of row r of K x) into the row as gemv.wgsl's
+// Q8_INPUT reads it; the 32's first thread (first) also its e, e * sum(Q) and sum of squares.
+fn store_q8(q: Q32, r: u32, K: u32, j: u32, first: bool) {
+    let q_at = 4u * r * q8_row_quads(K);  // the row's first word
+    q8_word(q_at + j, q.q1);
+    q8_word(q_at + K / 4u + j, q.q2);
+    if (first) {
+        let blocks = K / 32u;
+        let s_at = q_at + K / 2u + j / 8u;  // the 32's e
+        q8_word(s_at, bitcast<u32>(q.e));
+        q8_word(s_at + blocks, bitcast<u32>(q.e_sum));
+        q8_word(s_at + 2u * blocks, bitcast<u32>(q.squares));
+    }
 }

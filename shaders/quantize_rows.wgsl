@@ -66,18 +66,11 @@ fn quantize_spread(r: u32, group: u32, lid: u32) {
     let n = 8u * min(b, blocks - 1u) + k;  // the vec4 within the row (the last 32's past the row)
     let a = x[r * (p.K / 4u) + n];
     let q = quantize_32(lid, a, weighed(a, n), true);
-    let q_at = r * q8_row_quads(p.K);
-    if (live) {
-        xq[q_at + n / 4u][n % 4u] = q.q1;
-        xq[q_at + p.K / 16u + n / 4u][n % 4u] = q.q2;
-    }
-    if (live && k == 0u) {
-        let s_at = 4u * (q_at + p.K / 8u) + b;  // the row's scales, as words
-        xq[s_at / 4u][s_at % 4u] = bitcast<u32>(q.e);
-        xq[(s_at + blocks) / 4u][(s_at + blocks) % 4u] = bitcast<u32>(q.e_sum);
-        xq[(s_at + 2u * blocks) / 4u][(s_at + 2u * blocks) % 4u] = bitcast<u32>(q.squares);
-    }
+    if (live) { store_q8(q, r, p.K, n, k == 0u); }
 }
+
+// Word i of xq (shaders/quantize_32.wgsl's store_q8).
+fn q8_word(i: u32, value: u32) { xq[i / 4u][i % 4u] = value; }
 
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

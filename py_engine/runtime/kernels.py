@@ -196,7 +196,9 @@ def assemble(
     helpers += (ATTENTION_HEADS if "load_heads(" in raw else "") + (DELTA_HEADS if "key_head(" in raw else "")
     helpers += ROPE if "rope_pair(" in raw + helpers else ""
     helpers += KV_RING if "ring_start(" in raw + helpers else ""
-    helpers += QUANTIZE_32 if "quantize_32(" in raw or "q8_row_quads(" in raw else ""
+    if "quantize_32(" in raw or "q8_row_quads(" in raw:
+        quantize, _, store = QUANTIZE_32.partition("\n// store\n")
+        helpers += quantize + (store if "store_q8(" in raw else "")
     helpers += weight_snippets(weights, "unit_dot(" in raw, defines.get("Q8_ACT", False)) if weights else ""
     by_name = {b.name: b for b in bindings}
     for cache in ("k", "v"):
