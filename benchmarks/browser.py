@@ -1,11 +1,12 @@
 """The engine's speed in a browser: Chromium (Playwright) against our own server. Prints one JSON object.
 
     python benchmarks/browser.py [--model NAME|FILE.gguf|DIR] [--prompt-tokens 32] [--new-tokens 16] [--context N]
-                                 [--chromium /usr/bin/chromium] [--headed] [--flags "..."]
+                                 [--chromium /usr/bin/chromium] [--headed] [--flags "..."] [--reload]
 
 Measures what the page would: Pyodide boot (worker start → engine imported), model load (fetch +
 upload + kernel compilation; the weights' seconds by phase: fetch, read, verify, store, upload), prefill and decode tok/s of a greedy generation from random prompt ids,
-and the worker's host milliseconds per decode token (Python encoding + one FFI submit). The fields
+and the worker's host milliseconds per decode token (Python encoding + one FFI submit); with --reload,
+also a second load of the model by a new worker, from the store the first filled (as a page reload). The fields
 match benchmarks/decode.py's where they mean the same, so the two can be compared on one machine.
 On a machine without a GPU Chromium runs WebGPU on SwiftShader (the default flags), which is slow.
 """
@@ -27,7 +28,7 @@ SWIFTSHADER = (
     "--disable-component-update --disable-sync --no-first-run --disable-quic"
 )
 
-MEASURE = """async ({modelId, warmIds, ids, newTokens, context}) => {
+MEASURE = """async ({modelId, warmIds, ids, newTokens, context, reload}) => {
   const {WispClient, fetchModels, modelRef} = await import("/static/client.js");
   const model = (await fetchModels()).find((m) => m.id === modelId);
   const client = new WispClient();
@@ -45,7 +46,15 @@ MEASURE = """async ({modelId, warmIds, ids, newTokens, context}) => {
   await run(warmIds);  // warm-up: first use of every pipeline (another prompt: nothing is reused from the cache)
   const done = await run(ids);
   client.terminate();
-  return {booted, loadMs, loaded, done};
+  let reloaded = null;
+  if (reload) {  // a new worker loads the same model again: from this profile's store, as a page reload would
+    const again = new WispClient();
+    const restart = performance.now();
+    const info = await again.load(modelRef(model), context ? {context} : {});
+    reloaded = {loadMs: performance.now() - restart, info};
+    again.terminate();
+  }
+  return {booted, loadMs, loaded, done, reloaded};
 }"""
 
 
@@ -92,12 +101,22 @@ def measure(args) -> dict:
                     "ids": ids,
                     "newTokens": args.new_tokens,
                     "context": args.prompt_tokens + args.new_tokens + 8 if args.context is None else args.context,
+                    "reload": args.reload,
                 },
             )
             browser.close()
     finally:
         proc.terminate()
-    done, loaded = result["done"], result["loaded"]
+    done, loaded, reloaded = result["done"], result["loaded"], result["reloaded"]
+    again = {}
+    if reloaded:  # the same three figures for the load from the store
+        again = {
+            "reload": {
+                "model_load_ms": round(reloaded["loadMs"]),
+                "worker_load_ms": round(reloaded["info"]["load_ms"]),
+                "weights": reloaded["info"].get("weights"),
+            }
+        }
     return {
         "browser": "chromium",
         "adapter": loaded["adapter"]["name"],
@@ -117,6 +136,7 @@ def measure(args) -> dict:
         "host_ms_per_decode_token": done["host_ms_per_token"],
         "ttft_ms": done["ttft_ms"],
         "wasm_memory_mb": round(loaded["wasm_memory_bytes"] / 1e6, 1),
+        **again,
     }
 
 
@@ -130,6 +150,9 @@ def main():
     )
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--headed", action="store_true")
+    parser.add_argument(
+        "--reload", action="store_true", help="then load the model again in a new worker, from the page's store"
+    )
     parser.add_argument("--flags", default=SWIFTSHADER, help="Chromium flags (default: WebGPU on SwiftShader)")
     sys.path.insert(0, str(ROOT))
     print(json.dumps(measure(parser.parse_args())))
