@@ -1,0 +1,1 @@
+"""The image side of vision-language models."""
