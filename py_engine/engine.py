@@ -20,7 +20,8 @@ from .models.config import ModelConfig
 from .models.graph_options import GraphOptions
 from .runtime.executor import STEP_BYTES, Executor, step_bytes
 from .runtime.kv_cache import TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
-from .runtime.linear_plan import LOGIT_ROWS_MAX, check_precision
+from .runtime.linear_plan import LOGIT_ROWS_MAX
+from .runtime.linear_plan import arithmetic as device_arithmetic
 from .runtime.loader import plan, upload
 from .runtime.memory import largest_context, too_large
 from .runtime.recurrent_state import RecurrentState
@@ -119,9 +120,10 @@ class Engine:
         cfg, tensors, _ = read_model(source) if read is None else read
         context = min(context, cfg.max_position)
         half = device.caps.shader_f16
-        # Fast falls back to exact per matrix (linear_plan.int8_activations), and everywhere in a
-        # browser without WGSL's packed integer dot products; engine.precision is what was asked.
-        arithmetic = check_precision(precision) if device.caps.int8_dot else "exact"
+        # Fast falls back to exact per matrix (linear_plan.int8_activations), and everywhere on a
+        # device whose packed integer dot products are missing or emulated (linear_plan.arithmetic);
+        # engine.precision is what was asked.
+        arithmetic = device_arithmetic(precision, device.caps.int8_dot, device.caps.int8_emulated)
         kv = kv_formats(tensors, half, packed_kv)
         options = GraphOptions(
             max_rows=max_rows,

@@ -12,6 +12,7 @@ from py_engine.formats.source import open_source
 from py_engine.models import attention_ops, graph_generator
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.graph_options import GraphOptions
+from py_engine.runtime.linear_plan import arithmetic
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -41,6 +42,18 @@ def test_precision_reaches_the_gemv_of_block_formats(precision):
     assert all(d["Q8_ACT"] == (precision == "fast" and d["WEIGHTS"] == "q8_0") for d in linear)
     _, graph = build("llama-f32", precision=precision)
     assert not any(op.defines["Q8_ACT"] for op in graph.ops if op.kernel == "linear")
+
+
+def test_fast_runs_exact_where_int8_dot_products_are_missing_or_emulated():
+    """linear_plan.arithmetic, which Engine.load asks with the device's capabilities: a browser
+    without packed integer dot products, or whose adapter emulates them (SwiftShader, the CPU
+    fallback, where int8 activations measured slower), runs "fast" as "exact"; lavapipe keeps it."""
+    assert arithmetic("fast", int8_dot=True, int8_emulated=False) == "fast"
+    assert arithmetic("fast", int8_dot=False, int8_emulated=False) == "exact"
+    assert arithmetic("fast", int8_dot=True, int8_emulated=True) == "exact"
+    assert arithmetic("exact", int8_dot=True, int8_emulated=False) == "exact"
+    with pytest.raises(ValueError, match="precision"):
+        arithmetic("fastest", int8_dot=False, int8_emulated=False)
 
 
 @pytest.mark.parametrize("name", ["llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"])

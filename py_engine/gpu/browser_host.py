@@ -128,6 +128,7 @@ async def open_browser_device(
         subgroups_enable=True,  # Tint requires `enable subgroups;`
         int8_dot=bool(info.get("int8Dot")),
         cpu=bool(info.get("isFallbackAdapter")),
+        int8_emulated=bool(info.get("isFallbackAdapter")),
         subgroup_min_size=int(info.get("subgroupMinSize") or 0) if info.get("subgroups") else 0,
         limits=Limits(
             max_storage_binding=int(lim["maxStorageBufferBindingSize"]),

@@ -43,6 +43,9 @@ class Capabilities:
     # WGSL's packed_4x8_integer_dot_product (dot4I8Packed, pack4xI8): naga always has it, a browser
     # says so in navigator.gpu.wgslLanguageFeatures. Without it precision "fast" runs exact.
     int8_dot: bool = True
+    # Those dot products are emulated (a browser's CPU fallback adapter, SwiftShader), where int8
+    # activations measured slower than exact: precision "fast" runs exact (linear_plan.arithmetic).
+    int8_emulated: bool = False
     # The adapter runs on the CPU (a browser's fallback adapter, SwiftShader; lavapipe): the GEMV
     # takes a thread per row there (linear_plan.gemv_layout), 4-12x faster than a GPU's layout.
     cpu: bool = False

@@ -196,6 +196,16 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def arithmetic(precision: str, int8_dot: bool, int8_emulated: bool) -> str:
+    """The precision a device runs when `precision` is asked: "fast" falls back to "exact" where
+    WGSL's packed integer dot products are missing (int8_dot false) or emulated (a browser's CPU
+    fallback adapter, SwiftShader: 2 cores, 2026-11-30, GPU time of one GEMV, exact / fast: SmolLM2's
+    Q8_0 head 258 / 332 ms, 576 x 960 9.1 / 11.1, 1536 x 576 8.8 / 9.6, gated 576 x 3072 24.7 / 24.4).
+    lavapipe, also on the CPU, runs int8 level with exact and keeps "fast" (where CI runs its paths)."""
+    check_precision(precision)
+    return precision if int8_dot and not int8_emulated else "exact"
+
+
 def int8_activations(weight_format: str, precision: str) -> bool:
     """Whether a GEMV over this format multiplies int8-quantized activations (Q8_ACT)."""
     return check_precision(precision) == "fast" and weight_format in INT8_FORMATS
