@@ -40,8 +40,10 @@ MEASURE = """async ({modelId, warmIds, ids, newTokens, context, reload}) => {
   const run = async (prompt) => {
     const generation = client.generate({ids: prompt, ignoreEos: true,
                                         sampling: {temperature: 0, max_new_tokens: newTokens}});
-    for await (const _ of generation) {}
-    return await generation.done;
+    const times = [];  // each answer token's arrival: the decode's seconds to more digits than done's tok/s
+    for await (const _ of generation) times.push(performance.now());
+    const done = await generation.done;
+    return {...done, page_ms_per_decode_token: times.length > 1 ? (times.at(-1) - times[0]) / (times.length - 1) : null};
   };
   await run(warmIds);  // warm-up: first use of every pipeline (another prompt: nothing is reused from the cache)
   const done = await run(ids);
@@ -134,6 +136,8 @@ def measure(args) -> dict:
         "prefill_tok_s": done["prefill_tok_s"],
         "decode_tok_s": done["decode_tok_s"],
         "host_ms_per_decode_token": done["host_ms_per_token"],
+        # the page's clock between the first and the last answer token, per token
+        "page_ms_per_decode_token": done["page_ms_per_decode_token"] and round(done["page_ms_per_decode_token"]),
         "ttft_ms": done["ttft_ms"],
         "wasm_memory_mb": round(loaded["wasm_memory_bytes"] / 1e6, 1),
         **again,
