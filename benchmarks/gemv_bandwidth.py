@@ -228,7 +228,7 @@ def gemv_bandwidth(
     device.write_buffer(norm, 0, np.ones(K, np.float32).tobytes())
     y = device.create_buffer(4 * N)
     dummy = device.create_buffer(16)
-    quantize = []  # Q8_INPUT: quantize_rows' dispatch (SPREAD), which makes the GEMV's x and norm
+    quantize = []  # Q8_INPUT: quantize_rows' dispatch (SPREAD), which makes the GEMV's x (one q8 row)
     if layout.get("Q8_INPUT"):
         xq = device.create_buffer(q8_row_bytes(K))
         kernel = cache.get("quantize_rows", X_LEVELS=2, SPREAD=True)
