@@ -126,6 +126,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let group = p.n_heads / p.n_kv_heads;
     let kvh = first_head / group;
     let q_pos = step.pos + row;
+    if (!split_in_use(wid.z)) { return; }  // uniform: the workgroup's split
     let span = split_keys(kvh, q_pos, wid.z);
     let kv_base = span.kv_base;
     let first = span.first;

@@ -72,6 +72,12 @@ var<private> new_row: u32;
 // forward of a few rows, where rope_kv cached it first. Sets ring_end and new_row.
 struct Split { kv_base: u32, first: u32, end: u32, holds_new: bool }
 
+// Whether split `split` holds any of the forward's keys: those past them are never read (the
+// merges take min(splits, ceil(kv_len / split_len)); a full ring's keys fill all of its splits),
+// so their workgroups return at once. A dispatch's splits are sized by the cache's capacity, and
+// at a short depth most of them are empty.
+fn split_in_use(split: u32) -> bool { return split * p.split_len < step.kv_len; }
+
 fn split_keys(kvh: u32, q_pos: u32, split: u32) -> Split {
     let ring = ring_start(kvh);
     let kv_base = ring.x;
