@@ -9,6 +9,11 @@
 //           step.logit_rows + i into row i of y (1 row: the last position; more when drafted
 //           tokens are verified); dispatch at least that many, the rest return at once.
 //           w_offset is 1 for Gemma-style (1 + w) weights.
+// Q8_OUTPUT (define; the LM head's input where its GEMV reads x quantized, gemv.wgsl Q8_INPUT):
+//   6 yq (read_write, [rows][q8_row_quads of dim] vec4<u32>) also takes y's rows as quantize_rows.wgsl
+//   SPREAD would leave them (shaders/quantize_32.wgsl: the same bits as the GEMV quantizing y
+//   itself), so that the head's many workgroups do not each stage and quantize it. dim % 32 == 0.
+//#optional Q8_OUTPUT
 struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32, add_residual: u32, pad0: u32, pad1: u32, pad2: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -17,6 +22,14 @@ struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32, add_resid
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read> residual: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+//#if Q8_OUTPUT
+@group(0) @binding(6) var<storage, read_write> yq: array<vec4<u32>>;
+
+const Q32_THREADS: u32 = 256u;  // shaders/quantize_32.wgsl: every thread, a vec4 each
+
+// Word i of yq (shaders/quantize_32.wgsl's store_q8).
+fn q8_word(i: u32, value: u32) { yq[i / 4u][i % 4u] = value; }
+//#endif
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -82,4 +95,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (p.add_residual == 1u) { out += residual[src + j]; }
         y[dst + j] = out;
     }
+//#if Q8_OUTPUT
+    // The row again (cache-hot), a vec4 of consecutive elements a thread, with y's arithmetic.
+    for (var first = 0u; first < p.dim / 4u; first += 256u) {  // uniform: barriers in quantize_32
+        let v4 = first + lid;
+        let live = 4u * v4 < p.dim;
+        var out = vec4<f32>(0.0);
+        if (live) {
+            let k = 4u * v4;
+            let v = vec4<f32>(x[src + k], x[src + k + 1u], x[src + k + 2u], x[src + k + 3u]);
+            let g = vec4<f32>(w[k], w[k + 1u], w[k + 2u], w[k + 3u]) + p.w_offset;
+            out = v * scale * g;
+            if (p.add_residual == 1u) {
+                out += vec4<f32>(residual[src + k], residual[src + k + 1u], residual[src + k + 2u], residual[src + k + 3u]);
+            }
+        }
+        let q = quantize_32(lid, out, out, live);
+        if (live) { store_q8(q, wid.x, p.dim, v4, lid % 8u == 0u); }
+    }
+//#endif
 }

@@ -10,6 +10,7 @@ import numpy as np
 from py_engine.gpu import Dispatch, open_device
 from py_engine.models import attention_grid
 from py_engine.runtime.kernels import STEP_FORMAT, KernelCache
+from py_engine.runtime.linear_plan import q8_row_bytes, quantize_spread_grid
 
 _devices = {}
 
@@ -212,3 +213,24 @@ def attend(
         "k_cache": np.frombuffer(out["k_cache"], k_dtype).reshape(shape).astype(np.float64),
         "v_cache": np.frombuffer(out["v_cache"], v_dtype).reshape(shape).astype(np.float64),
     }
+
+
+NORM_EPS = 1e-5
+
+
+def quantized_rows(x, norm, norm_offset: float, levels: int, spread: bool = False):
+    """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given) in `levels` int8
+    levels: matmul_int8's inputs; spread: the GEMV's (Q8_INPUT), xq alone (its scales inside)."""
+    rows, K = x.shape
+    params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
+    buffers = {"x": x, "norm": 16 if norm is None else norm}
+    if spread:
+        buffers["xq"] = rows * q8_row_bytes(K)
+    else:
+        buffers.update(xq=rows * K * levels, xs=rows * (2 * (K // 32) + 1) * 4)
+    defines = {"X_LEVELS": levels, "SPREAD": spread}
+    grid = quantize_spread_grid(K, rows) if spread else (rows, 1, 1)
+    out = run_kernel("quantize_rows", buffers, params, grid=grid, step=(rows, 0, rows), defines=defines)
+    if spread:
+        return np.frombuffer(out["xq"], np.uint32)
+    return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)

@@ -5,7 +5,7 @@ import gguf
 import gpu_harness
 import numpy as np
 import pytest
-from gpu_harness import as_f32, run_kernel
+from gpu_harness import NORM_EPS, as_f32, quantized_rows, run_kernel
 from quant_ref import QuantMatrix, int8_activations, repack_reference
 
 from py_engine.runtime.linear_plan import (
@@ -17,7 +17,6 @@ from py_engine.runtime.linear_plan import (
     matmul_kernel,
     matmul_tile,
     q8_row_bytes,
-    quantize_spread_grid,
     weight_defines,
 )
 from py_engine.runtime.quant import FORMATS, GGUF_TYPES, weight_format
@@ -129,27 +128,6 @@ def run_linear(
     if q8_output:
         return y, np.frombuffer(out["yq"], np.uint32)
     return y
-
-
-NORM_EPS = 1e-5
-
-
-def quantized_rows(x, norm, norm_offset: float, levels: int, spread: bool = False):
-    """quantize_rows.wgsl's (xq, xs) of x (times the norm weight, when given) in `levels` int8
-    levels: matmul_int8's inputs; spread: the GEMV's (Q8_INPUT), xq alone (its scales inside)."""
-    rows, K = x.shape
-    params = {"K": K, "has_norm": int(norm is not None), "norm_eps": NORM_EPS, "norm_offset": norm_offset}
-    buffers = {"x": x, "norm": 16 if norm is None else norm}
-    if spread:
-        buffers["xq"] = rows * q8_row_bytes(K)
-    else:
-        buffers.update(xq=rows * K * levels, xs=rows * (2 * (K // 32) + 1) * 4)
-    defines = {"X_LEVELS": levels, "SPREAD": spread}
-    grid = quantize_spread_grid(K, rows) if spread else (rows, 1, 1)
-    out = run_kernel("quantize_rows", buffers, params, grid=grid, step=(rows, 0, rows), defines=defines)
-    if spread:
-        return np.frombuffer(out["xq"], np.uint32)
-    return np.frombuffer(out["xq"], np.uint32), np.frombuffer(out["xs"], np.float32)
 
 
 def fused_reference(x, m: QuantMatrix, norm, norm_offset: float, gated: bool, gelu: bool) -> np.ndarray:

@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
-from gpu_harness import as_f32, run_kernel
+from gpu_harness import as_f32, quantized_rows, run_kernel
+
+from py_engine.runtime.linear_plan import q8_row_bytes
 
 
 def rmsnorm_ref(x, w, eps, offset=0.0):
@@ -48,6 +50,33 @@ def test_rmsnorm_last_row_with_offset():
         step=(7, 0, 7),
     )
     np.testing.assert_allclose(as_f32(out["y"], (96,)), rmsnorm_ref(x[-1], w, 1e-6, 1.0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
+@pytest.mark.parametrize("dim", [96, 4096])
+def test_last_rows_quantized_for_the_head(dim, subgroups):
+    """Q8_OUTPUT (the LM head's input): y as before, and yq the bits quantize_rows SPREAD makes of
+    y, which the head's GEMVs read (Q8_INPUT) instead of quantizing y in every workgroup."""
+    rng = np.random.default_rng(dim)
+    rows, scored = 6, 2
+    x = rng.standard_normal((rows, dim), dtype=np.float32) * 3
+    x[-1, :32] *= 1e3  # one 32 with a large scale
+    w = rng.standard_normal(dim, dtype=np.float32)
+    run = lambda defines, buffers: run_kernel(  # noqa: E731
+        "rmsnorm",
+        {"x": x, "w": w, "residual": 16, "y": scored * dim * 4, **buffers},
+        rmsnorm_params(dim, 1e-6, offset=1.0, last_row_only=True),
+        grid=(scored + 1, 1, 1),  # one more workgroup than scored rows: it returns at once
+        step=(rows, 0, rows, scored),
+        defines=defines,
+        subgroups=subgroups,
+    )
+    out = run({"Q8_OUTPUT": True}, {"yq": scored * q8_row_bytes(dim)})
+    y = as_f32(out["y"], (scored, dim))
+    assert np.array_equal(y, as_f32(run({}, {})["y"], (scored, dim))), "Q8_OUTPUT changed y"
+    np.testing.assert_allclose(y, rmsnorm_ref(x[-scored:], w, 1e-6, 1.0), rtol=1e-5, atol=1e-5)
+    want = quantized_rows(np.ascontiguousarray(y), None, 0.0, 2, spread=True)
+    assert np.array_equal(np.frombuffer(out["yq"], np.uint32), want), "yq differs from quantize_rows'"
 
 
 @pytest.mark.parametrize("dim", [640, 1000])

@@ -46,6 +46,8 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         # A GEMV's output -> [its op, None or (norm weight, norm offset, (xq, xs)) once it quantizes
         # them for the GEMV after it (gemv.wgsl Q8_OUTPUT)]: gemv_input()'s producers.
         self._producers: dict[Tensor, list] = {}
+        # A last-rows RMSNorm's output -> its op, which may quantize it for the LM head (norm_quantizes).
+        self._last_rows: dict[Tensor, object] = {}
         self._attention_outputs: list[Tensor] = []
         self._count = 0
 
@@ -158,7 +160,7 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         LM head scores (the forward's last, or its last Step.logit_rows)."""
         dim = self.shape(weight)[0]
         y = self.act("norm", dim, LOGIT_ROWS_MAX if last_row_only else None)
-        self.g.op(
+        op = self.g.op(
             "rmsnorm",
             {"x": x, "w": self.vector([weight]), "residual": residual or self.dummy, "y": y},
             {
@@ -173,6 +175,8 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
             },
             (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)),
         )
+        if last_row_only:
+            self._last_rows[y] = op
         return y
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:

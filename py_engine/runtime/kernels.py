@@ -19,7 +19,7 @@ forms, after a `// f32 units` and an `// int8 units` line (what comes before the
 X_PAD, serves both): the define Q8_ACT (int8 activations, block formats only) picks the second.
 Lines between `//#if NAME`, `//#else` and `//#endif` are kept or dropped by the boolean define
 NAME, for code that must not reach a compiler at all when the define is false (subgroup builtins
-need the feature). SUBGROUPS is defined for every kernel that mentions it, from the device's
+need the feature); a kernel's `//#optional NAME` line makes NAME false unless given. SUBGROUPS is defined for every kernel that mentions it, from the device's
 capabilities; where the host's WGSL wants `enable subgroups;` (the browser; naga refuses it),
 that line is emitted.
 The defines K_CACHE / V_CACHE="<format>" likewise choose the KV cache's storage (f32, f16, or
@@ -132,11 +132,14 @@ def weight_snippets(weight_format: str, units: bool = False, int8: bool = False)
 
 
 _IF_RE = re.compile(r"^\s*//#(if|else|endif)\b\s*(\w*)")
+_OPTIONAL_RE = re.compile(r"^\s*//#optional\s+(\w+)\s*$", re.M)
 
 
 def preprocess(source: str, defines: dict) -> str:
     """Keep the lines of `//#if NAME` blocks whose boolean define is true (their `//#else` part
-    otherwise); blocks nest. An unknown or non-boolean NAME is an error."""
+    otherwise); blocks nest. An unknown or non-boolean NAME is an error, but for a NAME that the
+    kernel declares `//#optional NAME`: false unless given (a variant that most users never ask for)."""
+    defines = {**{name: False for name in _OPTIONAL_RE.findall(source)}, **defines}
     out, keep = [], [True]
     for line in source.split("\n"):
         m = _IF_RE.match(line)
