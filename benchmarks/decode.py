@@ -2,12 +2,13 @@
 
     python benchmarks/decode.py --model PATH [--prompt-tokens 128] [--new-tokens 128] [--depth 0] [--context N] [--limits adapter]
                                 [--f32] [--precision fast|exact] [--packed-kv] [--breakdown] [--round-trip] [--tokens-per-submit N]
-                                [--temperature T] [--top-p P]
+                                [--temperature T] [--top-p P] [--tg-at-depth]
 
 PATH: an HF model directory, a .gguf file or a catalog name (py_engine/catalog.py). For quantized models the weight bytes read per
 decode token and the effective bandwidth they imply are part of the JSON. --depth D puts D tokens in the
 KV cache first (prefilled, untimed): the prompt's prefill and the decode after it are then timed at that
-depth, as llama-bench's `-d D` does. The prefill's tok/s is the median of three timed runs.
+depth; with --tg-at-depth the decode starts at the depth itself (a one-token prompt), as llama-bench's
+tg at `-d D` does. The prefill's tok/s is the median of three timed runs.
 """
 
 from __future__ import annotations
@@ -77,22 +78,24 @@ async def measure(args) -> dict:
     # Decode as generate() runs it (the token stays on the GPU; the host encodes ahead where it can):
     # the clock starts at the first answer token, which needs the prefill.
     decode = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=0)
+    # --tg-at-depth: from the depth itself (a one-token prompt), where llama-bench's tg starts.
+    lead = prompt[:1] if args.tg_at_depth else prompt
     await at_depth()
-    async for _ in engine.generate(prompt, 9, decode):  # warm-up: the decode loop's first submits
+    async for _ in engine.generate(lead, 9, decode):  # warm-up: the decode loop's first submits
         pass
     await at_depth()
     start = None
     tokens = (
-        decode_on_host(engine, prompt, args.new_tokens + 1, decode, (), list(prompt), engine.stats)
+        decode_on_host(engine, lead, args.new_tokens + 1, decode, (), list(lead), engine.stats)
         if args.round_trip
-        else engine.generate(prompt, args.new_tokens + 1, decode)
+        else engine.generate(lead, args.new_tokens + 1, decode)
     )
     async for _ in tokens:
         start = start or time.perf_counter()
     decode_s = time.perf_counter() - start
     host_s, wait_s = engine.stats.host_seconds, engine.stats.wait_seconds
     engine.reset()
-    engine.pos = args.depth + len(prompt)
+    engine.pos = args.depth + len(lead)
     fold = engine.executor.graph.folds(
         1, engine.pos + 1
     )  # a decode token's plan: the attention's merge in the O projection
@@ -118,6 +121,7 @@ async def measure(args) -> dict:
         "depth": args.depth,
         "prompt_tokens": args.prompt_tokens,
         "new_tokens": args.new_tokens,
+        "decode_starts_at": args.depth + len(lead),
         "prefill_tok_s": round(args.prompt_tokens / prefill_s, 1),
         "decode_tok_s": round(args.new_tokens / decode_s, 1),
         "dispatches_per_decode_token": len(commands),
@@ -185,6 +189,11 @@ def main():
     parser.add_argument("--depth", type=int, default=0, help="tokens in the KV cache before the timed prompt")
     parser.add_argument(
         "--context", type=int, default=0, help="the engine's context (default: the run's tokens; the page's is 2,048)"
+    )
+    parser.add_argument(
+        "--tg-at-depth",
+        action="store_true",
+        help="time the decode from --depth (after a one-token prompt), as llama-bench's tg, not after the prompt",
     )
     parser.add_argument("--max-rows", type=int, default=PREFILL_ROWS, help="rows per prefill forward")
     parser.add_argument("--limits", choices=["default", "adapter"], default="default")

@@ -12,8 +12,9 @@ on the values), builds llama-bench for each backend (`.gpu-bench/llamacpp.sh`, w
 and tg256 / tg128 for the 8B: reported as "short"), then runs llama-bench's pp512 and tg128 at each
 depth (`-d`: tokens already in the KV cache; flash attention on, 3 repetitions) and
 benchmarks/decode.py on the same files at the same depths (`--depth D --prompt-tokens 512
---new-tokens 128`: the 512-token prefill after D tokens, then 128 decoded tokens, which start at
-depth D + 512 where llama-bench's start at D), and reports tok/s side by side with Wisp's ratio to each.
+--new-tokens 128 --tg-at-depth`: the 512-token prefill after D tokens, then 128 tokens decoded from
+depth D, where llama-bench's tg starts; until session 45 they started at D + 512), and reports tok/s
+side by side with Wisp's ratio to each.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def llamacpp(bench: Path, backends: list[str], models: list[str], depths: list[i
 def wisp(path: Path, depth: int, precision: str, out: Path) -> dict:
     """decode.py's report at this depth, also written to out/ as it comes (a run cut short keeps it)."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--model", str(path), "--depth", str(depth)]
-    cmd += ["--prompt-tokens", str(PROMPT), "--new-tokens", str(NEW), "--precision", precision]
+    cmd += ["--prompt-tokens", str(PROMPT), "--new-tokens", str(NEW), "--precision", precision, "--tg-at-depth"]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     (out / f"wisp-{path.stem}-depth{depth}.json").write_text(text)
     report = json.loads(text)
