@@ -33,6 +33,7 @@ log = logging.getLogger("wisp")
 # at 128, 14 on its N = 4096 projections; the 8B's pp512 1,413 tok/s against 1,123 in forwards of
 # 128 rows, SmolLM2's 17,349 against 10,582).
 PREFILL_ROWS = 512
+NO_IMAGE = 0xFFFFFFFF  # a text position's slot in image_slots (shaders/splice_rows.wgsl)
 
 
 @dataclass
@@ -85,6 +86,13 @@ class Engine:
         self._rope_bytes = sum(-(-rotary.row_bytes // 16) * 16 for _, rotary in self._rotary)
         self._slot = STEP_BYTES + self._rope_bytes + 64
         self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
+        # A vision-language model's text graph (GraphOptions.image_rows): the image embeddings its
+        # picture tokens take (image_embeds, which the vision encoder fills) and each position's
+        # slot in them (image_slots; place_images), text everywhere until a prompt places pictures.
+        self.image_embeds = executor.buffer("image_embeds") if "image_slots" in executor.graph.inputs else None
+        if self.image_embeds is not None:
+            self._image_slots = executor.buffer("image_slots")
+            device.write_buffer(self._image_slots, 0, array("I", [NO_IMAGE] * context).tobytes())
 
     @classmethod
     async def load(
@@ -101,6 +109,7 @@ class Engine:
         read=None,
         kv_rings: bool = True,
         precision: str = "fast",
+        image_rows: int = 0,
     ) -> Engine:
         """The one way a model becomes an Engine (session.load adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
@@ -115,7 +124,8 @@ class Engine:
         context, as a layer without a window does. precision: "fast" (the default: the GEMV of
         the block formats linear_plan.INT8_FORMATS multiplies int8-quantized activations; mean KL
         divergence from exact <= 1e-3, benchmarks/fidelity.py) or "exact" (f32 arithmetic, the
-        transformers-parity path)."""
+        transformers-parity path). image_rows: a vision-language model's most image embedding rows a
+        context holds (its text graph splices them in: place_images); 0: text only."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source) if read is None else read
         context = min(context, cfg.max_position)
@@ -135,6 +145,7 @@ class Engine:
             max_binding=max_binding or device.caps.limits.max_storage_binding,
             ring_slack=ring_slack(max_rows) if kv_rings else 0,
             precision=arithmetic,
+            image_rows=image_rows,
         )
         graph, need = plan(cfg, tensors, source.label, options)
         log.info("graph: %s; GPU memory %s", graph.summary(), need.describe())
@@ -155,6 +166,22 @@ class Engine:
 
     def reset(self):
         self.pos = 0
+
+    def place_images(self, start: int, ids: list[int], image_token: int) -> int:
+        """The prompt `ids`, fed from position `start`, has picture tokens (image_token) whose
+        embeddings lie in image_embeds in order (the k-th picture token takes row k): every
+        position's slot, written before the prompt's prefill (every other position is text, so a
+        later prompt's positions read no stale picture). Returns the picture tokens' count."""
+        if self.image_embeds is None:
+            raise WispError(f"{self.cfg.architecture} reads no pictures")
+        slots = [NO_IMAGE] * self.context
+        count = 0
+        for offset, token in enumerate(ids):
+            if token == image_token and start + offset < self.context:
+                slots[start + offset] = count
+                count += 1
+        self.device.write_buffer(self._image_slots, 0, array("I", slots).tobytes())
+        return count
 
     def roll_back(self, pos: int) -> None:
         """Go on from `pos`: what was computed past it is forgotten (its keys stay in the caches,

@@ -65,12 +65,13 @@ def read_model(source):
 
 
 # Where multimodal checkpoints keep their text tower's weights (transformers 5, then older files).
-TEXT_TOWER_PREFIXES = ("model.language_model.", "language_model.model.")
+TEXT_TOWER_PREFIXES = ("model.language_model.", "language_model.model.", "model.text_model.")
 
 
 def text_tower(tensors: dict) -> dict:
     """A multimodal checkpoint's text-tower tensors under the causal LM's names (the vision
-    tower's are left out): model.language_model.X / language_model.model.X -> model.X."""
+    tower's are left out): model.language_model.X / language_model.model.X / (SmolVLM)
+    model.text_model.X -> model.X."""
     out = {}
     for name, info in tensors.items():
         for prefix in TEXT_TOWER_PREFIXES:

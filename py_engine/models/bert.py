@@ -115,13 +115,21 @@ def input_tensor(b: GraphBuilder, name: str, row_bytes: int) -> Tensor:
 
 def gather(b: GraphBuilder, table: str, ids: Tensor) -> Tensor:
     """Rows of the embedding table `table` picked by the ids input `ids` (embedding.wgsl)."""
-    shards, _, dim = b.matrix([table])
+    return gather_rows(b, b.matrix([table]), ids)
+
+
+def gather_rows(b: GraphBuilder, table: tuple, ids: Tensor) -> Tensor:
+    """Rows of `table`, (shards, rows, width) as b.matrix gives a weight's, picked by the ids
+    input `ids` (embedding.wgsl); a shard may be an f32 activation of the forward's rows (its
+    defines weight_defines(width, "f32")), whose rows it then permutes."""
+    shards, _, dim = table
     y = b.act("gather", dim)
     for shard, start, defines in shards:
+        count = shard.rows[1] if shard.kind == "weight" else b.g.max_rows
         b.g.op(
             "embedding",
             {"ids": ids, "w": shard, "y": y},
-            {"dim": dim, "row_start": start, "row_count": shard.rows[1], "scale": 1.0},
+            {"dim": dim, "row_start": start, "row_count": count, "scale": 1.0},
             lambda rows, dim=dim: embedding_grid(dim, rows),
             defines,
         )

@@ -35,6 +35,7 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         self.subgroup_min_size = options.subgroup_min_size  # the decode attention kernel (0: not known)
         self.k_format, self.v_format = options.kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = options.max_binding
+        self.image_rows = options.image_rows
         self.ring_slack = ring_slack
         self.precision = check_precision(options.precision)
         self.dummy = self.g.tensor("dummy", 16, "dummy")
@@ -145,7 +146,22 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
                 lambda rows, dim=dim: embedding_grid(dim, rows),
                 defines,
             )
+        if self.image_rows:
+            self.splice_images(y, dim)
         return y
+
+    def splice_images(self, y: Tensor, dim: int) -> None:
+        """A vision-language model's image embeddings over the token embeddings y of the positions
+        that hold picture tokens (shaders/splice_rows.wgsl): the inputs image_slots (a slot per
+        position of the context, 0xffffffff for text) and image_embeds (image_rows rows of dim)."""
+        slots = self.g.inputs["image_slots"] = self.g.tensor("image_slots", self.kv_capacity * 4, "input")
+        embeds = self.g.inputs["image_embeds"] = self.g.tensor("image_embeds", self.image_rows * dim * 4, "input")
+        self.g.op(
+            "splice_rows",
+            {"slots": slots, "src": embeds, "y": y},
+            {"dim": dim, "count": self.image_rows, "pad0": 0, "pad1": 0},
+            lambda rows: embedding_grid(dim, rows),
+        )
 
     def rmsnorm(
         self,

@@ -126,7 +126,11 @@ def _ids(keys: ConfigKeys, key: str) -> list:
 TEXT_TOWERS = {
     "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
     "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+    "SmolVLMForConditionalGeneration": "LlamaForCausalLM",
+    "Idefics3ForConditionalGeneration": "LlamaForCausalLM",
 }
+# Those whose vision tower Wisp runs (py_engine/vision/encoder.py), and its graph's kind.
+VISION_TOWERS = {"SmolVLMForConditionalGeneration": "siglip", "Idefics3ForConditionalGeneration": "siglip"}
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
 ENCODER_ARCHITECTURES = ("BertModel",)  # models/bert.py: embedders, not causal LMs
 

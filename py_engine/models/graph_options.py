@@ -30,3 +30,6 @@ class GraphOptions:
     # The narrowest subgroups the device may run (Capabilities.subgroup_min_size; 0: none, or not
     # known): a decode token's attention kernel (attention_grid.few_rows_kernel).
     subgroup_min_size: int = 0
+    # A vision-language model's text graph: the most image embedding rows a context holds (the
+    # splice after the token embedding: GraphBuilder.embedding); 0: text only.
+    image_rows: int = 0

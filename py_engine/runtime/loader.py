@@ -1,6 +1,7 @@
 """How every model loads, in two steps: plan() (a config and its tensors -> the graph and its GPU
 footprint, with no device) and upload() (the graph on a device: its kernels, weights and
-Executor). The chat engine (Engine.load), the embedder (embedding/embedder.py) and the device-free
+Executor). The chat engine (Engine.load), the embedder (embedding/embedder.py), a vision-language
+model's vision tower (vision/encoder.py: vision_plan) and the device-free
 check of a model's files (session.read_model_files, which the CLI runs before opening a GPU) all
 go through them, and this is the one place a graph builder is made."""
 
@@ -13,6 +14,7 @@ from ..models import graph_generator
 from ..models.bert import EmbeddingBuilder
 from ..models.builder import GraphBuilder
 from ..models.graph_options import GraphOptions
+from ..models.siglip import build_siglip
 from .executor import Executor
 from .graph import Graph
 from .kernels import KernelCache
@@ -39,6 +41,13 @@ def plan(cfg, tensors: dict, label: str, options: GraphOptions) -> Plan:
         return Plan(graph, footprint(graph, cfg.vocab_size, options.kv_capacity))
     graph = graph_generator(cfg.architecture, label, encoders=True)(EmbeddingBuilder(cfg, info, options))
     return Plan(graph, footprint(graph, 0, 0))  # no sampling: no vocabulary or history buffers
+
+
+def vision_plan(cfg, geometry: dict, tensors: dict, label: str, options: GraphOptions) -> Plan:
+    """The vision tower's graph (models/siglip.py: one tile a forward, options.max_rows its
+    patches) over the vision tensors, and its footprint."""
+    graph = build_siglip(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options), geometry)
+    return Plan(graph, footprint(graph, 0, 0))
 
 
 async def upload(device, graph: Graph, tensors: dict, source, make, progress=None):

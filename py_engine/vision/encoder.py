@@ -1,0 +1,95 @@
+"""A vision-language model's vision tower on the GPU: tiles of patch rows in, the text tower's image
+embeddings out (models/siglip.py's graph: SmolVLM / Idefics3).
+
+`encoder = await load_vision_encoder(model_dir, device)`; each tile is one forward of the graph,
+its patches the rows. `encoder.commands(patches)` encodes one tile's forward after its patch rows
+are written into the graph's `patches` input (by py_engine/vision/patches.py's kernel, or here from
+bytes); `await encoder.encode(tiles)` runs tiles given as f32 patch rows and reads the features back
+(tests, and whatever wants them on the host)."""
+
+from __future__ import annotations
+
+from array import array
+
+from ..formats.hf_dir import read_tensor_index
+from ..formats.json_file import read_json
+from ..formats.source import open_source
+from ..gpu import Copy, Read
+from ..models.graph_options import GraphOptions
+from ..models.siglip import shuffle_order, vision_config, vision_tensors
+from ..runtime.loader import upload, vision_plan
+
+
+class VisionEncoder:
+    def __init__(self, device, executor, kernels, cfg, geometry: dict):
+        self.device, self.executor, self.kernels, self.cfg, self.geometry = device, executor, kernels, cfg, geometry
+        side = geometry["image_size"] // geometry["patch_size"]
+        self.rows = side * side  # patches a tile
+        self.row_values = 3 * geometry["patch_size"] ** 2  # f32 values a patch row
+        scale = geometry["scale_factor"]
+        self.tokens = self.rows // (scale * scale)  # image tokens a tile
+        self.width = executor.graph.outputs["image_features"].nbytes // (
+            4 * self.tokens
+        )  # the text tower's hidden size
+        self.features = executor.buffer("image_features")
+        self.patches = executor.buffer("patches")
+        write = device.write_buffer
+        write(executor.buffer("positions"), 0, array("I", range(self.rows)).tobytes())
+        write(executor.buffer("spans"), 0, array("I", [0, self.rows] * self.rows).tobytes())
+        write(executor.buffer("shuffle"), 0, array("I", shuffle_order(side, scale)).tobytes())
+
+    def commands(self) -> list:
+        """One tile's forward over the patch rows in the `patches` input; its image embeddings
+        land in the `image_features` output (self.features: tokens x width f32)."""
+        return self.executor.commands(self.rows, 0, logit_rows=1)
+
+    def commands_into(self, buffer, first_row: int) -> list:
+        """One tile's forward (as commands()), its image embeddings then copied into `buffer` (an
+        Engine's image_embeds) from row first_row."""
+        size = 4 * self.tokens * self.width
+        return self.commands() + [Copy(self.features, 0, buffer, first_row * self.width * 4, size)]
+
+    async def encode(self, tiles: list[bytes]) -> list[list[float]]:
+        """Each tile's patch rows (rows x row_values f32 bytes) through the tower: its image
+        embeddings, tokens rows of width floats, tile after tile."""
+        reads = []
+        for tile in tiles:
+            if len(tile) != 4 * self.rows * self.row_values:
+                raise ValueError(f"a tile is {self.rows} patch rows of {self.row_values} f32 values")
+            self.device.write_buffer(self.patches, 0, tile)
+            read = Read(self.features, 0, 4 * self.tokens * self.width)
+            reads.append(self.device.submit(self.commands() + [read])[0])
+        out = []
+        for read in reads:
+            values = array("f")
+            values.frombytes(await self.device.fetch(read))
+            flat = values.tolist()
+            out += [flat[i * self.width : (i + 1) * self.width] for i in range(self.tokens)]
+        return out
+
+
+async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None) -> VisionEncoder:
+    """The vision tower of an HF SmolVLM / Idefics3 folder (or ModelSource) on `device`. half:
+    keep f16 weights half (default: where the device has shader-f16)."""
+    source = open_source(model)
+    config_path = source.small_dir() / "config.json"
+    cfg, geometry = vision_config(read_json(config_path), config_path)
+    tensors = vision_tensors(read_tensor_index(source))
+    side = geometry["image_size"] // geometry["patch_size"]
+    options = GraphOptions(
+        max_rows=side * side,
+        kv_capacity=side * side,
+        half=device.caps.shader_f16 if half is None else half,
+        cpu=device.caps.cpu,
+        max_binding=device.caps.limits.max_storage_binding,
+        precision="exact",
+    )
+    graph, _ = vision_plan(cfg, geometry, tensors, source.label, options)
+    return await upload(
+        device,
+        graph,
+        tensors,
+        source,
+        lambda executor, kernels, _: VisionEncoder(device, executor, kernels, cfg, geometry),
+        progress,
+    )
