@@ -1,0 +1,91 @@
+"""A picture into a vision-language model's image embeddings, on the GPU end to end: the processor's
+resizes (vision/resample.py, Pillow's arithmetic), its tiles cut, rescaled and normalized into patch
+rows (vision/patches.py), and the vision tower over each tile (vision/encoder.py), whose rows land
+in the text engine's image_embeds (Engine.place_images then points the prompt's picture tokens at
+them). The picture's pixels reach the GPU once, as RGBA8 with straight alpha (the browser's
+ImageBitmap bytes with premultiplyAlpha "none"); a transparent picture is composited onto white
+first, as the processor's convert_rgb does (shaders/image_composite.wgsl)."""
+
+from __future__ import annotations
+
+from ..gpu import Dispatch
+from .encoder import VisionEncoder
+from .patches import encode, level_buffer, picture_grids
+from .resample import resize
+from .smolvlm import ImagePlan, SmolVLMSettings, image_plan
+
+
+async def picture_embeddings(
+    encoder: VisionEncoder,
+    rgba: bytes,
+    width: int,
+    height: int,
+    settings: SmolVLMSettings,
+    into,
+    first_row: int,
+) -> ImagePlan:
+    """Encode a picture (height rows of width RGBA8 pixels) as the processor plans it (its tiles,
+    then its global view) into `into` (an Engine's image_embeds) from row first_row: the plan's
+    num_image_tokens rows. Submitted, not awaited."""
+    device, kernels = encoder.device, encoder.kernels
+    if len(rgba) != 4 * width * height:
+        raise ValueError(f"a {width} x {height} picture is {4 * width * height} bytes of RGBA8, not {len(rgba)}")
+    plan = image_plan(height, width, settings)
+    tower = encoder.geometry
+    if plan.tile != tower["image_size"] or plan.image_seq_len != encoder.tokens:
+        raise ValueError(
+            f"the processor's tiles ({plan.tile} pixels, {plan.image_seq_len} tokens) are not the vision tower's "
+            f"({tower['image_size']} pixels, {encoder.tokens} tokens)"
+        )
+    src = device.create_buffer(len(rgba), label="picture")
+    device.write_buffer(src, 0, rgba)
+    made = [src]
+    if settings.do_convert_rgb:
+        made.append(await composite_on_white(device, kernels, src, width * height))
+
+    async def resized(buffer, size_from: tuple[int, int], size_to: tuple[int, int]):
+        (in_h, in_w), (out_h, out_w) = size_from, size_to
+        out = await resize(device, kernels, buffer, in_w, in_h, out_w, out_h, settings.resample)
+        made.append(out)
+        return out
+
+    first = await resized(src, plan.original, plan.resized) if settings.do_resize else src
+    sources = []
+    if plan.split:
+        split = await resized(first, plan.resized, plan.encoder)
+        sources.append(split)
+        global_from = (split, plan.encoder) if plan.global_from == "encoder" else (first, plan.resized)
+    else:
+        global_from = (first, plan.resized)
+    sources.append(await resized(*global_from, (plan.tile, plan.tile)))
+    levels = level_buffer(device, settings)
+    made.append(levels)
+    commands, temporaries, row = [], [], first_row
+    for buffer, grid in zip(sources, picture_grids(plan)):
+        for tile in grid.each_tile():
+            patched = encode(
+                device, kernels, [(buffer, tile)], levels, encoder.patches, encoder.rows, tower["patch_size"]
+            )
+            commands += patched.commands + encoder.commands_into(into, row)
+            temporaries += patched.temporaries
+            row += encoder.tokens
+    await device.prepare()
+    device.submit(commands)
+    for buffer in made + temporaries:  # freed once the submitted work is done with them
+        device.destroy_buffer(buffer)
+    return plan
+
+
+async def composite_on_white(device, kernels, pixels, count: int):
+    """Submit the RGBA8 `pixels` (count of them) composited onto white in place, as Pillow's
+    alpha_composite then convert("RGB") (shaders/image_composite.wgsl); returns the params buffer
+    to destroy after the work that follows it is submitted."""
+    kernel = kernels.get("image_composite")
+    params = kernel.pack_params({"count": count, "pad0": 0, "pad1": 0, "pad2": 0})
+    uniform = device.create_buffer(len(params), "uniform", label="image_composite.params")
+    device.write_buffer(uniform, 0, params)
+    group = device.create_bind_group(kernel.handle, [(uniform, 0, len(params)), (pixels, 0, 4 * count)])
+    groups = -(-count // 256)
+    await device.prepare()  # the browser compiles kernels asynchronously
+    device.submit([Dispatch(kernel.handle, group, (min(groups, 65535), -(-groups // 65535), 1))])
+    return uniform
