@@ -39,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt", help="prompt text")
     source.add_argument("--ids", help="comma-separated prompt token ids")
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    gen.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="a picture file for a vision model (repeatable): with --chat before the text, else at the prompt's <image>s",
+    )
     add_sampling_args(gen, max_new_tokens=128, temperature=0.0, top_p=1.0, repetition_penalty=1.0)
     gen.add_argument("--json", action="store_true", help='print {"tokens": [...], "text": "..."} as the last line')
     gen.add_argument("--logits-out", help="write the last prompt position's float32 logits to this .npy file")
@@ -232,17 +238,24 @@ def run_chat(args) -> int:
 
 
 async def generate(args) -> int:
-    from .decode.answer_stream import AnswerStream
+    from .decode.answer_stream import AnswerStream, place_pictures
     from .decode.token_choice import SamplingParams
     from .gpu import open_device
-    from .session import load
+    from .session import is_vision_model, load
+    from .vision.files import read_picture
 
     need_tokenizer = args.prompt is not None or not args.json
     _, files = read_model_arg(args, with_tokenizer=need_tokenizer)
     tok, vocab_size = files.tokenizer, files.cfg.vocab_size
+    pictures = [read_picture(path) for path in args.image]
+    if pictures and args.prompt is None:
+        raise WispError("--image needs --prompt")
+    if pictures and not is_vision_model(files.source):
+        raise WispError(f"{args.model}: a text-only model; --image needs a vision model")
     if args.prompt is not None:
-        text = tok.apply_chat_template([{"role": "user", "content": args.prompt}]) if args.chat else args.prompt
-        prompt = tok.encode(text, add_special_tokens=not args.chat)
+        content = [{"type": "image"} for _ in pictures] + [{"type": "text", "text": args.prompt}]
+        message = {"role": "user", "content": content if pictures else args.prompt}
+        text = tok.apply_chat_template([message]) if args.chat else args.prompt
     else:
         prompt = parse_ids(args.ids)
         bad = [i for i in prompt if not 0 <= i < vocab_size]
@@ -250,12 +263,17 @@ async def generate(args) -> int:
             raise WispError(f"--ids: token ids must be in 0..{vocab_size - 1}, got {bad or 'nothing'}")
     device = await open_device(allow_f16=not args.f32)
     model = await load(files, device, context=args.context, precision=args.precision)
+    if args.prompt is not None:
+        if pictures:
+            text, _ = model.vision.expand(text, pictures)
+        prompt = tok.encode(text, add_special_tokens=not args.chat)
     if args.logits_out:
         from .formats.npy import write_npy_f32
 
+        await place_pictures(model, prompt, pictures)
         write_npy_f32(args.logits_out, await model.engine.prompt_logits(prompt))  # the answer goes on from 0
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
-    answer = AnswerStream(model, prompt, args.max_new_tokens, sampling)
+    answer = AnswerStream(model, prompt, args.max_new_tokens, sampling, pictures=pictures)
     pieces = []
     start = time.perf_counter()
     async for piece in answer:

@@ -15,7 +15,7 @@ from .engine import PREFILL_ROWS, Engine
 from .formats.json_file import read_json
 from .formats.model_files import ModelFiles, read_model
 from .formats.source import open_source
-from .models.config import ENCODER_ARCHITECTURES
+from .models.config import ENCODER_ARCHITECTURES, VISION_TOWERS
 from .models.config_check import FieldCheck
 from .models.graph_options import GraphOptions
 from .runtime.kv_cache import ring_slack
@@ -33,6 +33,7 @@ class LoadedModel:
     stop_ids: set
     cache: PromptCache | None  # the engine's: turns reuse the KV cache
     embedder: object = None  # an embedding model's embedding.Embedder
+    vision: object = None  # a vision-language model's picture side (vision/input.py VisionInput)
 
 
 def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
@@ -101,8 +102,16 @@ async def load(
         embedder = await load_embedder(source, device, model_id=model_id, **shared)
         return LoadedModel(model_id, None, embedder.tokenizer, set(), None, embedder=embedder)
     files = model if isinstance(model, ModelFiles) else read_model_files(source, with_tokenizer=with_tokenizer)
+    sees = is_vision_model(files.source) and files.tokenizer is not None
+    if sees:  # every position of the context may hold a picture token
+        engine_options = {"image_rows": engine_options.get("context", 2048), **engine_options}
     engine = await Engine.load(files.source, device, read=files.read, **shared, **engine_options)
-    return LoadedModel(model_id, engine, files.tokenizer, files.stop_ids, PromptCache(engine))
+    vision = None
+    if sees:
+        from .vision.input import load_vision
+
+        vision = await load_vision(files.source, device, files.tokenizer)
+    return LoadedModel(model_id, engine, files.tokenizer, files.stop_ids, PromptCache(engine), vision=vision)
 
 
 def is_embedding_model(source) -> bool:
@@ -112,3 +121,12 @@ def is_embedding_model(source) -> bool:
         return False
     architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
     return architectures[0] in ENCODER_ARCHITECTURES
+
+
+def is_vision_model(source) -> bool:
+    """Whether an HF folder's config.json names a vision-language model whose vision tower Wisp
+    runs (models/config.py VISION_TOWERS; its text tower alone reads as a causal LM)."""
+    if source.kind != "hf":
+        return False
+    architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
+    return architectures[0] in VISION_TOWERS

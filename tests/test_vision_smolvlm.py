@@ -213,6 +213,8 @@ def test_prompt_text():
     assert image_prompt(image_plan(9, 9, unsplit), unsplit, tokens) == "<f><g><i><i><f>"
     assert image_tokens({"extra_special_tokens": ["<a>", "<b>"]}) == ImageTokens()
     assert image_tokens({"extra_special_tokens": {"image_token": {"content": "<x>"}}}).image == "<x>"
+    # transformers 5's save_pretrained writes them as top-level keys, beside an empty list
+    assert image_tokens({"image_token": "<y>", "extra_special_tokens": []}).image == "<y>"
 
 
 def test_settings_of_smolvlm_256m():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ..errors import WispError
 from .stop_strings import StopStrings
 
 
@@ -30,9 +31,12 @@ class AnswerStream:
         constraint=None,
         cancelled=lambda: False,
         ignore_eos: bool = False,
+        pictures=(),
     ):
         """model: a session.LoadedModel. cancelled(): asked after every token (the page's Stop, a
-        client that went away). ignore_eos: no stop id ends it (benchmarks decode a fixed count)."""
+        client that went away). ignore_eos: no stop id ends it (benchmarks decode a fixed count).
+        pictures: a vision model's (vision/input.py Picture), one for each picture in ids, in order:
+        encoded on the GPU before the prompt goes in."""
         self.model, self.ids, self.max_new_tokens, self.sampling = model, ids, max_new_tokens, sampling
         self.stop_strings, self.constraint, self.cancelled = stop_strings, constraint, cancelled
         self.stop_ids = set() if ignore_eos else model.stop_ids
@@ -40,6 +44,7 @@ class AnswerStream:
         self.token_times: list[float] = []
         self.started = None
         self.stop = "length"
+        self.pictures = list(pictures)
 
     @property
     def completion_tokens(self) -> int:
@@ -54,8 +59,9 @@ class AnswerStream:
         decoder = tok.stream_decoder(skip_special_tokens=True) if tok else None
         stops = StopStrings(self.stop_strings)
         self.started = time.perf_counter()
+        fresh_from = await place_pictures(self.model, self.ids, self.pictures)
         generation = self.model.cache.generate(
-            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint
+            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, fresh_from
         )
         try:
             async for token in generation:
@@ -81,3 +87,20 @@ class AnswerStream:
         tail = stops.push(decoder.flush()) + stops.flush() if decoder else ""
         if tail:
             yield tail
+
+
+async def place_pictures(model, ids: list[int], pictures: list) -> int | None:
+    """A vision model's pictures encoded where its prompt's picture tokens read them (every other
+    position text); the first picture token's position, from which the prompt cache reuses
+    nothing, or None. A model without pictures refuses them."""
+    vision = getattr(model, "vision", None)
+    if vision is None:
+        if pictures:
+            raise WispError(f"{model.id} reads no pictures (a text-only model)")
+        return None
+    token = vision.image_token_id
+    rows = await vision.encode(model.engine, pictures)
+    if ids.count(token) != rows:
+        raise WispError(f"the prompt has {ids.count(token)} picture tokens for {len(pictures)} picture(s) of {rows}")
+    model.engine.place_images(0, ids, token)
+    return ids.index(token) if rows else None

@@ -27,12 +27,15 @@ class PromptCache:
         self.cached = []
         self.engine.reset()
 
-    async def generate(self, ids: list[int], max_new_tokens: int, sampling, stop_ids, constraint=None):
+    async def generate(
+        self, ids: list[int], max_new_tokens: int, sampling, stop_ids, constraint=None, fresh_from: int | None = None
+    ):
         """Async generator of new token ids, as Engine.generate. At least one prompt token is
         always prefilled (its logits pick the first answer token). Where the cache was written too
         far past the shared prefix for a sliding layer's ring to hold the window before it
-        (kv_cache.py), everything is computed again."""
-        keep = min(common_prefix(self.cached, ids), len(ids) - 1)
+        (kv_cache.py), everything is computed again. fresh_from: nothing from this position on is
+        reused (a prompt's first picture token: every picture's tokens are the same ids)."""
+        keep = min(common_prefix(self.cached, ids), len(ids) - 1, len(ids) if fresh_from is None else fresh_from)
         keep = self.reused = keep if self.engine.kv_writes.holds(keep) else 0
         self.prefilled = len(ids) - keep
         self.engine.roll_back(keep)  # keys/values past `keep` are stale; attention reads positions < pos only

@@ -238,15 +238,16 @@ def _model_features(model: dict, tile: int, path) -> int:
 
 
 def image_tokens(tokenizer_config: dict | None = None, path=TOKENIZER_CONFIG_FILE) -> ImageTokens:
-    """The prompt's token strings: the tokenizer's named special tokens (tokenizer_config.json's
-    extra_special_tokens object, transformers 5's model-specific tokens) where it names them, else the
-    processor's defaults."""
-    named = (tokenizer_config or {}).get("extra_special_tokens")
-    if not isinstance(named, dict):  # absent, or a plain list of tokens: nothing named
+    """The prompt's token strings: the tokenizer's named special tokens where it names them
+    (tokenizer_config.json's extra_special_tokens object, or the top-level keys transformers 5's
+    save_pretrained writes them as), else the processor's defaults."""
+    config = tokenizer_config or {}
+    named = config.get("extra_special_tokens")
+    if not isinstance(named, dict):  # absent, or a plain list of tokens: nothing named there
         named = {}
     found = {}
     for key, default in DEFAULT_TOKENS.items():
-        value = named.get(key, default)
+        value = named.get(key, config.get(key, default))
         if isinstance(value, dict):  # an AddedToken as saved: {"content": ..., ...}
             value = value.get("content")
         if not isinstance(value, str) or not value:

@@ -1,0 +1,154 @@
+"""SmolVLM on the GPU against transformers (tests/fixtures/smolvlm-f32, tools/make_vision_fixtures.py):
+the vision tower and connector on the processor's pixel values, the text tower with the picture
+tokens spliced in (logits and 16 greedy tokens, one picture and two), and a picture from its PNG
+through the GPU's resize, patches and tower."""
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from py_engine.engine import Engine
+from py_engine.errors import WispError
+from py_engine.gpu.wgpu_host import open_wgpu_device
+from py_engine.vision.encoder import load_vision_encoder
+from py_engine.vision.files import read_picture
+from py_engine.vision.pictures import picture_embeddings
+from py_engine.vision.smolvlm import smolvlm_settings
+
+FIXTURE = Path(__file__).parent / "fixtures" / "smolvlm-f32"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
+ARRAYS = np.load(FIXTURE / "reference.npz")
+IMAGE_TOKEN = REFERENCE["image_token_id"]
+
+
+def patch_rows(tile: np.ndarray, patch: int) -> bytes:
+    """A [3, T, T] tile as the tower's patch rows (Conv2d order: channel, ky, kx)."""
+    c, t, _ = tile.shape
+    s = t // patch
+    return np.ascontiguousarray(
+        tile.reshape(c, s, patch, s, patch).transpose(1, 3, 0, 2, 4).reshape(s * s, -1)
+    ).tobytes()
+
+
+def pixel_tiles(prompt: dict) -> list[np.ndarray]:
+    return [tile for name in prompt["pixel_values"] for tile in ARRAYS[name][0].astype(np.float32)]
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    async def load():
+        device = await open_wgpu_device()
+        encoder = await load_vision_encoder(FIXTURE, device)
+        engine = await Engine.load(FIXTURE, device, context=96, precision="exact", image_rows=32)
+        return device, encoder, engine
+
+    return asyncio.run(load())
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_vision_tower_and_connector(loaded, name):
+    _, encoder, _ = loaded
+    prompt = REFERENCE["prompts"][name]
+    patch = encoder.geometry["patch_size"]
+    got = np.array(asyncio.run(encoder.encode([patch_rows(t, patch) for t in pixel_tiles(prompt)])), np.float32)
+    want = ARRAYS[prompt["image_features"]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+async def answer(engine, ids: list[int]) -> tuple[np.ndarray, list[int]]:
+    engine.reset()
+    assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
+    logits = np.array(await engine.prompt_logits(ids), np.float32)
+    engine.reset()
+    return logits, [t async for t in engine.generate(ids, 16)]
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_prompt_with_pictures(loaded, name):
+    """The processor's pixel values through the tower into image_embeds, then the prompt."""
+    device, encoder, engine = loaded
+    prompt = REFERENCE["prompts"][name]
+    patch = encoder.geometry["patch_size"]
+    for k, tile in enumerate(pixel_tiles(prompt)):
+        device.write_buffer(encoder.patches, 0, patch_rows(tile, patch))
+        device.submit(encoder.commands_into(engine.image_embeds, k * encoder.tokens))
+    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"]))
+    want = np.array(prompt["logits"], np.float32)
+    np.testing.assert_allclose(logits, want, atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_pictures_from_their_pngs(loaded, name):
+    """The pictures' bytes (one RGB; an RGBA one and an RGB one) through the GPU's compositing,
+    resizes, patches and tower: transformers' answer."""
+    _, encoder, engine = loaded
+    prompt = REFERENCE["prompts"][name]
+    files = [
+        json.loads((FIXTURE / f).read_text())
+        for f in ("preprocessor_config.json", "processor_config.json", "config.json")
+    ]
+    settings = smolvlm_settings(*files)
+
+    async def run():
+        row = 0
+        for index in prompt["images"]:
+            rgba = Image.open(FIXTURE / REFERENCE["images"][index]["file"]).convert("RGBA")
+            plan = await picture_embeddings(
+                encoder, rgba.tobytes(), rgba.width, rgba.height, settings, engine.image_embeds, row
+            )
+            row += plan.num_image_tokens
+        assert row == prompt["input_ids"].count(IMAGE_TOKEN)
+        return await answer(engine, prompt["input_ids"])
+
+    logits, greedy = asyncio.run(run())
+    np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_generate_with_pictures():
+    """`generate --image`: with --chat the picture goes before the text (the one-picture prompt);
+    without, at the prompt's <image> placeholders (the two-picture prompt's rendered text)."""
+    one, two = REFERENCE["prompts"]["one_image"], REFERENCE["prompts"]["two_images"]
+    files = [str(FIXTURE / REFERENCE["images"][i]["file"]) for i in (*one["images"], *two["images"])]
+    text = one["messages"][0]["content"][1]["text"]
+    chat = cli("--model", str(FIXTURE), "--chat", "--image", files[0], "--prompt", text)
+    assert json.loads(chat.stdout.splitlines()[-1])["tokens"] == one["greedy"], chat.stderr
+    raw = cli("--model", str(FIXTURE), "--image", files[1], "--image", files[2], "--prompt", two["text"])
+    assert json.loads(raw.stdout.splitlines()[-1])["tokens"] == two["greedy"], raw.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("--prompt", "<image> and <image>"), "placeholder"),  # two placeholders, one picture
+        (("--prompt", "no placeholder"), "placeholder"),
+    ],
+)
+def test_cli_picture_count_must_match(args, message):
+    result = cli("--model", str(FIXTURE), "--image", str(FIXTURE / "images" / "rgb_20x41.png"), *args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_bad_picture_files(tmp_path):
+    """Not a picture, cut short, animated: one clear error naming the file."""
+    png = (FIXTURE / "images" / "rgb_20x41.png").read_bytes()
+    (tmp_path / "text.png").write_text("not a picture")
+    (tmp_path / "short.png").write_bytes(png[: len(png) // 2])
+    frames = [Image.new("RGB", (4, 4), c) for c in ("red", "blue")]
+    frames[0].save(tmp_path / "moves.gif", save_all=True, append_images=frames[1:])
+    for name, words in (("text.png", "not a picture"), ("short.png", "not a picture"), ("moves.gif", "animated")):
+        with pytest.raises(WispError, match=words) as caught:
+            read_picture(tmp_path / name)
+        assert name in str(caught.value)
