@@ -4,15 +4,21 @@ tokens spliced in (logits and 16 greedy tokens, one picture and two), and a pict
 through the GPU's resize, patches and tower."""
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from py_engine import session
+from py_engine.api import completions
+from py_engine.api.completions import chat_chunks, collect
+from py_engine.api.request import RequestError, parse_chat
 from py_engine.engine import Engine
 from py_engine.errors import WispError
 from py_engine.gpu.wgpu_host import open_wgpu_device
@@ -152,3 +158,43 @@ def test_bad_picture_files(tmp_path):
         with pytest.raises(WispError, match=words) as caught:
             read_picture(tmp_path / name)
         assert name in str(caught.value)
+
+
+def data_url(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+def test_openai_chat_with_image_url_parts():
+    """The OpenAI layer: image_url parts (data: URLs) in the user's message, transformers' tokens."""
+    prompt = REFERENCE["prompts"]["two_images"]
+    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
+    content = [
+        {"type": "image_url", "image_url": {"url": next(urls), "detail": "auto"}} if part["type"] == "image" else part
+        for part in prompt["messages"][0]["content"]
+    ]
+    body = {"model": "smolvlm", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
+    ended = []
+
+    async def run():
+        device = await open_wgpu_device()
+        model = await session.load(FIXTURE, device, context=128, precision="exact")
+        await collect(chat_chunks(model, parse_chat(body), ended=lambda answer, dropped: ended.append(answer)))
+
+    asyncio.run(run())
+    assert ended[0].ids == prompt["input_ids"]
+    assert ended[0].tokens == prompt["greedy"]
+
+
+def test_openai_refuses_pictures_it_cannot_read():
+    body = {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
+    request = parse_chat(body)
+    with pytest.raises(RequestError, match="text-only"):
+        completions._pictures(SimpleNamespace(vision=None), request)
+    with pytest.raises(RequestError, match="data: URLs"):
+        completions._pictures(SimpleNamespace(vision=object()), request)
+    bad = {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    with pytest.raises(RequestError, match="only text parts"):
+        parse_chat({"model": "m", "messages": [bad]})
+    with pytest.raises(RequestError, match="not a picture"):
+        request.pictures = ["data:image/png;base64," + base64.b64encode(b"nope").decode()]
+        completions._pictures(SimpleNamespace(vision=object()), request)

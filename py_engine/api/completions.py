@@ -12,6 +12,7 @@ import secrets
 import time
 
 from ..decode.answer_stream import AnswerStream
+from ..errors import WispError
 from ..tokenizer.template.prompt import fit_to_context
 from .constraints import response_constraint, tool_constraint
 from .request import ChatRequest, CompletionRequest, RequestError
@@ -31,7 +32,12 @@ async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False, ende
     fmt = require_format(tok) if request.tools and request.tool_choice != "none" else None
     variables = {"tools": request.tools} if fmt else {}
     room = request.max_tokens or engine.context
-    ids, dropped = fit_to_context(tok, request.messages, engine.context, room, **variables)
+    pictures = _pictures(model, request)
+    if pictures:  # every exchange kept: their pictures are the request's
+        text, _ = model.vision.expand(tok.apply_chat_template(request.messages, **variables), pictures)
+        ids, dropped = tok.encode(text, add_special_tokens=False), 0
+    else:
+        ids, dropped = fit_to_context(tok, request.messages, engine.context, room, **variables)
     constraint = (
         tool_constraint(model, fmt, request.tools, request.tool_choice)
         if fmt and request.tool_choice != "auto"
@@ -46,7 +52,7 @@ async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False, ende
         return {**out, "choices": choices, **({"usage": usage} if usage else {})}
 
     yield chunk({"role": "assistant", "content": ""})
-    answer = _answer(model, ids, request, constraint, cancelled)
+    answer = _answer(model, ids, request, constraint, cancelled, pictures)
     async for piece in answer:
         text = calls.push(piece) if calls else piece
         if text:
@@ -102,7 +108,21 @@ def _tokenizer(model):
     return model.tok
 
 
-def _answer(model, ids: list[int], request, constraint, cancelled) -> AnswerStream:
+def _pictures(model, request: ChatRequest) -> list:
+    """The request's pictures (its image_url parts), read; a model without pictures refuses them."""
+    if not request.pictures:
+        return []
+    if getattr(model, "vision", None) is None:
+        raise RequestError(f"{request.model} is a text-only model: image_url parts need a vision model", "messages")
+    from ..vision.files import picture_from_url
+
+    try:
+        return [picture_from_url(url) for url in request.pictures]
+    except WispError as exc:
+        raise RequestError(str(exc), "messages") from None
+
+
+def _answer(model, ids: list[int], request, constraint, cancelled, pictures=()) -> AnswerStream:
     """The answer to `ids`, at most max_tokens and what the context leaves."""
     room = model.engine.context - len(ids)
     if room < 1:
@@ -117,6 +137,7 @@ def _answer(model, ids: list[int], request, constraint, cancelled) -> AnswerStre
         constraint=constraint,
         cancelled=cancelled,
         ignore_eos=request.ignore_eos,
+        pictures=pictures,
     )
 
 

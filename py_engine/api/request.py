@@ -56,6 +56,9 @@ class ChatRequest(GenerationRequest):
     messages: list[dict] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)
     tool_choice: object = "auto"  # "auto" | "none" | "required" | a function's name (str, forced)
+    # image_url parts' URLs, in the order the messages give them; each such message's content
+    # is a list of parts ({"type": "image"} where a picture goes), as chat templates take them.
+    pictures: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -183,7 +186,7 @@ def parse_chat(body) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty array", "messages")
-    request.messages = [_message(m, i) for i, m in enumerate(messages)]
+    request.messages = [_message(m, i, request.pictures) for i, m in enumerate(messages)]
     request.tools = _tools(body.get("tools"))
     request.tool_choice = _tool_choice(body.get("tool_choice"), request.tools)
     if request.tool_choice not in ("auto", "none") and request.response_format:
@@ -191,17 +194,16 @@ def parse_chat(body) -> ChatRequest:
     return request
 
 
-def _message(message, index: int) -> dict:
+def _message(message, index: int, pictures: list[str]) -> dict:
+    """The message as the chat template takes it; its image_url parts' URLs appended to pictures."""
     where = f"messages[{index}]"
     if not isinstance(message, dict) or message.get("role") not in ROLES:
         raise RequestError(f"{where} must be an object whose role is one of {', '.join(ROLES)}", where)
     content = message.get("content")
-    if isinstance(content, list):  # content parts: text only
-        if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
-            raise RequestError(f"{where}.content: only text parts are supported", f"{where}.content")
-        content = "".join(part["text"] for part in content)
-    if content is not None and not isinstance(content, str):
-        raise RequestError(f"{where}.content must be a string or an array of text parts", f"{where}.content")
+    if isinstance(content, list):  # content parts: text, and pictures in a user's message
+        content = _parts(content, where, message["role"] == "user", pictures)
+    if content is not None and not isinstance(content, (str, list)):
+        raise RequestError(f"{where}.content must be a string or an array of content parts", f"{where}.content")
     calls = message.get("tool_calls")
     if content is None and not (message["role"] == "assistant" and calls):
         raise RequestError(f"{where}.content is required", f"{where}.content")
@@ -211,6 +213,34 @@ def _message(message, index: int) -> dict:
     for key in ("tool_call_id", "name"):
         if isinstance(message.get(key), str):
             out[key] = message[key]
+    return out
+
+
+DETAILS = ("auto", "low", "high")  # image_url.detail: accepted; the processor decides the tiles
+
+
+def _parts(parts: list, where: str, user: bool, pictures: list[str]):
+    """Text parts joined into a string; with image_url parts (a user's), the template's parts."""
+    out = []
+    for i, part in enumerate(parts):
+        at = f"{where}.content[{i}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            out.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url" and user:
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else None
+            if not isinstance(url, str) or not url:
+                raise RequestError(f"{at}.image_url.url must be a URL string", f"{at}.image_url")
+            if image.get("detail", "auto") not in DETAILS:
+                raise RequestError(f"{at}.image_url.detail must be one of {', '.join(DETAILS)}", f"{at}.image_url")
+            pictures.append(url)
+            out.append({"type": "image"})
+        else:
+            allowed = "text and image_url parts" if user else "text parts"
+            raise RequestError(f"{at}: only {allowed} are supported here", at)
+    if all(part["type"] == "text" for part in out):
+        return "".join(part["text"] for part in out)
     return out
 
 
