@@ -63,6 +63,10 @@ def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
 
         files.tokenizer = Tokenizer.from_model_dir(small)
         files.stop_ids.update(files.tokenizer.eos_ids)
+        if is_vision_model(source):
+            from .vision.input import check_vision
+
+            check_vision(source, files.tokenizer)
     return files
 
 

@@ -329,3 +329,25 @@ def test_cli_one_line_without_xdg_runtime_dir(tmp_path):
 def test_the_fixtures_pass():
     for model in [*FIXTURES.glob("*-*/config.json"), *FIXTURES.glob("*-f32/pattern/config.json")]:
         read_model_files(model.parent, with_tokenizer=False)
+
+
+@pytest.mark.parametrize(
+    "case,words",
+    [
+        ("no_tensor", "missing tensor 'model.vision_model.post_layernorm.weight'"),
+        ("no_processor", "preprocessor_config.json"),
+        ("bad_patch", "patch_size"),
+    ],
+)
+def test_a_vision_model_is_checked_when_read(case, words, tmp_path):
+    """A SmolVLM folder's picture side (processor files, vision tower tensors and config) is
+    checked with the text tower, before any device: one ModelFileError naming the file."""
+    model = copy(tmp_path, "smolvlm")
+    if case == "no_tensor":
+        edit_header(model, lambda header: header.pop("model.vision_model.post_layernorm.weight"))
+    elif case == "no_processor":
+        (model / "preprocessor_config.json").unlink()
+    else:
+        edit_config(model, lambda config: config["vision_config"].__setitem__("patch_size", 7))
+    with pytest.raises(ModelFileError, match=words):
+        read_model_files(model)

@@ -68,13 +68,22 @@ class VisionEncoder:
         return out
 
 
+def vision_files(source, options: GraphOptions | None = None):
+    """(config, geometry, tensors, plan) of an HF SmolVLM / Idefics3 folder's vision tower, read and
+    checked with no device (a missing or malformed tensor is a ModelFileError naming the file)."""
+    config_path = source.small_dir() / "config.json"
+    cfg, geometry = vision_config(read_json(config_path), config_path)
+    tensors = vision_tensors(read_tensor_index(source))
+    side = geometry["image_size"] // geometry["patch_size"]
+    options = options or GraphOptions(max_rows=side * side, kv_capacity=side * side, precision="exact")
+    return cfg, geometry, tensors, vision_plan(cfg, geometry, tensors, source.label, options)
+
+
 async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None) -> VisionEncoder:
     """The vision tower of an HF SmolVLM / Idefics3 folder (or ModelSource) on `device`. half:
     keep f16 weights half (default: where the device has shader-f16)."""
     source = open_source(model)
-    config_path = source.small_dir() / "config.json"
-    cfg, geometry = vision_config(read_json(config_path), config_path)
-    tensors = vision_tensors(read_tensor_index(source))
+    cfg, geometry, tensors, _ = vision_files(source)
     side = geometry["image_size"] // geometry["patch_size"]
     options = GraphOptions(
         max_rows=side * side,

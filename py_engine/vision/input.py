@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import WispError
+from ..errors import ModelFileError, WispError
 from ..formats.json_file import read_json
-from .encoder import VisionEncoder, load_vision_encoder
+from .encoder import VisionEncoder, load_vision_encoder, vision_files
 from .pictures import picture_embeddings
 from .smolvlm import (
     MODEL_FILE,
@@ -64,22 +64,35 @@ class VisionInput:
         return rows
 
 
-def image_token_id(tok, tokens) -> int:
+def image_token_id(tok, tokens, path) -> int:
     """The tokenizer's id of the picture token (one token, or the model's files disagree)."""
     ids = tok.encode(tokens.image, add_special_tokens=False)
     if len(ids) != 1:
-        raise WispError(f"the tokenizer does not have {tokens.image} as one token")
+        raise ModelFileError(path, f"the tokenizer does not have the picture token {tokens.image} as one token")
     return ids[0]
+
+
+def vision_settings(source, tok):
+    """(processor settings, image tokens, the picture token's id) of an HF SmolVLM folder, read
+    and checked with no device."""
+    small = source.small_dir()
+    files = [read_json(small / name) if source.exists(name) else None for name in (PREPROCESSOR_FILE, PROCESSOR_FILE)]
+    if files[0] is None:
+        raise ModelFileError(small / PREPROCESSOR_FILE, "missing: a vision model needs its image processor's settings")
+    settings = smolvlm_settings(files[0], files[1], read_json(small / MODEL_FILE))
+    config = read_json(small / TOKENIZER_CONFIG_FILE) if source.exists(TOKENIZER_CONFIG_FILE) else None
+    tokens = image_tokens(config)
+    return settings, tokens, image_token_id(tok, tokens, small / "tokenizer.json")
+
+
+def check_vision(source, tok) -> None:
+    """Everything a vision model's picture side reads, checked before a device opens
+    (session.read_model_files): its processor files, its picture token, its vision tower's tensors."""
+    vision_settings(source, tok)
+    vision_files(source)
 
 
 async def load_vision(source, device, tok) -> VisionInput:
     """The picture side of an HF SmolVLM / Idefics3 folder on `device`, with its text tokenizer."""
-    small = source.small_dir()
-    files = [read_json(small / name) if source.exists(name) else None for name in (PREPROCESSOR_FILE, PROCESSOR_FILE)]
-    if files[0] is None:
-        raise WispError(f"{source.label}: a vision model needs {PREPROCESSOR_FILE}")
-    settings = smolvlm_settings(files[0], files[1], read_json(small / MODEL_FILE))
-    config = read_json(small / TOKENIZER_CONFIG_FILE) if source.exists(TOKENIZER_CONFIG_FILE) else None
-    tokens = image_tokens(config)
-    encoder = await load_vision_encoder(source, device)
-    return VisionInput(encoder, settings, tokens, image_token_id(tok, tokens))
+    settings, tokens, token_id = vision_settings(source, tok)
+    return VisionInput(await load_vision_encoder(source, device), settings, tokens, token_id)
