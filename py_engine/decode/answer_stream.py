@@ -61,7 +61,7 @@ class AnswerStream:
         self.started = time.perf_counter()
         fresh_from = await place_pictures(self.model, self.ids, self.pictures)
         generation = self.model.cache.generate(
-            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, fresh_from
+            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, fresh_from=fresh_from
         )
         try:
             async for token in generation:
