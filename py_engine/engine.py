@@ -33,7 +33,7 @@ log = logging.getLogger("wisp")
 # at 128, 14 on its N = 4096 projections; the 8B's pp512 1,413 tok/s against 1,123 in forwards of
 # 128 rows, SmolLM2's 17,349 against 10,582).
 PREFILL_ROWS = 512
-NO_IMAGE = 0xFFFFFFFF  # a text position's slot in image_slots (shaders/splice_rows.wgsl)
+NO_IMAGE = 0xFFFFFFFF  # a text position's slot in image_slots (shaders/embedding.wgsl BY_POSITION)
 
 
 @dataclass

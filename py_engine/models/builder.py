@@ -10,7 +10,14 @@ from itertools import groupby
 
 from ..errors import ModelFileError
 from ..runtime.graph import Graph, Tensor, WeightSpec, ceil_div
-from ..runtime.linear_plan import LOGIT_ROWS, LOGIT_ROWS_MAX, check_precision, embedding_grid, linear_defines
+from ..runtime.linear_plan import (
+    LOGIT_ROWS,
+    LOGIT_ROWS_MAX,
+    check_precision,
+    embedding_grid,
+    linear_defines,
+    weight_defines,
+)
 from ..runtime.quant import FORMATS, GGUF_TYPES
 from .attention_ops import AttentionOps
 from .config import ModelConfig
@@ -152,15 +159,16 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
 
     def splice_images(self, y: Tensor, dim: int) -> None:
         """A vision-language model's image embeddings over the token embeddings y of the positions
-        that hold picture tokens (shaders/splice_rows.wgsl): the inputs image_slots (a slot per
+        that hold picture tokens (embedding.wgsl BY_POSITION): the inputs image_slots (a slot per
         position of the context, 0xffffffff for text) and image_embeds (image_rows rows of dim)."""
         slots = self.g.inputs["image_slots"] = self.g.tensor("image_slots", self.kv_capacity * 4, "input")
         embeds = self.g.inputs["image_embeds"] = self.g.tensor("image_embeds", self.image_rows * dim * 4, "input")
         self.g.op(
-            "splice_rows",
-            {"slots": slots, "src": embeds, "y": y},
-            {"dim": dim, "count": self.image_rows, "pad0": 0, "pad1": 0},
+            "embedding",
+            {"ids": slots, "w": embeds, "y": y},
+            {"dim": dim, "row_start": 0, "row_count": self.image_rows, "scale": 1.0},
             lambda rows: embedding_grid(dim, rows),
+            {**weight_defines(dim, "f32"), "BY_POSITION": True},
         )
 
     def rmsnorm(
