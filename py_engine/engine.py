@@ -85,7 +85,8 @@ class Engine:
         self.rope_long = False
         self._rope_bytes = sum(-(-rotary.row_bytes // 16) * 16 for _, rotary in self._rotary)
         self._slot = STEP_BYTES + self._rope_bytes + 64
-        self._staging = device.create_buffer(TOKENS_PER_SUBMIT * self._slot, label="decode inputs")
+        self._staging_bytes = TOKENS_PER_SUBMIT * self._slot
+        self._staging = device.create_buffer(self._staging_bytes, label="decode inputs")
         # A vision-language model's text graph (GraphOptions.image_rows): the image embeddings its
         # picture tokens take (image_embeds, which the vision encoder fills) and each position's
         # slot in them (image_slots; place_images), text everywhere until a prompt places pictures.
@@ -387,6 +388,9 @@ class Engine:
         feedback put them there), each after copies of its staged inputs (Step, cos/sin row,
         draw) and followed by `feedback` (gpu_feedback's) that feeds the next."""
         staged, commands = bytearray(count * self._slot), []
+        if count * self._slot > self._staging_bytes:  # more a submit than the loop sizes (a benchmark's choice)
+            self._staging_bytes = count * self._slot  # the old buffer lives while submitted work reads it
+            self._staging = self.device.create_buffer(self._staging_bytes, label="decode inputs")
         if self.recurrent:  # the loop's stop may land in this group: it goes back to here
             commands += self.recurrent.save()
         for i in range(count):

@@ -220,3 +220,15 @@ def test_roll_back_goes_on_from_a_fed_position_only(engine, reference):
             engine.roll_back(past)
     engine.roll_back(len(PROMPT) + 1)  # the prompt and the first answer token stay
     assert asyncio.run(collect(engine.generate([reference[1]], 3, GREEDY))) == reference[2:5]
+
+
+def test_more_forwards_a_submit_than_the_loop_sizes(engine, reference):
+    """tokens_per_submit past kv_cache.TOKENS_PER_SUBMIT (benchmarks/decode.py --tokens-per-submit
+    16): the staged inputs grow, the tokens are the same."""
+    saved = engine.tokens_per_submit
+    engine.tokens_per_submit = 12
+    try:
+        engine.reset()
+        assert asyncio.run(collect(engine.generate(PROMPT, 24, GREEDY))) == reference
+    finally:
+        engine.tokens_per_submit = saved
