@@ -175,6 +175,8 @@ class Engine:
         later prompt's positions read no stale picture). Returns the picture tokens' count."""
         if self.image_embeds is None:
             raise WispError(f"{self.cfg.architecture} reads no pictures")
+        if ids and ids[-1] == image_token:  # the splice skips one-row forwards (GraphBuilder.splice_images)
+            raise WispError("a prompt ends with a picture token: the processor's text closes every picture")
         slots = [NO_IMAGE] * self.context
         count = 0
         for offset, token in enumerate(ids):

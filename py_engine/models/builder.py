@@ -169,6 +169,9 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
             {"dim": dim, "row_start": 0, "row_count": self.image_rows, "scale": 1.0},
             lambda rows: embedding_grid(dim, rows),
             {**weight_defines(dim, "f32"), "BY_POSITION": True},
+            # Not in one-row forwards: a decode token is text, and a prompt's last row (its only
+            # one-row forward) never a picture token (Engine.place_images refuses such a prompt).
+            decode_skip=True,
         )
 
     def rmsnorm(
