@@ -22,6 +22,7 @@ from py_engine.errors import WispError
 from py_engine.runtime.memory import ModelTooLargeError
 
 from .models import ModelRegistry
+from .pictures import fetch_pictures
 
 log = logging.getLogger("wisp.api")
 CONTEXT = 4096  # tokens per chat model; --context would be the place to change it
@@ -102,6 +103,7 @@ def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list
     async def generation(request: Request, parse, chunks) -> Response:
         try:
             parsed = parse(await _body(request))
+            await fetch_pictures(parsed)
         except Exception as exc:  # noqa: BLE001 - every failure becomes OpenAI's error object
             return error_response(exc)
         await models.lock.acquire()

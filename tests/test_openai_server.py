@@ -6,8 +6,12 @@ a forced tool call and the conversation that feeds its result back (its words ar
 shapes are what is checked; its context is 256 tokens, so its template names the tools only)."""
 
 import base64
+import contextlib
+import functools
+import http.server
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ TINY = "tiny-tools"
 MINILM = "all-minilm-l6-v2"
 REFERENCE = Path(__file__).parent / "fixtures" / "embed_minilm" / "embedding_reference.json"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+VLM = Path(__file__).parent / "fixtures" / "smolvlm-f32"  # served as "smolvlm-f32"
 TOOL_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}{{ t.function.name }}{% endfor %}</tools>"
     "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}"
@@ -64,7 +69,8 @@ def client(tmp_path_factory):
     tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
     smol, minilm = ensure_model("smollm2-135m-instruct"), ensure_model(MINILM)
     # exact: the answers below are SmolLM2's greedy tokens as the reference tests know them
-    with app_server("--no-default", "--precision", "exact", "--model", str(smol), str(tiny), str(minilm)) as (url, _):
+    models = [str(smol), str(tiny), str(minilm), str(VLM)]
+    with app_server("--no-default", "--precision", "exact", "--model", *models) as (url, _):
         yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
 
 
@@ -147,3 +153,51 @@ def test_embeddings_match_sentence_transformers(client):
     assert np.allclose(one.data[0].embedding, got[0], atol=1e-6)
     with pytest.raises(openai.BadRequestError, match="dimensions"):
         client.embeddings.create(model=MINILM, input="x", dimensions=64)
+
+
+@contextlib.contextmanager
+def picture_server(folder: Path):
+    """A plain HTTP server on loopback serving folder's files (the pictures a URL names)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_pictures_by_data_url_and_by_http_url(client):
+    """The two-picture fixture prompt: one picture as a data: URL, one fetched by the server;
+    transformers' 16 greedy tokens, decoded."""
+    from py_engine.tokenizer import Tokenizer
+
+    ref = json.loads((VLM / "reference.json").read_text())
+    prompt = ref["prompts"]["two_images"]
+    files = [ref["images"][i]["file"] for i in prompt["images"]]
+    with picture_server(VLM) as base:
+        urls = iter([urls_of(VLM, files[0]), f"{base}/{files[1]}"])
+        content = [
+            {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
+            for part in prompt["messages"][0]["content"]
+        ]
+        answer = client.chat.completions.create(
+            model="smolvlm-f32", messages=[{"role": "user", "content": content}], temperature=0, max_tokens=16
+        )
+    want = Tokenizer.from_model_dir(VLM).decode(prompt["greedy"], skip_special_tokens=True)
+    assert answer.choices[0].message.content == want
+    assert answer.usage.prompt_tokens == len(prompt["input_ids"])
+    picture = [{"type": "image_url", "image_url": {"url": urls_of(VLM, files[0])}}, {"type": "text", "text": "hi"}]
+    with pytest.raises(openai.BadRequestError, match="text-only"):
+        client.chat.completions.create(model=SMOL, messages=[{"role": "user", "content": picture}])
+    missing = [
+        {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/none.png"}},
+        {"type": "text", "text": "hi"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="could not be fetched"):
+        client.chat.completions.create(model="smolvlm-f32", messages=[{"role": "user", "content": missing}])
+
+
+def urls_of(folder: Path, name: str) -> str:
+    return "data:image/png;base64," + base64.b64encode((folder / name).read_bytes()).decode()

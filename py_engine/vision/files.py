@@ -21,11 +21,12 @@ def read_picture(path) -> Picture:
 
 
 def picture_from_url(url: str) -> Picture:
-    """The picture in a data: URL (base64). http(s) URLs are not fetched yet."""
+    """The picture in a data: URL (base64). An http(s) URL is the host's to fetch first (the desktop
+    server does: app/pictures.py), as the engine does no I/O of its own here."""
     head, comma, data = url.partition(",")
     label = (url[:40] + "...") if len(url) > 40 else url
     if not head.startswith("data:") or not comma:
-        raise WispError(f"{label}: only data: URLs of pictures are read (base64; http(s) is not fetched yet)")
+        raise WispError(f"{label}: only data: URLs of pictures are read here (base64; the desktop server fetches http(s))")
     if not head.endswith(";base64"):
         raise WispError(f"{label}: a picture's data: URL must be base64")
     try:
