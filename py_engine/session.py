@@ -109,6 +109,8 @@ async def load(
     sees = is_vision_model(files.source) and files.tokenizer is not None
     if sees:  # every position of the context may hold a picture token
         engine_options = {"image_rows": engine_options.get("context", 2048), **engine_options}
+        if gpu_budget is not None:  # the vision tower's share first: the text engine gets the rest
+            shared["gpu_budget"] = gpu_budget - vision_footprint(files.source, gpu_budget)
     engine = await Engine.load(files.source, device, read=files.read, **shared, **engine_options)
     vision = None
     if sees:
@@ -134,3 +136,18 @@ def is_vision_model(source) -> bool:
         return False
     architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
     return architectures[0] in VISION_TOWERS
+
+
+def vision_footprint(source, budget: int) -> int:
+    """The GPU bytes a vision model's tower takes (weights, one tile's activations), refused
+    (ModelTooLargeError) where they alone pass the budget."""
+    from .runtime.memory import ModelTooLargeError, size
+    from .vision.encoder import vision_files
+
+    need = vision_files(source)[3].footprint
+    if need.total >= budget:
+        raise ModelTooLargeError(
+            f"{source.label}: its vision tower alone needs {need.describe()} of GPU memory, more than this "
+            f"device's budget of {size(budget)}"
+        )
+    return need.total

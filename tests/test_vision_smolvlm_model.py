@@ -21,7 +21,9 @@ from py_engine.api.completions import chat_chunks, collect
 from py_engine.api.request import RequestError, parse_chat
 from py_engine.engine import Engine
 from py_engine.errors import WispError
+from py_engine.formats.source import open_source
 from py_engine.gpu.wgpu_host import open_wgpu_device
+from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.vision.encoder import load_vision_encoder
 from py_engine.vision.files import read_picture
 from py_engine.vision.pictures import picture_embeddings
@@ -198,3 +200,19 @@ def test_openai_refuses_pictures_it_cannot_read():
     with pytest.raises(RequestError, match="not a picture"):
         request.pictures = ["data:image/png;base64," + base64.b64encode(b"nope").decode()]
         completions._pictures(SimpleNamespace(vision=object()), request)
+
+
+def test_the_budget_counts_the_vision_tower():
+    """gpu_budget: the tower's bytes come off the text engine's share; a budget the tower alone
+    passes is refused before any upload."""
+    tower = session.vision_footprint(open_source(FIXTURE), 1 << 40)
+    assert tower > 0
+
+    async def run(budget):
+        device = await open_wgpu_device()
+        return await session.load(FIXTURE, device, context=64, gpu_budget=budget, precision="exact")
+
+    with pytest.raises(ModelTooLargeError, match="vision tower alone"):
+        asyncio.run(run(tower))
+    model = asyncio.run(run(tower + 64 * 1024 * 1024))
+    assert model.vision is not None
