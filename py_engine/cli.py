@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="a picture file for a vision model (repeatable): with --chat before the text, else at the prompt's <image>s",
     )
+    gen.add_argument("--mmproj", help="llama.cpp's vision projector (mmproj-*.gguf) for a text GGUF: its picture side")
     add_sampling_args(gen, max_new_tokens=128, temperature=0.0, top_p=1.0, repetition_penalty=1.0)
     gen.add_argument("--json", action="store_true", help='print {"tokens": [...], "text": "..."} as the last line')
     gen.add_argument("--logits-out", help="write the last prompt position's float32 logits to this .npy file")
@@ -227,7 +228,7 @@ def read_model_arg(args, with_tokenizer: bool):
     bar = ProgressBar()
     path = resolve_model(args.model, bar)
     bar.finish()
-    return path, read_model_files(path, with_tokenizer=with_tokenizer)
+    return path, read_model_files(path, with_tokenizer=with_tokenizer, mmproj=getattr(args, "mmproj", None))
 
 
 def run_chat(args) -> int:
@@ -241,7 +242,7 @@ async def generate(args) -> int:
     from .decode.answer_stream import AnswerStream, place_pictures
     from .decode.token_choice import SamplingParams
     from .gpu import open_device
-    from .session import is_vision_model, load
+    from .session import load
     from .vision.files import read_picture
 
     need_tokenizer = args.prompt is not None or not args.json
@@ -250,8 +251,8 @@ async def generate(args) -> int:
     pictures = [read_picture(path) for path in args.image]
     if pictures and args.prompt is None:
         raise WispError("--image needs --prompt")
-    if pictures and not is_vision_model(files.source):
-        raise WispError(f"{args.model}: a text-only model; --image needs a vision model")
+    if pictures and files.vision is None:
+        raise WispError(f"{args.model}: a text-only model; --image needs a vision model (or its --mmproj)")
     if args.prompt is not None:
         content = [{"type": "image"} for _ in pictures] + [{"type": "text", "text": args.prompt}]
         message = {"role": "user", "content": content if pictures else args.prompt}

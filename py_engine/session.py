@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .decode.prompt_cache import PromptCache
 from .engine import PREFILL_ROWS, Engine
+from .errors import ModelFileError
 from .formats.json_file import read_json
 from .formats.model_files import ModelFiles, read_model
 from .formats.source import open_source
@@ -36,10 +37,16 @@ class LoadedModel:
     vision: object = None  # a vision-language model's picture side (vision/input.py VisionInput)
 
 
-def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
+def read_model_files(model, *, with_tokenizer: bool = True, mmproj=None) -> ModelFiles:
     """model: a GGUF file (tokenizer and chat template from its metadata), an HF model directory,
-    or a ModelSource (the browser's). Raises WispError for anything malformed."""
+    or a ModelSource (the browser's). mmproj: llama.cpp's vision projector GGUF (a path or a
+    ModelSource) giving the model its picture side, as llama.cpp takes a text GGUF and its
+    mmproj-*.gguf (formats/mmproj.py); an HF SmolVLM folder has its own. Raises WispError for
+    anything malformed."""
     source = open_source(model)
+    vision = open_source(mmproj) if mmproj is not None else None
+    if vision is not None and vision.kind != "gguf":
+        raise ModelFileError(vision.label, "not a GGUF file: an mmproj is llama.cpp's vision projector GGUF")
     read = read_model(source)
     cfg, tensors, gguf = read
     plan_without_device(cfg, tensors, source.label)
@@ -50,7 +57,21 @@ def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
 
             files.tokenizer = tokenizer_from_gguf(gguf)
             files.stop_ids = set(files.tokenizer.eos_ids)  # llama.cpp's end-of-generation set, exactly
-        return files
+    else:
+        hf_text_files(files, with_tokenizer)
+    if vision is None and files.tokenizer is not None and is_vision_model(source):
+        vision = source
+    if vision is not None and files.tokenizer is not None:  # pictures need the tokenizer's picture tokens
+        from .vision.input import check_vision
+
+        check_vision(vision, files)
+        files.vision = vision
+    return files
+
+
+def hf_text_files(files: ModelFiles, with_tokenizer: bool) -> None:
+    """An HF folder's stop ids (generation_config.json) and tokenizer, into `files`."""
+    source, cfg = files.source, files.cfg
     small = source.small_dir()
     if source.exists("generation_config.json"):
         path = small / "generation_config.json"
@@ -63,11 +84,6 @@ def read_model_files(model, *, with_tokenizer: bool = True) -> ModelFiles:
 
         files.tokenizer = Tokenizer.from_model_dir(small)
         files.stop_ids.update(files.tokenizer.eos_ids)
-        if is_vision_model(source):
-            from .vision.input import check_vision
-
-            check_vision(source, files.tokenizer)
-    return files
 
 
 def plan_without_device(cfg, tensors: dict, label: str) -> None:
@@ -90,9 +106,11 @@ async def load(
     progress=None,
     packed_kv: bool = False,
     gpu_budget: int | None = None,
+    mmproj=None,
     **engine_options,
 ) -> LoadedModel:
     """The LoadedModel of `model` (what read_model_files takes, or its ModelFiles) on `device`.
+    mmproj: read_model_files' (ModelFiles carry their own).
     model_id: its id (default: the model's folder or file name). embedders: an embedding model (an
     encoder architecture: models/bert.py) loads as an Embedder (else read_model_files refuses
     it). progress, packed_kv, gpu_budget: Engine.load's, and load_embedder's. engine_options:
@@ -105,18 +123,21 @@ async def load(
 
         embedder = await load_embedder(source, device, model_id=model_id, **shared)
         return LoadedModel(model_id, None, embedder.tokenizer, set(), None, embedder=embedder)
-    files = model if isinstance(model, ModelFiles) else read_model_files(source, with_tokenizer=with_tokenizer)
-    sees = is_vision_model(files.source) and files.tokenizer is not None
+    if isinstance(model, ModelFiles):
+        files = model
+    else:
+        files = read_model_files(source, with_tokenizer=with_tokenizer, mmproj=mmproj)
+    sees = files.vision is not None
     if sees:  # every position of the context may hold a picture token
         engine_options = {"image_rows": engine_options.get("context", 2048), **engine_options}
         if gpu_budget is not None:  # the vision tower's share first: the text engine gets the rest
-            shared["gpu_budget"] = gpu_budget - vision_footprint(files.source, gpu_budget)
+            shared["gpu_budget"] = gpu_budget - vision_footprint(files.vision, gpu_budget)
     engine = await Engine.load(files.source, device, read=files.read, **shared, **engine_options)
     vision = None
     if sees:
         from .vision.input import load_vision
 
-        vision = await load_vision(files.source, device, files.tokenizer)
+        vision = await load_vision(files.vision, device, files)
     return LoadedModel(model_id, engine, files.tokenizer, files.stop_ids, PromptCache(engine), vision=vision)
 
 
@@ -139,7 +160,8 @@ def is_vision_model(source) -> bool:
 
 
 def vision_footprint(source, budget: int) -> int:
-    """The GPU bytes a vision model's tower takes (weights, one tile's activations), refused
+    """The GPU bytes a vision tower (an HF SmolVLM folder's or an mmproj's) takes (weights, one
+    tile's activations), refused
     (ModelTooLargeError) where they alone pass the budget."""
     from .runtime.memory import ModelTooLargeError, size
     from .vision.encoder import vision_files

@@ -61,6 +61,8 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     for other architectures. A Phi-3's LongRoPE factors are tensors: longrope_scaling reads them."""
     meta, path = Metadata(gguf.metadata, gguf.path), gguf.path
     arch = meta.string("general.architecture")
+    if arch == "clip":  # llama.cpp's vision projector: the picture side of a text model, not a model
+        raise ModelFileError(path, "a vision projector (mmproj) file: give it beside its text model (--mmproj)")
     if arch not in HF_ARCHITECTURE:
         raise UnsupportedArchitectureError(
             f"{path}: unsupported GGUF architecture {arch!r:.60}; supported: {', '.join(sorted(HF_ARCHITECTURE))}"

@@ -27,6 +27,10 @@ class ModelFiles:
     read: tuple  # read_model's (config, tensors by HF name, parsed GGUF or None)
     tokenizer: object | None = None
     stop_ids: set = field(default_factory=set)
+    # Where its picture side is read from, checked (vision/input.py check_vision): an HF SmolVLM folder
+    # itself, or llama.cpp's mmproj GGUF given beside it; None for a model without one (or read
+    # without its tokenizer, which pictures need).
+    vision: ModelSource | None = None
 
     @property
     def cfg(self):

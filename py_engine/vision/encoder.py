@@ -1,11 +1,11 @@
 """A vision-language model's vision tower on the GPU: tiles of patch rows in, the text tower's image
 embeddings out (models/siglip.py's graph: SmolVLM / Idefics3).
 
-`encoder = await load_vision_encoder(model_dir, device)`; each tile is one forward of the graph,
-its patches the rows. `encoder.commands(patches)` encodes one tile's forward after its patch rows
-are written into the graph's `patches` input (by py_engine/vision/patches.py's kernel, or here from
-bytes); `await encoder.encode(tiles)` runs tiles given as f32 patch rows and reads the features back
-(tests, and whatever wants them on the host)."""
+`encoder = await load_vision_encoder(model_dir, device)` (or llama.cpp's mmproj GGUF); each tile is
+one forward of the graph, its patches the rows. `encoder.commands(patches)` encodes one tile's
+forward after its patch rows are written into the graph's `patches` input (by
+py_engine/vision/patches.py's kernel, or here from bytes); `await encoder.encode(tiles)` runs tiles
+given as f32 patch rows and reads the features back (tests, and whatever wants them on the host)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from array import array
 
 from ..formats.hf_dir import read_tensor_index
 from ..formats.json_file import read_json
+from ..formats.mmproj import mmproj_config, mmproj_tensors, read_mmproj
 from ..formats.source import open_source
 from ..gpu import Copy, Read
 from ..models.graph_options import GraphOptions
@@ -68,22 +69,32 @@ class VisionEncoder:
         return out
 
 
-def vision_files(source, options: GraphOptions | None = None):
-    """(config, geometry, tensors, plan) of an HF SmolVLM / Idefics3 folder's vision tower, read and
-    checked with no device (a missing or malformed tensor is a ModelFileError naming the file)."""
+def vision_tower(source) -> tuple:
+    """(config, geometry, tensors by HF name) of a vision tower: an HF SmolVLM / Idefics3 folder's
+    config.json and tensor index, or llama.cpp's mmproj GGUF beside a text GGUF (formats/mmproj.py)."""
+    if source.kind == "gguf":
+        gguf = read_mmproj(source)
+        cfg, geometry = mmproj_config(gguf)
+        return cfg, geometry, mmproj_tensors(gguf, cfg, geometry)
     config_path = source.small_dir() / "config.json"
     cfg, geometry = vision_config(read_json(config_path), config_path)
-    tensors = vision_tensors(read_tensor_index(source))
+    return cfg, geometry, vision_tensors(read_tensor_index(source))
+
+
+def vision_files(source, options: GraphOptions | None = None):
+    """(config, geometry, tensors, plan) of a vision tower (vision_tower's source), read and checked
+    with no device (a missing or malformed tensor is a ModelFileError naming the file)."""
+    cfg, geometry, tensors = vision_tower(source)
     side = geometry["image_size"] // geometry["patch_size"]
     options = options or GraphOptions(max_rows=side * side, kv_capacity=side * side, precision="exact")
     return cfg, geometry, tensors, vision_plan(cfg, geometry, tensors, source.label, options)
 
 
 async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None) -> VisionEncoder:
-    """The vision tower of an HF SmolVLM / Idefics3 folder (or ModelSource) on `device`. half:
-    keep f16 weights half (default: where the device has shader-f16)."""
+    """The vision tower of an HF SmolVLM / Idefics3 folder or an mmproj GGUF (or a ModelSource of
+    either) on `device`. half: keep f16 weights half (default: where the device has shader-f16)."""
     source = open_source(model)
-    cfg, geometry, tensors, _ = vision_files(source)
+    cfg, geometry, tensors = vision_tower(source)
     side = geometry["image_size"] // geometry["patch_size"]
     options = GraphOptions(
         max_rows=side * side,

@@ -1,4 +1,5 @@
-"""Pictures in a prompt, for a loaded vision-language model (session.LoadedModel.vision).
+"""Pictures in a prompt, for a loaded vision-language model (session.LoadedModel.vision): an HF
+SmolVLM folder's picture side, or llama.cpp's mmproj GGUF beside a text model's (formats/mmproj.py).
 
 A prompt is rendered by the chat template with a picture part where each picture goes (the
 template writes the processor's `<image>` placeholder there), or written by hand with those
@@ -13,6 +14,8 @@ from typing import NamedTuple
 
 from ..errors import ModelFileError, WispError
 from ..formats.json_file import read_json
+from ..formats.mmproj import mmproj_config, mmproj_settings, read_mmproj
+from ..models.siglip import PROJECTION
 from .encoder import VisionEncoder, load_vision_encoder, vision_files
 from .pictures import picture_embeddings
 from .smolvlm import (
@@ -21,6 +24,7 @@ from .smolvlm import (
     PROCESSOR_FILE,
     TOKENIZER_CONFIG_FILE,
     ImagePlan,
+    ImageTokens,
     image_plan,
     image_prompt,
     image_tokens,
@@ -66,33 +70,61 @@ class VisionInput:
 
 def image_token_id(tok, tokens, path) -> int:
     """The tokenizer's id of the picture token (one token, or the model's files disagree)."""
-    ids = tok.encode(tokens.image, add_special_tokens=False)
+    return token_id(tok, tokens.image, path)
+
+
+def token_id(tok, text: str, path) -> int:
+    """The tokenizer's id of one of the prompt's picture tokens (`path`: the tokenizer's file)."""
+    ids = tok.encode(text, add_special_tokens=False)
     if len(ids) != 1:
-        raise ModelFileError(path, f"the tokenizer does not have the picture token {tokens.image} as one token")
+        raise ModelFileError(path, f"the tokenizer does not have the picture token {text} as one token")
     return ids[0]
 
 
-def vision_settings(source, tok):
-    """(processor settings, image tokens, the picture token's id) of an HF SmolVLM folder, read
-    and checked with no device."""
+def vision_settings(source, files):
+    """(processor settings, image tokens, the picture token's id) of a model's picture side (source:
+    its HF SmolVLM folder, or llama.cpp's mmproj GGUF beside the text model of `files`, a ModelFiles),
+    read and checked with no device."""
+    if source.kind == "gguf":
+        return mmproj_settings_and_tokens(source, files)
     small = source.small_dir()
-    files = [read_json(small / name) if source.exists(name) else None for name in (PREPROCESSOR_FILE, PROCESSOR_FILE)]
-    if files[0] is None:
+    configs = [read_json(small / name) if source.exists(name) else None for name in (PREPROCESSOR_FILE, PROCESSOR_FILE)]
+    if configs[0] is None:
         raise ModelFileError(small / PREPROCESSOR_FILE, "missing: a vision model needs its image processor's settings")
-    settings = smolvlm_settings(files[0], files[1], read_json(small / MODEL_FILE))
+    settings = smolvlm_settings(configs[0], configs[1], read_json(small / MODEL_FILE))
     config = read_json(small / TOKENIZER_CONFIG_FILE) if source.exists(TOKENIZER_CONFIG_FILE) else None
     tokens = image_tokens(config)
-    return settings, tokens, image_token_id(tok, tokens, small / "tokenizer.json")
+    return settings, tokens, image_token_id(files.tokenizer, tokens, small / "tokenizer.json")
 
 
-def check_vision(source, tok) -> None:
-    """Everything a vision model's picture side reads, checked before a device opens
-    (session.read_model_files): its processor files, its picture token, its vision tower's tensors."""
-    vision_settings(source, tok)
-    vision_files(source)
+def mmproj_settings_and_tokens(source, files):
+    """vision_settings of an mmproj: the settings its metadata gives (formats/mmproj.py mmproj_settings).
+    It names no tokens, so they are SmolVLMProcessor's defaults, the strings llama.cpp's mtmd looks up
+    for idefics3 too; the text model's tokenizer must hold each as one token."""
+    gguf = read_mmproj(source)
+    settings = mmproj_settings(gguf, mmproj_config(gguf)[1])
+    tokens = ImageTokens()
+    for text in (tokens.fake_image, tokens.global_image):
+        token_id(files.tokenizer, text, files.source.label)
+    return settings, tokens, image_token_id(files.tokenizer, tokens, files.source.label)
 
 
-async def load_vision(source, device, tok) -> VisionInput:
-    """The picture side of an HF SmolVLM / Idefics3 folder on `device`, with its text tokenizer."""
-    settings, tokens, token_id = vision_settings(source, tok)
-    return VisionInput(await load_vision_encoder(source, device), settings, tokens, token_id)
+def check_vision(source, files) -> None:
+    """Everything a model's picture side reads, checked before a device opens
+    (session.read_model_files): its processor settings, its picture tokens in the text model's
+    tokenizer, its vision tower's tensors, and that the tower's image embeddings are as wide as the
+    text model's (an mmproj made for another model is not)."""
+    vision_settings(source, files)
+    tensors = vision_files(source)[2]
+    width, text_width = tensors[PROJECTION].shape[0], files.cfg.hidden_size
+    if width != text_width:
+        raise ModelFileError(
+            source.label,
+            f"its image embeddings are {width} wide, but the text model's ({files.source.label}) are {text_width}",
+        )
+
+
+async def load_vision(source, device, files) -> VisionInput:
+    """The picture side `source` (vision_settings') on `device`, for the text model of `files`."""
+    settings, tokens, picture_id = vision_settings(source, files)
+    return VisionInput(await load_vision_encoder(source, device), settings, tokens, picture_id)
