@@ -2,7 +2,8 @@
 // machine (idle → loading → ready ⇄ generating, and ready → recovering → ready while the worker
 // reloads the model after a GPU reset) and its event wiring; the views live beside it: ui.js
 // (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, fallback_notice.js (a
-// CPU fallback adapter), messages.js (the conversation), settings.js (sampling), format.js (numbers).
+// CPU fallback adapter), messages.js (the conversation), settings.js (sampling), format.js (numbers),
+// attachments.js (a message's pictures, for a model that reads them).
 // Protocol handling lives in client.js.
 import { fetchModels, sharedClient, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
@@ -18,6 +19,7 @@ import { initDiagnostics } from "./diagnostics.js";
 import { fillPicker, updateWelcome } from "./picker.js";
 import { broughtModels, initByo } from "./byo.js";
 import { checkAdapter, renderFallbackNotice } from "./fallback_notice.js";
+import { clearPictures, initAttachments, pictureCount, takePictures } from "./attachments.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
@@ -34,7 +36,7 @@ const state = {
   models: [],
   loaded: null,         // the model (from /api/models) the worker holds
   loadedEvent: null,
-  history: [],          // [{role, content}] sent with every generate
+  history: [],          // [{role, content}] sent with every generate (a content with pictures: OpenAI's parts)
   gen: null,            // the running Generation
   client: null,
   noGpu: false,
@@ -80,7 +82,7 @@ function render() {
     ui.stop.querySelector("span").textContent = "Stop";
     ui.stop.title = "";
   }
-  ui.send.disabled = phase !== "ready" || !ui.prompt.value.trim();
+  ui.send.disabled = phase !== "ready" || (!ui.prompt.value.trim() && !pictureCount());
   ui.gpuPanel.classList.toggle("is-live", !!loaded);
 }
 
@@ -125,6 +127,7 @@ function followLoaded(event) {
   const model = state.models.find((m) => m.id === event.model) || null;
   state.loaded = model;
   state.loadedEvent = model ? event : null;
+  if (!event.vision) clearPictures();
   renderGpu(model ? event : null, model);
   if (model) {
     fillPicker(state.models, model.id);
@@ -172,6 +175,7 @@ async function loadModel(model = selectedModel()) {
     const loaded = await c.load(model, LOAD_OPTIONS, { onProgress });
     state.loaded = model;
     state.loadedEvent = loaded;
+    if (!loaded.vision) clearPictures();
     renderGpu(loaded, model, performance.now() - t0, state.client?.booted?.pyodide_ms);
     showReady(model, loaded.load_ms ?? performance.now() - t0);
     setPhase("ready");
@@ -226,12 +230,13 @@ function showReady(model, loadMs) {
 
 async function send(rawText) {
   const text = (rawText ?? ui.prompt.value).trim();
-  if (!text || state.phase !== "ready" || !state.loaded) return;
+  if ((!text && !pictureCount()) || state.phase !== "ready" || !state.loaded) return;
   hideError();
   const model = state.loaded;
-  state.history.push({ role: "user", content: text });
+  const pictures = takePictures();
+  state.history.push({ role: "user", content: withPictures(text, pictures) });
   const userTurn = state.history.length - 1;
-  addUserMessage(text);
+  addUserMessage(text, pictures);
   if (rawText === undefined) { ui.prompt.value = ""; autosize(); }
   const view = addAssistantMessage(model);
   setPhase("generating");
@@ -240,7 +245,7 @@ async function send(rawText) {
   const t0 = performance.now();
   let firstAt = null;
   const gen = client().generate(
-    { messages: state.history.map((m) => ({ ...m })), sampling: requestSampling() },
+    { messages: state.history.map((m) => forModel(m, state.loadedEvent?.vision)), sampling: requestSampling() },
     { onToken: (_msg, g) => { firstAt ??= performance.now(); view.setText(g.text); } },
   );
   state.gen = gen;
@@ -262,6 +267,31 @@ async function send(rawText) {
     if (state.phase === "generating") setPhase("ready");
     if (document.activeElement === document.body || document.activeElement === ui.stop) ui.prompt.focus();
   }
+}
+
+// A user message's content: its text, or OpenAI's parts with the pictures first (as SmolVLM's chat
+// template places them: the picture, then the question), each named by its blob: URL.
+function withPictures(text, pictures) {
+  if (!pictures.length) return text;
+  const parts = pictures.map((p) => ({ type: "image_url", image_url: { url: p.url } }));
+  return text ? [...parts, { type: "text", text }] : parts;
+}
+
+// The message as the loaded model takes it: a model that reads no pictures (one loaded after a
+// vision model, in the same conversation) gets the earlier turns' text without them.
+function forModel(message, vision) {
+  if (vision || !Array.isArray(message.content)) return { ...message };
+  return { ...message, content: message.content.filter((p) => p.type === "text").map((p) => p.text).join("\n") };
+}
+
+// Why a picture cannot be attached now, or null (attachments.js shows it).
+function pictureRefusal() {
+  if (state.noGpu) return "This browser offers no WebGPU, so no model runs here.";
+  if (!state.loaded) return "Load a model that reads pictures first: a vision-language model such as SmolVLM.";
+  if (!state.loadedEvent?.vision) {
+    return `${state.loaded.name} reads text only: load a vision-language model (such as SmolVLM) to ask about pictures.`;
+  }
+  return null;
 }
 
 // A worker that never confirms a cancel must not leave the page stuck in "generating".
@@ -291,6 +321,7 @@ function newChat() {
   if (state.gen) state.gen.cancel();
   state.history = [];
   ui.messages.replaceChildren();
+  clearPictures({ all: true });
   hideError();
   render();
   if (!ui.prompt.disabled) ui.prompt.focus();
@@ -315,6 +346,7 @@ async function init() {
   initByo({ client, load: loadModel, busy: () => state.phase === "loading" || state.noGpu, onModel: addModel, showError,
            models: () => state.models });
   ui.composer.addEventListener("submit", (ev) => { ev.preventDefault(); send(); });
+  initAttachments({ refusal: pictureRefusal, showError, onChange: render });
   ui.prompt.addEventListener("input", () => { autosize(); render(); });
   ui.prompt.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {

@@ -114,9 +114,21 @@ function say(text, isError = false, kind = "load") {
 
 const carriesFiles = (ev) => Array.from(ev.dataTransfer?.types || []).includes("Files");
 
+// Pictures only (each item an image): attachments.js takes them for the message, not a model load.
+const carriesPictures = (ev) => {
+  const items = Array.from(ev.dataTransfer?.items || []);
+  return items.length > 0 && items.every((item) => item.kind === "file" && /^image\//.test(item.type));
+};
+
 function initDrop() {
   let depth = 0;  // dragenter/leave fire for every child crossed: count them
-  document.addEventListener("dragenter", (ev) => { if (carriesFiles(ev)) { depth++; view.drop.hidden = false; } });
+  const overlay = view.drop.querySelector("p"), modelText = overlay.textContent;
+  document.addEventListener("dragenter", (ev) => {
+    if (!carriesFiles(ev)) return;
+    depth++;
+    overlay.textContent = carriesPictures(ev) ? "Drop the picture to attach it to your message" : modelText;
+    view.drop.hidden = false;
+  });
   document.addEventListener("dragleave", (ev) => { if (carriesFiles(ev) && --depth <= 0) { depth = 0; view.drop.hidden = true; } });
   document.addEventListener("dragover", (ev) => { if (carriesFiles(ev)) ev.preventDefault(); });
   document.addEventListener("drop", (ev) => {
@@ -124,6 +136,7 @@ function initDrop() {
     ev.preventDefault();
     depth = 0;
     view.drop.hidden = true;
+    if (carriesPictures(ev)) return;  // attachments.js's
     // Entries must be taken while the event is dispatched; reading them may take longer.
     const entries = Array.from(ev.dataTransfer.items || [], (item) => item.webkitGetAsEntry?.()).filter(Boolean);
     const files = Array.from(ev.dataTransfer.files || []);

@@ -11,7 +11,9 @@ import { WispError } from "./client.js";
 
 // The files of an HF folder the engine reads besides the weights (py_engine/formats/hf_dir.py).
 const INDEX = "model.safetensors.index.json";
-const SMALL = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"];
+// (a vision-language model's image processor last: py_engine/formats/hf_dir.py SMALL_FILES)
+const SMALL = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+  "preprocessor_config.json", "processor_config.json"];
 // A file name must stay a plain name under its base: the worker checks the same (web/files.py).
 const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const NO_STORE = { cache: "no-store" };

@@ -14,6 +14,7 @@ const ERROR_TITLES = {
   store: "The model store on this device failed",
   "device-lost": "The GPU stopped working",
   "gpu-reset": "The GPU was reset",  // a notice: the worker reloads the model by itself
+  picture: "Couldn’t attach the picture",  // attachments.js: not a picture, too large, or a model that reads none
 };
 
 const hint = $("error-hint");

@@ -11,11 +11,24 @@ function nearBottom() {
 }
 export function scrollToBottom() { ui.main.scrollTop = ui.main.scrollHeight; }
 
-export function addUserMessage(text) {
+// pictures: [{url, name}] the message carries (attachments.js), shown above its text.
+export function addUserMessage(text, pictures = []) {
   const article = el("article", "msg msg-user", "");
   article.setAttribute("aria-label", "You");
+  if (pictures.length) {
+    const row = el("div", "msg-pictures", "");
+    row.append(...pictures.map((picture) => {
+      const img = document.createElement("img");
+      img.src = picture.url;
+      img.alt = picture.name;
+      img.dataset.testid = "user-picture";
+      return img;
+    }));
+    article.append(row);
+  }
   const bubble = el("div", "bubble", text);
   bubble.dataset.testid = "user-message";
+  bubble.hidden = !text;  // a message of pictures alone
   article.append(bubble);
   ui.messages.append(article);
   return article;
@@ -112,6 +125,10 @@ export function statsLine(done, local) {
   if (rate != null && Number.isFinite(rate) && rate > 0) parts.push(`${fmtRate(rate)} tok/s`);
   const ttft = done.ttft_ms ?? local.ttft;
   if (ttft != null) parts.push(`${fmtMs(ttft)} to first token`);
+  if (done.pictures) {  // decoded in the worker and encoded on the GPU before the prompt
+    const p = done.pictures;
+    parts.push(`${p} picture${p === 1 ? "" : "s"}: ${done.picture_tokens} tokens in ${fmtMs(done.picture_ms)}`);
+  }
   if (done.stop === "cancel") parts.push("stopped");
   else if (done.stop === "length") parts.push("reached the token limit");
   if (done.dropped_exchanges) {  // the context was full: the worker left out the oldest turns

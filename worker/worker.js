@@ -2,7 +2,8 @@
 //
 // Boot: Pyodide from our own origin (/pyodide/, built by tools/build_web.py into build/web), the
 // engine wheel and its dependencies through /wisp-lock.json, then worker/gpu.js registered as the
-// Python module "wisp_gpu" (py_engine/gpu/browser_host.py drives it). Then {type: "booted"}.
+// Python module "wisp_gpu" (py_engine/gpu/browser_host.py drives it), worker/store.js as
+// "wisp_store" and worker/pictures.js as "wisp_pictures". Then {type: "booted"}.
 //
 // The protocol (page <-> worker; static/client.js is the page side): py_engine/web/protocol.py's
 // table lists every message and event with its fields; the Python handler checks each message
@@ -18,6 +19,7 @@
 // the code itself) or {type:"test_result", id, error}. tests/test_browser_gpu.py uses it.
 
 import * as gpu from "./gpu.js";
+import * as pictures from "./pictures.js";
 import * as store from "./store.js";
 import { attach } from "./remote.js";
 
@@ -38,6 +40,7 @@ async function boot() {
   postMessage({ type: "progress", id: null, phase: "boot", done: 2, total: 3 });
   pyodide.registerJsModule("wisp_gpu", gpu);
   pyodide.registerJsModule("wisp_store", store);  // the weight store (worker/store.js)
+  pyodide.registerJsModule("wisp_pictures", pictures);  // a chat's pictures decoded (worker/pictures.js)
   // ---- the Python entry point (py_engine/web/worker.py) ----
   const entry = pyodide.pyimport("py_engine.web.worker");
   entry.init((event) => postMessage(event));

@@ -23,16 +23,18 @@ def _ids(kind: str) -> tuple[str, int]:
     return f"{kind}-{secrets.token_hex(12)}", int(time.time())
 
 
-async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False, ended=None):
+async def chat_chunks(model, request: ChatRequest, cancelled=lambda: False, ended=None, pictures=None):
     """The chat completion's chunks (chat.completion.chunk objects); cancelled() is asked after
     every token (the page's Stop, a client that went away). ended(answer, dropped), once the
     answer has ended: its AnswerStream and the exchanges left out to fit the context (the
-    worker's stats)."""
+    worker's stats). pictures: the request's pictures already decoded by a host that reads them
+    itself (the browser worker: web/pictures.py), one for each image_url URL, in order; without
+    it, Pillow reads the URLs here."""
     tok, engine = _tokenizer(model), model.engine
     fmt = require_format(tok) if request.tools and request.tool_choice != "none" else None
     variables = {"tools": request.tools} if fmt else {}
     room = request.max_tokens or engine.context
-    pictures = _pictures(model, request)
+    pictures = _pictures(model, request, pictures)
     if pictures:  # every exchange kept: their pictures are the request's
         text, _ = model.vision.expand(tok.apply_chat_template(request.messages, **variables), pictures)
         ids, dropped = tok.encode(text, add_special_tokens=False), 0
@@ -108,12 +110,17 @@ def _tokenizer(model):
     return model.tok
 
 
-def _pictures(model, request: ChatRequest) -> list:
-    """The request's pictures (its image_url parts), read; a model without pictures refuses them."""
+def _pictures(model, request: ChatRequest, decoded=None) -> list:
+    """The request's pictures (its image_url parts), read (or as the host decoded them); a model
+    without pictures refuses them."""
     if not request.pictures:
         return []
     if getattr(model, "vision", None) is None:
         raise RequestError(f"{request.model} is a text-only model: image_url parts need a vision model", "messages")
+    if decoded is not None:
+        if len(decoded) != len(request.pictures):
+            raise ValueError(f"{len(decoded)} decoded pictures for {len(request.pictures)} image_url parts")
+        return list(decoded)
     from ..vision.files import picture_from_url
 
     try:

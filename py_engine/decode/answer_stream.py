@@ -17,7 +17,8 @@ class AnswerStream:
     """Async iterable of the answer's text pieces (none empty; a model without a tokenizer gives
     none, only tokens). Afterwards: tokens (every id generated, a final stop id included),
     token_times (perf_counter() as each arrived), started (perf_counter() before the prompt went
-    in) and stop: why it ended, "eos" (a stop id), "stop" (a stop string, or the constraint was
+    in), encoded (perf_counter() once its pictures' embeddings were done on the GPU; None without
+    pictures) and stop: why it ended, "eos" (a stop id), "stop" (a stop string, or the constraint was
     finished), "cancel" or "length"."""
 
     def __init__(
@@ -43,6 +44,7 @@ class AnswerStream:
         self.tokens: list[int] = []
         self.token_times: list[float] = []
         self.started = None
+        self.encoded = None
         self.stop = "length"
         self.pictures = list(pictures)
 
@@ -60,6 +62,10 @@ class AnswerStream:
         stops = StopStrings(self.stop_strings)
         self.started = time.perf_counter()
         fresh_from = await place_pictures(self.model, self.ids, self.pictures)
+        if self.pictures:  # one wait for the GPU to finish them (a few ms), so the stats say what they took
+            engine = self.model.engine
+            await engine.device.read_buffer(engine.image_embeds, 0, 4)
+            self.encoded = time.perf_counter()
         generation = self.model.cache.generate(
             self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, fresh_from=fresh_from
         )

@@ -21,6 +21,9 @@ SMALL_FILES = (
     "modules.json",
     "sentence_bert_config.json",
     "1_Pooling/config.json",
+    # a vision-language model's image processor (vision/smolvlm.py reads both)
+    "preprocessor_config.json",
+    "processor_config.json",
 )
 
 

@@ -3,7 +3,8 @@
 through py_engine/api/ exactly as the desktop's /v1 answers it. Streams are posted as `chunk`
 events (the usage chunk only when stream_options asked for it), and every request ends with one
 `response`: the whole completion (chunks added up) or embeddings; a completion's with its `stats`
-(the page's stats line, benchmarks/browser.py's numbers)."""
+(the page's stats line, benchmarks/browser.py's numbers). A chat's pictures (image_url parts) are
+decoded here, by the worker's JavaScript (pictures.py), and handed to the OpenAI layer decoded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..api import completions, embeddings
 from ..api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from ..decode.answer_stream import AnswerStream
 from ..errors import WispError
+from .pictures import read_pictures
 
 PARSERS = {"chat.completions": parse_chat, "completions": parse_completion, "embeddings": parse_embeddings}
 
@@ -32,32 +34,47 @@ async def answer(state, message: dict) -> None:
         raise RequestError(f"'{model.id}' is an embedding model: it writes no text", "model")
     if body.precision not in (None, model.engine.precision):  # static/openai.js loads it so first
         raise RequestError(f"'{model.id}' is loaded with precision '{model.engine.precision}'", "precision")
-    make = completions.chat_chunks if endpoint == "chat.completions" else completions.completion_chunks
 
     def cancelled() -> bool:
         return request in state.cancelled
 
-    ended = []
+    ended, decode_s = [], 0.0
     buffers_before = _command_buffers(state)
-    answer = make(model, body, cancelled, lambda *args: ended.append(args))
+    if endpoint == "chat.completions":
+        pictures = None  # a text-only model refuses them in the OpenAI layer, undecoded
+        if body.pictures and model.vision is not None:
+            pictures, decode_s = await read_pictures(body.pictures)
+        answer = completions.chat_chunks(model, body, cancelled, lambda *args: ended.append(args), pictures=pictures)
+    else:
+        answer = completions.completion_chunks(model, body, cancelled, lambda *args: ended.append(args))
     chunks = _posted(state, request, answer, body.stream, body.include_usage)
     try:
         response = await completions.collect(chunks)
     finally:
         state.cancelled.discard(request)
     state.losses = 0  # an answer completed: the device works again
-    stats = generation_stats(*ended[0], model, _command_buffers(state) - buffers_before)
+    stats = generation_stats(*ended[0], model, _command_buffers(state) - buffers_before, decode_s)
     state.emit("response", request, body=response, stats=stats)
 
 
-def generation_stats(answer: AnswerStream, dropped: int, model, command_buffers: int) -> dict:
+def generation_stats(answer: AnswerStream, dropped: int, model, command_buffers: int, decode_s: float = 0.0) -> dict:
     """protocol.py's STATS of an answer: its tokens, the prompt's (those computed, those left out
     to fit the context), the time to the first token and both speeds, why it stopped, the host's
-    time per decode token and the command buffers submitted."""
+    time per decode token and the command buffers submitted; with pictures, their tokens and
+    their time (decode_s: decoding them, before the answer started)."""
     times, engine, prefilled = answer.token_times, model.engine, model.cache.prefilled
     ttft = times[0] - answer.started if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
+    pictures = {}
+    if answer.encoded is not None:  # the picture tokens, and the pictures decoded and encoded to their embeddings
+        token = model.vision.image_token_id
+        pictures = {
+            "pictures": len(answer.pictures),
+            "picture_tokens": answer.ids.count(token),
+            "picture_ms": round(1000 * (decode_s + answer.encoded - answer.started), 1),
+        }
     return {
+        **pictures,
         "tokens": answer.tokens,
         "prompt_tokens": len(answer.ids),
         "dropped_exchanges": dropped,

@@ -74,7 +74,9 @@ MESSAGES = {  # page -> worker
     # The one generation message: OpenAI's API (py_engine/api/; static/openai.js, and the page's chat
     # through static/client.js's generate), a request body as the desktop's /v1 takes it (with Wisp's
     # own fields: api/request.py), answered with `chunk` events (stream: true) and one `response`;
-    # the loaded model answers.
+    # the loaded model answers. A chat's image_url parts (a vision model's: `loaded`'s vision) name
+    # their pictures by data: URL, by a blob: URL the page made of the user's file, or by http(s)
+    # where CORS allows; the worker decodes them itself (worker/pictures.js, web/pictures.py).
     "openai": {"id": ID, "endpoint": Enum("chat.completions", "completions", "embeddings"), "body": dict},
     "cancel": {"id": ID},
     "unload": {"id?": ID},
@@ -116,6 +118,11 @@ STATS = {  # a completion's numbers (web/openai_messages.py generation_stats): t
     # eos: a stop id; stop: a stop string, or the constraint was finished
     "stop": Enum("eos", "stop", "length", "cancel"),
     "command_buffers": int,
+    # a prompt with pictures: how many, their picture tokens (in prompt_tokens), and the ms from
+    # decoding them (worker/pictures.js) to their embeddings done on the GPU
+    "pictures?": int,
+    "picture_tokens?": int,
+    "picture_ms?": float,
 }
 STORED = {
     "model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
@@ -154,6 +161,7 @@ EVENTS = {  # worker -> page
         "context": int,
         "kv_cache": str,  # "K/V" formats
         "precision?": Enum("fast", "exact"),  # the generating model's arithmetic (not an embedder's)
+        "vision?": bool,  # it reads pictures (image_url parts): the page offers attaching them
         "gpu_bytes": {"weights": int, "kv_cache": int, "activations": int, "other": int},
         "wasm_memory_bytes": int,
         # bytes streamed into GPU buffers, their wall ms, this thread's seconds per phase (load_clock.js),

@@ -147,18 +147,20 @@ async def load(state: WorkerState, message: dict) -> None:
         model["id"], model.get("name", model["id"]), model["kind"], model["base"], model["files"]
     )
 
-    landed = [0, 0]  # the loader's last (bytes landed, bytes expected)
+    landed = [0, 0, False]  # the loader's last (bytes landed, bytes expected); upload reported
 
     def progress(done, total):
-        landed[:] = done, total
+        landed[:2] = done, total
 
     def uploaded():
         # Weights reach the GPU in the same pass that downloads (or reads back and verifies) them, and
         # the store narrates that pass (download / verify, the last file's check after its last
         # bytes landed): "upload" is reported once that pass is over, so the page's steps run in
-        # order: store, download, verify, upload, compile.
-        done, total = landed
-        if done >= total:
+        # order: store, download, verify, upload, compile. Once: a vision model's tower is a second
+        # upload (its own flush) after the text tower's.
+        done, total, reported = landed
+        if done >= total and not reported:
+            landed[2] = True
             emit("progress", request, phase="upload", done=done, total=total)
             emit("progress", request, phase="compile", done=0, total=0)
 
@@ -195,6 +197,7 @@ async def load(state: WorkerState, message: dict) -> None:
         context=engine.context,
         kv_cache="/".join(engine.kv_formats),
         **({"precision": engine.precision} if state.model.embedder is None else {}),
+        vision=state.model.vision is not None,
         gpu_bytes={k: getattr(engine.footprint, k) for k in ("weights", "kv_cache", "activations", "other")},
         wasm_memory_bytes=wasm_memory_bytes(),
         weights=weights_report(),
