@@ -75,7 +75,7 @@ def client(tmp_path_factory):
 
 
 def test_models_are_listed(client):
-    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM}
+    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM, VLM.name}
 
 
 def test_a_streamed_answer_and_one_cut_by_a_stop_string(client):

@@ -26,7 +26,9 @@ def picture_from_url(url: str) -> Picture:
     head, comma, data = url.partition(",")
     label = (url[:40] + "...") if len(url) > 40 else url
     if not head.startswith("data:") or not comma:
-        raise WispError(f"{label}: only data: URLs of pictures are read here (base64; the desktop server fetches http(s))")
+        raise WispError(
+            f"{label}: only data: URLs of pictures are read here (base64; the desktop server fetches http(s))"
+        )
     if not head.endswith(";base64"):
         raise WispError(f"{label}: a picture's data: URL must be base64")
     try:
