@@ -271,7 +271,8 @@ async def generate(args) -> int:
     if args.logits_out:
         from .formats.npy import write_npy_f32
 
-        await place_pictures(model, prompt, pictures)
+        if pictures:
+            await place_pictures(model, prompt, pictures)
         write_npy_f32(args.logits_out, await model.engine.prompt_logits(prompt))  # the answer goes on from 0
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed, args.lookup)
     answer = AnswerStream(model, prompt, args.max_new_tokens, sampling, pictures=pictures)

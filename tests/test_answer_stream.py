@@ -34,7 +34,7 @@ class Cache:
     def __init__(self, answer: list[int]):
         self.answer, self.closed, self.asked = answer, None, None
 
-    async def generate(self, ids, max_new_tokens, sampling, stop_ids, constraint=None, fresh_from=None):
+    async def generate(self, ids, max_new_tokens, sampling, stop_ids, constraint=None, keys=None, prepare=None):
         self.asked, self.closed = (ids, max_new_tokens, set(stop_ids)), False
         try:
             for token in self.answer[:max_new_tokens]:

@@ -19,6 +19,8 @@ from py_engine import session
 from py_engine.api import completions
 from py_engine.api.completions import chat_chunks, collect
 from py_engine.api.request import RequestError, parse_chat
+from py_engine.decode.answer_stream import AnswerStream
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.errors import WispError
 from py_engine.formats.source import open_source
@@ -216,3 +218,43 @@ def test_the_budget_counts_the_vision_tower():
         asyncio.run(run(tower))
     model = asyncio.run(run(tower + 64 * 1024 * 1024))
     assert model.vision is not None
+
+
+def test_a_second_question_about_the_same_picture_reuses_it():
+    """The prompt cache keys a picture's tokens by its picture: the same picture in a later prompt
+    is neither encoded nor prefilled again, a different one is; the answers are a fresh model's."""
+    prompt = REFERENCE["prompts"]["one_image"]
+    files = [FIXTURE / REFERENCE["images"][i]["file"] for i in (0, 2)]
+
+    async def run():
+        device = await open_wgpu_device()
+        model = await session.load(FIXTURE, device, context=128, precision="exact")
+        same, other = read_picture(files[0]), read_picture(files[1])
+        first = AnswerStream(model, prompt["input_ids"], 16, SamplingParams(), pictures=[same])
+        [t async for t in first]
+        assert first.tokens == prompt["greedy"]
+        assert first.encoded is not None
+        follow = prompt["input_ids"] + first.tokens[:-1] + prompt["input_ids"][-4:]  # a later turn's shape
+        again = AnswerStream(model, follow, 4, SamplingParams(), pictures=[same, same])
+        with pytest.raises(WispError, match="picture tokens"):  # two pictures for one picture's tokens
+            [t async for t in again]
+        again = AnswerStream(model, follow, 4, SamplingParams(), pictures=[same])
+        [t async for t in again]
+        assert again.encoded is None and model.cache.reused >= len(prompt["input_ids"]) + 8
+        fresh = await session.load(FIXTURE, device, context=128, precision="exact")
+        check = AnswerStream(fresh, follow, 4, SamplingParams(), pictures=[same])
+        [t async for t in check]
+        assert again.tokens == check.tokens
+        ids = other_ids(fresh, other)
+        changed = AnswerStream(model, ids, 4, SamplingParams(), pictures=[other])
+        [t async for t in changed]
+        assert changed.encoded is not None and model.cache.reused <= ids.index(model.vision.image_token_id)
+
+    asyncio.run(run())
+
+
+def other_ids(model, picture) -> list[int]:
+    """The one-picture prompt's text around another picture's tokens."""
+    message = REFERENCE["prompts"]["one_image"]["messages"][0]
+    text, _ = model.vision.expand(model.tok.apply_chat_template([message]), [picture])
+    return model.tok.encode(text, add_special_tokens=False)

@@ -56,18 +56,25 @@ class AnswerStream:
     def __aiter__(self):
         return self._pieces()
 
+    async def _place_pictures(self, keep: int) -> None:
+        """The prompt cache's prepare: the pictures encoded unless every picture token is reused."""
+        if await place_pictures(self.model, self.ids, self.pictures, keep):
+            engine = self.model.engine  # one wait for the GPU to finish them (a few ms): the stats' encode time
+            await engine.device.read_buffer(engine.image_embeds, 0, 4)
+            self.encoded = time.perf_counter()
+
     async def _pieces(self):
         tok = self.model.tok
         decoder = tok.stream_decoder(skip_special_tokens=True) if tok else None
         stops = StopStrings(self.stop_strings)
         self.started = time.perf_counter()
-        fresh_from = await place_pictures(self.model, self.ids, self.pictures)
-        if self.pictures:  # one wait for the GPU to finish them (a few ms), so the stats say what they took
-            engine = self.model.engine
-            await engine.device.read_buffer(engine.image_embeds, 0, 4)
-            self.encoded = time.perf_counter()
+        keys, prepare = None, None
+        if getattr(self.model, "vision", None) is not None:
+            keys, prepare = self.model.vision.picture_keys(self.ids, self.pictures), self._place_pictures
+        elif self.pictures:
+            raise WispError(f"{self.model.id} reads no pictures (a text-only model)")
         generation = self.model.cache.generate(
-            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, fresh_from=fresh_from
+            self.ids, self.max_new_tokens, self.sampling, self.stop_ids, self.constraint, keys=keys, prepare=prepare
         )
         try:
             async for token in generation:
@@ -95,18 +102,14 @@ class AnswerStream:
             yield tail
 
 
-async def place_pictures(model, ids: list[int], pictures: list) -> int | None:
-    """A vision model's pictures encoded where its prompt's picture tokens read them (every other
-    position text); the first picture token's position, from which the prompt cache reuses
-    nothing, or None. A model without pictures refuses them."""
-    vision = getattr(model, "vision", None)
-    if vision is None:
-        if pictures:
-            raise WispError(f"{model.id} reads no pictures (a text-only model)")
-        return None
+async def place_pictures(model, ids: list[int], pictures: list, keep: int = 0) -> bool:
+    """A vision model's pictures encoded where the prompt's picture tokens from position `keep` on
+    read them (not when every picture token lies before keep: those are cached), and every
+    position's slot placed (the others text). Returns whether they were encoded."""
+    vision = model.vision
     token = vision.image_token_id
-    rows = await vision.encode(model.engine, pictures)
-    if ids.count(token) != rows:
-        raise WispError(f"the prompt has {ids.count(token)} picture tokens for {len(pictures)} picture(s) of {rows}")
+    encode = token in ids[keep:]
+    if encode:
+        await vision.encode(model.engine, pictures)
     model.engine.place_images(0, ids, token)
-    return ids.index(token) if rows else None
+    return encode

@@ -6,6 +6,7 @@ MAX_PIXELS gets one clear error naming the file."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 
 from ..errors import WispError
@@ -58,4 +59,4 @@ def _decode(stream, label) -> Picture:
         raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # what Pillow raises on bad files
         raise WispError(f"{label}: not a picture Pillow can read ({exc})") from None
-    return Picture(rgba, width, height)
+    return Picture(rgba, width, height, hashlib.blake2b(rgba, digest_size=16).hexdigest())

@@ -36,6 +36,9 @@ class Picture(NamedTuple):
     rgba: bytes  # height rows of width pixels, 4 bytes each (straight alpha)
     width: int
     height: int
+    # What tells this picture from others (a digest of its pixels), for the prompt cache to go on
+    # past its tokens when a later prompt has the same picture there; None: never reused.
+    key: str | None = None
 
 
 class VisionInput:
@@ -55,6 +58,21 @@ class VisionInput:
         for plan, rest in zip(plans, parts[1:]):
             expanded += [image_prompt(plan, self.settings, self.tokens), rest]
         return "".join(expanded), plans
+
+    def picture_keys(self, ids: list[int], pictures: list[Picture]) -> list:
+        """What the prompt cache compares the prompt's positions by: a text token by its id, the
+        j-th token of a picture by (its picture's key, j), so that a picture is reused where the
+        same one stands (a picture without a key: by a new object, never equal)."""
+        counts = [image_plan(p.height, p.width, self.settings).num_image_tokens for p in pictures]
+        token = self.image_token_id
+        if ids.count(token) != sum(counts):
+            raise WispError(
+                f"the prompt has {ids.count(token)} picture tokens for {len(pictures)} picture(s) of {sum(counts)}"
+            )
+        marks = [(p.key, p.width, p.height) if p.key is not None else object() for p in pictures]
+        owner = [(mark, j) for mark, count in zip(marks, counts) for j in range(count)]
+        seen = iter(owner)
+        return [next(seen) if t == token else t for t in ids]
 
     async def encode(self, engine, pictures: list[Picture]) -> int:
         """The pictures' image embeddings into the engine's image_embeds, in order (submitted);
