@@ -125,9 +125,10 @@ export function statsLine(done, local) {
   if (rate != null && Number.isFinite(rate) && rate > 0) parts.push(`${fmtRate(rate)} tok/s`);
   const ttft = done.ttft_ms ?? local.ttft;
   if (ttft != null) parts.push(`${fmtMs(ttft)} to first token`);
-  if (done.pictures) {  // decoded in the worker and encoded on the GPU before the prompt
+  if (done.pictures) {  // decoded in the worker and encoded on the GPU before the prompt, or found in the cache
     const p = done.pictures;
-    parts.push(`${p} picture${p === 1 ? "" : "s"}: ${done.picture_tokens} tokens in ${fmtMs(done.picture_ms)}`);
+    const how = done.picture_ms == null ? "reused" : `in ${fmtMs(done.picture_ms)}`;
+    parts.push(`${p} picture${p === 1 ? "" : "s"}: ${done.picture_tokens} tokens ${how}`);
   }
   if (done.stop === "cancel") parts.push("stopped");
   else if (done.stop === "length") parts.push("reached the token limit");

@@ -2,11 +2,12 @@
 // no Pillow, and the browser's own decoders read every format it shows. Registered by worker.js as
 // the Python module "wisp_pictures" (py_engine/web/pictures.py calls decode()).
 //
-//   decode(url, maxPixels, maxSide) -> Promise<{rgba: Uint8Array, width, height}>
+//   decode(url, maxPixels, maxSide) -> Promise<{rgba: Uint8Array, width, height, key}>
 //       url: a data: URL (OpenAI's image_url), a blob: URL the page made of the user's file, or an
 //       http(s) URL (fetched where its site allows it: CORS).
 //       rgba: height rows of width pixels, 4 bytes each, straight alpha, R first (vision/input.py
 //       Picture); it stays a JavaScript array: Python hands it to the GPU as is (gpu.js writeBuffer).
+//       key: the pixels' SHA-256 in hex (Picture.key: the prompt cache reuses a picture it has seen).
 //
 // The bytes: createImageBitmap with premultiplyAlpha "none" and colorSpaceConversion "none" (no
 // ICC or gamma conversion, as Pillow's convert("RGBA") does none), then WebGPU's
@@ -64,7 +65,8 @@ export async function decode(url, maxPixels, maxSide) {
       throw fail(`${label(url)}: ${width} x ${height} pixels is larger than this engine reads `
         + `(${maxSide} a side, ${Math.floor(maxPixels / 1e6)} megapixels)`);
     }
-    return { rgba: await pixels(bitmap), width, height };
+    const rgba = await pixels(bitmap);
+    return { rgba, width, height, key: await digest(rgba) };
   } finally {
     bitmap.close();
   }
@@ -72,6 +74,13 @@ export async function decode(url, maxPixels, maxSide) {
 
 // The bitmap's RGBA8 bytes through the GPU, in bands no larger than a texture (the default limit
 // is 8192 a side) nor BAND_BYTES of read-back.
+// The pixels' SHA-256 in hex: vision/input.py Picture.key, which lets the prompt cache go on past a
+// picture that a later prompt has again (a second question about the same picture).
+async function digest(bytes) {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 async function pixels(bitmap) {
   check();
   const { width, height } = bitmap;

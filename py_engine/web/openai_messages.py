@@ -61,18 +61,16 @@ def generation_stats(answer: AnswerStream, dropped: int, model, command_buffers:
     """protocol.py's STATS of an answer: its tokens, the prompt's (those computed, those left out
     to fit the context), the time to the first token and both speeds, why it stopped, the host's
     time per decode token and the command buffers submitted; with pictures, their tokens and
-    their time (decode_s: decoding them, before the answer started)."""
+    their time (decode_s: decoding them, before the answer started; none where the prompt cache
+    had them: a second question about the same picture)."""
     times, engine, prefilled = answer.token_times, model.engine, model.cache.prefilled
     ttft = times[0] - answer.started if times else 0.0
     decode = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
     pictures = {}
-    if answer.encoded is not None:  # the picture tokens, and the pictures decoded and encoded to their embeddings
-        token = model.vision.image_token_id
-        pictures = {
-            "pictures": len(answer.pictures),
-            "picture_tokens": answer.ids.count(token),
-            "picture_ms": round(1000 * (decode_s + answer.encoded - answer.started), 1),
-        }
+    if answer.pictures:  # their tokens, and the time they took to decode and encode (none: the cache had them)
+        pictures = {"pictures": len(answer.pictures), "picture_tokens": answer.ids.count(model.vision.image_token_id)}
+        if answer.encoded is not None:
+            pictures["picture_ms"] = round(1000 * (decode_s + answer.encoded - answer.started), 1)
     return {
         **pictures,
         "tokens": answer.tokens,

@@ -31,5 +31,5 @@ async def read_pictures(urls: list[str]) -> tuple[list[Picture], float]:
             if getattr(exc, "name", "") == "PictureError":
                 raise RequestError(message, "messages") from None
             raise GpuError(message) from None  # gpu.js's: the device is gone (recovery.py reloads)
-        pictures.append(Picture(got.rgba, int(got.width), int(got.height)))
+        pictures.append(Picture(got.rgba, int(got.width), int(got.height), str(got.key)))
     return pictures, time.perf_counter() - start
