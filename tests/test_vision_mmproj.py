@@ -13,6 +13,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from test_vision_smolvlm_model import patch_rows
 
 from py_engine import session
 from py_engine.decode.answer_stream import place_pictures
@@ -72,14 +73,6 @@ def test_the_pair_answers_as_transformers(model, name):
     assert ids == prompt["input_ids"]
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
     assert greedy == prompt["greedy"]
-
-
-def patch_rows(tile: np.ndarray, patch: int) -> bytes:
-    c, t, _ = tile.shape
-    s = t // patch
-    return np.ascontiguousarray(
-        tile.reshape(c, s, patch, s, patch).transpose(1, 3, 0, 2, 4).reshape(s * s, -1)
-    ).tobytes()
 
 
 def rewrite(path: Path, out: Path, keys: dict | None = None, drop=(), rename=None, tensors=None) -> Path:
