@@ -96,7 +96,7 @@ def read_mmproj(source) -> GGUFFile:
 
 
 def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
-    """The vision tower's ModelConfig and geometry {image_size, patch_size, scale_factor}, as
+    """The vision tower's ModelConfig and geometry {kind, image_size, patch_size, scale_factor, tokens}, as
     models/siglip.py's vision_config makes them from config.json."""
     meta, path = Metadata(gguf.metadata, gguf.path), gguf.path
     hidden = meta.integer(V + "embedding_length", minimum=1)
@@ -130,7 +130,8 @@ def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
         max_position=side * side,
         hidden_act="gelu_pytorch_tanh",
     )
-    return cfg, {"image_size": image, "patch_size": patch, "scale_factor": scale}
+    tokens = (side // scale) ** 2
+    return cfg, {"kind": "smolvlm", "image_size": image, "patch_size": patch, "scale_factor": scale, "tokens": tokens}
 
 
 def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:

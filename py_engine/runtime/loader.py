@@ -13,6 +13,7 @@ from ..formats.model_files import tensor_info
 from ..models import graph_generator
 from ..models.bert import EmbeddingBuilder
 from ..models.builder import GraphBuilder
+from ..models.gemma3_vision import build_gemma3_vision
 from ..models.graph_options import GraphOptions
 from ..models.siglip import build_siglip
 from .executor import Executor
@@ -43,10 +44,15 @@ def plan(cfg, tensors: dict, label: str, options: GraphOptions) -> Plan:
     return Plan(graph, footprint(graph, 0, 0))  # no sampling: no vocabulary or history buffers
 
 
+# A vision tower's graph by its geometry's kind.
+VISION_GRAPHS = {"smolvlm": build_siglip, "gemma3": build_gemma3_vision}
+
+
 def vision_plan(cfg, geometry: dict, tensors: dict, label: str, options: GraphOptions) -> Plan:
-    """The vision tower's graph (models/siglip.py: one tile a forward, options.max_rows its
-    patches) over the vision tensors, and its footprint."""
-    graph = build_siglip(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options), geometry)
+    """The vision tower's graph (models/siglip.py, models/gemma3_vision.py: one tile a forward,
+    options.max_rows its patches) over the vision tensors, and its footprint."""
+    build = VISION_GRAPHS[geometry["kind"]]
+    graph = build(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options), geometry)
     return Plan(graph, footprint(graph, 0, 0))
 
 

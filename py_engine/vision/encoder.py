@@ -1,5 +1,5 @@
 """A vision-language model's vision tower on the GPU: tiles of patch rows in, the text tower's image
-embeddings out (models/siglip.py's graph: SmolVLM / Idefics3).
+embeddings out (models/siglip.py's graph: SmolVLM / Idefics3; models/gemma3_vision.py's: Gemma 3).
 
 `encoder = await load_vision_encoder(model_dir, device)` (or llama.cpp's mmproj GGUF); each tile is
 one forward of the graph, its patches the rows. `encoder.commands(patches)` encodes one tile's
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from array import array
 
+from ..errors import ModelFileError
 from ..formats.hf_dir import read_tensor_index
 from ..formats.json_file import read_json
 from ..formats.mmproj import mmproj_config, mmproj_tensors, read_mmproj
 from ..formats.source import open_source
 from ..gpu import Copy, Read
+from ..models.config import architecture_of
+from ..models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
 from ..models.graph_options import GraphOptions
 from ..models.siglip import shuffle_order, vision_config, vision_tensors
 from ..runtime.loader import upload, vision_plan
@@ -27,8 +30,7 @@ class VisionEncoder:
         side = geometry["image_size"] // geometry["patch_size"]
         self.rows = side * side  # patches a tile
         self.row_values = 3 * geometry["patch_size"] ** 2  # f32 values a patch row
-        scale = geometry["scale_factor"]
-        self.tokens = self.rows // (scale * scale)  # image tokens a tile
+        self.tokens = geometry["tokens"]  # image tokens a tile
         self.width = executor.graph.outputs["image_features"].nbytes // (
             4 * self.tokens
         )  # the text tower's hidden size
@@ -37,7 +39,9 @@ class VisionEncoder:
         write = device.write_buffer
         write(executor.buffer("positions"), 0, array("I", range(self.rows)).tobytes())
         write(executor.buffer("spans"), 0, array("I", [0, self.rows] * self.rows).tobytes())
-        write(executor.buffer("shuffle"), 0, array("I", shuffle_order(side, scale)).tobytes())
+        if "shuffle" in executor.graph.inputs:  # SmolVLM's connector
+            order = shuffle_order(side, geometry["scale_factor"])
+            write(executor.buffer("shuffle"), 0, array("I", order).tobytes())
 
     def commands(self) -> list:
         """One tile's forward over the patch rows in the `patches` input; its image embeddings
@@ -69,16 +73,30 @@ class VisionEncoder:
         return out
 
 
+# An HF folder's vision tower by its config's architecture: its config and tensors' readers.
+HF_TOWERS = {
+    "SmolVLMForConditionalGeneration": (vision_config, vision_tensors),
+    "Idefics3ForConditionalGeneration": (vision_config, vision_tensors),
+    "Gemma3ForConditionalGeneration": (gemma3_vision_config, gemma3_vision_tensors),
+}
+
+
 def vision_tower(source) -> tuple:
-    """(config, geometry, tensors by HF name) of a vision tower: an HF SmolVLM / Idefics3 folder's
-    config.json and tensor index, or llama.cpp's mmproj GGUF beside a text GGUF (formats/mmproj.py)."""
+    """(config, geometry, tensors by HF name) of a vision tower: an HF SmolVLM / Idefics3 / Gemma 3
+    folder's config.json and tensor index, or llama.cpp's mmproj GGUF beside a text GGUF
+    (formats/mmproj.py)."""
     if source.kind == "gguf":
         gguf = read_mmproj(source)
         cfg, geometry = mmproj_config(gguf)
         return cfg, geometry, mmproj_tensors(gguf, cfg, geometry)
     config_path = source.small_dir() / "config.json"
-    cfg, geometry = vision_config(read_json(config_path), config_path)
-    return cfg, geometry, vision_tensors(read_tensor_index(source))
+    raw = read_json(config_path)
+    architecture = architecture_of(raw, config_path)
+    if architecture not in HF_TOWERS:
+        raise ModelFileError(config_path, f"{architecture!r:.60} has no vision tower Wisp runs")
+    read_config, read_tensors = HF_TOWERS[architecture]
+    cfg, geometry = read_config(raw, config_path)
+    return cfg, geometry, read_tensors(read_tensor_index(source))
 
 
 def vision_files(source, options: GraphOptions | None = None):
@@ -91,7 +109,7 @@ def vision_files(source, options: GraphOptions | None = None):
 
 
 async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None) -> VisionEncoder:
-    """The vision tower of an HF SmolVLM / Idefics3 folder or an mmproj GGUF (or a ModelSource of
+    """The vision tower of an HF SmolVLM / Idefics3 / Gemma 3 folder or an mmproj GGUF (or a ModelSource of
     either) on `device`. half: keep f16 weights half (default: where the device has shader-f16)."""
     source = open_source(model)
     cfg, geometry, tensors = vision_tower(source)
