@@ -24,6 +24,7 @@ from .runtime.linear_plan import LOGIT_ROWS_MAX
 from .runtime.linear_plan import arithmetic as device_arithmetic
 from .runtime.loader import plan, upload
 from .runtime.memory import largest_context, too_large
+from .runtime.picture_spans import NO_IMAGE, picture_ends, picture_runs, prefill_chunks
 from .runtime.recurrent_state import RecurrentState
 
 log = logging.getLogger("wisp")
@@ -33,7 +34,6 @@ log = logging.getLogger("wisp")
 # at 128, 14 on its N = 4096 projections; the 8B's pp512 1,413 tok/s against 1,123 in forwards of
 # 128 rows, SmolLM2's 17,349 against 10,582).
 PREFILL_ROWS = 512
-NO_IMAGE = 0xFFFFFFFF  # a text position's slot in image_slots (shaders/embedding.wgsl BY_POSITION)
 
 
 @dataclass
@@ -94,6 +94,11 @@ class Engine:
         if self.image_embeds is not None:
             self._image_slots = executor.buffer("image_slots")
             device.write_buffer(self._image_slots, 0, array("I", [NO_IMAGE] * context).tobytes())
+        # GraphOptions.picture_spans (Gemma 3): each position's picture's end, for the prompt's
+        # attention (0: text), and the prompt's pictures as runs of positions [start, end), which a
+        # prefill never splits across two forwards (prefill_chunks).
+        self._picture_ends = executor.buffer("picture_ends") if "picture_ends" in executor.graph.inputs else None
+        self.picture_spans: list[tuple[int, int]] = []
 
     @classmethod
     async def load(
@@ -111,6 +116,7 @@ class Engine:
         kv_rings: bool = True,
         precision: str = "fast",
         image_rows: int = 0,
+        picture_spans: bool = False,
     ) -> Engine:
         """The one way a model becomes an Engine (session.load adds its tokenizer and stop ids).
         model: a path (a GGUF file or an HF directory: safetensors, optionally MLX-quantized) or a
@@ -126,7 +132,8 @@ class Engine:
         the block formats linear_plan.INT8_FORMATS multiplies int8-quantized activations; mean KL
         divergence from exact <= 1e-3, benchmarks/fidelity.py) or "exact" (f32 arithmetic, the
         transformers-parity path). image_rows: a vision-language model's most image embedding rows a
-        context holds (its text graph splices them in: place_images); 0: text only."""
+        context holds (its text graph splices them in: place_images); 0: text only. picture_spans:
+        its picture tokens see their whole picture in a prompt (Gemma 3: GraphOptions.picture_spans)."""
         source = open_source(model)
         cfg, tensors, _ = read_model(source) if read is None else read
         context = min(context, cfg.max_position)
@@ -147,6 +154,7 @@ class Engine:
             ring_slack=ring_slack(max_rows) if kv_rings else 0,
             precision=arithmetic,
             image_rows=image_rows,
+            picture_spans=picture_spans,
         )
         graph, need = plan(cfg, tensors, source.label, options)
         log.info("graph: %s; GPU memory %s", graph.summary(), need.describe())
@@ -184,7 +192,16 @@ class Engine:
                 slots[start + offset] = count
                 count += 1
         self.device.write_buffer(self._image_slots, 0, array("I", slots).tobytes())
+        if self._picture_ends is not None:
+            self._place_spans(picture_runs(slots))
         return count
+
+    def _place_spans(self, spans: list[tuple[int, int]]) -> None:
+        """The prompt's pictures' runs of positions: every position's picture end written for the
+        prompt's attention, and kept for prefill_chunks."""
+        ends = picture_ends(spans, self.context, self.max_rows)
+        self.device.write_buffer(self._picture_ends, 0, array("I", ends).tobytes())
+        self.picture_spans = spans
 
     def roll_back(self, pos: int) -> None:
         """Go on from `pos`: what was computed past it is forgotten (its keys stay in the caches,
@@ -293,10 +310,12 @@ class Engine:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
         if self.pos == 0 and self.long_after is not None:  # a sequence from its start: its length picks
             self.rope_long = len(ids) > self.long_after
-        for start in range(0, len(ids) - self.max_rows, self.max_rows):
-            self.device.submit(self.forward_commands(ids[start : start + self.max_rows]))
-        tail = len(ids) - (len(ids) - 1) // self.max_rows * self.max_rows
-        commands = self.forward_commands(ids[-tail:])
+        sizes = prefill_chunks(self.pos, len(ids), self.max_rows, self.picture_spans)
+        start = 0
+        for size in sizes[:-1]:
+            self.device.submit(self.forward_commands(ids[start : start + size]))
+            start += size
+        commands = self.forward_commands(ids[start:])
         if self.recurrent and self.pos == self._turn_end:  # a chat's next turn goes on from here
             commands += self.recurrent.save(turn=True)
         return commands

@@ -29,7 +29,10 @@
 // indexed by row: NVIDIA's compile of those put them in local memory. The layouts, tile sizes and
 // arithmetic measured against this one: docs/attention-kernels.md.
 // Query row r sits at position q = step.pos + r and attends to keys k <= q and, when window > 0,
-// q - k < window; GQA: q head h reads KV head h / group. RING (a sliding layer,
+// q - k < window; GQA: q head h reads KV head h / group. PICTURE_SPANS (a Gemma 3 picture's tokens
+// see each other both ways, as transformers' token_type_ids mask: causal OR the same picture, AND the
+// window on a sliding layer): keys k < max(q + 1, picture_ends[q]) instead; a picture lies within one
+// forward (engine.py), so its later keys are in the caches already. RING (a sliding layer,
 // py_engine/runtime/kv_cache.py): the caches are a ring of `capacity` rows, position k at row
 // k % capacity, holding positions [step.kv_len - capacity, step.kv_len); the splits cut that
 // range of positions (shaders/kv_ring.wgsl's kv_base / oldest / cache_row). rope_kv.wgsl ran first: q is
@@ -41,11 +44,14 @@
 //           shaders/kv/; never written here), 5 partials (read_write, f32 [rows, n_heads, splits,
 //           head_dim + 2] from element partials_at: unnormalised Σ exp(s - m) v, then m, then
 //           Σ exp(s - m); a split without keys for the row: zeros, -3e38, 0), 6 cos_sin,
-//           7 q_norm, 8 k_norm (unused: attention.wgsl's ROPE_KV inputs).
+//           7 q_norm, 8 k_norm (unused: attention.wgsl's ROPE_KV inputs); with PICTURE_SPANS, 9
+//           picture_ends (read, u32 [context]: a picture token's position -> its picture's end
+//           position, exclusive; 0 for text), which attention.wgsl does not bind (its own bind group).
 // Defines: HEAD_VEC4S (attention_grid.tiled_defines: ceil(head_dim / 4), sizing the registers, the
 //           lanes and the tile; head_dim <= 256, even). K_CACHE / V_CACHE. RING. SUBGROUPS
 //           (kernels.py, from the device). ROPE_KV (false: ignored). F16_MATH and ATT_MATH (f16
 //           with it, else f32; attention_grid.tiled_defines: precision "fast" with an f16 V cache).
+//           PICTURE_SPANS (optional: GraphOptions.picture_spans).
 // Dispatch: attention_grid.tiled_grid: (n_kv_heads * head blocks, ceil(step.rows / block rows),
 //           splits) workgroups of THREADS = SLOTS * LANES = 256 threads (attention_grid.tiled_block:
 //           the same LANES and SLOTS). Workgroup storage: 16 KiB (`tile`).
@@ -75,6 +81,10 @@ struct Params {
 @group(0) @binding(6) var<storage, read> cos_sin: array<f32>;
 @group(0) @binding(7) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(8) var<storage, read> k_norm: array<f32>;
+//#optional PICTURE_SPANS
+//#if PICTURE_SPANS
+@group(0) @binding(9) var<storage, read> picture_ends: array<u32>;
+//#endif
 
 const THREADS: u32 = 256u;  // attention_grid.TILED_THREADS
 // Threads per slot (attention_grid.tiled_lanes): 4, 8 for head_dim > 128 (whose 64 floats of q and
@@ -112,6 +122,17 @@ fn kv_chunk(row: u32, c: u32, is_v: bool) -> vec4<f32> {
         if (is_v) { hi = v_pair(pair + 1u); } else { hi = k_pair(pair + 1u); }
     }
     return vec4<f32>(lo, hi);
+}
+
+// The end (exclusive) of the keys of the query at position q: q + 1, or (PICTURE_SPANS) its
+// picture's end. Never less as q grows (pictures are runs of positions), so a block's last row's
+// is the block's.
+fn key_end(q: u32) -> u32 {
+//#if PICTURE_SPANS
+    return max(q + 1u, picture_ends[q]);
+//#else
+    return q + 1u;
+//#endif
 }
 
 // The per-row steps below are functions of values (vectors and scalars, never a row's arrays or a
@@ -213,14 +234,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.window > 0u && qb_pos + 1u > p.window) { lo_b = max(lo_b, qb_pos + 1u - p.window); }
     var hi_a = 0u;
     var hi_b = 0u;
-    if (live_a) { hi_a = min(qa_pos + 1u, split_end); }
-    if (live_b) { hi_b = min(qb_pos + 1u, split_end); }
-    // The block's keys, [first, end): from its first row's window start to its last row's causal
-    // limit. Uniform across the workgroup (its barriers sit in this loop).
+    if (live_a) { hi_a = min(key_end(qa_pos), split_end); }
+    if (live_b) { hi_b = min(key_end(qb_pos), split_end); }
+    // The block's keys, [first, end): from its first row's window start to its last row's key
+    // end. Uniform across the workgroup (its barriers sit in this loop).
     var first = split_first;
     let first_pos = step.pos + row0;
     if (p.window > 0u && first_pos + 1u > p.window) { first = max(first, first_pos + 1u - p.window); }
-    let end = min(split_end, step.pos + min(row0 + 2u * pairs, step.rows));
+    let end = min(split_end, key_end(step.pos + min(row0 + 2u * pairs, step.rows) - 1u));
 
     // This lane's q chunks of both rows, scaled (zeros past head_dim and for an idle row).
     var qa: array<vec4<ATT_MATH>, VEC4S>;

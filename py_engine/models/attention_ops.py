@@ -50,7 +50,8 @@ class KVLayer(NamedTuple):
 
 
 class AttentionOps:
-    """Mixed into GraphBuilder (its cfg, g, kv_capacity, ring_slack, formats, dummy, vector, act)."""
+    """Mixed into GraphBuilder (its cfg, g, kv_capacity, ring_slack, formats, dummy, vector, act,
+    picture_ends)."""
 
     def rope_kv(
         self,
@@ -158,9 +159,12 @@ class AttentionOps:
         kernel, kernel_defines = attention_grid.few_rows_kernel(
             heads, cfg.num_kv_heads, hd, (self.k_format, self.v_format), self.subgroup_min_size
         )
+        # A vision model's picture tokens see their whole picture in a prompt (attention_tiled.wgsl
+        # PICTURE_SPANS; its own bind group: attention.wgsl, of a few text rows, binds no such input).
+        spans = {} if self.picture_ends is None else {"picture_ends": self.picture_ends}
         self.g.op(
             kernel,
-            {"qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **kv.norms},
+            {"qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache, "partials": y, **kv.norms, **spans},
             {
                 "q_stride": kv.stride,
                 "capacity": cache_rows,
@@ -184,6 +188,7 @@ class AttentionOps:
                 "GROUP_HEADS": attention_grid.group_heads(heads, cfg.num_kv_heads, hd),
                 **attention_grid.tiled_defines(hd, self.precision == "fast" and self.v_format == "f16"),
                 **kernel_defines,
+                **({"PICTURE_SPANS": True} if spans else {}),
             },
             decode_defines={"ROPE_KV": True},
             many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows

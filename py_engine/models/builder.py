@@ -43,6 +43,11 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         self.k_format, self.v_format = options.kv_formats  # KV cache storage (kernels.KV_WORDS; rope_kv.wgsl says why)
         self.max_binding = options.max_binding
         self.image_rows = options.image_rows
+        # Each position's picture's end (0: text), for the prompt attention's keys (GraphOptions.picture_spans).
+        self.picture_ends = None
+        if options.image_rows and options.picture_spans:
+            ends = self.g.tensor("picture_ends", options.kv_capacity * 4, "input")
+            self.picture_ends = self.g.inputs["picture_ends"] = ends
         self.ring_slack = ring_slack
         self.precision = check_precision(options.precision)
         self.dummy = self.g.tensor("dummy", 16, "dummy")

@@ -33,3 +33,7 @@ class GraphOptions:
     # A vision-language model's text graph: the most image embedding rows a context holds (the
     # splice after the token embedding: GraphBuilder.embedding); 0: text only.
     image_rows: int = 0
+    # Its picture tokens attend to every token of their own picture in a prompt's forward, later
+    # ones too (Gemma 3; transformers' token_type_ids mask): the input picture_ends, each position's
+    # picture's end (attention_tiled.wgsl PICTURE_SPANS). False: causal everywhere (SmolVLM).
+    picture_spans: bool = False

@@ -69,7 +69,8 @@ class Executor:
         linear op (with fold_defines, "gemv_fold" too), else the op's kernel and, with
         decode_defines, its one-row variant "decode" (with many_rows, "many_rows" too); and the
         variants with a bind group of their own (a linear op's int8 matmul and its GEMV on quantized
-        x, or quantizing its outputs: Op.matmul_bind, Op.gemv_bind, which gemv_fold shares)."""
+        x, or quantizing its outputs: Op.matmul_bind, Op.gemv_bind, which gemv_fold shares; a many_rows
+        kernel binding more than the op's own)."""
         if op.kernel == "linear":
             kernels = {n: self.kernels.get(n, **op.defines) for n in ("gemv",)}
             kernels["matmul"] = self.kernels.get(matmul_kernel(op.defines), **op.defines)
@@ -91,6 +92,10 @@ class Executor:
             for v, names in renamed.items()
             if names is not None and v in kernels
         }
+        # A many-rows kernel that binds more than the op's own (attention_tiled.wgsl PICTURE_SPANS).
+        many = kernels.get("many_rows")
+        if many is not None and [b.name for b in many.bindings] != [b.name for b in first.bindings]:
+            groups["many_rows"] = self._bind_group(index, op, many, {})
         return self._bind_group(index, op, first, {}), kernels, groups
 
     def _bind_group(self, index: int, op, kernel, renamed: dict):

@@ -52,7 +52,8 @@ class Op:
     # form of its own and a many-row form of several kernels (DeltaNet's delta rule).
     rows_range: tuple[int, int] | None = None
     # (above, kernel): forwards of more than `above` rows run that kernel instead (the same
-    # bindings, Params and defines; one bind group serves both): attention's tiled form for prompts.
+    # Params and defines, and bindings: one bind group serves both, unless that kernel binds more,
+    # as attention_tiled.wgsl's PICTURE_SPANS does): attention's tiled form for prompts.
     many_rows: tuple[int, str] | None = None
     # A linear op whose matmul takes other inputs than its GEMV (matmul_int8.wgsl reads x as
     # quantize_rows left it): binding name -> the key in `bind` of its tensor, in a second bind group.
