@@ -41,7 +41,7 @@ def read_model_files(model, *, with_tokenizer: bool = True, mmproj=None) -> Mode
     """model: a GGUF file (tokenizer and chat template from its metadata), an HF model directory,
     or a ModelSource (the browser's). mmproj: llama.cpp's vision projector GGUF (a path or a
     ModelSource) giving the model its picture side, as llama.cpp takes a text GGUF and its
-    mmproj-*.gguf (formats/mmproj.py); an HF SmolVLM folder has its own. Raises WispError for
+    mmproj-*.gguf (formats/mmproj.py); an HF SmolVLM or Gemma 3 folder has its own. Raises WispError for
     anything malformed."""
     source = open_source(model)
     vision = open_source(mmproj) if mmproj is not None else None
@@ -129,7 +129,10 @@ async def load(
         files = read_model_files(source, with_tokenizer=with_tokenizer, mmproj=mmproj)
     sees = files.vision is not None
     if sees:  # every position of the context may hold a picture token
-        engine_options = {"image_rows": engine_options.get("context", 2048), **engine_options}
+        from .vision.encoder import picture_spans
+
+        spans = picture_spans(files.vision)  # Gemma 3: a picture's tokens see all of it
+        engine_options = {"image_rows": engine_options.get("context", 2048), "picture_spans": spans, **engine_options}
         if gpu_budget is not None:  # the vision tower's share first: the text engine gets the rest
             shared["gpu_budget"] = gpu_budget - vision_footprint(files.vision, gpu_budget)
     engine = await Engine.load(files.source, device, read=files.read, **shared, **engine_options)
@@ -152,7 +155,8 @@ def is_embedding_model(source) -> bool:
 
 def is_vision_model(source) -> bool:
     """Whether an HF folder's config.json names a vision-language model whose vision tower Wisp
-    runs (models/config.py VISION_TOWERS; its text tower alone reads as a causal LM)."""
+    runs (models/config.py VISION_TOWERS: SmolVLM / Idefics3, Gemma 3; its text tower alone reads
+    as a causal LM)."""
     if source.kind != "hf":
         return False
     architectures = read_json(source.small_dir() / "config.json").get("architectures") or [None]
@@ -160,7 +164,7 @@ def is_vision_model(source) -> bool:
 
 
 def vision_footprint(source, budget: int) -> int:
-    """The GPU bytes a vision tower (an HF SmolVLM folder's or an mmproj's) takes (weights, one
+    """The GPU bytes a vision tower (an HF SmolVLM or Gemma 3 folder's, or an mmproj's) takes (weights, one
     tile's activations), refused
     (ModelTooLargeError) where they alone pass the budget."""
     from .runtime.memory import ModelTooLargeError, size

@@ -31,6 +31,7 @@ MINILM = "all-minilm-l6-v2"
 REFERENCE = Path(__file__).parent / "fixtures" / "embed_minilm" / "embedding_reference.json"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 VLM = Path(__file__).parent / "fixtures" / "smolvlm-f32"  # served as "smolvlm-f32"
+GEMMA3VL = Path(__file__).parent / "fixtures" / "gemma3vl-f32"  # served as "gemma3vl-f32"
 TOOL_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}{{ t.function.name }}{% endfor %}</tools>"
     "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}"
@@ -69,13 +70,13 @@ def client(tmp_path_factory):
     tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
     smol, minilm = ensure_model("smollm2-135m-instruct"), ensure_model(MINILM)
     # exact: the answers below are SmolLM2's greedy tokens as the reference tests know them
-    models = [str(smol), str(tiny), str(minilm), str(VLM)]
+    models = [str(smol), str(tiny), str(minilm), str(VLM), str(GEMMA3VL)]
     with app_server("--no-default", "--precision", "exact", "--model", *models) as (url, _):
         yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
 
 
 def test_models_are_listed(client):
-    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM, VLM.name}
+    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM, VLM.name, GEMMA3VL.name}
 
 
 def test_a_streamed_answer_and_one_cut_by_a_stop_string(client):
@@ -168,26 +169,32 @@ def picture_server(folder: Path):
         server.shutdown()
 
 
-def test_pictures_by_data_url_and_by_http_url(client):
+@pytest.mark.parametrize("folder", [VLM, GEMMA3VL], ids=["smolvlm", "gemma3"])
+def test_pictures_by_data_url_and_by_http_url(client, folder):
     """The two-picture fixture prompt: one picture as a data: URL, one fetched by the server;
     transformers' 16 greedy tokens, decoded."""
     from py_engine.tokenizer import Tokenizer
 
-    ref = json.loads((VLM / "reference.json").read_text())
+    ref = json.loads((folder / "reference.json").read_text())
     prompt = ref["prompts"]["two_images"]
     files = [ref["images"][i]["file"] for i in prompt["images"]]
-    with picture_server(VLM) as base:
-        urls = iter([urls_of(VLM, files[0]), f"{base}/{files[1]}"])
+    with picture_server(folder) as base:
+        urls = iter([urls_of(folder, files[0]), f"{base}/{files[1]}"])
         content = [
             {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
             for part in prompt["messages"][0]["content"]
         ]
         answer = client.chat.completions.create(
-            model="smolvlm-f32", messages=[{"role": "user", "content": content}], temperature=0, max_tokens=16
+            model=folder.name, messages=[{"role": "user", "content": content}], temperature=0, max_tokens=16
         )
-    want = Tokenizer.from_model_dir(VLM).decode(prompt["greedy"], skip_special_tokens=True)
+    want = Tokenizer.from_model_dir(folder).decode(prompt["greedy"], skip_special_tokens=True)
     assert answer.choices[0].message.content == want
     assert answer.usage.prompt_tokens == len(prompt["input_ids"])
+
+
+def test_pictures_a_model_cannot_take(client):
+    ref = json.loads((VLM / "reference.json").read_text())
+    files = [ref["images"][i]["file"] for i in ref["prompts"]["two_images"]["images"]]
     picture = [{"type": "image_url", "image_url": {"url": urls_of(VLM, files[0])}}, {"type": "text", "text": "hi"}]
     with pytest.raises(openai.BadRequestError, match="text-only"):
         client.chat.completions.create(model=SMOL, messages=[{"role": "user", "content": picture}])

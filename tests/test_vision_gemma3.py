@@ -6,19 +6,29 @@ two), the pictures from their PNGs through the GPU's resize, the CLI and the Ope
 
 import asyncio
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_vision_smolvlm_model import patch_rows
+from PIL import Image
+from test_vision_smolvlm_model import data_url, patch_rows
 
+from py_engine import session
+from py_engine.api.completions import chat_chunks, collect
+from py_engine.api.request import parse_chat
+from py_engine.decode.answer_stream import AnswerStream
+from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.errors import ModelFileError, WispError
 from py_engine.gpu.wgpu_host import open_wgpu_device
 from py_engine.models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
 from py_engine.runtime.picture_spans import prefill_chunks
-from py_engine.vision.encoder import load_vision_encoder
+from py_engine.vision.files import read_picture
+from py_engine.vision.gemma3 import gemma3_plan, gemma3_settings
+from py_engine.vision.pictures import picture_embeddings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gemma3vl-f32"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
@@ -38,13 +48,19 @@ def device():
 
 
 @pytest.fixture(scope="module")
-def encoder(device):
-    return asyncio.run(load_vision_encoder(FIXTURE, device))
+def model(device):
+    """The fixture as session.load gives it (its engine with picture_spans, its picture side), shared."""
+    return asyncio.run(session.load(FIXTURE, device, context=128, precision="exact"))
 
 
 @pytest.fixture(scope="module")
-def engine(device):
-    return asyncio.run(Engine.load(FIXTURE, device, context=96, precision="exact", image_rows=32, picture_spans=True))
+def encoder(model):
+    return model.vision.encoder
+
+
+@pytest.fixture(scope="module")
+def engine(model):
+    return model.engine
 
 
 @pytest.mark.parametrize("name", ["one_image", "two_images"])
@@ -103,7 +119,8 @@ def encode_pixels(device, encoder, engine, prompt: dict) -> None:
 
 async def answer(engine, ids: list[int], causal: bool = False) -> tuple[np.ndarray, list[int]]:
     """The prompt's last logits and 16 greedy tokens; causal: with every picture end zeroed after
-    place_images, so that the picture tokens attend causally (as transformers without token_type_ids)."""
+    place_images, so that the picture tokens attend causally (as transformers without token_type_ids).
+    The engine is driven directly: a session's prompt cache then holds nothing (fresh_cache)."""
     engine.reset()
     assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
     if causal:
@@ -166,3 +183,115 @@ def test_prefill_chunks():
         prefill_chunks(12, 10, 16, [(10, 20)])
     with pytest.raises(WispError, match="does not fit"):
         prefill_chunks(0, 40, 16, [(2, 30)])
+
+
+def fixture_settings(model):
+    files = [json.loads((FIXTURE / f).read_text()) for f in ("preprocessor_config.json", "processor_config.json")]
+    geometry = gemma3_vision_config(CONFIG, "config.json")[1]
+    return gemma3_settings(*files, geometry, ("preprocessor_config.json", "processor_config.json"))
+
+
+def test_settings_from_the_fixture_files(model):
+    settings = fixture_settings(model)
+    assert (settings.size, settings.image_seq_len, settings.resample, settings.do_convert_rgb) == (
+        84,
+        9,
+        "bilinear",
+        True,
+    )
+    assert model.vision.text.settings == settings and model.vision.image_token_id == IMAGE_TOKEN
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_pixels_are_the_processors(device, model, encoder, index):
+    """A PNG's RGBA8 bytes through the GPU's compositing, BILINEAR resize to 84 x 84, rescale and
+    normalize: the processor's pixel values bit for bit (the patch rows the tower reads)."""
+    picture = REFERENCE["images"][index]
+    rgba = Image.open(FIXTURE / picture["file"]).convert("RGBA")
+    settings = fixture_settings(model)
+    plan = gemma3_plan(rgba.height, rgba.width, settings)
+    asyncio.run(
+        picture_embeddings(
+            encoder, rgba.tobytes(), rgba.width, rgba.height, settings, model.engine.image_embeds, 0, plan
+        )
+    )
+    raw = asyncio.run(device.read_buffer(encoder.patches, 0, 4 * encoder.rows * encoder.row_values))
+    got = np.frombuffer(raw, np.float32).reshape(encoder.rows, encoder.row_values)
+    want = np.frombuffer(patch_rows(ARRAYS[picture["pixel_values"]][0], PATCH), np.float32).reshape(got.shape)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_prompt_text_is_the_processors(model):
+    for prompt in REFERENCE["prompts"].values():
+        pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+        rendered = model.tok.apply_chat_template(prompt["messages"])
+        assert rendered == prompt["text"]
+        text, plans = model.vision.expand(rendered, pictures)
+        assert text == prompt["prompt"] and [p.num_image_tokens for p in plans] == [9] * len(pictures)
+        assert model.tok.encode(text, add_special_tokens=False) == prompt["input_ids"]
+
+
+def fresh_cache(model):
+    model.cache.reset()  # the tests above drive the engine directly
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_pictures_from_their_pngs(model, name):
+    """The PNGs through AnswerStream (picture_keys, encode on the GPU, place_images): transformers' tokens."""
+    prompt = REFERENCE["prompts"][name]
+    fresh_cache(model)
+    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+
+    async def run():
+        stream = AnswerStream(model, prompt["input_ids"], 16, SamplingParams(), pictures=pictures)
+        [piece async for piece in stream]
+        return stream.tokens
+
+    assert asyncio.run(run()) == prompt["greedy"]
+
+
+def test_openai_chat_with_image_url_parts(model):
+    """image_url parts (data: URLs) in a user's message through the OpenAI layer: transformers' prompt ids
+    and tokens."""
+    prompt = REFERENCE["prompts"]["two_images"]
+    fresh_cache(model)
+    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
+    content = [
+        {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
+        for part in prompt["messages"][0]["content"]
+    ]
+    body = {"model": "gemma3vl", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
+    ended = []
+    asyncio.run(collect(chat_chunks(model, parse_chat(body), ended=lambda answer, dropped: ended.append(answer))))
+    assert ended[0].ids == prompt["input_ids"] and ended[0].tokens == prompt["greedy"]
+
+
+def test_a_second_question_about_the_same_picture_reuses_it(model):
+    """The prompt cache goes on past a picture it holds (its tokens, computed with the picture mask), and
+    the answer is the one computed from scratch."""
+    prompt = REFERENCE["prompts"]["one_image"]
+    fresh_cache(model)
+    picture = read_picture(FIXTURE / REFERENCE["images"][0]["file"])
+    follow = prompt["input_ids"] + prompt["greedy"][:-1] + prompt["input_ids"][-4:]  # a later turn's shape
+
+    async def ask(ids):
+        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=[picture])
+        [piece async for piece in stream]
+        return stream
+
+    first = asyncio.run(ask(prompt["input_ids"]))
+    again = asyncio.run(ask(follow))
+    assert first.tokens == prompt["greedy"][:4] and again.encoded is None
+    assert model.cache.reused >= len(prompt["input_ids"])
+    fresh_cache(model)
+    assert asyncio.run(ask(follow)).tokens == again.tokens
+
+
+def test_cli_generate_with_a_picture():
+    prompt = REFERENCE["prompts"]["one_image"]
+    text = prompt["messages"][0]["content"][1]["text"]
+    picture = str(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
+    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", "--model"]
+    command += [str(FIXTURE), "--chat", "--image", picture, "--prompt", text]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == prompt["greedy"], result.stderr

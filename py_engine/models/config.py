@@ -130,7 +130,11 @@ TEXT_TOWERS = {
     "Idefics3ForConditionalGeneration": "LlamaForCausalLM",
 }
 # Those whose vision tower Wisp runs (py_engine/vision/encoder.py), and its graph's kind.
-VISION_TOWERS = {"SmolVLMForConditionalGeneration": "siglip", "Idefics3ForConditionalGeneration": "siglip"}
+VISION_TOWERS = {
+    "SmolVLMForConditionalGeneration": "smolvlm",
+    "Idefics3ForConditionalGeneration": "smolvlm",
+    "Gemma3ForConditionalGeneration": "gemma3",
+}
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
 ENCODER_ARCHITECTURES = ("BertModel",)  # models/bert.py: embedders, not causal LMs
 

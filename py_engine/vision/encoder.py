@@ -99,6 +99,16 @@ def vision_tower(source) -> tuple:
     return cfg, geometry, read_tensors(read_tensor_index(source))
 
 
+# Vision towers whose picture tokens attend to their whole picture in a prompt (Gemma 3), by
+# geometry kind: the text engine's GraphOptions.picture_spans.
+PICTURE_SPANS = {"smolvlm": False, "gemma3": True}
+
+
+def picture_spans(source) -> bool:
+    """Whether the picture side `source` (vision_tower's) wants its text engine's picture_spans."""
+    return PICTURE_SPANS[vision_tower(source)[1]["kind"]]
+
+
 def vision_files(source, options: GraphOptions | None = None):
     """(config, geometry, tensors, plan) of a vision tower (vision_tower's source), read and checked
     with no device (a missing or malformed tensor is a ModelFileError naming the file)."""

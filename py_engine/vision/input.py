@@ -1,22 +1,27 @@
 """Pictures in a prompt, for a loaded vision-language model (session.LoadedModel.vision): an HF
-SmolVLM folder's picture side, or llama.cpp's mmproj GGUF beside a text model's (formats/mmproj.py).
+SmolVLM or Gemma 3 folder's picture side, or llama.cpp's mmproj GGUF beside a text model's
+(formats/mmproj.py).
 
 A prompt is rendered by the chat template with a picture part where each picture goes (the
-template writes the processor's `<image>` placeholder there), or written by hand with those
-placeholders; `expand` replaces each by the text the processor gives that picture (its tiles' and
-global view's picture tokens: vision/smolvlm.py), in order, and `encode` puts the pictures' image
-embeddings where the engine's splice reads them. A picture is RGBA8 bytes and its size, decoded by
-the host (the browser's ImageBitmap, Pillow on the desktop)."""
+template writes the processor's placeholder there: SmolVLM's `<image>`, Gemma 3's
+`<start_of_image>`), or written by hand with those placeholders; `expand` replaces each by the text
+the processor gives that picture (vision/smolvlm.py: its tiles' and global view's picture tokens;
+vision/gemma3.py: its soft tokens between boi and eoi), in order, and `encode` puts the pictures'
+image embeddings where the engine's splice reads them. A picture is RGBA8 bytes and its size,
+decoded by the host (the browser's ImageBitmap, Pillow on the desktop)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import ModelFileError, WispError
 from ..formats.json_file import read_json
 from ..formats.mmproj import mmproj_config, mmproj_settings, read_mmproj
-from ..models.siglip import PROJECTION
+from ..models.config import architecture_of
+from ..models.gemma3_vision import gemma3_vision_config
 from .encoder import VisionEncoder, load_vision_encoder, vision_files
+from .gemma3 import gemma3_plan, gemma3_prompt, gemma3_settings, gemma3_tokens
 from .pictures import picture_embeddings
 from .smolvlm import (
     MODEL_FILE,
@@ -32,6 +37,32 @@ from .smolvlm import (
 )
 
 
+class PictureText(NamedTuple):
+    """A model family's processor, for the prompt: its settings (vision/pictures.py reads them), what
+    the chat template writes where a picture goes (placeholder), what the processor decides for a
+    picture of (height, width) (plan) and the text a plan's picture becomes (prompt)."""
+
+    settings: object
+    placeholder: str
+    plan: Callable[[int, int], ImagePlan]
+    prompt: Callable[[ImagePlan], str]
+
+
+def smolvlm_text(settings, tokens: ImageTokens) -> PictureText:
+    return PictureText(
+        settings,
+        tokens.image,
+        lambda h, w: image_plan(h, w, settings),
+        lambda plan: image_prompt(plan, settings, tokens),
+    )
+
+
+def gemma3_text(settings, tokens) -> PictureText:
+    return PictureText(
+        settings, tokens.boi, lambda h, w: gemma3_plan(h, w, settings), lambda plan: gemma3_prompt(settings, tokens)
+    )
+
+
 class Picture(NamedTuple):
     rgba: bytes  # height rows of width pixels, 4 bytes each (straight alpha)
     width: int
@@ -42,28 +73,29 @@ class Picture(NamedTuple):
 
 
 class VisionInput:
-    def __init__(self, encoder: VisionEncoder, settings, tokens, image_token_id: int):
-        self.encoder, self.settings, self.tokens, self.image_token_id = encoder, settings, tokens, image_token_id
+    def __init__(self, encoder: VisionEncoder, text: PictureText, image_token_id: int):
+        self.encoder, self.text, self.image_token_id = encoder, text, image_token_id
 
     def expand(self, text: str, pictures: list[Picture]) -> tuple[str, list[ImagePlan]]:
-        """The prompt text with its `<image>` placeholders (one per picture, in order) replaced by
-        each picture's picture tokens, and the pictures' plans."""
-        parts = text.split(self.tokens.image)
+        """The prompt text with its placeholders (one per picture, in order) replaced by each
+        picture's picture tokens, and the pictures' plans."""
+        placeholder = self.text.placeholder
+        parts = text.split(placeholder)
         if len(parts) - 1 != len(pictures):
             raise WispError(
-                f"the prompt has {len(parts) - 1} {self.tokens.image} placeholder(s) for {len(pictures)} picture(s)"
+                f"the prompt has {len(parts) - 1} {placeholder} placeholder(s) for {len(pictures)} picture(s)"
             )
-        plans = [image_plan(p.height, p.width, self.settings) for p in pictures]
+        plans = [self.text.plan(p.height, p.width) for p in pictures]
         expanded = [parts[0]]
         for plan, rest in zip(plans, parts[1:]):
-            expanded += [image_prompt(plan, self.settings, self.tokens), rest]
+            expanded += [self.text.prompt(plan), rest]
         return "".join(expanded), plans
 
     def picture_keys(self, ids: list[int], pictures: list[Picture]) -> list:
         """What the prompt cache compares the prompt's positions by: a text token by its id, the
         j-th token of a picture by (its picture's key, j), so that a picture is reused where the
         same one stands (a picture without a key: by a new object, never equal)."""
-        counts = [image_plan(p.height, p.width, self.settings).num_image_tokens for p in pictures]
+        counts = [self.text.plan(p.height, p.width).num_image_tokens for p in pictures]
         token = self.image_token_id
         if ids.count(token) != sum(counts):
             raise WispError(
@@ -77,10 +109,11 @@ class VisionInput:
     async def encode(self, engine, pictures: list[Picture]) -> int:
         """The pictures' image embeddings into the engine's image_embeds, in order (submitted);
         returns their rows (the prompt's picture tokens)."""
-        rows = 0
+        rows, settings = 0, self.text.settings
         for picture in pictures:
-            plan = await picture_embeddings(
-                self.encoder, picture.rgba, picture.width, picture.height, self.settings, engine.image_embeds, rows
+            plan = self.text.plan(picture.height, picture.width)
+            await picture_embeddings(
+                self.encoder, picture.rgba, picture.width, picture.height, settings, engine.image_embeds, rows, plan
             )
             rows += plan.num_image_tokens
         return rows
@@ -99,23 +132,48 @@ def token_id(tok, text: str, path) -> int:
     return ids[0]
 
 
-def vision_settings(source, files):
-    """(processor settings, image tokens, the picture token's id) of a model's picture side (source:
-    its HF SmolVLM folder, or llama.cpp's mmproj GGUF beside the text model of `files`, a ModelFiles),
-    read and checked with no device."""
+def vision_settings(source, files) -> tuple[PictureText, int]:
+    """(the processor's PictureText, the picture token's id) of a model's picture side (source: its
+    HF SmolVLM or Gemma 3 folder, or llama.cpp's mmproj GGUF beside the text model of `files`, a
+    ModelFiles), read and checked with no device."""
     if source.kind == "gguf":
         return mmproj_settings_and_tokens(source, files)
     small = source.small_dir()
     configs = [read_json(small / name) if source.exists(name) else None for name in (PREPROCESSOR_FILE, PROCESSOR_FILE)]
     if configs[0] is None:
         raise ModelFileError(small / PREPROCESSOR_FILE, "missing: a vision model needs its image processor's settings")
-    settings = smolvlm_settings(configs[0], configs[1], read_json(small / MODEL_FILE))
+    model = read_json(small / MODEL_FILE)
     config = read_json(small / TOKENIZER_CONFIG_FILE) if source.exists(TOKENIZER_CONFIG_FILE) else None
+    tokenizer_path = small / "tokenizer.json"
+    if architecture_of(model, small / MODEL_FILE) == "Gemma3ForConditionalGeneration":
+        return gemma3_settings_and_tokens(configs, model, config, files.tokenizer, small)
+    settings = smolvlm_settings(configs[0], configs[1], model)
     tokens = image_tokens(config)
-    return settings, tokens, image_token_id(files.tokenizer, tokens, small / "tokenizer.json")
+    return smolvlm_text(settings, tokens), image_token_id(files.tokenizer, tokens, tokenizer_path)
 
 
-def mmproj_settings_and_tokens(source, files):
+def gemma3_settings_and_tokens(configs: list, model: dict, tokenizer_config, tok, small) -> tuple[PictureText, int]:
+    """vision_settings of a Gemma 3 folder: its processor files checked against its tower's geometry,
+    and its boi, soft and eoi tokens each one token of the tokenizer, the ids config.json names."""
+    geometry = gemma3_vision_config(model, small / MODEL_FILE)[1]
+    settings = gemma3_settings(*configs, geometry, (small / PREPROCESSOR_FILE, small / PROCESSOR_FILE))
+    tokens = gemma3_tokens(tokenizer_config, small / TOKENIZER_CONFIG_FILE)
+    ids = {}
+    for key, text in (
+        ("boi_token_index", tokens.boi),
+        ("image_token_index", tokens.image),
+        ("eoi_token_index", tokens.eoi),
+    ):
+        ids[key] = token_id(tok, text, small / "tokenizer.json")
+        named = model.get(key)
+        if named is not None and named != ids[key]:
+            raise ModelFileError(
+                small / MODEL_FILE, f"{key} is {named!r:.20}, but the tokenizer's {text} is {ids[key]}"
+            )
+    return gemma3_text(settings, tokens), ids["image_token_index"]
+
+
+def mmproj_settings_and_tokens(source, files) -> tuple[PictureText, int]:
     """vision_settings of an mmproj: the settings its metadata gives (formats/mmproj.py mmproj_settings).
     It names no tokens, so they are SmolVLMProcessor's defaults, the strings llama.cpp's mtmd looks up
     for idefics3 too; the text model's tokenizer must hold each as one token."""
@@ -124,7 +182,7 @@ def mmproj_settings_and_tokens(source, files):
     tokens = ImageTokens()
     for text in (tokens.fake_image, tokens.global_image):
         token_id(files.tokenizer, text, files.source.label)
-    return settings, tokens, image_token_id(files.tokenizer, tokens, files.source.label)
+    return smolvlm_text(settings, tokens), image_token_id(files.tokenizer, tokens, files.source.label)
 
 
 def check_vision(source, files) -> None:
@@ -133,8 +191,9 @@ def check_vision(source, files) -> None:
     tokenizer, its vision tower's tensors, and that the tower's image embeddings are as wide as the
     text model's (an mmproj made for another model is not)."""
     vision_settings(source, files)
-    tensors = vision_files(source)[2]
-    width, text_width = tensors[PROJECTION].shape[0], files.cfg.hidden_size
+    _, geometry, _, (graph, _) = vision_files(source)
+    width = graph.outputs["image_features"].nbytes // (4 * geometry["tokens"])
+    text_width = files.cfg.hidden_size
     if width != text_width:
         raise ModelFileError(
             source.label,
@@ -144,5 +203,5 @@ def check_vision(source, files) -> None:
 
 async def load_vision(source, device, files) -> VisionInput:
     """The picture side `source` (vision_settings') on `device`, for the text model of `files`."""
-    settings, tokens, picture_id = vision_settings(source, files)
-    return VisionInput(await load_vision_encoder(source, device), settings, tokens, picture_id)
+    text, picture_id = vision_settings(source, files)
+    return VisionInput(await load_vision_encoder(source, device), text, picture_id)

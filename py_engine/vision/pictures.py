@@ -20,17 +20,19 @@ async def picture_embeddings(
     rgba: bytes,
     width: int,
     height: int,
-    settings: SmolVLMSettings,
+    settings: SmolVLMSettings,  # or vision/gemma3.py's Gemma3Settings (the same names for pixels)
     into,
     first_row: int,
+    plan: ImagePlan | None = None,
 ) -> ImagePlan:
     """Encode a picture (height rows of width RGBA8 pixels) as the processor plans it (its tiles,
-    then its global view) into `into` (an Engine's image_embeds) from row first_row: the plan's
-    num_image_tokens rows. Submitted, not awaited."""
+    then its global view; plan: SmolVLM's image_plan unless given, e.g. Gemma 3's one square) into
+    `into` (an Engine's image_embeds) from row first_row: the plan's num_image_tokens rows.
+    Submitted, not awaited."""
     device, kernels = encoder.device, encoder.kernels
     if len(rgba) != 4 * width * height:
         raise ValueError(f"a {width} x {height} picture is {4 * width * height} bytes of RGBA8, not {len(rgba)}")
-    plan = image_plan(height, width, settings)
+    plan = image_plan(height, width, settings) if plan is None else plan
     tower = encoder.geometry
     if plan.tile != tower["image_size"] or plan.image_seq_len != encoder.tokens:
         raise ValueError(
