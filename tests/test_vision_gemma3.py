@@ -295,3 +295,43 @@ def test_cli_generate_with_a_picture():
     command += [str(FIXTURE), "--chat", "--image", picture, "--prompt", text]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert json.loads(result.stdout.splitlines()[-1])["tokens"] == prompt["greedy"], result.stderr
+
+
+PRE = json.loads((FIXTURE / "preprocessor_config.json").read_text())
+PROC = json.loads((FIXTURE / "processor_config.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "pre,proc,message",
+    [
+        ({"size": {"height": 96, "width": 96}}, {}, "size is 96 x 96"),
+        ({"do_pan_and_scan": True}, {}, "pan-and-scan"),
+        ({"resample": 0}, {}, "resample should be a PIL filter Wisp resizes with"),
+        ({}, {"image_seq_length": 16}, "image_seq_length is 16"),
+        ({"image_std": [0.5, 0, 0.5]}, {}, "none zero"),
+        ({"do_normalize": "yes"}, {}, "do_normalize should be true, false or null"),
+        ({"image_mean": None}, {}, "image_mean should be given where do_normalize is true"),
+    ],
+)
+def test_bad_processor_files_name_the_field(pre, proc, message):
+    geometry = gemma3_vision_config(CONFIG, "config.json")[1]
+    with pytest.raises(ModelFileError, match=message):
+        gemma3_settings({**PRE, **pre}, {**PROC, **proc}, geometry, ("preprocessor_config.json", "p.json"))
+
+
+def test_null_flags_read_as_transformers_reads_them():
+    """The processor's default for do_convert_rgb (true); the image processor's None, false, for the others."""
+    geometry = gemma3_vision_config(CONFIG, "config.json")[1]
+    nulls = {"do_convert_rgb": None, "do_normalize": None, "image_mean": None, "resample": None}
+    settings = gemma3_settings({**PRE, **nulls}, PROC, geometry, ("preprocessor_config.json", "p.json"))
+    assert (settings.do_convert_rgb, settings.do_normalize, settings.resample) == (True, False, "bilinear")
+
+
+def test_picture_token_ids_must_be_the_configs(tmp_path):
+    copy = tmp_path / "gemma3vl"
+    copy.mkdir()
+    for path in [*FIXTURE.glob("*.json"), FIXTURE / "model.safetensors"]:
+        (copy / path.name).write_bytes(path.read_bytes())
+    (copy / "config.json").write_text(json.dumps({**CONFIG, "image_token_index": 5}))
+    with pytest.raises(ModelFileError, match="image_token_index is 5, but the tokenizer's <image_soft_token> is 334"):
+        session.read_model_files(copy)
