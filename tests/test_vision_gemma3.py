@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from test_vision_mmproj import U32, rewrite
 from test_vision_smolvlm_model import data_url, patch_rows
 
 from py_engine import session
 from py_engine.api.completions import chat_chunks, collect
 from py_engine.api.request import parse_chat
-from py_engine.decode.answer_stream import AnswerStream
+from py_engine.decode.answer_stream import AnswerStream, place_pictures
 from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.errors import ModelFileError, WispError
@@ -31,6 +32,7 @@ from py_engine.vision.gemma3 import gemma3_plan, gemma3_settings
 from py_engine.vision.pictures import picture_embeddings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gemma3vl-f32"
+GGUF = Path(__file__).parent / "fixtures" / "gemma3vl-gguf"  # the same model by llama.cpp's converter
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
 ARRAYS = np.load(FIXTURE / "reference.npz")
 CONFIG = json.loads((FIXTURE / "config.json").read_text())
@@ -335,3 +337,52 @@ def test_picture_token_ids_must_be_the_configs(tmp_path):
     (copy / "config.json").write_text(json.dumps({**CONFIG, "image_token_index": 5}))
     with pytest.raises(ModelFileError, match="image_token_index is 5, but the tokenizer's <image_soft_token> is 334"):
         session.read_model_files(copy)
+
+
+@pytest.fixture(scope="module")
+def gguf_pair(device):
+    """tools/make_gemma3_vision_gguf.py's text GGUF and mmproj GGUF, loaded as llama.cpp takes them."""
+    text, mmproj = GGUF / "gemma3vl-tiny-f32.gguf", GGUF / "mmproj-gemma3vl-tiny-f32.gguf"
+    return asyncio.run(session.load(text, device, mmproj=mmproj, context=128, precision="exact"))
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_gguf_and_mmproj_answer_as_the_folder(gguf_pair, name):
+    """llama.cpp's files (the projection kept f16 by its converter, the soft norm's 1 added): transformers'
+    prompt ids, its tower output within the f16 projection's rounding, logits within 1e-3, 16 greedy ids."""
+    model, prompt = gguf_pair, REFERENCE["prompts"][name]
+    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+    text, _ = model.vision.expand(model.tok.apply_chat_template(prompt["messages"]), pictures)
+    ids = model.tok.encode(text, add_special_tokens=False)
+    assert ids == prompt["input_ids"]
+    encoder = model.vision.encoder
+    got = np.array(asyncio.run(encoder.encode([patch_rows(t, PATCH) for t in pixel_tiles(prompt)])), np.float32)
+    want = ARRAYS[prompt["image_features"]].reshape(got.shape)
+    np.testing.assert_allclose(got, want, atol=2e-3 * np.abs(want).max())
+
+    async def run():
+        model.cache.reset()
+        await place_pictures(model, ids, pictures)
+        logits = np.array(await model.engine.prompt_logits(ids), np.float32)
+        model.cache.reset()
+        stream = AnswerStream(model, ids, 16, SamplingParams(), pictures=pictures)
+        [piece async for piece in stream]
+        return logits, stream.tokens
+
+    logits, greedy = asyncio.run(run())
+    np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"keys": {"clip.vision.projector.scale_factor": (3, U32)}}, "4 tokens a picture, Wisp needs more than 8"),
+        ({"tensors": {"mm.soft_emb_norm.weight": None}}, "missing tensor 'mm.soft_emb_norm.weight'"),
+        ({"rename": {"mm.input_projection.weight": "mm.model.fc.weight"}}, "missing tensor 'mm.input_projection"),
+    ],
+)
+def test_bad_gemma3_mmproj_is_refused_before_a_device(tmp_path, change, message):
+    bad = rewrite(GGUF / "mmproj-gemma3vl-tiny-f32.gguf", tmp_path / "bad.gguf", **change)
+    with pytest.raises(ModelFileError, match=message):
+        session.read_model_files(GGUF / "gemma3vl-tiny-f32.gguf", mmproj=bad)

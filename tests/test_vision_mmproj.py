@@ -149,10 +149,12 @@ def test_cli_generate_with_mmproj(tmp_path):
     args = ("--model", str(TEXT), "--chat", "--image", image, "--prompt", text)
     result = cli(*args, "--mmproj", str(MMPROJ))
     assert json.loads(result.stdout.splitlines()[-1])["tokens"] == one["greedy"], result.stderr
-    bad = rewrite(MMPROJ, tmp_path / "bad.gguf", keys={"clip.projector_type": ("gemma3", gguf.GGUFValueType.STRING)})
+    bad = rewrite(
+        MMPROJ, tmp_path / "bad.gguf", keys={"clip.projector_type": ("qwen2vl_merger", gguf.GGUFValueType.STRING)}
+    )
     result = cli(*args, "--mmproj", str(bad))
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert str(bad) in result.stderr and "projector type 'gemma3'" in result.stderr
+    assert str(bad) in result.stderr and "projector type 'qwen2vl_merger'" in result.stderr
     result = cli(*args)
     assert result.returncode == 2 and "--image needs a vision model" in result.stderr, result.stderr
 

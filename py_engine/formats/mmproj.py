@@ -48,18 +48,37 @@ embedding's Conv2d [hidden, 3, p, p]):
 
 Every one must be there with the shape the metadata gives it, and no other tensor may be (one Wisp did not
 read would be a part of the tower it leaves out).
+
+Gemma 3 (clip.projector_type `gemma3`): the same SigLIP tensors under models/gemma3_vision.py's names
+(model.vision_tower.*), clip.vision.projector.scale_factor the average pool's kernel (absent: 4, llama.cpp's
+default and Gemma 3's 64 patches a side pooled to 16), and the projector's
+
+    mm.soft_emb_norm.weight               model.multi_modal_projector.mm_soft_emb_norm.weight, with the 1 of
+                                          Gemma's (1 + w) added by the converter
+    mm.input_projection.weight            model.multi_modal_projector.mm_input_projection_weight, [vision
+                                          hidden, text hidden] as HF's (the converter keeps it f16)
+
+The processor's settings (vision/gemma3.py Gemma3Settings): the square clip.vision.image_size, its
+mean and std, BILINEAR, convert to RGB, rescale by 1/255 and normalize, as Gemma 3's processor files say;
+its picture tokens are Gemma 3's (<start_of_image>, <image_soft_token>, <end_of_image>), which llama.cpp's
+mtmd writes too.
 """
 
 from __future__ import annotations
 
 from ..errors import ModelFileError
+from ..models import gemma3_vision
+from ..models.attention_grid import FEW_ROWS
 from ..models.config import ModelConfig
-from ..models.siglip import PROJECTION, VISION, vision_tensors
+from ..models.siglip import PROJECTION, VISION, flat_patches, vision_tensors
+from ..vision.gemma3 import Gemma3Settings
 from ..vision.smolvlm import SmolVLMSettings
 from .gguf import GGUFFile, parse_gguf
 from .gguf_values import MAX_LAYERS, Metadata, is_number
 
-PROJECTORS = ("idefics3",)  # clip.projector_type values Wisp reads: SmolVLM / Idefics3
+PROJECTORS = ("idefics3", "gemma3")  # clip.projector_type values Wisp reads: SmolVLM / Idefics3, Gemma 3
+KINDS = {"idefics3": "smolvlm", "gemma3": "gemma3"}  # the geometry kind (vision/encoder.py) of each
+DEFAULT_SCALE = {"idefics3": 1, "gemma3": 4}  # clip.vision.projector.scale_factor where absent (llama.cpp's)
 V = "clip.vision."
 # SmolVLM's processors resize a picture's longest side to 4 tiles (SmolVLM-256M: 2048 / 512; transformers'
 # SmolVLMImageProcessor defaults: 4 x 364 / 364): the first resize where a file does not say it.
@@ -90,9 +109,15 @@ def read_mmproj(source) -> GGUFFile:
     projector = meta.string(key)
     if projector not in PROJECTORS:
         raise ModelFileError(
-            path, f"projector type {projector!r:.40} is not supported (Wisp reads {', '.join(PROJECTORS)}: SmolVLM)"
+            path,
+            f"projector type {projector!r:.40} is not supported (Wisp reads {', '.join(PROJECTORS)}: SmolVLM, Gemma 3)",
         )
     return gguf
+
+
+def projector_type(gguf: GGUFFile) -> str:
+    meta = Metadata(gguf.metadata, gguf.path)
+    return meta.string("clip.projector_type" if meta.has("clip.projector_type") else V + "projector_type")
 
 
 def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
@@ -109,7 +134,8 @@ def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
     if meta.flag("clip.use_silu", False) or not meta.flag("clip.use_gelu", False):
         raise ModelFileError(path, "clip.use_gelu is not true: SmolVLM's vision tower uses GELU (tanh)")
     image, patch = meta.integer(V + "image_size", minimum=1), meta.integer(V + "patch_size", minimum=1)
-    scale = meta.integer(V + "projector.scale_factor", 1, minimum=1)
+    projector = projector_type(gguf)
+    scale = meta.integer(V + "projector.scale_factor", DEFAULT_SCALE[projector], minimum=1)
     if image % patch or (image // patch) % scale:
         raise ModelFileError(
             path,
@@ -131,7 +157,14 @@ def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
         hidden_act="gelu_pytorch_tanh",
     )
     tokens = (side // scale) ** 2
-    return cfg, {"kind": "smolvlm", "image_size": image, "patch_size": patch, "scale_factor": scale, "tokens": tokens}
+    geometry = {"kind": KINDS[projector], "image_size": image, "patch_size": patch, "tokens": tokens}
+    if projector == "gemma3":
+        if tokens <= FEW_ROWS:  # as gemma3_vision_config: a picture's tokens attend as a prompt's
+            meta.fail(
+                V + "projector.scale_factor", f"is {scale}: {tokens} tokens a picture, Wisp needs more than {FEW_ROWS}"
+            )
+        return cfg, {**geometry, "pool": scale, "soft_norm_offset": 0.0}  # the converter added the 1
+    return cfg, {**geometry, "scale_factor": scale}
 
 
 def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:
@@ -139,7 +172,7 @@ def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:
     layout: the patch embedding as its [hidden, 3 p^2] matrix), each checked against the metadata."""
     meta = Metadata(gguf.metadata, gguf.path)
     hidden, ff, p = cfg.hidden_size, cfg.intermediate_size, geometry["patch_size"]
-    side, s = geometry["image_size"] // p, geometry["scale_factor"]
+    side = geometry["image_size"] // p
     text_width = meta.integer(V + "projection_dim", minimum=1)
     expected = {  # GGUF name -> (HF name, shape)
         "v.patch_embd.weight": ("embeddings.patch_embedding.weight", (hidden, 3, p, p)),
@@ -156,6 +189,15 @@ def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:
         for part, (hf, shape) in parts.items():
             expected[f"v.blk.{i}.{part}.weight"] = (f"encoder.layers.{i}.{hf}.weight", shape)
             expected[f"v.blk.{i}.{part}.bias"] = (f"encoder.layers.{i}.{hf}.bias", shape[:1])
+    gemma3 = geometry["kind"] == "gemma3"
+    prefix = gemma3_vision.VISION if gemma3 else VISION
+    expected = {name: (prefix + hf_name, shape) for name, (hf_name, shape) in expected.items()}
+    if gemma3:
+        expected["mm.soft_emb_norm.weight"] = (gemma3_vision.SOFT_NORM, (hidden,))
+        expected["mm.input_projection.weight"] = (gemma3_vision.PROJECTION, (hidden, text_width))
+    else:
+        s = geometry["scale_factor"]
+        expected["mm.model.fc.weight"] = (PROJECTION, (text_width, hidden * s * s))
     out = {}
     for name, (hf_name, shape) in expected.items():
         info = gguf.tensors.get(name)
@@ -163,23 +205,15 @@ def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:
             raise ModelFileError(gguf.path, f"missing tensor {name!r}")
         if tuple(info.shape) != shape:
             raise ModelFileError(
-                gguf.path, f"tensor {name!r} has shape {list(info.shape)}, but the metadata makes it {list(shape)}"
+                gguf.path,
+                f"tensor {name!r} has shape {list(info.shape)}, but the metadata makes it {list(shape)} "
+                f"({V}embedding_length, projection_dim, image_size, patch_size, scale_factor)",
             )
-        out[VISION + hf_name] = info
-    projection = gguf.tensors.get("mm.model.fc.weight")
-    if projection is None:
-        raise ModelFileError(gguf.path, "missing tensor 'mm.model.fc.weight'")
-    if tuple(projection.shape) != (text_width, hidden * s * s):
-        raise ModelFileError(
-            gguf.path,
-            f"tensor 'mm.model.fc.weight' has shape {list(projection.shape)}, but the metadata makes it "
-            f"[{text_width}, {hidden * s * s}] ({V}projection_dim, embedding_length x scale_factor^2)",
-        )
-    out[PROJECTION] = projection
-    unread = sorted(set(gguf.tensors) - set(expected) - {"mm.model.fc.weight"})
+        out[hf_name] = info
+    unread = sorted(set(gguf.tensors) - set(expected))
     if unread:
-        raise ModelFileError(gguf.path, f"tensor {unread[0]!r} is not part of SmolVLM's vision tower")
-    return vision_tensors(out)
+        raise ModelFileError(gguf.path, f"tensor {unread[0]!r} is not part of the vision tower Wisp reads")
+    return flat_patches(out, gemma3_vision.PATCH_WEIGHT) if gemma3 else vision_tensors(out)
 
 
 def _ffn_names(gguf: GGUFFile, layer: int, hidden: int, ff: int) -> tuple[str, str]:
@@ -191,10 +225,15 @@ def _ffn_names(gguf: GGUFFile, layer: int, hidden: int, ff: int) -> tuple[str, s
     return ("ffn_down", "ffn_up") if swapped else ("ffn_up", "ffn_down")
 
 
-def mmproj_settings(gguf: GGUFFile, geometry: dict) -> SmolVLMSettings:
+def mmproj_settings(gguf: GGUFFile, geometry: dict) -> SmolVLMSettings | Gemma3Settings:
     """The processor's settings, from the file where it holds them (the module docstring's table)."""
     meta = Metadata(gguf.metadata, gguf.path)
     tile = geometry["image_size"]
+    if geometry["kind"] == "gemma3":
+        mean, std = _triple(meta, V + "image_mean"), _triple(meta, V + "image_std")
+        if 0.0 in std:
+            meta.fail(V + "image_std", f"is {list(std)}: a zero would divide by zero")
+        return Gemma3Settings(tile, geometry["tokens"], image_mean=mean, image_std=std)
     longest = meta.integer(V + "preproc_image_size", TILES_LONGEST_EDGE * tile, minimum=1)
     side = tile // geometry["patch_size"] // geometry["scale_factor"]
     mean, std = _triple(meta, V + "image_mean"), _triple(meta, V + "image_std")

@@ -102,7 +102,8 @@ def build_gemma3_vision(b: GraphBuilder, geometry: dict) -> Graph:
     b.g.op(
         "rmsnorm",
         {"x": pooled, "w": b.vector([SOFT_NORM]), "residual": b.dummy, "y": normed},
-        {"dim": hidden, "eps": cfg.rms_norm_eps, "w_offset": 1.0, "last_row_only": 0, "add_residual": 0}
+        {"dim": hidden, "eps": cfg.rms_norm_eps, "w_offset": geometry.get("soft_norm_offset", 1.0)}
+        | {"last_row_only": 0, "add_residual": 0}
         | {"pad0": 0, "pad1": 0, "pad2": 0},
         lambda rows: (tokens, 1, 1),
     )

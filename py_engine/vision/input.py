@@ -21,7 +21,7 @@ from ..formats.mmproj import mmproj_config, mmproj_settings, read_mmproj
 from ..models.config import architecture_of
 from ..models.gemma3_vision import gemma3_vision_config
 from .encoder import VisionEncoder, load_vision_encoder, vision_files
-from .gemma3 import gemma3_plan, gemma3_prompt, gemma3_settings, gemma3_tokens
+from .gemma3 import Gemma3Tokens, gemma3_plan, gemma3_prompt, gemma3_settings, gemma3_tokens
 from .pictures import picture_embeddings
 from .smolvlm import (
     MODEL_FILE,
@@ -175,10 +175,16 @@ def gemma3_settings_and_tokens(configs: list, model: dict, tokenizer_config, tok
 
 def mmproj_settings_and_tokens(source, files) -> tuple[PictureText, int]:
     """vision_settings of an mmproj: the settings its metadata gives (formats/mmproj.py mmproj_settings).
-    It names no tokens, so they are SmolVLMProcessor's defaults, the strings llama.cpp's mtmd looks up
-    for idefics3 too; the text model's tokenizer must hold each as one token."""
+    It names no tokens, so they are the processor's defaults (SmolVLMProcessor's, Gemma 3's), the strings
+    llama.cpp's mtmd looks up too; the text model's tokenizer must hold each as one token."""
     gguf = read_mmproj(source)
-    settings = mmproj_settings(gguf, mmproj_config(gguf)[1])
+    geometry = mmproj_config(gguf)[1]
+    settings = mmproj_settings(gguf, geometry)
+    if geometry["kind"] == "gemma3":
+        tokens = Gemma3Tokens()
+        for text in (tokens.boi, tokens.eoi):
+            token_id(files.tokenizer, text, files.source.label)
+        return gemma3_text(settings, tokens), token_id(files.tokenizer, tokens.image, files.source.label)
     tokens = ImageTokens()
     for text in (tokens.fake_image, tokens.global_image):
         token_id(files.tokenizer, text, files.source.label)
