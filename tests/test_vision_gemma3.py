@@ -386,3 +386,46 @@ def test_bad_gemma3_mmproj_is_refused_before_a_device(tmp_path, change, message)
     bad = rewrite(GGUF / "mmproj-gemma3vl-tiny-f32.gguf", tmp_path / "bad.gguf", **change)
     with pytest.raises(ModelFileError, match=message):
         session.read_model_files(GGUF / "gemma3vl-tiny-f32.gguf", mmproj=bad)
+
+
+def test_gemma3_4b_tower_plans_within_webgpu_limits():
+    """google/gemma-3-4b-it's tower at its real shapes (SigLIP 1152 wide, 27 layers, 896 px / patch 14: 4096
+    patches a forward; 256 tokens; bf16): it plans with no device and every tensor fits one 128 MiB binding."""
+    from py_engine.formats.safetensors import TensorInfo
+    from py_engine.models.graph_options import GraphOptions
+    from py_engine.runtime.loader import vision_plan
+
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "mm_tokens_per_image": 256,
+        "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304}
+        | {"num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False},
+    }
+    cfg, geometry = gemma3_vision_config(config, "config.json")
+    assert (geometry["tokens"], geometry["pool"]) == (256, 4)
+    ff = "mlp."
+    shapes = {
+        "embeddings.patch_embedding.weight": (1152, 3, 14, 14),
+        "embeddings.patch_embedding.bias": (1152,),
+        "embeddings.position_embedding.weight": (4096, 1152),
+        "post_layernorm.weight": (1152,),
+        "post_layernorm.bias": (1152,),
+    }
+    for i in range(27):
+        layer = f"encoder.layers.{i}."
+        for part, shape in [(f"self_attn.{n}_proj", (1152, 1152)) for n in ("q", "k", "v", "out")] + [
+            (ff + "fc1", (4304, 1152)),
+            (ff + "fc2", (1152, 4304)),
+            ("layer_norm1", (1152,)),
+            ("layer_norm2", (1152,)),
+        ]:
+            shapes[layer + part + ".weight"] = shape
+            shapes[layer + part + ".bias"] = shape[:1]
+    v = {"vision_tower.vision_model." + name: shape for name, shape in shapes.items()}  # the hub's names
+    v["multi_modal_projector.mm_input_projection_weight"] = (1152, 2560)
+    v["multi_modal_projector.mm_soft_emb_norm.weight"] = (1152,)
+    infos = {n: TensorInfo(n, "BF16", s, 0, 2 * int(np.prod(s)), "model.safetensors") for n, s in v.items()}
+    options = GraphOptions(max_rows=4096, kv_capacity=4096, precision="exact")
+    graph, _ = vision_plan(cfg, geometry, gemma3_vision_tensors(infos), "gemma-3-4b-it", options)
+    assert graph.outputs["image_features"].nbytes == 256 * 2560 * 4
+    assert max(t.nbytes for t in graph.tensors) <= 128 << 20
