@@ -40,7 +40,10 @@
 //   Q8_OUTPUT (the GEMV before such a one, where a workgroup's outputs are whole 32s: builder.py
 //   gemv_input): each workgroup quantizes its own outputs (shaders/quantize_32.wgsl) into yq / ys,
 //   and that dispatch is not needed (linear_plan.GEMV_Q8_INPUT_WEIGHTS).
-// Dispatch: ceil(N / (SLOTS * RPT)) workgroups (GATED: ceil(N / 2 / SLOTS)) of LANES * SLOTS threads, laid out by linear_grid
+//   GROUPS (linear_plan.gemv_groups): each workgroup computes GROUPS groups of SLOTS * RPT outputs
+//   (GATED: SLOTS), the dispatch's workgroup count apart, and stages x once for them where x
+//   fits one chunk.
+// Dispatch: ceil(N / (SLOTS * RPT * GROUPS)) workgroups (GATED: ceil(N / 2 / SLOTS / GROUPS)) of LANES * SLOTS threads, laid out by linear_grid
 //   over x and y (x fastest) so that no dimension exceeds 65535. Rows of x are taken one after
 //   another; the workgroup's weights are cache-hot after the first.
 struct Params { K: u32, N: u32, out_stride: u32, out_offset: u32, rows: u32, has_bias: u32, has_residual: u32,
@@ -384,129 +387,146 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 ) {
     // p.rows: a fixed count, 0 for the forward's rows, or LOGIT_ROWS for its scored rows (the LM head).
     let rows = select(select(p.rows, step.rows, p.rows == 0u), step.logit_rows, p.rows == LOGIT_ROWS);
-    let group = wid.x + wid.y * groups.x;
+    let first_group = wid.x + wid.y * groups.x;
+    let launched = groups.x * groups.y;
     let slot = lid / LANES;
     let lane = lid % LANES;
-    let n0 = (group * SLOTS + slot) * select(RPT, 1u, GATED);
     let outputs = select(p.N, p.N / 2u, GATED);
-    // Rows past N (in the last workgroup) read row N - 1 and write nothing: every thread runs
-    // the same loop, so the reductions below stay in uniform control flow.
-    var n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
-    if (GATED) {
-        let gate = min(n0, outputs - 1u);
-        n = vec4<u32>(gate, gate + outputs, gate, gate);
-    }
     let units = p.K / UNIT;
     let x_row_blocks = select(p.K, p.K / 4u, VEC4);
     let chunk_units = X_CHUNK / UNIT;  // UNIT divides X_CHUNK: 1, 4, 32 or 64
     let steps = (chunk_units + STEP * LANES - 1u) / (STEP * LANES);
+    // GROUPS: x fits one chunk, and the workgroup stages it once for its groups (with several
+    // chunks every group stages its own).
+    let stage_once = units <= chunk_units;
 
     for (var r = 0u; r < rows; r++) {
         let x_row = r * x_row_blocks;
-//#if Q8_INPUT
-//#else
-        if (COMBINE) { merge_heads(r, lid); }
-//#endif
-        var acc = vec4<f32>(0.0);
-        var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
-        for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
-            // From uniform values, not the private chunk_first: WGSL counts a private variable's
-            // value as non-uniform, and Q8_ACT's quantize_chunk loops `blocks` times around a barrier.
-            let chunk_start = first_unit * (UNIT / select(1u, 4u, VEC4));
-            chunk_first = x_row + chunk_start;
-            let blocks = min(X_BLOCKS, x_row_blocks - chunk_start);
-//#if Q8_INPUT
-            squares += stage_quantized(r, chunk_start, blocks, lid);
-//#else
-            for (var i = lid; i < blocks; i += THREADS) {
-                var v = x_block(r, chunk_first - x_row + i);
-                if (NORM) {
-                    let q = vec4<f32>(v);
-                    squares += select(q.x * q.x, dot(q, q), VEC4);
-                    v = v * (norm[chunk_first - x_row + i] + XBlock(p.norm_offset));
-                }
-                x_chunk[i + i / X_PAD] = v;
-//#if Q8_ACT
-                let m = abs(v);
-                partial[i / 4u][i % 4u] = max(max(m.x, m.y), max(m.z, m.w));  // for quantize_chunk
-//#endif
+        var row_scale = 1.0;  // NORM: the row's inverseSqrt(mean(x^2) + eps), once x is staged
+        // GROUPS groups of outputs a workgroup, `launched` apart (linear_plan.gemv_groups): fewer
+        // workgroups than outputs need, so that they run in one wave, and x staged fewer times.
+        for (var g = 0u; g < GROUPS; g++) {
+            let group = first_group + g * launched;
+            if (group * GROUP_OUTPUTS >= outputs) { break; }  // uniform: the workgroup's groups are done
+            let restage = g == 0u || !stage_once;
+            let n0 = (group * SLOTS + slot) * select(RPT, 1u, GATED);
+            // Rows past N (in the last group) read row N - 1 and write nothing: every thread runs
+            // the same loop, so the reductions below stay in uniform control flow.
+            var n = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.N - 1u));
+            if (GATED) {
+                let gate = min(n0, outputs - 1u);
+                n = vec4<u32>(gate, gate + outputs, gate, gate);
             }
-            workgroupBarrier();
-//#if Q8_ACT
-            quantize_chunk(lid, blocks);
-            workgroupBarrier();
+//#if Q8_INPUT
 //#else
-            // Once per chunk, not once per unit of every row: 8 x reads a unit fewer. From the staged
-            // chunk after its barrier: summing from x itself to share that barrier ran 4-5 % slower.
-            if (X_SUMS) {
-                for (var s = lid; s < blocks / 8u; s += THREADS) {
-                    let slot = act_slot(chunk_first + 8u * s);
-                    let sum = ((act_at(slot, 0u) + act_at(slot, 1u)) + (act_at(slot, 2u) + act_at(slot, 3u)))
-                            + ((act_at(slot, 4u) + act_at(slot, 5u)) + (act_at(slot, 6u) + act_at(slot, 7u)));
-                    x_sums[s] = dot(sum, vec4<f32>(1.0));
+            if (COMBINE && restage) { merge_heads(r, lid); }
+//#endif
+            var acc = vec4<f32>(0.0);
+            var squares = 0.0;  // NORM: this thread's share of the row's sum of squares
+            for (var first_unit = 0u; first_unit < units; first_unit += chunk_units) {
+                // From uniform values, not the private chunk_first: WGSL counts a private variable's
+                // value as non-uniform, and Q8_ACT's quantize_chunk loops `blocks` times around a barrier.
+                let chunk_start = first_unit * (UNIT / select(1u, 4u, VEC4));
+                chunk_first = x_row + chunk_start;
+                let blocks = min(X_BLOCKS, x_row_blocks - chunk_start);
+                if (restage) {
+//#if Q8_INPUT
+                    squares += stage_quantized(r, chunk_start, blocks, lid);
+//#else
+                    for (var i = lid; i < blocks; i += THREADS) {
+                        var v = x_block(r, chunk_first - x_row + i);
+                        if (NORM) {
+                            let q = vec4<f32>(v);
+                            squares += select(q.x * q.x, dot(q, q), VEC4);
+                            v = v * (norm[chunk_first - x_row + i] + XBlock(p.norm_offset));
+                        }
+                        x_chunk[i + i / X_PAD] = v;
+//#if Q8_ACT
+                        let m = abs(v);
+                        partial[i / 4u][i % 4u] = max(max(m.x, m.y), max(m.z, m.w));  // for quantize_chunk
+//#endif
+                    }
+                    workgroupBarrier();
+//#if Q8_ACT
+                    quantize_chunk(lid, blocks);
+                    workgroupBarrier();
+//#else
+                    // Once per chunk, not once per unit of every row: 8 x reads a unit fewer. From the staged
+                    // chunk after its barrier: summing from x itself to share that barrier ran 4-5 % slower.
+                    if (X_SUMS) {
+                        for (var s = lid; s < blocks / 8u; s += THREADS) {
+                            let slot = act_slot(chunk_first + 8u * s);
+                            let sum = ((act_at(slot, 0u) + act_at(slot, 1u)) + (act_at(slot, 2u) + act_at(slot, 3u)))
+                                    + ((act_at(slot, 4u) + act_at(slot, 5u)) + (act_at(slot, 6u) + act_at(slot, 7u)));
+                            x_sums[s] = dot(sum, vec4<f32>(1.0));
+                        }
+                        workgroupBarrier();
+                    }
+//#endif
+//#endif
                 }
+                let last_unit = min(units, first_unit + chunk_units);
+                for (var s = 0u; s < steps; s++) {
+                    let u = first_unit + lane + s * STEP * LANES;
+                    // STEP units' loads in flight, then the remainder one at a time.
+                    if (STEP == 4u && u + 3u * LANES < last_unit) {
+                        acc += (unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row))
+                             + (unit_rows(n, u + 2u * LANES, x_row) + unit_rows(n, u + 3u * LANES, x_row));
+                    } else if (STEP == 2u && u + LANES < last_unit) {
+                        acc += unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row);
+                    } else {
+                        for (var v = u; v < min(last_unit, u + STEP * LANES); v += LANES) {
+                            acc += unit_rows(n, v, x_row);
+                        }
+                    }
+                }
+                workgroupBarrier();  // x_chunk is restaged for the next chunk
+            }
+            if (NORM && restage) {
+//#if SUBGROUPS
+                let sum_squares = workgroup_sum(squares, lid, subgroup_size);
+//#else
+                let sum_squares = workgroup_sum(squares, lid, 1u);  // (1: unused without subgroups)
+//#endif
+                row_scale = inverseSqrt(sum_squares / f32(p.K) + p.norm_eps);
+            }
+            acc *= row_scale;
+            // Sum acc over the slot's LANES threads; lane 0 ends up with the total.
+//#if SUBGROUPS
+            // Butterfly within each subgroup (lanes l and l ^ o share a subgroup while o < its size),
+            // then workgroup memory across the subgroups of a slot when a slot spans several.
+            for (var o = LANES / 2u; o > 0u; o >>= 1u) {
+                acc += select(vec4<f32>(0.0), subgroupShuffleXor(acc, o), o < subgroup_size);
+            }
+            let span = min(LANES, subgroup_size);
+            partial[lid] = acc;
+            workgroupBarrier();
+            if (lane == 0u) {
+                for (var k = span; k < LANES; k += span) { acc += partial[lid + k]; }
+            }
+//#else
+            partial[lid] = acc;
+            workgroupBarrier();
+            for (var stride = LANES / 2u; stride > 1u; stride >>= 1u) {
+                if (lane < stride) { partial[lid] += partial[lid + stride]; }
                 workgroupBarrier();
             }
+            if (lane == 0u) { acc = partial[lid] + partial[lid + 1u]; }
 //#endif
-//#endif
-            let last_unit = min(units, first_unit + chunk_units);
-            for (var s = 0u; s < steps; s++) {
-                let u = first_unit + lane + s * STEP * LANES;
-                // STEP units' loads in flight, then the remainder one at a time.
-                if (STEP == 4u && u + 3u * LANES < last_unit) {
-                    acc += (unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row))
-                         + (unit_rows(n, u + 2u * LANES, x_row) + unit_rows(n, u + 3u * LANES, x_row));
-                } else if (STEP == 2u && u + LANES < last_unit) {
-                    acc += unit_rows(n, u, x_row) + unit_rows(n, u + LANES, x_row);
+            if (lane == 0u) {
+                if (GATED) {
+                    if (n0 < outputs) { keep_output(slot, write_gated(r, n0, acc.x, acc.y)); }
                 } else {
-                    for (var v = u; v < min(last_unit, u + STEP * LANES); v += LANES) { acc += unit_rows(n, v, x_row); }
+                    for (var j = 0u; j < RPT; j++) {
+                        if (n0 + j < p.N) { keep_output(slot * RPT + j, write_output(r, n0 + j, acc[j])); }
+                    }
                 }
             }
-            workgroupBarrier();  // x_chunk is restaged for the next chunk
-        }
-        if (NORM) {
-//#if SUBGROUPS
-            let sum_squares = workgroup_sum(squares, lid, subgroup_size);
-//#else
-            let sum_squares = workgroup_sum(squares, lid, 1u);  // (1: unused without subgroups)
-//#endif
-            acc *= inverseSqrt(sum_squares / f32(p.K) + p.norm_eps);
-        }
-        // Sum acc over the slot's LANES threads; lane 0 ends up with the total.
-//#if SUBGROUPS
-        // Butterfly within each subgroup (lanes l and l ^ o share a subgroup while o < its size),
-        // then workgroup memory across the subgroups of a slot when a slot spans several.
-        for (var o = LANES / 2u; o > 0u; o >>= 1u) {
-            acc += select(vec4<f32>(0.0), subgroupShuffleXor(acc, o), o < subgroup_size);
-        }
-        let span = min(LANES, subgroup_size);
-        partial[lid] = acc;
-        workgroupBarrier();
-        if (lane == 0u) {
-            for (var k = span; k < LANES; k += span) { acc += partial[lid + k]; }
-        }
-//#else
-        partial[lid] = acc;
-        workgroupBarrier();
-        for (var stride = LANES / 2u; stride > 1u; stride >>= 1u) {
-            if (lane < stride) { partial[lid] += partial[lid + stride]; }
-            workgroupBarrier();
-        }
-        if (lane == 0u) { acc = partial[lid] + partial[lid + 1u]; }
-//#endif
-        if (lane == 0u) {
-            if (GATED) {
-                if (n0 < outputs) { keep_output(slot, write_gated(r, n0, acc.x, acc.y)); }
-            } else {
-                for (var j = 0u; j < RPT; j++) {
-                    if (n0 + j < p.N) { keep_output(slot * RPT + j, write_output(r, n0 + j, acc[j])); }
-                }
-            }
-        }
 //#if Q8_OUTPUT
-        workgroupBarrier();
-        quantize_outputs(r, group, lid);
+            workgroupBarrier();
+            quantize_outputs(r, group, lid);
 //#endif
-        workgroupBarrier();  // `partial` (and `kept`) are rewritten for the next row
+            workgroupBarrier();  // `partial` (and `kept`) are rewritten for the next group or row
+        }
     }
 }

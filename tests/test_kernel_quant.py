@@ -11,6 +11,7 @@ from quant_ref import QuantMatrix, int8_activations, repack_reference
 from py_engine.runtime.linear_plan import (
     INT8_MATMUL_FORMATS,
     gemv_features,
+    gemv_groups,
     linear_defines,
     linear_grid,
     linear_params,
@@ -322,6 +323,46 @@ def test_gemv_quantizes_its_outputs(fmt, K, outputs, gated, on_quantized, with_n
         got_r, want_r = yq[r * row : (r + 1) * row], want[r * row : (r + 1) * row]
         assert np.array_equal(got_r[:words], want_r[:words]), f"row {r}: the int8 levels differ from quantize_rows'"
         assert np.array_equal(got_r[words:], want_r[words:]), f"row {r}: the scales differ from quantize_rows'"
+
+
+# (format, K, outputs, gated, on quantized x, norm, layout, rows): GROUPS groups a workgroup: the
+# 8B's gate | up (on quantize_rows' x, quantizing its outputs), x staged and normalised in the
+# GEMV (one chunk: staged once for every group), K past one chunk (restaged each group).
+GROUPED = [
+    ("q4_0", 2304, 160, True, True, True, (8, 32, 2, 2), 2),
+    ("q4_1", 352, 37, False, False, True, (16, 16, 1, 2), 3),
+    ("q4_k", 4352, 40, False, False, False, (16, 8, 1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("fmt,K,outputs,gated,on_quantized,with_norm,layout,rows", GROUPED)
+def test_gemv_groups(fmt, K, outputs, gated, on_quantized, with_norm, layout, rows):
+    """gemv.wgsl GROUPS 2 and 3 (workgroups that compute several groups of outputs, the last
+    ones fewer) leave y (and yq) the same bits as one group a workgroup."""
+    m = matrix(fmt, 2 * outputs if gated else outputs, K, 64)
+    rng = np.random.default_rng(K + outputs)
+    x = rng.standard_normal((rows, K), dtype=np.float32) * 3
+    fused = {"gated": gated, "precision": "fast", "q8_input": on_quantized}
+    if with_norm:
+        fused["norm"] = rng.standard_normal(K, dtype=np.float32)
+    q8_output = (None, 0.0) if gated else None
+    results = []
+    for groups in (1, 2, 3):
+        defines = dict(zip(("LANES", "SLOTS", "RPT", "STEP"), layout), GROUPS=groups)
+        got = run_linear("gemv", x, m, defines, q8_output=q8_output, **fused)
+        results.append(got if q8_output else (got,))
+    for groups, got in zip((2, 3), results[1:]):
+        for a, b in zip(got, results[0]):
+            assert np.array_equal(a, b), f"GROUPS {groups} changed the outputs"
+
+
+def test_gemv_groups_rule():
+    """linear_plan.gemv_groups: two groups a workgroup only where twice GEMV_GROUPED_WORKGROUPS
+    workgroups would run (the 8B's gate | up on int8 x), one for its down projection and q | k | v."""
+    gate_up = {**linear_defines(4096, 28672, "q4_0", gated=True, precision="fast"), "LANES": 8, "SLOTS": 32}
+    assert gemv_groups(gate_up, 28672) == 2
+    assert gemv_groups(linear_defines(14336, 4096, "q4_0", precision="fast"), 4096) == 1
+    assert gemv_groups(linear_defines(4096, 6144, "q4_0", precision="fast"), 6144) == 1
 
 
 @pytest.mark.parametrize("fmt,K,group", CASES, ids=CASE_IDS)

@@ -15,6 +15,7 @@ from ..runtime.linear_plan import (
     LOGIT_ROWS_MAX,
     choose_linear,
     gemv_features,
+    gemv_groups,
     gemv_q8_input,
     linear_grid,
     linear_params,
@@ -150,7 +151,9 @@ class LinearOps:
         if layout is None or (norm_weight is not None and norm_read):
             return None
         xq = self.act("xq", q8_row_bytes(k) // 4)
-        op.defines = {**op.defines, **layout, "Q8_OUTPUT": True, "Q8_OUT_NORM": norm_weight is not None}
+        op.defines = self._grouped(
+            {**op.defines, **layout, "Q8_OUTPUT": True, "Q8_OUT_NORM": norm_weight is not None}, op.params["N"]
+        )
         op.grid = self._linear_grid(op.params["N"], op.defines)
         op.bind = {**op.bind, "yq": xq}
         op.gemv_bind = dict(op.gemv_bind or {})
@@ -204,6 +207,7 @@ class LinearOps:
         matmul (Q8_MATMUL) reads x as quantize_rows left it (`quantized`); without, the f32 one.
         The GEMV reads x as quantize_rows (spread) left it where `gemv_quantized` is given."""
         matmul_bind = gemv_bind = None
+        defines = self._grouped(defines, params["N"])
         if gemv_quantized is not None:
             defines = {**defines, "Q8_INPUT": True}
             bind = {**bind, "gemv_xq": gemv_quantized}
@@ -226,6 +230,10 @@ class LinearOps:
             matmul_bind=matmul_bind,
             gemv_bind=gemv_bind,
         )
+
+    def _grouped(self, defines: dict, n: int) -> dict:
+        """defines with the GEMV's GROUPS for n weight rows (linear_plan.gemv_groups; one on a CPU)."""
+        return {**defines, "GROUPS": 1 if self.cpu else gemv_groups({**defines, "GROUPS": 1}, n)}
 
     @staticmethod
     def _linear_grid(n: int, defines: dict):

@@ -86,7 +86,7 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bo
     sums = {"X_SUMS": fmt.has_offset}
     if cpu:
         rpt = 2 if gated else (4 if N >= CPU_WIDE_ROWS else 1)
-        return {"LANES": 1, "SLOTS": 128, "RPT": rpt, "STEP": 1, **sums}
+        return {"LANES": 1, "SLOTS": 128, "RPT": rpt, "STEP": 1, "GROUPS": 1, **sums}
     if K < (8192 if fmt.is_float else 2048) or weight_format == "f32":
         lanes, slots, step = 32, 8, 4 if fmt.is_float else 2
     else:
@@ -97,7 +97,7 @@ def gemv_layout(K: int, N: int, weight_format: str, gated: bool = False, cpu: bo
             step = 1 if fmt.block_elems == 256 else 2
     if gated and not fmt.is_float:
         step = 2 if int8 and weight_format == "q4_0" and lanes == 16 else 1  # (long rows: where measured)
-    return {"LANES": lanes, "SLOTS": slots, "RPT": 2 if gated else 1, "STEP": step, **sums}
+    return {"LANES": lanes, "SLOTS": slots, "RPT": 2 if gated else 1, "STEP": step, "GROUPS": 1, **sums}
 
 
 # precision "exact": today's f32 arithmetic everywhere; "fast" (the default): the GEMV multiplies
@@ -179,9 +179,10 @@ def q8_output_layout(defines: dict) -> dict | None:
     rows take more rows a thread (RPT), gated ones (a thread's gate and up row) 32 slots of
     fewer lanes. H200, the 8B's decode (GEMV_Q8_INPUT_WEIGHTS): its O projection as 8 lanes x 32
     slots instead of two rows a thread measured the same (327.2-328.2 tok/s against 327.6-328.3)."""
-    if gemv_features(defines) > 128 and not defines["GATED"]:  # (the CPU's wide rows) kept outputs fit 16 KiB
+    group_outputs = gemv_features(defines) // defines.get("GROUPS", 1)
+    if group_outputs > 128 and not defines["GATED"]:  # (the CPU's wide rows) kept outputs fit 16 KiB
         return {"RPT": 1} if defines["SLOTS"] % 32 == 0 else None
-    if gemv_features(defines) % 32 == 0:
+    if group_outputs % 32 == 0:
         return {}
     threads = defines["LANES"] * defines["SLOTS"]
     if defines["GATED"]:
@@ -227,10 +228,29 @@ def matmul_tile(defines: dict) -> tuple[int, int]:
     return (MATMUL_INT8_ROWS, MATMUL_INT8_FEATURES) if defines.get("Q8_MATMUL") else (MATMUL_TILE, MATMUL_TILE)
 
 
+# gemv.wgsl GROUPS: a GEMV of at least twice this many workgroups' outputs gives each workgroup
+# two groups of them (x staged once for both: linear_plan.gemv_groups).
+GEMV_GROUPED_WORKGROUPS = 200
+
+
+def gemv_groups(defines: dict, N: int) -> int:
+    """gemv.wgsl's GROUPS for a GEMV over N weight rows under these defines (GROUPS 1): 2 where
+    at least 2 x GEMV_GROUPED_WORKGROUPS workgroups would run, else 1. A workgroup stages x (its
+    RMSNorm, its quantizing) once for both groups, and the workgroups fit the GPU at once. H200,
+    the 8B shape's decode token (one pass, depth 1): its gate | up (14,336 outputs, 32 a group,
+    on int8 x) in 224 workgroups instead of 448 took the token from 2,997 to 2,761 us; three groups
+    (150 workgroups) 3,029, four 3,190; two groups of its q | k | v (384 -> 192 workgroups) and O
+    projection (128 -> 64) 3,418, of its down projection (256 -> 128) 3,306; its LM head (8,016
+    groups) 2, 4 or 8 a workgroup, the same. A CPU adapter's layout keeps one."""
+    outputs = N // 2 if defines["GATED"] else N
+    groups = -(-outputs // gemv_features({**defines, "GROUPS": 1}))
+    return 2 if groups >= 2 * GEMV_GROUPED_WORKGROUPS else 1
+
+
 def gemv_features(defines: dict) -> int:
     """Output features one GEMV workgroup computes under these defines (GATED: a thread's two
-    rows make one output)."""
-    return defines["SLOTS"] * (1 if defines.get("GATED") else defines["RPT"])
+    rows make one output; GROUPS such groups of them)."""
+    return defines["SLOTS"] * (1 if defines.get("GATED") else defines["RPT"]) * defines.get("GROUPS", 1)
 
 
 def linear_defines(
