@@ -46,7 +46,8 @@
 //           Σ exp(s - m); a split without keys for the row: zeros, -3e38, 0), 6 cos_sin,
 //           7 q_norm, 8 k_norm (unused: attention.wgsl's ROPE_KV inputs); with PICTURE_SPANS, 9
 //           picture_ends (read, u32 [context]: a picture token's position -> its picture's end
-//           position, exclusive; 0 for text), which attention.wgsl does not bind (its own bind group).
+//           position, exclusive; 0 for text), which attention.wgsl does not bind (its own bind group):
+//           8 storage bindings with it, WebGPU's default maxStorageBuffersPerShaderStage.
 // Defines: HEAD_VEC4S (attention_grid.tiled_defines: ceil(head_dim / 4), sizing the registers, the
 //           lanes and the tile; head_dim <= 256, even). K_CACHE / V_CACHE. RING. SUBGROUPS
 //           (kernels.py, from the device). ROPE_KV (false: ignored). F16_MATH and ATT_MATH (f16
