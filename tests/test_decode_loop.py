@@ -187,6 +187,29 @@ def test_a_submit_carries_several_forwards(engine, reference):
     assert len(submits) <= (1 + 5 if engine.tokens_per_submit == 5 else 12)
 
 
+def test_sized_groups_ramp_up(engine, reference):
+    """Sized groups grow at most RAMP times the forwards in flight (the host encodes a group while
+    the GPU runs those), from one forward to TOKENS_PER_SUBMIT, not in one step."""
+    from py_engine.decode.on_gpu import RAMP
+    from py_engine.runtime.kv_cache import TOKENS_PER_SUBMIT
+
+    counts = []
+    real = engine.decode_group
+    engine.decode_group = lambda count, *rest: counts.append(count) or real(count, *rest)
+    try:
+        engine.reset()
+        assert asyncio.run(collect(engine.generate(PROMPT, 24, GREEDY))) == reference
+    finally:
+        del engine.decode_group
+    if engine.tokens_per_submit is not None:
+        assert set(counts[:-1]) == {engine.tokens_per_submit}
+        return
+    # two submits in flight: group i is encoded while group i - 1 runs. (Growth needs a forward
+    # under LIVE_SECONDS / 2 on this machine: the tiny fixture's take milliseconds.)
+    assert counts[:2] == [1, 1] and 1 < max(counts) <= TOKENS_PER_SUBMIT, counts
+    assert all(c <= RAMP * before for before, c in zip(counts, counts[1:])), counts
+
+
 def test_a_cancel_rolls_back_at_once_in_a_running_loop(engine, reference):
     """The server and the worker keep one event loop: pos must be rolled back when the answer's
     generator is closed, not whenever the loop gets round to finalizing the loop inside it."""
