@@ -24,7 +24,8 @@ from .runtime.linear_plan import LOGIT_ROWS_MAX
 from .runtime.linear_plan import arithmetic as device_arithmetic
 from .runtime.loader import plan, upload
 from .runtime.memory import largest_context, too_large
-from .runtime.picture_spans import NO_IMAGE, picture_ends, picture_runs, prefill_chunks
+from .runtime.picture_layout import PictureLayout
+from .runtime.picture_spans import prefill_chunks
 from .runtime.recurrent_state import RecurrentState
 
 log = logging.getLogger("wisp")
@@ -88,17 +89,13 @@ class Engine:
         self._staging_bytes = TOKENS_PER_SUBMIT * self._slot
         self._staging = device.create_buffer(self._staging_bytes, label="decode inputs")
         # A vision-language model's text graph (GraphOptions.image_rows): the image embeddings its
-        # picture tokens take (image_embeds, which the vision encoder fills) and each position's
-        # slot in them (image_slots; place_images), text everywhere until a prompt places pictures.
+        # picture tokens take (image_embeds, which the vision encoder fills) and where the last prompt
+        # placed its pictures (runtime/picture_layout.py: slots, Gemma 3's spans, Qwen3.5's positions).
         self.image_embeds = executor.buffer("image_embeds") if "image_slots" in executor.graph.inputs else None
-        if self.image_embeds is not None:
-            self._image_slots = executor.buffer("image_slots")
-            device.write_buffer(self._image_slots, 0, array("I", [NO_IMAGE] * context).tobytes())
-        # GraphOptions.picture_spans (Gemma 3): each position's picture's end, for the prompt's
-        # attention (0: text), and the prompt's pictures as runs of positions [start, end), which a
-        # prefill never splits across two forwards (prefill_chunks).
-        self._picture_ends = executor.buffer("picture_ends") if "picture_ends" in executor.graph.inputs else None
-        self.picture_spans: list[tuple[int, int]] = []
+        mrope = any(rotary.streams for _, rotary in self._rotary)
+        self._pictures = (
+            PictureLayout(device, executor, context, self.max_rows, mrope) if self.image_embeds is not None else None
+        )
 
     @classmethod
     async def load(
@@ -179,29 +176,27 @@ class Engine:
     def place_images(self, start: int, ids: list[int], image_token: int) -> int:
         """The prompt `ids`, fed from position `start`, has picture tokens (image_token) whose
         embeddings lie in image_embeds in order (the k-th picture token takes row k): every
-        position's slot, written before the prompt's prefill (every other position is text, so a
-        later prompt's positions read no stale picture). Returns the picture tokens' count."""
-        if self.image_embeds is None:
+        position's slot (and picture end, RoPE position), written before the prompt's prefill (every
+        other position is text, so a later prompt's positions read no stale picture). Returns the
+        picture tokens' count."""
+        if self._pictures is None:
             raise WispError(f"{self.cfg.architecture} reads no pictures")
-        if ids and ids[-1] == image_token:  # the splice skips one-row forwards (GraphBuilder.splice_images)
-            raise WispError("a prompt ends with a picture token: the processor's text closes every picture")
-        slots = [NO_IMAGE] * self.context
-        count = 0
-        for offset, token in enumerate(ids):
-            if token == image_token and start + offset < self.context:
-                slots[start + offset] = count
-                count += 1
-        self.device.write_buffer(self._image_slots, 0, array("I", slots).tobytes())
-        if self._picture_ends is not None:
-            self._place_spans(picture_runs(slots))
-        return count
+        return self._pictures.place(start, ids, image_token)
 
-    def _place_spans(self, spans: list[tuple[int, int]]) -> None:
-        """The prompt's pictures' runs of positions: every position's picture end written for the
-        prompt's attention, and kept for prefill_chunks."""
-        ends = picture_ends(spans, self.context, self.max_rows)
-        self.device.write_buffer(self._picture_ends, 0, array("I", ends).tobytes())
-        self.picture_spans = spans
+    def picture_grids(self, grids: list[tuple[int, int]]) -> None:
+        """The pictures whose embeddings image_embeds now holds, in order, as (rows, cols) of their
+        tokens: where a multimodal RoPE (Qwen3.5) puts them (place_images)."""
+        if self._pictures is None:
+            raise WispError(f"{self.cfg.architecture} reads no pictures")
+        self._pictures.grids = list(grids)
+
+    def _rope_table(self, rotary, first: int, rows: int) -> bytes:
+        """A forward's cos/sin rows for cache positions first .. first + rows - 1: plain positions, or
+        the placed prompt's multimodal ones (and the text after it, delta behind)."""
+        positions = self._pictures.positions if self._pictures else None
+        if positions is None:
+            return rotary.table(first, rows, self.rope_long)
+        return rotary.table_at(positions.rows(first, rows))
 
     def roll_back(self, pos: int) -> None:
         """Go on from `pos`: what was computed past it is forgotten (its keys stay in the caches,
@@ -228,7 +223,7 @@ class Engine:
             self.tokens += ids
             self.device.write_buffer(ex.buffer("ids"), 0, array("I", ids).tobytes())
         for buffer, rotary in self._rotary:
-            self.device.write_buffer(buffer, 0, rotary.table(self.pos, rows, self.rope_long))
+            self.device.write_buffer(buffer, 0, self._rope_table(rotary, self.pos, rows))
         commands = ex.commands(rows, self.pos, logit_rows)
         self.pos += rows
         return commands
@@ -310,7 +305,7 @@ class Engine:
         """Run all chunks but the last; return the last chunk's commands (its LM head gives the logits)."""
         if self.pos == 0 and self.long_after is not None:  # a sequence from its start: its length picks
             self.rope_long = len(ids) > self.long_after
-        sizes = prefill_chunks(self.pos, len(ids), self.max_rows, self.picture_spans)
+        sizes = prefill_chunks(self.pos, len(ids), self.max_rows, self._pictures.spans if self._pictures else [])
         start = 0
         for size in sizes[:-1]:
             self.device.submit(self.forward_commands(ids[start : start + size]))
@@ -420,7 +415,7 @@ class Engine:
             staged[at : at + STEP_BYTES] = step_bytes(1, self.pos)
             rope_at = at + STEP_BYTES
             for buffer, rotary in self._rotary:
-                staged[rope_at : rope_at + rotary.row_bytes] = rotary.table(self.pos, 1, self.rope_long)
+                staged[rope_at : rope_at + rotary.row_bytes] = self._rope_table(rotary, self.pos, 1)
                 commands.append(Copy(self._staging, rope_at, buffer, 0, rotary.row_bytes))
                 rope_at += -(-rotary.row_bytes // 16) * 16
             commands += self.executor.staged_commands(1, self.pos, self._staging, at)

@@ -67,7 +67,7 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
     def rope_table(self, name: str, theta: float, scaling: dict | None) -> Tensor:
         """A cos/sin input of every forward (Graph.rotary: the engine fills it per forward) for
         RoPE of this base and scaling; rope_kv() takes it. A model has one, or one per layer kind."""
-        rotary = Rotary(self.cfg.rotary_dim, theta, scaling)
+        rotary = Rotary(self.cfg.rotary_dim, theta, scaling, mrope_section=self.cfg.mrope_section)
         self.g.rotary[name] = rotary
         self.g.inputs[name] = self.g.tensor(name, self.g.max_rows * rotary.row_bytes, "input")
         return self.g.inputs[name]

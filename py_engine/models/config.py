@@ -61,6 +61,10 @@ class ModelConfig:
     # Encoders (BERT, models/bert.py): the feed-forward activation and the position embeddings' kind.
     hidden_act: str = ""
     position_embedding_type: str = ""
+    # Qwen3.5's multimodal RoPE: how many of the rotary frequencies turn by a token's temporal, row and
+    # column positions (interleaved t h w t h w ..., models/rope.py); () plain positions. A text token's three
+    # are equal, so it turns as plain RoPE; a picture's tokens differ (runtime/picture_layout.py).
+    mrope_section: tuple = ()
 
     @property
     def rotary_dim(self) -> int:
@@ -136,6 +140,9 @@ VISION_TOWERS = {
     "Gemma3ForConditionalGeneration": "gemma3",
 }
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
+# Text towers whose RoPE is multimodal, and transformers' sections where the config names none.
+MROPE_SECTIONS = {"Qwen3_5ForCausalLM": (11, 11, 10)}
+MAX_MROPE_SECTION = 4096
 ENCODER_ARCHITECTURES = ("BertModel",)  # models/bert.py: embedders, not causal LMs
 
 
@@ -228,7 +235,22 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         conv_bias=keys.bool("conv_bias", False),
         hidden_act=keys.str("hidden_act", "gelu") if encoder else "",
         position_embedding_type=keys.str("position_embedding_type", "absolute") if encoder else "",
+        mrope_section=_mrope_section(keys, architecture),
     )
+
+
+def _mrope_section(keys: ConfigKeys, architecture: str) -> tuple:
+    """rope_parameters.mrope_section of a multimodal-RoPE text tower (MROPE_SECTIONS): three counts."""
+    default = MROPE_SECTIONS.get(architecture)
+    if default is None:
+        return ()
+    params = keys.section("rope_parameters")
+    value = params.get("mrope_section", list(default))
+    if not (
+        isinstance(value, list) and len(value) == 3 and all(is_int(v) and 0 <= v <= MAX_MROPE_SECTION for v in value)
+    ):
+        params.fail("mrope_section", f"3 counts of frequencies from 0 to {MAX_MROPE_SECTION}", value)
+    return tuple(value)
 
 
 def _default_layer_types(architecture: str, keys: ConfigKeys, layers: int) -> list[str]:

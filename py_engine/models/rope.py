@@ -25,8 +25,14 @@ class Rotary:
     (LongRoPE only) picks the long factors, which the engine uses for every key in its cache once
     a sequence is longer than long_after positions."""
 
-    def __init__(self, rotary_dim: int, theta: float, scaling: dict | None, source="config.json"):
+    def __init__(
+        self, rotary_dim: int, theta: float, scaling: dict | None, source="config.json", mrope_section: tuple = ()
+    ):
         self.rotary_dim = rotary_dim
+        # Qwen3.5's multimodal RoPE (Qwen3_5TextRotaryEmbedding): frequency i turns by the row position
+        # where i % 3 == 1 and i < 3 * section[1], by the column where i % 3 == 2 and i < 3 * section[2],
+        # else by the temporal one; None: plain positions only.
+        self.streams = [_mrope_stream(i, mrope_section) for i in range(rotary_dim // 2)] if mrope_section else None
         exponents = [f32(f32(i) / rotary_dim) for i in range(0, rotary_dim, 2)]
         powers = [f32(theta**e) for e in exponents]
         base = [f32(1.0 / p) for p in powers]
@@ -78,9 +84,32 @@ class Rotary:
             values = array("f", [v * self.scale for v in values])
         return values.tobytes()
 
+    def table_at(self, positions: list[tuple[int, int, int]]) -> bytes:
+        """table's [rows, rotary_dim / 2, 2] float32 for rows at multimodal positions (t, h, w): frequency
+        i turns by the angle f32(positions[r][streams[i]] * inv_freq[i]), as transformers computes it."""
+        if self.streams is None or self.long_inv_freq is not None or self.scale != 1.0:
+            raise ValueError("multimodal positions need a plain RoPE with mrope_section")
+        angles = array("f")
+        pairs = list(zip(self.streams, self.inv_freq))
+        for at in positions:
+            angles.extend([float(at[s]) * f for s, f in pairs])
+        values = array("f", bytes(8 * len(angles)))
+        values[0::2] = array("f", map(math.cos, angles))
+        values[1::2] = array("f", map(math.sin, angles))
+        return values.tobytes()
+
     @property
     def row_bytes(self) -> int:
         return self.rotary_dim * 4
+
+
+def _mrope_stream(i: int, sections: tuple) -> int:
+    """The position (0 temporal, 1 row, 2 column) that frequency i turns by (Rotary.streams)."""
+    if i % 3 == 1 and i < 3 * sections[1]:
+        return 1
+    if i % 3 == 2 and i < 3 * sections[2]:
+        return 2
+    return 0
 
 
 def _llama3(inv_freq: list[float], s: dict) -> list[float]:
