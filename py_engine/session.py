@@ -41,7 +41,7 @@ def read_model_files(model, *, with_tokenizer: bool = True, mmproj=None) -> Mode
     """model: a GGUF file (tokenizer and chat template from its metadata), an HF model directory,
     or a ModelSource (the browser's). mmproj: llama.cpp's vision projector GGUF (a path or a
     ModelSource) giving the model its picture side, as llama.cpp takes a text GGUF and its
-    mmproj-*.gguf (formats/mmproj.py); an HF SmolVLM or Gemma 3 folder has its own. Raises WispError for
+    mmproj-*.gguf (formats/mmproj.py); an HF SmolVLM, Gemma 3 or Qwen3.5 folder has its own. Raises WispError for
     anything malformed."""
     source = open_source(model)
     vision = open_source(mmproj) if mmproj is not None else None
@@ -155,7 +155,7 @@ def is_embedding_model(source) -> bool:
 
 def is_vision_model(source) -> bool:
     """Whether an HF folder's config.json names a vision-language model whose vision tower Wisp
-    runs (models/config.py VISION_TOWERS: SmolVLM / Idefics3, Gemma 3; its text tower alone reads
+    runs (models/config.py VISION_TOWERS: SmolVLM / Idefics3, Gemma 3, Qwen3.5; its text tower alone reads
     as a causal LM)."""
     if source.kind != "hf":
         return False
@@ -164,8 +164,8 @@ def is_vision_model(source) -> bool:
 
 
 def vision_footprint(source, budget: int) -> int:
-    """The GPU bytes a vision tower (an HF SmolVLM or Gemma 3 folder's, or an mmproj's) takes (weights, one
-    tile's activations), refused
+    """The GPU bytes a vision tower (an HF SmolVLM, Gemma 3 or Qwen3.5 folder's, or an mmproj's) takes (weights,
+    one tile's or picture's activations), refused
     (ModelTooLargeError) where they alone pass the budget."""
     from .runtime.memory import ModelTooLargeError, size
     from .vision.encoder import vision_files

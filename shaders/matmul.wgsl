@@ -6,7 +6,9 @@
 //   2 x (read, f32 [rows, K]), 3 w (read, [N, K] weights in format WEIGHTS, as stored),
 //   4 bias (read, f32 [N]), 5 residual (read, f32 [rows, out_stride]),
 //   6 y (read_write, f32 [rows, out_stride]), 7 norm (read, f32 [K]: the RMSNorm weight).
-//   rows = p.rows, or step.rows when p.rows == 0. bias / residual / norm are dummies when unused.
+//   rows = p.rows, step.rows when p.rows == 0, step.logit_rows when p.rows == LOGIT_ROWS (a vision
+//   tower's merger: the forward's output rows, each several of its rows; the grid, sized for step.rows,
+//   then has workgroups past the tiles, which return). bias / residual / norm are dummies when unused.
 // Defines (py_engine/runtime/linear_plan.py: weight_defines): WEIGHTS names the format; kernels.py appends
 //   shaders/weights/<format>.wgsl, whose weight_block(row, b, K, N) dequantizes block b of a
 //   weight row, so this file never reads w itself. WBlock is w's element type (vec4<W> / W for
@@ -130,7 +132,7 @@ fn row_scale(r: u32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let rows = select(p.rows, step.rows, p.rows == 0u);
+    let rows = select(select(p.rows, step.rows, p.rows == 0u), step.logit_rows, p.rows == LOGIT_ROWS);
     if (rows == 0u) { return; }
     let row_tiles = (rows + TILE - 1u) / TILE;
     let group = wid.x + wid.y * groups.x;

@@ -138,6 +138,7 @@ VISION_TOWERS = {
     "SmolVLMForConditionalGeneration": "smolvlm",
     "Idefics3ForConditionalGeneration": "smolvlm",
     "Gemma3ForConditionalGeneration": "gemma3",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
 }
 PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
 # Text towers whose RoPE is multimodal, and transformers' sections where the config names none.

@@ -15,6 +15,7 @@ from ..models.bert import EmbeddingBuilder
 from ..models.builder import GraphBuilder
 from ..models.gemma3_vision import build_gemma3_vision
 from ..models.graph_options import GraphOptions
+from ..models.qwen3_5_vision import build_qwen3_5_vision
 from ..models.siglip import build_siglip
 from .executor import Executor
 from .graph import Graph
@@ -45,12 +46,13 @@ def plan(cfg, tensors: dict, label: str, options: GraphOptions) -> Plan:
 
 
 # A vision tower's graph by its geometry's kind.
-VISION_GRAPHS = {"smolvlm": build_siglip, "gemma3": build_gemma3_vision}
+VISION_GRAPHS = {"smolvlm": build_siglip, "gemma3": build_gemma3_vision, "qwen3_5": build_qwen3_5_vision}
 
 
 def vision_plan(cfg, geometry: dict, tensors: dict, label: str, options: GraphOptions) -> Plan:
-    """The vision tower's graph (models/siglip.py, models/gemma3_vision.py: one tile a forward,
-    options.max_rows its patches) over the vision tensors, and its footprint."""
+    """The vision tower's graph (models/siglip.py, models/gemma3_vision.py: one tile a forward;
+    models/qwen3_5_vision.py: one picture; options.max_rows its patches) over the vision tensors, and its
+    footprint."""
     build = VISION_GRAPHS[geometry["kind"]]
     graph = build(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options), geometry)
     return Plan(graph, footprint(graph, 0, 0))

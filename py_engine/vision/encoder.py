@@ -1,5 +1,6 @@
 """A vision-language model's vision tower on the GPU: tiles of patch rows in, the text tower's image
-embeddings out (models/siglip.py's graph: SmolVLM / Idefics3; models/gemma3_vision.py's: Gemma 3).
+embeddings out (models/siglip.py's graph: SmolVLM / Idefics3; models/gemma3_vision.py's: Gemma 3;
+Qwen3.5's, a picture a forward, is vision/qwen3_5_tower.py's Qwen35VisionEncoder).
 
 `encoder = await load_vision_encoder(model_dir, device)` (or llama.cpp's mmproj GGUF); each tile is
 one forward of the graph, its patches the rows. `encoder.commands(patches)` encodes one tile's
@@ -20,8 +21,10 @@ from ..gpu import Copy, Read
 from ..models.config import architecture_of
 from ..models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
 from ..models.graph_options import GraphOptions
+from ..models.qwen3_5_vision import qwen3_5_vision_config, qwen3_5_vision_tensors
 from ..models.siglip import shuffle_order, vision_config, vision_tensors
 from ..runtime.loader import upload, vision_plan
+from .qwen3_5_tower import Qwen35VisionEncoder
 
 
 class VisionEncoder:
@@ -78,6 +81,7 @@ HF_TOWERS = {
     "SmolVLMForConditionalGeneration": (vision_config, vision_tensors),
     "Idefics3ForConditionalGeneration": (vision_config, vision_tensors),
     "Gemma3ForConditionalGeneration": (gemma3_vision_config, gemma3_vision_tensors),
+    "Qwen3_5ForConditionalGeneration": (qwen3_5_vision_config, qwen3_5_vision_tensors),
 }
 
 
@@ -101,7 +105,7 @@ def vision_tower(source) -> tuple:
 
 # Vision towers whose picture tokens attend to their whole picture in a prompt (Gemma 3), by
 # geometry kind: the text engine's GraphOptions.picture_spans.
-PICTURE_SPANS = {"smolvlm": False, "gemma3": True}
+PICTURE_SPANS = {"smolvlm": False, "gemma3": True, "qwen3_5": False}
 
 
 def picture_spans(source) -> bool:
@@ -109,35 +113,45 @@ def picture_spans(source) -> bool:
     return PICTURE_SPANS[vision_tower(source)[1]["kind"]]
 
 
+def tower_rows(geometry: dict) -> int:
+    """The most patches one forward of the tower takes: a tile's (SmolVLM, Gemma 3), or a picture's."""
+    if "max_patches" in geometry:  # Qwen3.5: one picture a forward, its size the processor's choice
+        return geometry["max_patches"]
+    side = geometry["image_size"] // geometry["patch_size"]
+    return side * side
+
+
 def vision_files(source, options: GraphOptions | None = None):
     """(config, geometry, tensors, plan) of a vision tower (vision_tower's source), read and checked
     with no device (a missing or malformed tensor is a ModelFileError naming the file)."""
     cfg, geometry, tensors = vision_tower(source)
-    side = geometry["image_size"] // geometry["patch_size"]
-    options = options or GraphOptions(max_rows=side * side, kv_capacity=side * side, precision="exact")
+    rows = tower_rows(geometry)
+    options = options or GraphOptions(max_rows=rows, kv_capacity=rows, precision="exact")
     return cfg, geometry, tensors, vision_plan(cfg, geometry, tensors, source.label, options)
 
 
-async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None) -> VisionEncoder:
-    """The vision tower of an HF SmolVLM / Idefics3 / Gemma 3 folder or an mmproj GGUF (or a ModelSource of
-    either) on `device`. half: keep f16 weights half (default: where the device has shader-f16)."""
+async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None):
+    """The vision tower of an HF SmolVLM / Idefics3 / Gemma 3 / Qwen3.5 folder or an mmproj GGUF (or a
+    ModelSource of either) on `device`: a VisionEncoder, or Qwen3.5's Qwen35VisionEncoder (a picture a
+    forward). half: keep f16 weights half (default: where the device has shader-f16)."""
     source = open_source(model)
     cfg, geometry, tensors = vision_tower(source)
-    side = geometry["image_size"] // geometry["patch_size"]
+    rows = tower_rows(geometry)
     options = GraphOptions(
-        max_rows=side * side,
-        kv_capacity=side * side,
+        max_rows=rows,
+        kv_capacity=rows,
         half=device.caps.shader_f16 if half is None else half,
         cpu=device.caps.cpu,
         max_binding=device.caps.limits.max_storage_binding,
         precision="exact",
     )
     graph, _ = vision_plan(cfg, geometry, tensors, source.label, options)
+    encoder = Qwen35VisionEncoder if geometry["kind"] == "qwen3_5" else VisionEncoder
     return await upload(
         device,
         graph,
         tensors,
         source,
-        lambda executor, kernels, _: VisionEncoder(device, executor, kernels, cfg, geometry),
+        lambda executor, kernels, _: encoder(device, executor, kernels, cfg, geometry),
         progress,
     )

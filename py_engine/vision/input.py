@@ -1,13 +1,15 @@
 """Pictures in a prompt, for a loaded vision-language model (session.LoadedModel.vision): an HF
-SmolVLM or Gemma 3 folder's picture side, or llama.cpp's mmproj GGUF beside a text model's
+SmolVLM, Gemma 3 or Qwen3.5 folder's picture side, or llama.cpp's mmproj GGUF beside a text model's
 (formats/mmproj.py).
 
 A prompt is rendered by the chat template with a picture part where each picture goes (the
 template writes the processor's placeholder there: SmolVLM's `<image>`, Gemma 3's
-`<start_of_image>`), or written by hand with those placeholders; `expand` replaces each by the text
-the processor gives that picture (vision/smolvlm.py: its tiles' and global view's picture tokens;
-vision/gemma3.py: its soft tokens between boi and eoi), in order, and `encode` puts the pictures'
-image embeddings where the engine's splice reads them. A picture is RGBA8 bytes and its size,
+`<start_of_image>`, Qwen3.5's `<|image_pad|>` between its vision start and end), or written by hand with
+those placeholders; `expand` replaces each by the text the processor gives that picture
+(vision/smolvlm.py: its tiles' and global view's picture tokens; vision/gemma3.py: its soft tokens
+between boi and eoi; vision/qwen3_5.py: one <|image_pad|> a merged token), in order, and `encode` puts
+the pictures' image embeddings where the engine's splice reads them (and, for Qwen3.5, their grids
+where its multimodal RoPE reads them). A picture is RGBA8 bytes and its size,
 decoded by the host (the browser's ImageBitmap, Pillow on the desktop)."""
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from ..formats.json_file import read_json
 from ..formats.mmproj import mmproj_config, mmproj_settings, read_mmproj
 from ..models.config import architecture_of
 from ..models.gemma3_vision import gemma3_vision_config
+from ..models.qwen3_5_vision import qwen3_5_vision_config
 from .encoder import VisionEncoder, load_vision_encoder, vision_files
 from .gemma3 import Gemma3Tokens, gemma3_plan, gemma3_prompt, gemma3_settings, gemma3_tokens
-from .pictures import picture_embeddings
+from .pictures import picture_embeddings, qwen3_5_embeddings
+from .qwen3_5 import DEFAULT_IDS, qwen3_5_plan, qwen3_5_prompt, qwen3_5_settings, qwen3_5_tokens
 from .smolvlm import (
     MODEL_FILE,
     PREPROCESSOR_FILE,
@@ -40,12 +44,17 @@ from .smolvlm import (
 class PictureText(NamedTuple):
     """A model family's processor, for the prompt: its settings (vision/pictures.py reads them), what
     the chat template writes where a picture goes (placeholder), what the processor decides for a
-    picture of (height, width) (plan) and the text a plan's picture becomes (prompt)."""
+    picture of (height, width) (plan) and the text a plan's picture becomes (prompt); how a picture
+    becomes its image embeddings on the GPU (embed: picture_embeddings' signature), and whether the text
+    tower's RoPE places a picture's tokens by their grid (mrope, Qwen3.5: its plans' merged grids go to
+    Engine.picture_grids)."""
 
     settings: object
     placeholder: str
     plan: Callable[[int, int], ImagePlan]
     prompt: Callable[[ImagePlan], str]
+    embed: Callable = picture_embeddings
+    mrope: bool = False
 
 
 def smolvlm_text(settings, tokens: ImageTokens) -> PictureText:
@@ -60,6 +69,17 @@ def smolvlm_text(settings, tokens: ImageTokens) -> PictureText:
 def gemma3_text(settings, tokens) -> PictureText:
     return PictureText(
         settings, tokens.boi, lambda h, w: gemma3_plan(h, w, settings), lambda plan: gemma3_prompt(settings, tokens)
+    )
+
+
+def qwen3_5_text(settings, tokens, max_patches: int) -> PictureText:
+    return PictureText(
+        settings,
+        tokens.image,
+        lambda h, w: qwen3_5_plan(h, w, settings, max_patches),
+        lambda plan: qwen3_5_prompt(plan, tokens),
+        qwen3_5_embeddings,
+        mrope=True,
     )
 
 
@@ -109,13 +129,16 @@ class VisionInput:
     async def encode(self, engine, pictures: list[Picture]) -> int:
         """The pictures' image embeddings into the engine's image_embeds, in order (submitted);
         returns their rows (the prompt's picture tokens)."""
-        rows, settings = 0, self.text.settings
+        rows, settings, grids = 0, self.text.settings, []
         for picture in pictures:
             plan = self.text.plan(picture.height, picture.width)
-            await picture_embeddings(
+            await self.text.embed(
                 self.encoder, picture.rgba, picture.width, picture.height, settings, engine.image_embeds, rows, plan
             )
             rows += plan.num_image_tokens
+            grids.append(plan.merged if self.text.mrope else None)
+        if self.text.mrope:
+            engine.picture_grids(grids)
         return rows
 
 
@@ -145,8 +168,11 @@ def vision_settings(source, files) -> tuple[PictureText, int]:
     model = read_json(small / MODEL_FILE)
     config = read_json(small / TOKENIZER_CONFIG_FILE) if source.exists(TOKENIZER_CONFIG_FILE) else None
     tokenizer_path = small / "tokenizer.json"
-    if architecture_of(model, small / MODEL_FILE) == "Gemma3ForConditionalGeneration":
+    architecture = architecture_of(model, small / MODEL_FILE)
+    if architecture == "Gemma3ForConditionalGeneration":
         return gemma3_settings_and_tokens(configs, model, config, files.tokenizer, small)
+    if architecture == "Qwen3_5ForConditionalGeneration":
+        return qwen3_5_settings_and_tokens(configs[0], model, config, files.tokenizer, small)
     settings = smolvlm_settings(configs[0], configs[1], model)
     tokens = image_tokens(config)
     return smolvlm_text(settings, tokens), image_token_id(files.tokenizer, tokens, tokenizer_path)
@@ -171,6 +197,28 @@ def gemma3_settings_and_tokens(configs: list, model: dict, tokenizer_config, tok
                 small / MODEL_FILE, f"{key} is {named!r:.20}, but the tokenizer's {text} is {ids[key]}"
             )
     return gemma3_text(settings, tokens), ids["image_token_index"]
+
+
+def qwen3_5_settings_and_tokens(preprocessor, model: dict, tokenizer_config, tok, small) -> tuple[PictureText, int]:
+    """vision_settings of a Qwen3.5 folder: its processor file checked against its tower's geometry, and its
+    vision start, picture and vision end tokens each one token of the tokenizer, the ids config.json names
+    (transformers' Qwen3_5Config defaults where it names none)."""
+    geometry = qwen3_5_vision_config(model, small / MODEL_FILE)[1]
+    settings = qwen3_5_settings(preprocessor, geometry, small / PREPROCESSOR_FILE)
+    tokens = qwen3_5_tokens(tokenizer_config, small / TOKENIZER_CONFIG_FILE)
+    ids = {}
+    for key, text in (
+        ("vision_start_token_id", tokens.vision_start),
+        ("image_token_id", tokens.image),
+        ("vision_end_token_id", tokens.vision_end),
+    ):
+        ids[key] = token_id(tok, text, small / "tokenizer.json")
+        named = model.get(key, DEFAULT_IDS[key])
+        if named != ids[key]:
+            raise ModelFileError(
+                small / MODEL_FILE, f"{key} is {named!r:.20}, but the tokenizer's {text} is {ids[key]}"
+            )
+    return qwen3_5_text(settings, tokens, geometry["max_patches"]), ids["image_token_id"]
 
 
 def mmproj_settings_and_tokens(source, files) -> tuple[PictureText, int]:

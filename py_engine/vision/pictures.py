@@ -11,8 +11,12 @@ from __future__ import annotations
 from ..gpu import Dispatch
 from .encoder import VisionEncoder
 from .patches import encode, level_buffer, picture_grids
+from .qwen3_5 import Qwen35Plan, Qwen35Settings
+from .qwen3_5_tower import Qwen35VisionEncoder
 from .resample import resize
 from .smolvlm import ImagePlan, SmolVLMSettings, image_plan
+
+GROUP = 16  # image_patches_merged.wgsl's workgroup is GROUP x GROUP pixels
 
 
 async def picture_embeddings(
@@ -91,3 +95,54 @@ async def composite_on_white(device, kernels, pixels, count: int):
     await device.prepare()  # the browser compiles kernels asynchronously
     device.submit([Dispatch(kernel.handle, group, (min(groups, 65535), -(-groups // 65535), 1))])
     return uniform
+
+
+async def qwen3_5_embeddings(
+    encoder: Qwen35VisionEncoder,
+    rgba: bytes,
+    width: int,
+    height: int,
+    settings: Qwen35Settings,
+    into,
+    first_row: int,
+    plan: Qwen35Plan,
+) -> Qwen35Plan:
+    """Encode a picture (height rows of width RGBA8 pixels) as Qwen3.5's processor plans it (one resize,
+    then its patches in merge-block order, each frame repeated: shaders/image_patches_merged.wgsl) into
+    `into` (an Engine's image_embeds) from row first_row: plan.num_image_tokens rows. Submitted, not
+    awaited."""
+    device, kernels = encoder.device, encoder.kernels
+    if len(rgba) != 4 * width * height:
+        raise ValueError(f"a {width} x {height} picture is {4 * width * height} bytes of RGBA8, not {len(rgba)}")
+    src = device.create_buffer(len(rgba), label="picture")
+    device.write_buffer(src, 0, rgba)
+    made = [src]
+    if settings.do_convert_rgb:
+        made.append(await composite_on_white(device, kernels, src, width * height))
+    (out_h, out_w), image = plan.resized, src
+    if (out_h, out_w) != (height, width):
+        image = await resize(device, kernels, src, width, height, out_w, out_h, settings.resample)
+        made.append(image)
+    levels = level_buffer(device, settings)
+    kernel = kernels.get("image_patches_merged")
+    params = kernel.pack_params(
+        {"image_w": out_w, "image_h": out_h, "patch_side": settings.patch_size, "merge": settings.merge}
+        | {"temporal": settings.temporal, "pad0": 0, "pad1": 0, "pad2": 0}
+    )
+    uniform = device.create_buffer(len(params), "uniform", label="image_patches_merged.params")
+    device.write_buffer(uniform, 0, params)
+    made += [levels, uniform]
+    resources = [
+        (uniform, 0, len(params)),
+        (image, 0, out_w * out_h * 4),
+        (levels, 0, 3 * 256 * 4),
+        (encoder.patches, 0, encoder.rows * encoder.row_values * 4),
+    ]
+    group = device.create_bind_group(kernel.handle, resources)
+    patches = Dispatch(kernel.handle, group, (-(-out_w // GROUP), -(-out_h // GROUP), 1))
+    commands = [patches] + encoder.commands_into(plan.grid, into, first_row)
+    await device.prepare()  # the browser compiles kernels asynchronously
+    device.submit(commands)
+    for buffer in made:  # freed once the submitted work is done with them
+        device.destroy_buffer(buffer)
+    return plan

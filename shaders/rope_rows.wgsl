@@ -1,0 +1,33 @@
+// Rotary embedding in place over a forward's fused q|k|v rows, with no KV cache: a vision tower's 2D
+// RoPE (Qwen3.5's ViT: each patch's angles are its row's and its column's, computed per picture on the
+// host by py_engine/vision/qwen3_5_grid.py), turning the q and k heads and leaving v as it is. Pairs are
+// split-half (HF rotate_half) over the whole head: dims i and i + head_dim / 2 turn by angle i.
+// Bindings: 0 step (uniform Step), 1 p (uniform Params),
+//           2 cos_sin (read, f32 [rows, head_dim / 2, 2]: each angle's cos, sin),
+//           3 qkv (read_write, f32 [rows, p.stride]: q head h at h * head_dim, k head h at
+//             p.k_offset + h * head_dim).
+// Dispatch: (2 * p.n_heads, step.rows, 1) workgroups of 64 threads (q heads, then k heads), a pair a
+//           thread at a time.
+struct Params { n_heads: u32, head_dim: u32, stride: u32, k_offset: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> cos_sin: array<f32>;
+@group(0) @binding(3) var<storage, read_write> qkv: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = wid.y;
+    if (row >= step.rows) { return; }
+    let h = wid.x;
+    let head = select(h * p.head_dim, p.k_offset + (h - p.n_heads) * p.head_dim, h >= p.n_heads);
+    let base = row * p.stride + head;
+    let half = p.head_dim / 2u;
+    for (var i = lid; i < half; i += 64u) {
+        let pair = rope_pair(i, p.head_dim, false);
+        let at = 2u * (row * half + i);
+        let turned = rope_turn(vec2<f32>(qkv[base + pair.x], qkv[base + pair.y]), vec2<f32>(cos_sin[at], cos_sin[at + 1u]));
+        qkv[base + pair.x] = turned.x;
+        qkv[base + pair.y] = turned.y;
+    }
+}

@@ -1,0 +1,349 @@
+"""Qwen3.5's pictures on the GPU against transformers (tests/fixtures/qwen3_5vl-f32,
+tools/make_qwen3_5_vision_fixture.py): the processor's pixels (smart_resize, BICUBIC, merge-block patch
+order, the still frame repeated), the ViT with its 2D RoPE, resampled position embeddings and patch merger,
+and the hybrid text tower with the picture embeddings spliced in at transformers' multimodal RoPE
+positions (logits and 16 greedy tokens, one picture and two); the PNGs through AnswerStream, the prompt
+cache, the OpenAI layer and the CLI; what the files may not say."""
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_vision_smolvlm_model import data_url
+
+from py_engine import session
+from py_engine.api.completions import chat_chunks, collect
+from py_engine.api.request import parse_chat
+from py_engine.decode.answer_stream import AnswerStream
+from py_engine.decode.token_choice import SamplingParams
+from py_engine.engine import Engine
+from py_engine.errors import ModelFileError, WispError
+from py_engine.gpu.wgpu_host import open_wgpu_device
+from py_engine.models.config import config_from_hf
+from py_engine.models.qwen3_5_vision import qwen3_5_vision_config, qwen3_5_vision_tensors
+from py_engine.runtime.picture_layout import picture_positions
+from py_engine.vision.files import read_picture
+from py_engine.vision.qwen3_5 import qwen3_5_plan, qwen3_5_settings, smart_resize
+
+FIXTURE = Path(__file__).parent / "fixtures" / "qwen3_5vl-f32"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
+ARRAYS = np.load(FIXTURE / "reference.npz")
+CONFIG = json.loads((FIXTURE / "config.json").read_text())
+PRE = json.loads((FIXTURE / "preprocessor_config.json").read_text())
+IMAGE_TOKEN = REFERENCE["image_token_id"]
+TEMPORAL = CONFIG["vision_config"]["temporal_patch_size"]
+
+
+def pixel_rows(key: str) -> np.ndarray:
+    """The processor's pixel values [patches, 3 x temporal x patch^2] of a picture (the fixture keeps one
+    frame: the processor repeats a still picture's)."""
+    frame = ARRAYS[key]
+    return np.repeat(frame[:, :, None], TEMPORAL, axis=2).reshape(frame.shape[0], -1).astype(np.float32)
+
+
+def tower_inputs(prompt: dict) -> list[tuple[bytes, tuple[int, int]]]:
+    return [
+        (pixel_rows(key).tobytes(), (h, w)) for key, (_, h, w) in zip(prompt["pixel_values"], prompt["image_grid_thw"])
+    ]
+
+
+def merged(prompt: dict) -> list[tuple[int, int]]:
+    return [(h // 2, w // 2) for _, h, w in prompt["image_grid_thw"]]
+
+
+@pytest.fixture(scope="module")
+def device():
+    return asyncio.run(open_wgpu_device())
+
+
+@pytest.fixture(scope="module")
+def model(device):
+    """The fixture as session.load gives it (its engine, its picture side), shared."""
+    return asyncio.run(session.load(FIXTURE, device, context=128, precision="exact"))
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_vision_tower_and_merger(model, name):
+    prompt = REFERENCE["prompts"][name]
+    got = np.array(asyncio.run(model.vision.encoder.encode(tower_inputs(prompt))), np.float32)
+    want = ARRAYS[prompt["image_features"]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def encode_pixels(device, encoder, engine, prompt: dict) -> None:
+    """The processor's pixel values through the tower into the engine's image_embeds, a picture a submit,
+    and their grids where the engine's multimodal RoPE reads them."""
+    row = 0
+    for rows, grid in tower_inputs(prompt):
+        device.write_buffer(encoder.patches, 0, rows)
+        device.submit(encoder.commands_into(grid, engine.image_embeds, row))
+        row += grid[0] * grid[1] // 4
+    engine.picture_grids(merged(prompt))
+
+
+async def answer(engine, ids: list[int], plain: bool = False) -> tuple[np.ndarray, list[int]]:
+    """The prompt's last logits and 16 greedy tokens. plain: with the placed positions dropped after
+    place_images (a test's poke: the engine then turns every token by its cache position, as a text-only
+    prompt), which transformers' logits with plain position ids must match."""
+    engine.reset()
+    assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
+    if plain:
+        engine._pictures.positions = None
+    logits = np.array(await engine.prompt_logits(ids), np.float32)
+    engine.reset()
+    return logits, [t async for t in engine.generate(ids, 16)]
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_prompt_with_pictures(device, model, name):
+    """Transformers' logits (1e-3) and 16 greedy tokens: the picture rows spliced in, each picture's tokens at
+    (t, row, col) positions and the text after it, decode tokens included, from the largest one + 1."""
+    prompt = REFERENCE["prompts"][name]
+    encode_pixels(device, model.vision.encoder, model.engine, prompt)
+    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"]))
+    np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+def test_plain_positions_give_other_logits(device, model):
+    """With plain positions the engine gives transformers' logits for plain position ids, which are 0.47 away
+    from the multimodal ones: the test above would fail with a text-only RoPE."""
+    prompt = REFERENCE["prompts"]["two_images"]
+    encode_pixels(device, model.vision.encoder, model.engine, prompt)
+    logits, _ = asyncio.run(answer(model.engine, prompt["input_ids"], plain=True))
+    want, multimodal = (np.array(prompt[k], np.float32) for k in ("plain_logits", "logits"))
+    np.testing.assert_allclose(logits, want, atol=1e-3)
+    assert np.abs(logits - multimodal).max() > 0.4
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_positions_are_transformers(name):
+    prompt = REFERENCE["prompts"][name]
+    ids = prompt["input_ids"]
+    positions = picture_positions(0, ids, IMAGE_TOKEN, merged(prompt))
+    assert [list(axis) for axis in zip(*positions.rows(0, len(ids)))] == prompt["positions"]
+    assert positions.delta == prompt["rope_delta"]
+    assert positions.rows(len(ids), 2) == [(len(ids) + prompt["rope_delta"] + k,) * 3 for k in range(2)]
+    assert picture_positions(0, [1, 2, 3], IMAGE_TOKEN, []) is None  # a text-only prompt: plain positions
+    with pytest.raises(WispError, match="more pictures than"):
+        picture_positions(0, ids, IMAGE_TOKEN, merged(prompt)[:-1])
+
+
+def test_prefill_in_small_forwards(device, model):
+    """Forwards of 16 rows cut the pictures (Qwen's picture tokens attend causally): each row's position
+    is still transformers'."""
+    prompt = REFERENCE["prompts"]["two_images"]
+
+    async def run():
+        small = await Engine.load(FIXTURE, device, context=96, precision="exact", image_rows=32, max_rows=16)
+        encode_pixels(device, model.vision.encoder, small, prompt)
+        return await answer(small, prompt["input_ids"])
+
+    logits, greedy = asyncio.run(run())
+    np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_pixels_are_the_processors(device, model, index):
+    """A PNG's RGBA8 bytes through the GPU's compositing, smart_resize'd BICUBIC resize, rescale, normalize
+    and merge-block patch rows, the frame repeated: the processor's pixel values bit for bit."""
+    picture = REFERENCE["images"][index]
+    rgba = read_picture(FIXTURE / picture["file"])
+    text = model.vision.text
+    plan = text.plan(rgba.height, rgba.width)
+    assert [1, *plan.grid] == picture["grid_thw"]
+    asyncio.run(
+        text.embed(
+            model.vision.encoder, rgba.rgba, rgba.width, rgba.height, text.settings, model.engine.image_embeds, 0, plan
+        )
+    )
+    encoder = model.vision.encoder
+    raw = asyncio.run(device.read_buffer(encoder.patches, 0, 4 * plan.patches * encoder.row_values))
+    np.testing.assert_array_equal(
+        np.frombuffer(raw, np.float32).reshape(plan.patches, -1), pixel_rows(picture["pixel_values"])
+    )
+
+
+def test_prompt_text_is_the_processors(model):
+    for prompt in REFERENCE["prompts"].values():
+        pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+        rendered = model.tok.apply_chat_template(prompt["messages"])
+        assert rendered == prompt["text"]
+        text, plans = model.vision.expand(rendered, pictures)
+        assert text == prompt["prompt"] and [list(p.merged) for p in plans] == [list(g) for g in merged(prompt)]
+        assert model.tok.encode(text, add_special_tokens=False) == prompt["input_ids"]
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_pictures_from_their_pngs(model, name):
+    """The PNGs through AnswerStream (picture_keys, encode on the GPU with the grids, place_images)."""
+    prompt = REFERENCE["prompts"][name]
+    model.cache.reset()  # the tests above drive the engine directly
+    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+
+    async def run():
+        stream = AnswerStream(model, prompt["input_ids"], 16, SamplingParams(), pictures=pictures)
+        [piece async for piece in stream]
+        return stream.tokens
+
+    assert asyncio.run(run()) == prompt["greedy"]
+
+
+def test_openai_chat_with_image_url_parts(model):
+    prompt = REFERENCE["prompts"]["two_images"]
+    model.cache.reset()
+    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
+    content = [
+        {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
+        for part in prompt["messages"][0]["content"]
+    ]
+    body = {
+        "model": "qwen3_5vl",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        "max_tokens": 16,
+    }
+    ended = []
+    asyncio.run(collect(chat_chunks(model, parse_chat(body), ended=lambda answer, dropped: ended.append(answer))))
+    assert ended[0].ids == prompt["input_ids"] and ended[0].tokens == prompt["greedy"]
+
+
+def test_a_second_question_about_the_same_picture_reuses_it(model):
+    """The prompt cache goes on past a picture it holds: the later turn's text and answer take the positions
+    after the picture's, and the answer is the one computed from scratch."""
+    prompt = REFERENCE["prompts"]["one_image"]
+    model.cache.reset()
+    picture = read_picture(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
+    follow = prompt["input_ids"] + prompt["greedy"][:-1] + prompt["input_ids"][-4:]  # a later turn's shape
+
+    async def ask(ids):
+        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=[picture])
+        [piece async for piece in stream]
+        return stream
+
+    first = asyncio.run(ask(prompt["input_ids"]))
+    again = asyncio.run(ask(follow))
+    assert first.tokens == prompt["greedy"][:4] and again.encoded is None
+    assert model.cache.reused >= len(prompt["input_ids"])
+    model.cache.reset()
+    assert asyncio.run(ask(follow)).tokens == again.tokens
+
+
+def test_cli_generate_with_a_picture():
+    prompt = REFERENCE["prompts"]["one_image"]
+    text = prompt["messages"][0]["content"][1]["text"]
+    picture = str(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
+    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", "--model"]
+    command += [str(FIXTURE), "--chat", "--image", picture, "--prompt", text]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == prompt["greedy"], result.stderr
+
+
+GEOMETRY = qwen3_5_vision_config(CONFIG, "config.json")[1]
+
+
+def test_smart_resize_and_the_towers_bound():
+    """The fixture's grids; transformers' smart_resize values; a picture past the tower's patches is
+    resized to fit (max pixels lowered), and one too thin for it refused."""
+    settings = qwen3_5_settings(PRE, GEOMETRY, "preprocessor_config.json")
+    for picture in REFERENCE["images"]:
+        assert [1, *qwen3_5_plan(picture["height"], picture["width"], settings, 80).grid] == picture["grid_thw"]
+    assert smart_resize(1080, 1920, 32, 65536, 16777216) == (1088, 1920)
+    assert smart_resize(20, 30, 28, 3136, 12845056) == (56, 84)
+    assert smart_resize(4000, 3000, 32, 65536, 1 << 20) == (1152, 864)
+    real = qwen3_5_settings(
+        {**PRE, "size": {"shortest_edge": 65536, "longest_edge": 16777216}}, {**GEOMETRY, "max_patches": 4096}, "p"
+    )
+    assert (real.min_pixels, real.max_pixels) == (65536, 4096 * 256)
+    assert qwen3_5_plan(3000, 4000, real, 4096).grid == (54, 72)  # 3,888 patches, not transformers' 46,875
+    with pytest.raises(WispError, match="ratio passes 200"):
+        qwen3_5_plan(10, 3000, real, 4096)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"patch_size": 14}, "patch_size should be the vision tower's 16"),
+        ({"merge_size": 4}, "merge_size should be the vision tower's spatial_merge_size 2"),
+        ({"size": {"shortest_edge": 9000, "longest_edge": 4000}}, "shortest_edge"),
+        ({"resample": 0}, "resample should be a PIL filter"),
+        ({"image_std": [0.5, 0, 0.5]}, "none zero"),
+        ({"do_resize": "yes"}, "do_resize should be true or false"),
+    ],
+)
+def test_bad_processor_files_name_the_field(change, message):
+    with pytest.raises(ModelFileError, match=message):
+        qwen3_5_settings({**PRE, **change}, GEOMETRY, "preprocessor_config.json")
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"num_heads": 3}, "num_heads should be a divisor"),
+        ({"in_channels": 4}, "in_channels should be 3"),
+        ({"hidden_act": "relu"}, "hidden_act should be one of"),
+        ({"rope_parameters": {"rope_type": "default"}}, "rope_type should be"),
+    ],
+)
+def test_vision_config_values_are_checked(change, message):
+    config = {**CONFIG, "vision_config": {**CONFIG["vision_config"], **change}}
+    with pytest.raises(ModelFileError, match=message):
+        qwen3_5_vision_config(config, "config.json")
+
+
+def test_mrope_section_is_read_and_checked():
+    assert config_from_hf(CONFIG, "config.json").mrope_section == (3, 3, 2)
+    text = {**CONFIG["text_config"], "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
+    assert config_from_hf({**CONFIG, "text_config": text}, "c").mrope_section == (11, 11, 10)  # transformers' default
+    text["rope_parameters"]["mrope_section"] = [3, 3]
+    with pytest.raises(ModelFileError, match="mrope_section should be 3 counts"):
+        config_from_hf({**CONFIG, "text_config": text}, "config.json")
+
+
+def copy_fixture(tmp_path) -> Path:
+    copy = tmp_path / "qwen3_5vl"
+    copy.mkdir()
+    for path in [*FIXTURE.glob("*.json"), FIXTURE / "model.safetensors"]:
+        (copy / path.name).write_bytes(path.read_bytes())
+    return copy
+
+
+def test_picture_token_ids_must_be_the_configs(tmp_path):
+    copy = copy_fixture(tmp_path)
+    (copy / "config.json").write_text(json.dumps({**CONFIG, "image_token_id": 5}))
+    with pytest.raises(ModelFileError, match=r"image_token_id is 5, but the tokenizer's <\|image_pad\|> is 304"):
+        session.read_model_files(copy)
+
+
+def test_a_tensor_of_the_wrong_shape_is_refused_before_a_device(tmp_path):
+    copy = copy_fixture(tmp_path)
+    vision = {**CONFIG["vision_config"], "num_position_embeddings": 49}
+    (copy / "config.json").write_text(json.dumps({**CONFIG, "vision_config": vision}))
+    with pytest.raises(ModelFileError, match=r"pos_embed.weight' has shape \[36, 16\], config.json says \[49, 16\]"):
+        session.read_model_files(copy)
+
+
+def test_qwen3_5_27b_tower_plans_within_webgpu_limits():
+    """Qwen3.5's tower at its real shapes (1152 wide, 27 blocks, 16 heads, 4304, patch 16, 48 x 48 position
+    table, 5120-wide text; bf16, model.visual.* names): it plans with no device, 4096 patches a forward, and
+    every tensor fits one 128 MiB binding."""
+    from py_engine.formats.safetensors import TensorInfo
+    from py_engine.models.graph_options import GraphOptions
+    from py_engine.models.qwen3_5_vision import expected_shapes
+    from py_engine.runtime.loader import vision_plan
+
+    vision = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "out_hidden_size": 5120}
+    cfg, geometry = qwen3_5_vision_config({"vision_config": vision}, "config.json")
+    assert (geometry["max_patches"], geometry["tokens"], geometry["side"]) == (4096, 1024, 48)
+    shapes = expected_shapes(cfg, geometry)
+    shapes["model.visual.patch_embed.proj.weight"] = (1152, 3, 2, 16, 16)  # as stored: Conv3d
+    infos = {n: TensorInfo(n, "BF16", s, 0, 2 * int(np.prod(s)), "model.safetensors") for n, s in shapes.items()}
+    options = GraphOptions(max_rows=4096, kv_capacity=4096, precision="exact")
+    graph, _ = vision_plan(cfg, geometry, qwen3_5_vision_tensors(infos), "Qwen3.5", options)
+    assert graph.outputs["image_features"].nbytes == 1024 * 5120 * 4
+    assert max(t.nbytes for t in graph.tensors) <= 128 << 20
