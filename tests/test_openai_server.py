@@ -32,6 +32,7 @@ REFERENCE = Path(__file__).parent / "fixtures" / "embed_minilm" / "embedding_ref
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 VLM = Path(__file__).parent / "fixtures" / "smolvlm-f32"  # served as "smolvlm-f32"
 GEMMA3VL = Path(__file__).parent / "fixtures" / "gemma3vl-f32"  # served as "gemma3vl-f32"
+QWEN35VL = Path(__file__).parent / "fixtures" / "qwen3_5vl-f32"  # served as "qwen3_5vl-f32"
 TOOL_TEMPLATE = (
     "{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}{{ t.function.name }}{% endfor %}</tools>"
     "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}"
@@ -70,13 +71,13 @@ def client(tmp_path_factory):
     tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
     smol, minilm = ensure_model("smollm2-135m-instruct"), ensure_model(MINILM)
     # exact: the answers below are SmolLM2's greedy tokens as the reference tests know them
-    models = [str(smol), str(tiny), str(minilm), str(VLM), str(GEMMA3VL)]
+    models = [str(smol), str(tiny), str(minilm), str(VLM), str(GEMMA3VL), str(QWEN35VL)]
     with app_server("--no-default", "--precision", "exact", "--model", *models) as (url, _):
         yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
 
 
 def test_models_are_listed(client):
-    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM, VLM.name, GEMMA3VL.name}
+    assert {m.id for m in client.models.list()} == {SMOL, TINY, MINILM, VLM.name, GEMMA3VL.name, QWEN35VL.name}
 
 
 def test_a_streamed_answer_and_one_cut_by_a_stop_string(client):
@@ -169,7 +170,7 @@ def picture_server(folder: Path):
         server.shutdown()
 
 
-@pytest.mark.parametrize("folder", [VLM, GEMMA3VL], ids=["smolvlm", "gemma3"])
+@pytest.mark.parametrize("folder", [VLM, GEMMA3VL, QWEN35VL], ids=["smolvlm", "gemma3", "qwen3_5"])
 def test_pictures_by_data_url_and_by_http_url(client, folder):
     """The two-picture fixture prompt: one picture as a data: URL, one fetched by the server;
     transformers' 16 greedy tokens, decoded."""
