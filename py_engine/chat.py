@@ -24,6 +24,7 @@ CHAT_REPETITION_PENALTY = 1.1
 CHAT_MAX_NEW_TOKENS = 512
 
 HELP = "type a message; /reset starts a new conversation, /exit or Ctrl-D quits"
+PICTURE_HELP = "/image PATH attaches a picture to your next message"
 
 
 async def load(model, device, context: int, progress=None, precision: str = "fast"):
@@ -40,13 +41,19 @@ class Conversation:
 
     The KV cache is reused across turns (prompt_cache.py): a turn prefills only what follows the
     common prefix of the new rendering with the tokens already in the cache. When the conversation
-    no longer fits the context, the oldest exchanges are dropped (the system prompt stays)."""
+    no longer fits the context, the oldest exchanges are dropped (the system prompt stays), with
+    their pictures. A vision model's pictures (attach) go with the next user message, before its
+    text as `generate --chat --image` puts them; each turn's prompt holds every kept message's
+    pictures, and the prompt cache reuses those already encoded (Picture.key)."""
 
     def __init__(self, model, sampling, max_new_tokens: int, system: str | None = None):
         """model: a session.LoadedModel with a tokenizer."""
         self.model, self.tok = model, model.tok
         self.sampling, self.max_new_tokens, self.system = sampling, max_new_tokens, system
         self.messages: list[dict] = []
+        self.pending: list = []  # pictures (vision/input.py Picture) for the next user message
+        self._pictures: dict[int, list] = {}  # id() of a kept user message -> its pictures
+        self.turn_pictures: list = []  # the last turn's prompt's pictures, in order
         self.dropped = 0  # exchanges dropped to fit the context, last turn
         self.token_times: list[float] = []  # perf_counter() at each answer token, last turn
 
@@ -59,29 +66,68 @@ class Conversation:
         return self.model.cache.reused
 
     def reset(self) -> None:
-        self.messages = []
+        self.messages, self.pending, self._pictures = [], [], {}
         self.model.cache.reset()
 
+    def attach(self, picture) -> None:
+        """A picture for the next user message (a vision model's only)."""
+        if self.model.vision is None:
+            raise WispError("a text-only model: /image needs a vision model (or its --mmproj)")
+        self.pending.append(picture)
+
+    def _encode(self, text: str, kept: list[dict]) -> list[int]:
+        """The rendering's ids, its pictures' placeholders expanded (fit_to_context's encode)."""
+        pictures = [p for m in kept for p in self._pictures.get(id(m), ())]
+        if pictures:
+            text, _ = self.model.vision.expand(text, pictures)
+        self.turn_pictures = pictures
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def _forget(self, messages: list[dict]) -> None:
+        for m in messages:
+            self._pictures.pop(id(m), None)
+
     async def reply(self, text: str, on_text):
-        """Answer user message `text`, calling on_text(piece) as the answer streams; returns the
-        answer's token ids (a final stop token included)."""
+        """Answer user message `text` (with the pictures attached since the last turn), calling
+        on_text(piece) as the answer streams; returns the answer's token ids (a final stop token
+        included)."""
         context = self.model.engine.context
         system = [{"role": "system", "content": self.system}] if self.system else []
-        self.messages.append({"role": "user", "content": text})
-        ids, self.dropped = fit_to_context(self.tok, system + self.messages, context, self.max_new_tokens)
+        pictures, self.pending = self.pending, []
+        parts = [{"type": "image"} for _ in pictures] + [{"type": "text", "text": text}]
+        message = {"role": "user", "content": parts if pictures else text}
+        self.messages.append(message)
+        if pictures:
+            self._pictures[id(message)] = pictures
+
+        def undo() -> None:  # the turn did not happen: its pictures wait for the next message
+            self.messages.pop()
+            self._forget([message])
+            self.pending = pictures
+
+        try:
+            ids, self.dropped = fit_to_context(
+                self.tok, system + self.messages, context, self.max_new_tokens, encode=self._encode
+            )
+        except BaseException:
+            undo()
+            raise
+        self._forget(self.messages[: 2 * self.dropped])
         del self.messages[: 2 * self.dropped]
         if len(ids) >= context:
-            self.messages.pop()
+            undo()
             raise WispError(
                 f"the message is too long: {len(ids)} tokens with the template, context is {context} (--context)"
             )
-        answer = AnswerStream(self.model, ids, min(self.max_new_tokens, context - len(ids)), self.sampling)
+        answer = AnswerStream(
+            self.model, ids, min(self.max_new_tokens, context - len(ids)), self.sampling, pictures=self.turn_pictures
+        )
         self.token_times = answer.token_times
         try:
             async for piece in answer:
                 on_text(piece)
         except BaseException:
-            self.messages.pop()  # the turn did not happen
+            undo()
             raise
         content = [t for t in answer.tokens if t not in self.model.stop_ids]
         self.messages.append({"role": "assistant", "content": self.tok.decode(content, skip_special_tokens=True)})
@@ -111,6 +157,24 @@ def dim(text: str) -> str:
     return f"\x1b[2m{text}\x1b[0m" if sys.stderr.isatty() else text
 
 
+def attach(conversation: Conversation, path: str) -> None:
+    """/image PATH: the picture in that file for the next message, or one line saying why not."""
+    from .vision.files import read_picture
+
+    try:
+        if not path:
+            raise WispError(f"/image needs a file: {PICTURE_HELP}")
+        conversation.attach(read_picture(Path(path).expanduser()))
+    except WispError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return
+    picture = conversation.pending[-1]
+    print(
+        dim(f"[picture {len(conversation.pending)}: {picture.width} x {picture.height}, with your next message]"),
+        file=sys.stderr,
+    )
+
+
 async def chat(args, path: Path, files) -> int:
     """The conversation loop on the model at `path`, whose files (session.ModelFiles, with a
     tokenizer and chat template) the caller has read and checked before any device is opened."""
@@ -129,7 +193,7 @@ async def chat(args, path: Path, files) -> int:
             import readline  # noqa: F401  (line editing and history for input())
         except ImportError:
             pass
-    print(dim(f"[{path.name}: {HELP}]"), file=sys.stderr)
+    print(dim(f"[{path.name}: {HELP}" + (f"; {PICTURE_HELP}]" if model.vision else "]")), file=sys.stderr)
 
     def write(piece: str) -> None:
         print(piece, end="", flush=True)
@@ -143,6 +207,9 @@ async def chat(args, path: Path, files) -> int:
         if text == "/reset":
             conversation.reset()
             print(dim("[conversation cleared]"), file=sys.stderr)
+            continue
+        if text.startswith("/image ") or text == "/image":
+            attach(conversation, text[len("/image") :].strip())
             continue
         if text.startswith("/") and " " not in text:
             print(dim(f"[unknown command {text}: {HELP}]"), file=sys.stderr)

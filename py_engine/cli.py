@@ -17,6 +17,8 @@ from .errors import WispError
 from .runtime.linear_plan import PRECISIONS
 from .terminal import ProgressBar, resolve_model
 
+MMPROJ_HELP = "llama.cpp's vision projector (mmproj-*.gguf) for a text GGUF: its picture side"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m py_engine", description="Wisp: LLM inference on WebGPU")
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         top_p=CHAT_TOP_P,
         repetition_penalty=CHAT_REPETITION_PENALTY,
     )
+    talk.add_argument("--mmproj", help=MMPROJ_HELP)
     talk.add_argument("-v", "--verbose", action="store_true")
     gen = sub.add_parser("generate", help="generate text from a prompt")
     gen.add_argument("--model", help=model_help)
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="a picture file for a vision model (repeatable): with --chat before the text, else at the prompt's <image>s",
     )
-    gen.add_argument("--mmproj", help="llama.cpp's vision projector (mmproj-*.gguf) for a text GGUF: its picture side")
+    gen.add_argument("--mmproj", help=MMPROJ_HELP)
     add_sampling_args(gen, max_new_tokens=128, temperature=0.0, top_p=1.0, repetition_penalty=1.0)
     gen.add_argument("--json", action="store_true", help='print {"tokens": [...], "text": "..."} as the last line')
     gen.add_argument("--logits-out", help="write the last prompt position's float32 logits to this .npy file")

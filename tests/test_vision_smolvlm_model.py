@@ -139,6 +139,33 @@ def test_cli_generate_with_pictures():
     assert json.loads(raw.stdout.splitlines()[-1])["tokens"] == two["greedy"], raw.stderr
 
 
+def test_terminal_chat_with_a_picture():
+    """`chat`'s /image attaches a picture to the next message: transformers' greedy answer to the
+    one-picture prompt; a second turn keeps the picture in its prompt and computes only its new
+    tokens (the picture's come from the prompt cache); a bad file is one error line."""
+    from py_engine.tokenizer import Tokenizer
+
+    one = REFERENCE["prompts"]["one_image"]
+    picture = FIXTURE / REFERENCE["images"][one["images"][0]]["file"]
+    text = one["messages"][0]["content"][1]["text"]
+    stdin = f"/image {FIXTURE / 'missing.png'}\n/image {picture}\n{text}\nand this?\n"
+    args = ("--model", FIXTURE, "--max-new-tokens", 16, "--temperature", 0, "--repetition-penalty", 1.0)
+    result = subprocess.run(
+        [sys.executable, "-m", "py_engine", "chat", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "missing.png" in errors[0], result.stderr
+    tok = Tokenizer.from_model_dir(FIXTURE)
+    assert result.stdout.splitlines()[0] == tok.decode(one["greedy"], skip_special_tokens=True)
+    prefilled = [int(line.split("prefill ")[1].split()[0]) for line in result.stderr.splitlines() if "prefill" in line]
+    assert len(prefilled) == 2 and prefilled[1] < one["input_ids"].count(IMAGE_TOKEN), result.stderr
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
