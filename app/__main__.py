@@ -1,4 +1,5 @@
-"""python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ...] [--no-default]: the page, and /v1 (app/openai_api.py)"""
+"""python -m app [--host 127.0.0.1] [--port 8000] [--model PATH ... [--mmproj PATH]] [--no-default]: the page, and
+/v1 (app/openai_api.py)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ from py_engine.cli import add_precision_arg
 from .models import ModelPathError, ModelRegistry
 from .openai_api import Models
 from .server import ROOT, create_app
+
+
+class PairMmproj(argparse.Action):
+    """--mmproj goes with the --model named last before it, as llama.cpp's `-m X.gguf --mmproj Y.gguf`:
+    that entry of args.model becomes the pair (model, mmproj), which ModelRegistry serves as one model."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        models = namespace.model
+        if not models:
+            parser.error("--mmproj goes after the --model it belongs to")
+        if isinstance(models[-1], tuple):
+            parser.error(f"{models[-1][0]} already has an --mmproj ({models[-1][1]})")
+        models[-1] = (models[-1], value)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -30,6 +44,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="PATH",
         help="also offer this .gguf file, HF model directory or cached catalog model (repeatable); "
         "the first one is the page's default",
+    )
+    parser.add_argument(
+        "--mmproj",
+        action=PairMmproj,
+        metavar="PATH",
+        help="llama.cpp's vision projector (mmproj-*.gguf) for the .gguf --model named just before it: "
+        "the pair is one model that reads pictures, on the page and on /v1",
     )
     parser.add_argument(
         "--no-default",
@@ -87,7 +108,8 @@ def main(argv=None) -> int:
     models = registry.models()
     print(f"Wisp: http://{shown}:{port}/", flush=True)
     for m in models:
-        print(f"  model {m.id}{' (default)' if m.default else ''}: {m.path}", flush=True)
+        paired = f" + {m.mmproj_path()}" if m.mmproj else ""
+        print(f"  model {m.id}{' (default)' if m.default else ''}: {m.path}{paired}", flush=True)
     if not models:
         print("  no models: run `python -m py_engine fetch` or pass --model PATH", flush=True)
     openai = Models(registry, precision=args.precision)

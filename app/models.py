@@ -2,9 +2,10 @@
 
 Two sources: catalog models already in the model cache (looked up on every request, so a model
 fetched while the server runs shows up), and the models named on the command line (a .gguf file,
-an HF directory, or a cached catalog name; checked once at start). The file lists here are the
-only things /models/<id>/... serves: a request is matched against them by exact name, so no URL
-can reach any other file.
+an HF directory, or a cached catalog name; checked once at start). A .gguf may come with llama.cpp's
+vision projector (`--mmproj`): one model of two files, the projector's named by `mmproj`. The file
+lists here are the only things /models/<id>/... serves: a request is matched against them by exact
+name, so no URL can reach any other file.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ class ServedModel:
     files: dict[str, Path] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)  # file -> the catalog's hash
     task: str = "chat"  # or "embedding": the page's chat picker leaves those out
+    mmproj: str | None = None  # a GGUF model's vision projector: which of `files` it is
 
     def file(self, rel: str) -> Path | None:
         """The listed file `rel` as it is now, or None: an HF model's files are resolved at each
         request (a symlink made after start-up included) and must be regular files inside its
-        folder (formats/source.confinement: a hub cache snapshot's repository); a GGUF model is its one file, resolved when it was named."""
+        folder (formats/source.confinement: a hub cache snapshot's repository); a GGUF model is its file (and
+        its mmproj's), resolved when it was named."""
         if rel not in self.files:
             return None
         if self.kind == "hf":
@@ -70,7 +73,13 @@ class ServedModel:
             out["description"] = self.description
         if self.task != "chat":
             out["task"] = self.task
+        if self.mmproj is not None:  # the worker reads it beside the text GGUF (py_engine/web/worker.py)
+            out["mmproj"] = self.mmproj
         return out
+
+    def mmproj_path(self) -> Path | None:
+        """The vision projector's file, for /v1's loads (session.load's mmproj)."""
+        return self.files[self.mmproj] if self.mmproj is not None else None
 
 
 def file_hash(path: Path, stat, catalog_sha256: str | None = None) -> dict:
@@ -107,6 +116,20 @@ def gguf_model(model_id: str, path: Path, description: str = "", sha256: str | N
     )
 
 
+def paired(model: ServedModel, mmproj: Path) -> ServedModel:
+    """A GGUF model with llama.cpp's vision projector beside it (`--model X.gguf --mmproj Y.gguf`),
+    served from the same /models/<id>/ under the projector's own file name."""
+    if model.kind != "gguf":
+        raise ModelPathError(f"{model.path}: --mmproj goes with a .gguf text model, not a folder")
+    if not mmproj.is_file() or mmproj.suffix.lower() != ".gguf":
+        raise ModelPathError(f"{mmproj}: --mmproj expects llama.cpp's vision projector .gguf file")
+    if mmproj.name in model.files:
+        raise ModelPathError(f"{mmproj}: the projector's file name is the text model's; rename one")
+    model.files[mmproj.name] = mmproj.resolve()
+    model.mmproj = mmproj.name
+    return model
+
+
 def hf_model(model_id: str, path: Path) -> ServedModel:
     files = {name: path / name for name in SMALL_FILES if (path / name).is_file()}
     for weights in sorted(path.glob("*.safetensors")):
@@ -128,8 +151,11 @@ class ModelRegistry:
         self.cache_dir = cache_dir
         self.explicit: list[ServedModel] = []
         taken = set(MODELS)  # catalog names stay reserved: a model fetched later keeps its id
-        for arg in paths:
+        for arg in paths:  # a path, or (a .gguf path, its mmproj's path)
+            arg, mmproj = arg if isinstance(arg, tuple) else (arg, None)
             model = self._resolve(str(arg), taken)
+            if mmproj is not None:
+                model = paired(model, Path(mmproj).expanduser())
             taken.add(model.id)
             self.explicit.append(model)
 

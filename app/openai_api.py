@@ -63,7 +63,14 @@ class Models:
 
             served, self.chat = self._find(model_id), None
             device = await self._device()
-            self.chat = await load(served.path, device, model_id=model_id, context=self.context, precision=precision)
+            self.chat = await load(
+                served.path,
+                device,
+                model_id=model_id,
+                context=self.context,
+                precision=precision,
+                mmproj=served.mmproj_path(),  # a text GGUF's vision projector, when it was given one
+            )
         return self.chat
 
     async def embedding_model(self, model_id: str):
