@@ -72,6 +72,7 @@ export function modelRef(model) {
   const ref = { id: model.id, name: model.name, kind: model.kind, base: model.base || `/models/${model.id}/`,
                 files: model.files, hashes: model.hashes };
   if (model.source) ref.source = model.source;
+  if (model.mmproj) ref.mmproj = model.mmproj;  // a text GGUF's vision projector, one of its files
   if (model.blobs) ref.blobs = model.blobs;
   return ref;
 }

@@ -19,10 +19,11 @@ MODEL = {
     "name": "Tiny",
     "kind": "gguf",
     "base": "/models/tiny/",
-    "files": {"tiny.gguf": 1234},
-    "hashes": {"tiny.gguf": {"sha256": "ab" * 32}},
+    "files": {"tiny.gguf": 1234, "mmproj-tiny.gguf": 567},
+    "hashes": {"tiny.gguf": {"sha256": "ab" * 32}, "mmproj-tiny.gguf": {"etag": '"cd"'}},
     "source": "local",  # a model the user brought: its files are File handles (blobs)
-    "blobs": {"tiny.gguf": {}},
+    "blobs": {"tiny.gguf": {}, "mmproj-tiny.gguf": {}},
+    "mmproj": "mmproj-tiny.gguf",  # llama.cpp's vision projector beside the text GGUF
 }
 OPTIONS = {
     "context": 512,

@@ -68,6 +68,9 @@ MODEL = {  # what /api/models lists, plus where its files are served (client.js 
     # (worker.js hands them to the weight store; Python never sees them).
     "source?": Enum("url", "local"),
     "blobs?": Map(object),
+    # A GGUF model's vision projector (python -m app --mmproj): which of `files` is llama.cpp's
+    # mmproj GGUF, read beside the text GGUF (worker.py's load), so the model reads pictures.
+    "mmproj?": str,
 }
 MESSAGES = {  # page -> worker
     "load": {"id": ID, "model": MODEL, "options?": LOAD_OPTIONS},

@@ -129,7 +129,6 @@ async def answer_on_device(state: WorkerState, message: dict) -> None:
 async def load(state: WorkerState, message: dict) -> None:
     from .. import session
     from ..gpu.submit_strategy import submit_strategy
-    from .files import RemoteModel
     from .webkit import load_policy
 
     start = time.perf_counter()
@@ -143,9 +142,7 @@ async def load(state: WorkerState, message: dict) -> None:
     state.model = None  # the previous model's buffers go with it
     emit("progress", request, phase="store", done=0, total=0)
     await begin_store(model, request)
-    source = await RemoteModel.open(
-        model["id"], model.get("name", model["id"]), model["kind"], model["base"], model["files"]
-    )
+    source, mmproj = await open_sources(model)
 
     landed = [0, 0, False]  # the loader's last (bytes landed, bytes expected); upload reported
 
@@ -183,9 +180,12 @@ async def load(state: WorkerState, message: dict) -> None:
             gpu_budget=policy["gpu_budget"],
             context=policy["context"],
             precision=policy["precision"],
+            mmproj=mmproj,
         )
     except BaseException:
-        await source.settle()  # the weights' upload (files.py) stops with the load
+        for opened in (source, mmproj):
+            if opened is not None:
+                await opened.settle()  # the weights' upload (files.py) stops with the load
         raise
     engine = state.model.engine or state.model.embedder  # an embedding model answers `openai` embeddings only
     emit(
@@ -202,6 +202,22 @@ async def load(state: WorkerState, message: dict) -> None:
         wasm_memory_bytes=wasm_memory_bytes(),
         weights=weights_report(),
     )
+
+
+async def open_sources(model: dict) -> tuple:
+    """(the model's source, its vision projector's or None). A GGUF served with llama.cpp's mmproj
+    (`mmproj`: which of its files that is) is two sources over one model's files, as session.load
+    takes a text GGUF and its mmproj: the weight store keeps both files under the model."""
+    from .files import RemoteModel
+
+    name, files, pair = model.get("name", model["id"]), dict(model["files"]), model.get("mmproj")
+    if pair is not None and (model["kind"] != "gguf" or pair not in files or len(files) < 2):
+        raise WispError(f"{name}: its mmproj {str(pair)[:80]!r} is not one of a GGUF model's files")
+    projector = {pair: files.pop(pair)} if pair is not None else None
+    source = await RemoteModel.open(model["id"], name, model["kind"], model["base"], files)
+    if projector is None:
+        return source, None
+    return source, await RemoteModel.open(model["id"], f"{name} ({pair})", "gguf", model["base"], projector)
 
 
 async def begin_store(model: dict, request) -> None:
