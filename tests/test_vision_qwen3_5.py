@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_vision_mmproj import ARRAY, BOOL, rewrite
 from test_vision_smolvlm_model import data_url
 
 from py_engine import session
@@ -30,6 +31,8 @@ from py_engine.vision.files import read_picture
 from py_engine.vision.qwen3_5 import qwen3_5_plan, qwen3_5_settings, smart_resize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "qwen3_5vl-f32"
+GGUF = Path(__file__).parent / "fixtures" / "qwen3_5vl-gguf"  # the same model by llama.cpp's converter
+TEXT_GGUF, MMPROJ = GGUF / "qwen3_5vl-tiny-f32.gguf", GGUF / "mmproj-qwen3_5vl-tiny-f32.gguf"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
 ARRAYS = np.load(FIXTURE / "reference.npz")
 CONFIG = json.loads((FIXTURE / "config.json").read_text())
@@ -45,10 +48,11 @@ def pixel_rows(key: str) -> np.ndarray:
     return np.repeat(frame[:, :, None], TEMPORAL, axis=2).reshape(frame.shape[0], -1).astype(np.float32)
 
 
-def tower_inputs(prompt: dict) -> list[tuple[bytes, tuple[int, int]]]:
-    return [
-        (pixel_rows(key).tobytes(), (h, w)) for key, (_, h, w) in zip(prompt["pixel_values"], prompt["image_grid_thw"])
-    ]
+def tower_inputs(prompt: dict, frames: int = TEMPORAL) -> list[tuple[bytes, tuple[int, int]]]:
+    """The prompt's pictures as the tower's rows and grids; frames 1: one frame a row (llama.cpp's mmproj)."""
+    keys = prompt["pixel_values"]
+    rows = [pixel_rows(k) if frames == TEMPORAL else ARRAYS[k].reshape(len(ARRAYS[k]), -1) for k in keys]
+    return [(r.astype(np.float32).tobytes(), (h, w)) for r, (_, h, w) in zip(rows, prompt["image_grid_thw"])]
 
 
 def merged(prompt: dict) -> list[tuple[int, int]]:
@@ -78,7 +82,7 @@ def encode_pixels(device, encoder, engine, prompt: dict) -> None:
     """The processor's pixel values through the tower into the engine's image_embeds, a picture a submit,
     and their grids where the engine's multimodal RoPE reads them."""
     row = 0
-    for rows, grid in tower_inputs(prompt):
+    for rows, grid in tower_inputs(prompt, encoder.frames):
         device.write_buffer(encoder.patches, 0, rows)
         device.submit(encoder.commands_into(grid, engine.image_embeds, row))
         row += grid[0] * grid[1] // 4
@@ -347,3 +351,65 @@ def test_qwen3_5_27b_tower_plans_within_webgpu_limits():
     graph, _ = vision_plan(cfg, geometry, qwen3_5_vision_tensors(infos), "Qwen3.5", options)
     assert graph.outputs["image_features"].nbytes == 1024 * 5120 * 4
     assert max(t.nbytes for t in graph.tensors) <= 128 << 20
+
+
+@pytest.fixture(scope="module")
+def gguf_pair(device):
+    """tools/make_qwen3_5_vision_gguf.py's text GGUF and mmproj GGUF, loaded as llama.cpp takes them."""
+    return asyncio.run(session.load(TEXT_GGUF, device, mmproj=MMPROJ, context=128, precision="exact"))
+
+
+@pytest.mark.parametrize("name", ["one_image", "two_images"])
+def test_gguf_and_mmproj_answer_as_the_folder(device, gguf_pair, name):
+    """llama.cpp's files (the Conv3d split a frame a matrix, qwen35.rope.dimension_sections, the value heads
+    tiled): transformers' prompt ids, its tower output, logits within 1e-3 and 16 greedy ids for the
+    processor's pixels."""
+    model, prompt = gguf_pair, REFERENCE["prompts"][name]
+    assert model.tok.apply_chat_template(prompt["messages"]) == prompt["text"]
+    assert model.tok.encode(prompt["prompt"], add_special_tokens=False) == prompt["input_ids"]
+    encoder = model.vision.encoder
+    assert encoder.frames == 1
+    got = np.array(asyncio.run(encoder.encode(tower_inputs(prompt, frames=1))), np.float32)
+    want = ARRAYS[prompt["image_features"]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    model.cache.reset()
+    encode_pixels(device, encoder, model.engine, prompt)
+    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"]))
+    np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
+    assert greedy == prompt["greedy"]
+
+
+def test_gguf_pictures_take_llama_cpps_bounds(gguf_pair):
+    """The mmproj names no pixel bounds: llama.cpp's for Qwen-VL (8 to 4096 tokens, the tower's 1024 here), so
+    the tiny pictures grow more than the folder's processor makes them; from their PNGs they still answer."""
+    model, prompt = gguf_pair, REFERENCE["prompts"]["two_images"]
+    settings = model.vision.text.settings
+    assert (settings.min_pixels, settings.max_pixels) == (8 * 32 * 32, 4096 * 16 * 16)
+    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+    text, plans = model.vision.expand(model.tok.apply_chat_template(prompt["messages"]), pictures)
+    assert [p.grid for p in plans] == [(8, 6), (4, 12)]
+    ids = model.tok.encode(text, add_special_tokens=False)
+    model.cache.reset()
+
+    async def run():
+        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=pictures)
+        [piece async for piece in stream]
+        return stream.tokens
+
+    assert len(asyncio.run(run())) == 4
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"keys": {"clip.vision.is_deepstack_layers": ([True, False], ARRAY)}}, "deepstack"),
+        ({"keys": {"clip.use_gelu": (False, BOOL)}}, "clip.use_gelu is not true"),
+        ({"tensors": {"v.patch_embd.weight.1": None}}, "missing tensor 'v.patch_embd.weight.1'"),
+        ({"rename": {"mm.2.weight": "mm.1.weight"}}, "missing tensor 'mm.2.weight'"),
+        ({"tensors": {"v.position_embd.weight": np.zeros((49, 16), np.float32)}}, "has shape"),
+    ],
+)
+def test_bad_qwen_mmproj_is_refused_before_a_device(tmp_path, change, message):
+    bad = rewrite(MMPROJ, tmp_path / "bad.gguf", **change)
+    with pytest.raises(ModelFileError, match=message):
+        session.read_model_files(TEXT_GGUF, mmproj=bad)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ModelFileError
-from ..models.config import ModelConfig
+from ..models.config import MAX_MROPE_SECTION, ModelConfig
 from .gguf_values import MAX_LAYERS, Metadata, is_flag
 
 HYBRID_ARCHITECTURES = {"qwen35": "Qwen3_5ForCausalLM", "lfm2": "Lfm2ForCausalLM"}
@@ -163,9 +163,20 @@ def _qwen35(cfg: ModelConfig, meta: Metadata) -> None:
     cfg.linear_value_head_dim = inner // value_heads  # as llama.cpp's graph derives it
     cfg.conv_kernel = meta.integer("qwen35.ssm.conv_kernel", minimum=1)
     cfg.layer_types = _qwen35_layer_types(meta, layers)
+    cfg.mrope_section = _mrope_section(meta)
     cfg.a_is_log = False
     cfg.norm_weights_include_one = True
     cfg.linear_value_heads_tiled = value_heads_tiled(cfg)
+
+
+def _mrope_section(meta: Metadata) -> tuple:
+    """qwen35.rope.dimension_sections: Qwen3.5's multimodal RoPE sections (t, h, w, and a fourth the
+    converter writes 0), ModelConfig.mrope_section; absent: transformers' [11, 11, 10]."""
+    key = "qwen35.rope.dimension_sections"
+    sections = meta.array(key, lambda v: 0 <= v <= MAX_MROPE_SECTION, [11, 11, 10, 0], types=(int,), what="counts")
+    if len(sections) not in (3, 4) or sections[3:] not in ([], [0]):
+        meta.fail(key, f"should be 3 counts (and a fourth 0), got {sections!r:.60}")
+    return tuple(sections[:3])
 
 
 def value_heads_tiled(cfg: ModelConfig) -> bool:

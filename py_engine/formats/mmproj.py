@@ -1,5 +1,6 @@
 """llama.cpp's vision projector files (`mmproj-*.gguf`, general.architecture `clip`): the picture side of a
-model whose text side is another GGUF. Read for SmolVLM / Idefics3 (clip.projector_type `idefics3`) into what
+model whose text side is another GGUF (Qwen3.5's, projector `qwen3vl_merger`: formats/mmproj_qwen.py).
+Read for SmolVLM / Idefics3 (clip.projector_type `idefics3`) into what
 an HF SmolVLM folder gives: models/siglip.py's (ModelConfig, geometry), its tensors under HF names, and the
 processor's settings (vision/smolvlm.py SmolVLMSettings).
 
@@ -72,12 +73,19 @@ from ..models.attention_grid import FEW_ROWS
 from ..models.config import ModelConfig
 from ..models.siglip import PROJECTION, VISION, flat_patches, vision_tensors
 from ..vision.gemma3 import Gemma3Settings
+from ..vision.qwen3_5 import Qwen35Settings
 from ..vision.smolvlm import SmolVLMSettings
 from .gguf import GGUFFile, parse_gguf
 from .gguf_values import MAX_LAYERS, Metadata, is_number
+from .mmproj_qwen import qwen_mmproj_config, qwen_mmproj_settings, qwen_mmproj_tensors
 
-PROJECTORS = ("idefics3", "gemma3")  # clip.projector_type values Wisp reads: SmolVLM / Idefics3, Gemma 3
-KINDS = {"idefics3": "smolvlm", "gemma3": "gemma3"}  # the geometry kind (vision/encoder.py) of each
+# clip.projector_type values Wisp reads: SmolVLM / Idefics3, Gemma 3, Qwen3.5 (formats/mmproj_qwen.py)
+PROJECTORS = ("idefics3", "gemma3", "qwen3vl_merger")
+KINDS = {
+    "idefics3": "smolvlm",
+    "gemma3": "gemma3",
+    "qwen3vl_merger": "qwen3_5",
+}  # the geometry kind (vision/encoder.py)
 DEFAULT_SCALE = {"idefics3": 1, "gemma3": 4}  # clip.vision.projector.scale_factor where absent (llama.cpp's)
 V = "clip.vision."
 # SmolVLM's processors resize a picture's longest side to 4 tiles (SmolVLM-256M: 2048 / 512; transformers'
@@ -110,7 +118,8 @@ def read_mmproj(source) -> GGUFFile:
     if projector not in PROJECTORS:
         raise ModelFileError(
             path,
-            f"projector type {projector!r:.40} is not supported (Wisp reads {', '.join(PROJECTORS)}: SmolVLM, Gemma 3)",
+            f"projector type {projector!r:.40} is not supported "
+            f"(Wisp reads {', '.join(PROJECTORS)}: SmolVLM, Gemma 3, Qwen3.5)",
         )
     return gguf
 
@@ -122,7 +131,9 @@ def projector_type(gguf: GGUFFile) -> str:
 
 def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
     """The vision tower's ModelConfig and geometry {kind, image_size, patch_size, scale_factor, tokens}, as
-    models/siglip.py's vision_config makes them from config.json."""
+    models/siglip.py's vision_config makes them from config.json (Qwen3.5's: formats/mmproj_qwen.py)."""
+    if projector_type(gguf) == "qwen3vl_merger":
+        return qwen_mmproj_config(gguf)
     meta, path = Metadata(gguf.metadata, gguf.path), gguf.path
     hidden = meta.integer(V + "embedding_length", minimum=1)
     heads = meta.integer(V + "attention.head_count", minimum=1)
@@ -170,6 +181,8 @@ def mmproj_config(gguf: GGUFFile) -> tuple[ModelConfig, dict]:
 def mmproj_tensors(gguf: GGUFFile, cfg: ModelConfig, geometry: dict) -> dict:
     """The tower's and connector's tensors under the HF names models/siglip.py reads (vision_tensors'
     layout: the patch embedding as its [hidden, 3 p^2] matrix), each checked against the metadata."""
+    if geometry["kind"] == "qwen3_5":
+        return qwen_mmproj_tensors(gguf, cfg, geometry)
     meta = Metadata(gguf.metadata, gguf.path)
     hidden, ff, p = cfg.hidden_size, cfg.intermediate_size, geometry["patch_size"]
     side = geometry["image_size"] // p
@@ -225,8 +238,10 @@ def _ffn_names(gguf: GGUFFile, layer: int, hidden: int, ff: int) -> tuple[str, s
     return ("ffn_down", "ffn_up") if swapped else ("ffn_up", "ffn_down")
 
 
-def mmproj_settings(gguf: GGUFFile, geometry: dict) -> SmolVLMSettings | Gemma3Settings:
+def mmproj_settings(gguf: GGUFFile, geometry: dict) -> SmolVLMSettings | Gemma3Settings | Qwen35Settings:
     """The processor's settings, from the file where it holds them (the module docstring's table)."""
+    if geometry["kind"] == "qwen3_5":
+        return qwen_mmproj_settings(gguf, geometry)
     meta = Metadata(gguf.metadata, gguf.path)
     tile = geometry["image_size"]
     if geometry["kind"] == "gemma3":

@@ -4,7 +4,9 @@ features), from pixel rows to the text tower's image embeddings.
 A forward is one picture, resized by the processor to a grid of rows x cols patches of patch_size pixels
 (vision/qwen3_5.py), its patches the rows in merge-block order (the merge x merge patches that become one
 token are consecutive: shaders/image_patches_merged.wgsl). Each row is 3 x temporal_patch_size x patch^2
-values (a still picture's frame repeated), so the Conv3d patch embedding is a matmul over the rows. Then:
+values (a still picture's frame repeated), so the Conv3d patch embedding is a matmul over the rows (from
+llama.cpp's mmproj, whose converter splits the Conv3d a frame a matrix: one frame a row, a matmul a frame,
+summed). Then:
 
 - the learned position embeddings (a square table of num_position_embeddings) resampled bilinearly to the
   picture's grid and added (shaders/embed_interp.wgsl, taps and weights from vision/qwen3_5_grid.py);
@@ -100,7 +102,9 @@ def qwen3_5_vision_config(raw: dict, path, max_binding: int = 1 << 27) -> tuple[
         max_position=most,
         hidden_act=act,
     )
-    geometry = {"kind": "qwen3_5", "patch_size": patch, "temporal": temporal, "merge": merge}
+    # frames: those a patch row holds (a still picture's one, repeated), the Conv3d one matrix over them;
+    # llama.cpp's mmproj splits it into a matrix a frame, each reading a one-frame row (formats/mmproj_qwen.py).
+    geometry = {"kind": "qwen3_5", "patch_size": patch, "temporal": temporal, "frames": temporal, "merge": merge}
     geometry |= {"side": math.isqrt(positions), "theta": theta, "out_hidden": out_hidden}
     return cfg, geometry | {"max_patches": most, "tokens": most // (merge * merge)}
 
@@ -126,8 +130,8 @@ def qwen3_5_vision_tensors(tensors: dict) -> dict:
 def expected_shapes(cfg: ModelConfig, geometry: dict) -> dict[str, tuple]:
     """Every tensor the graph reads and its shape, from config.json."""
     h, inter, m2 = cfg.hidden_size, cfg.intermediate_size, geometry["merge"] ** 2
-    row = 3 * geometry["temporal"] * geometry["patch_size"] ** 2
-    shapes = {PATCH_WEIGHT: (h, row), VISION + "patch_embed.proj.bias": (h,), POSITIONS: (geometry["side"] ** 2, h)}
+    shapes = {name: (h, 3 * geometry["frames"] * geometry["patch_size"] ** 2) for name in patch_matrices(geometry)}
+    shapes |= {VISION + "patch_embed.proj.bias": (h,), POSITIONS: (geometry["side"] ** 2, h)}
     for i in range(cfg.num_layers):
         p = f"{VISION}blocks.{i}."
         for name, rows, cols in (("attn.qkv", 3 * h, h), ("attn.proj", h, h), ("mlp.linear_fc1", inter, h)):
@@ -143,6 +147,14 @@ def expected_shapes(cfg: ModelConfig, geometry: dict) -> dict[str, tuple]:
         (geometry["out_hidden"],),
     )
     return shapes
+
+
+def patch_matrices(geometry: dict) -> list[str]:
+    """The patch embedding's matrices: the Conv3d's one over every frame, or (frames 1) one a frame, the
+    k-th named PATCH_WEIGHT.k from the second on (llama.cpp's v.patch_embd.weight.1)."""
+    if geometry["frames"] == geometry["temporal"]:
+        return [PATCH_WEIGHT]
+    return [PATCH_WEIGHT] + [f"{PATCH_WEIGHT}.{k}" for k in range(1, geometry["temporal"])]
 
 
 def check_shapes(b: GraphBuilder, geometry: dict) -> None:
@@ -163,7 +175,7 @@ def build_qwen3_5_vision(b: GraphBuilder, geometry: dict) -> Graph:
     cfg, g = b.cfg, b.g
     hidden, heads, hd = cfg.hidden_size, cfg.num_heads, cfg.head_dim
     m2 = geometry["merge"] ** 2
-    patches = input_tensor(b, "patches", 4 * 3 * geometry["temporal"] * geometry["patch_size"] ** 2)
+    patches = input_tensor(b, "patches", 4 * 3 * geometry["frames"] * geometry["patch_size"] ** 2)
     taps, weights = input_tensor(b, "pos_taps", 16), input_tensor(b, "pos_weights", 16)
     cos_sin = input_tensor(b, "vision_rope", 4 * hd)
     spans = input_tensor(b, "spans", 8)
@@ -179,7 +191,10 @@ def build_qwen3_5_vision(b: GraphBuilder, geometry: dict) -> Graph:
         lambda rows: (ceil_div(hidden, 256), rows, 1),
         weight_defines(hidden, shard.dtype),
     )
-    x = b.linear(patches, [PATCH_WEIGHT], bias=[VISION + "patch_embed.proj.bias"], residual=where)
+    first, *others = patch_matrices(geometry)
+    x = b.linear(patches, [first], bias=[VISION + "patch_embed.proj.bias"], residual=where)
+    for frame in others:  # each frame's matrix over the one frame the rows hold: the still picture's
+        x = b.linear(patches, [frame], residual=x)
     for i in range(cfg.num_layers):
         p = f"{VISION}blocks.{i}."
         qkv = b.linear(layer_norm(b, x, p + "norm1"), [p + "attn.qkv.weight"], bias=[p + "attn.qkv.bias"])

@@ -26,7 +26,7 @@ from ..models.qwen3_5_vision import qwen3_5_vision_config
 from .encoder import VisionEncoder, load_vision_encoder, vision_files
 from .gemma3 import Gemma3Tokens, gemma3_plan, gemma3_prompt, gemma3_settings, gemma3_tokens
 from .pictures import picture_embeddings, qwen3_5_embeddings
-from .qwen3_5 import DEFAULT_IDS, qwen3_5_plan, qwen3_5_prompt, qwen3_5_settings, qwen3_5_tokens
+from .qwen3_5 import DEFAULT_IDS, Qwen35Tokens, qwen3_5_plan, qwen3_5_prompt, qwen3_5_settings, qwen3_5_tokens
 from .smolvlm import (
     MODEL_FILE,
     PREPROCESSOR_FILE,
@@ -223,11 +223,18 @@ def qwen3_5_settings_and_tokens(preprocessor, model: dict, tokenizer_config, tok
 
 def mmproj_settings_and_tokens(source, files) -> tuple[PictureText, int]:
     """vision_settings of an mmproj: the settings its metadata gives (formats/mmproj.py mmproj_settings).
-    It names no tokens, so they are the processor's defaults (SmolVLMProcessor's, Gemma 3's), the strings
+    It names no tokens, so they are the processor's defaults (SmolVLMProcessor's, Gemma 3's, Qwen3VLProcessor's), the strings
     llama.cpp's mtmd looks up too; the text model's tokenizer must hold each as one token."""
     gguf = read_mmproj(source)
     geometry = mmproj_config(gguf)[1]
     settings = mmproj_settings(gguf, geometry)
+    if geometry["kind"] == "qwen3_5":
+        tokens = Qwen35Tokens()
+        for text in (tokens.vision_start, tokens.vision_end):
+            token_id(files.tokenizer, text, files.source.label)
+        return qwen3_5_text(settings, tokens, geometry["max_patches"]), token_id(
+            files.tokenizer, tokens.image, files.source.label
+        )
     if geometry["kind"] == "gemma3":
         tokens = Gemma3Tokens()
         for text in (tokens.boi, tokens.eoi):

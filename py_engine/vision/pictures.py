@@ -127,7 +127,7 @@ async def qwen3_5_embeddings(
     kernel = kernels.get("image_patches_merged")
     params = kernel.pack_params(
         {"image_w": out_w, "image_h": out_h, "patch_side": settings.patch_size, "merge": settings.merge}
-        | {"temporal": settings.temporal, "pad0": 0, "pad1": 0, "pad2": 0}
+        | {"temporal": encoder.frames, "pad0": 0, "pad1": 0, "pad2": 0}
     )
     uniform = device.create_buffer(len(params), "uniform", label="image_patches_merged.params")
     device.write_buffer(uniform, 0, params)

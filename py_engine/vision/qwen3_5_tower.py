@@ -19,7 +19,8 @@ class Qwen35VisionEncoder:
         self.device, self.executor, self.kernels, self.cfg, self.geometry = device, executor, kernels, cfg, geometry
         self.rows = geometry["max_patches"]  # the most patches a forward takes
         self.merge, self.patch = geometry["merge"], geometry["patch_size"]
-        self.row_values = 3 * geometry["temporal"] * self.patch**2  # f32 values a patch row
+        self.frames = geometry["frames"]  # frames a patch row holds (models/qwen3_5_vision.py)
+        self.row_values = 3 * self.frames * self.patch**2  # f32 values a patch row
         self.tokens = geometry["tokens"]  # the most tokens a forward makes
         self.width = geometry["out_hidden"]  # the text tower's hidden size
         self.features = executor.buffer("image_features")
