@@ -27,3 +27,20 @@ def test_table_is_numpys_float32(rotary_dim, theta, scaling, first, rows, long):
         want = (want.astype(np.float64) * rotary.scale).astype(np.float32)
     got = np.frombuffer(rotary.table(first, rows, long), np.float32).reshape(rows, rotary_dim // 2, 2)
     assert got.tobytes() == want.tobytes()
+
+
+def test_multimodal_table():
+    """Qwen3.5's interleaved MRoPE (Rotary.table_at): frequency i turns by t, h or w as
+    Qwen3_5TextRotaryEmbedding assigns them; where the three positions are equal, the plain table's bytes."""
+    rotary = Rotary(64, 1e7, None, mrope_section=(11, 11, 10))
+    assert rotary.streams[:6] == [0, 1, 2, 0, 1, 2] and rotary.streams[-3:] == [2, 0, 1]
+    assert rotary.streams.count(1) == 11 and rotary.streams.count(2) == 10
+    assert rotary.table_at([(p, p, p) for p in range(40, 47)]) == rotary.table(40, 7)
+    got = np.frombuffer(rotary.table_at([(5, 9, 2)]), np.float32).reshape(32, 2)
+    angles = np.array([(5, 9, 2)[s] * f for s, f in zip(rotary.streams, rotary.inv_freq)]).astype(np.float32)
+    assert (
+        got.tobytes()
+        == np.stack([np.cos(angles.astype(np.float64)), np.sin(angles.astype(np.float64))], -1)
+        .astype(np.float32)
+        .tobytes()
+    )
