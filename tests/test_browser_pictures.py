@@ -2,11 +2,15 @@
 (tests/fixtures/smolvlm-f32) served by `python -m app --model`, loaded by the page, a picture given
 with the composer's button (and then pasted, and dropped), decoded by the worker's JavaScript
 (worker/pictures.js) and encoded on the GPU: the answer's token ids are transformers' greedy ones
-(reference.json; the fixture's tokenizer writes gibberish, so ids are compared). The decoder on its
-own, in a worker without Pyodide: Pillow's RGBA bytes exactly for the fixture's PNGs (RGB and
-RGBA) and an animated GIF's first frame, and one clear error for what is not a picture, is too
-large or is not a picture URL. One page (one Pyodide boot, one load) serves the module; a
-screenshot lands in tests/artifacts/ (gitignored)."""
+(reference.json; the fixture's tokenizer writes gibberish, so ids are compared). Then Gemma 3
+(tests/fixtures/gemma3vl-f32: its picture tokens attend to their whole picture) loaded from the
+picker and asked about an attached picture, asked about two by the page's OpenAI module
+(static/openai.js, data: URLs), and its llama.cpp pair (tests/fixtures/gemma3vl-gguf, served with
+`--mmproj`) loaded by that module: transformers' tokens each time. The decoder on its own, in a
+worker without Pyodide: Pillow's RGBA bytes exactly for the fixture's PNGs (RGB and RGBA) and an
+animated GIF's first frame, and one clear error for what is not a picture, is too large or is not a
+picture URL. One page (one Pyodide boot) serves the module; a screenshot lands in tests/artifacts/
+(gitignored)."""
 
 import base64
 import io
@@ -27,6 +31,11 @@ IMAGES = FIXTURE / "images"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
 ONE = REFERENCE["prompts"]["one_image"]  # rgb_45x71.png, then "What is in this image?"
 QUESTION = ONE["messages"][0]["content"][1]["text"]
+GEMMA3 = ROOT / "tests" / "fixtures" / "gemma3vl-f32"  # served as "gemma3vl-f32"
+GEMMA3_REFERENCE = json.loads((GEMMA3 / "reference.json").read_text())
+# llama.cpp's files of the same model, served as one model "gemma3vl-tiny-f32" (--mmproj)
+PAIR = ROOT / "tests" / "fixtures" / "gemma3vl-gguf"
+PAIR_FILES = ("gemma3vl-tiny-f32.gguf", "mmproj-gemma3vl-tiny-f32.gguf")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # Greedy and as long as the reference: the page's sampling settings, before its scripts read them.
 GREEDY = (
@@ -63,7 +72,8 @@ DECODE = """async (urls) => {
 
 @pytest.fixture(scope="module")
 def server():
-    with app_server("--no-default", "--model", str(FIXTURE)) as (url, _):
+    pair = [str(PAIR / PAIR_FILES[0]), "--mmproj", str(PAIR / PAIR_FILES[1])]
+    with app_server("--no-default", "--model", str(FIXTURE), str(GEMMA3), "--model", *pair) as (url, _):
         yield url
 
 
@@ -196,12 +206,59 @@ def test_the_worker_refuses_what_is_not_a_picture(page):
     assert "not a picture this browser can read (image/png, 19 bytes)" in error["message"], error
 
 
+def test_gemma3_answers_an_attached_picture(page, traffic):
+    """Gemma 3 from the picker (the chat's Switch), a picture from the file dialog: its 9 picture
+    tokens between boi and eoi, transformers' tokens (the picture attending to itself both ways)."""
+    prompt = GEMMA3_REFERENCE["prompts"]["one_image"]  # the same picture and question as SmolVLM's
+    page.locator("#new-chat").click()
+    page.get_by_test_id("model-select").select_option("gemma3vl-f32")
+    load = page.get_by_test_id("load-button")
+    expect(load).to_contain_text("Switch")
+    load.click()
+    expect(load).to_contain_text("Loaded", timeout=300_000)
+    page.get_by_test_id("attach-input").set_input_files(str(GEMMA3 / GEMMA3_REFERENCE["images"][0]["file"]))
+    expect(page.get_by_test_id("attachment")).to_have_count(1)
+    page.get_by_test_id("prompt-input").fill(prompt["messages"][0]["content"][1]["text"])
+    page.get_by_test_id("prompt-input").press("Enter")
+    expect(page.get_by_test_id("stats")).to_contain_text("1 picture: 9 tokens in", timeout=120_000)
+    assert answer_tokens(traffic) == prompt["greedy"]
+
+
+@pytest.mark.parametrize(
+    ("model", "name"), [("gemma3vl-f32", "two_images"), ("gemma3vl-tiny-f32", "one_image")], ids=["hf", "gguf"]
+)
+def test_gemma3_by_the_openai_module(page, traffic, model, name):
+    """static/openai.js on the chat's worker, the reference prompt's pictures as data: URLs: the
+    loaded folder with two pictures, then the GGUF + mmproj pair (the module loads it: the worker
+    reads the projector beside the text GGUF) with one; transformers' tokens and prompt length."""
+    prompt = GEMMA3_REFERENCE["prompts"][name]
+    pictures = iter(data_url((GEMMA3 / GEMMA3_REFERENCE["images"][i]["file"]).read_bytes()) for i in prompt["images"])
+    content = [
+        {"type": "image_url", "image_url": {"url": next(pictures)}} if part["type"] == "image" else part
+        for part in prompt["messages"][0]["content"]
+    ]
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
+    usage = page.evaluate(
+        """async (body) => {
+      const {Wisp} = await import("/static/openai.js");
+      return (await new Wisp().chat.completions.create(body)).usage;
+    }""",
+        body,
+    )
+    assert answer_tokens(traffic) == prompt["greedy"]
+    assert usage["prompt_tokens"] == len(prompt["input_ids"])
+
+
 def test_traffic_fits_the_protocol_table(page, traffic):
     engine = [(to, data) for to, data in traffic[0] if isinstance(data, dict)]  # not the decoder test's lists
     seen = check_protocol(engine)
     assert {"load", "loaded", "openai", "chunk", "response", "error"} <= set(seen), seen
     loaded = events(traffic, "loaded")
-    assert loaded and all(event["vision"] for event in loaded)
+    assert [event["model"] for event in loaded] == ["smolvlm-f32", "gemma3vl-f32", "gemma3vl-tiny-f32"]
+    assert all(event["vision"] for event in loaded)
+    loads = [data["model"] for to, data in engine if to == "worker" and data.get("type") == "load"]
+    pair = next(model for model in loads if "mmproj" in model)  # the projector, one of the model's files
+    assert sorted(pair["files"]) == sorted(PAIR_FILES) and pair["mmproj"] == PAIR_FILES[1]
     assert not page.errors, page.errors
 
 
