@@ -5,8 +5,8 @@ with the composer's button (and then pasted, and dropped), decoded by the worker
 (reference.json; the fixture's tokenizer writes gibberish, so ids are compared). Then Gemma 3
 (tests/fixtures/gemma3vl-f32: its picture tokens attend to their whole picture) loaded from the
 picker and asked about an attached picture, asked about two by the page's OpenAI module
-(static/openai.js, data: URLs), and its llama.cpp pair (tests/fixtures/gemma3vl-gguf, served with
-`--mmproj`) loaded by that module: transformers' tokens each time. The decoder on its own, in a
+(static/openai.js, data: URLs), and llama.cpp's pairs of both (tests/fixtures/gemma3vl-gguf and
+smolvlm-gguf, served with `--mmproj`) loaded by that module: transformers' tokens each time. The decoder on its own, in a
 worker without Pyodide: Pillow's RGBA bytes exactly for the fixture's PNGs (RGB and RGBA) and an
 animated GIF's first frame, and one clear error for what is not a picture, is too large or is not a
 picture URL. One page (one Pyodide boot) serves the module; a screenshot lands in tests/artifacts/
@@ -33,9 +33,15 @@ ONE = REFERENCE["prompts"]["one_image"]  # rgb_45x71.png, then "What is in this 
 QUESTION = ONE["messages"][0]["content"][1]["text"]
 GEMMA3 = ROOT / "tests" / "fixtures" / "gemma3vl-f32"  # served as "gemma3vl-f32"
 GEMMA3_REFERENCE = json.loads((GEMMA3 / "reference.json").read_text())
-# llama.cpp's files of the same model, served as one model "gemma3vl-tiny-f32" (--mmproj)
-PAIR = ROOT / "tests" / "fixtures" / "gemma3vl-gguf"
-PAIR_FILES = ("gemma3vl-tiny-f32.gguf", "mmproj-gemma3vl-tiny-f32.gguf")
+# llama.cpp's files of the same models, each pair served as one model (--mmproj): "gemma3vl-tiny-f32"
+# and "smolvlm-tiny-f32"
+PAIRS = {
+    name: (
+        ROOT / "tests" / "fixtures" / folder / f"{name}.gguf",
+        ROOT / "tests" / "fixtures" / folder / f"mmproj-{name}.gguf",
+    )
+    for name, folder in (("gemma3vl-tiny-f32", "gemma3vl-gguf"), ("smolvlm-tiny-f32", "smolvlm-gguf"))
+}
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # Greedy and as long as the reference: the page's sampling settings, before its scripts read them.
 GREEDY = (
@@ -72,8 +78,8 @@ DECODE = """async (urls) => {
 
 @pytest.fixture(scope="module")
 def server():
-    pair = [str(PAIR / PAIR_FILES[0]), "--mmproj", str(PAIR / PAIR_FILES[1])]
-    with app_server("--no-default", "--model", str(FIXTURE), str(GEMMA3), "--model", *pair) as (url, _):
+    pairs = [arg for text, mmproj in PAIRS.values() for arg in ("--model", str(text), "--mmproj", str(mmproj))]
+    with app_server("--no-default", "--model", str(FIXTURE), str(GEMMA3), *pairs) as (url, _):
         yield url
 
 
@@ -225,14 +231,22 @@ def test_gemma3_answers_an_attached_picture(page, traffic):
 
 
 @pytest.mark.parametrize(
-    ("model", "name"), [("gemma3vl-f32", "two_images"), ("gemma3vl-tiny-f32", "one_image")], ids=["hf", "gguf"]
+    ("model", "folder", "name"),
+    [
+        ("gemma3vl-f32", GEMMA3, "two_images"),
+        ("gemma3vl-tiny-f32", GEMMA3, "one_image"),
+        ("smolvlm-tiny-f32", FIXTURE, "one_image"),
+    ],
+    ids=["gemma3", "gemma3-gguf", "smolvlm-gguf"],
 )
-def test_gemma3_by_the_openai_module(page, traffic, model, name):
-    """static/openai.js on the chat's worker, the reference prompt's pictures as data: URLs: the
-    loaded folder with two pictures, then the GGUF + mmproj pair (the module loads it: the worker
-    reads the projector beside the text GGUF) with one; transformers' tokens and prompt length."""
-    prompt = GEMMA3_REFERENCE["prompts"][name]
-    pictures = iter(data_url((GEMMA3 / GEMMA3_REFERENCE["images"][i]["file"]).read_bytes()) for i in prompt["images"])
+def test_the_openai_module(page, traffic, model, folder, name):
+    """static/openai.js on the chat's worker, the reference prompt's pictures as data: URLs: Gemma 3's
+    folder (loaded) with two pictures, then each GGUF + mmproj pair (the module loads it: the worker
+    reads the projector beside the text GGUF) with one; the folder's transformers' tokens and prompt
+    length."""
+    reference = json.loads((folder / "reference.json").read_text())
+    prompt = reference["prompts"][name]
+    pictures = iter(data_url((folder / reference["images"][i]["file"]).read_bytes()) for i in prompt["images"])
     content = [
         {"type": "image_url", "image_url": {"url": next(pictures)}} if part["type"] == "image" else part
         for part in prompt["messages"][0]["content"]
@@ -254,11 +268,13 @@ def test_traffic_fits_the_protocol_table(page, traffic):
     seen = check_protocol(engine)
     assert {"load", "loaded", "openai", "chunk", "response", "error"} <= set(seen), seen
     loaded = events(traffic, "loaded")
-    assert [event["model"] for event in loaded] == ["smolvlm-f32", "gemma3vl-f32", "gemma3vl-tiny-f32"]
+    assert [event["model"] for event in loaded] == ["smolvlm-f32", "gemma3vl-f32", *PAIRS]
     assert all(event["vision"] for event in loaded)
     loads = [data["model"] for to, data in engine if to == "worker" and data.get("type") == "load"]
-    pair = next(model for model in loads if "mmproj" in model)  # the projector, one of the model's files
-    assert sorted(pair["files"]) == sorted(PAIR_FILES) and pair["mmproj"] == PAIR_FILES[1]
+    pairs = {model["id"]: model for model in loads if "mmproj" in model}  # the projector, one of the model's files
+    assert {name: (sorted(m["files"]), m["mmproj"]) for name, m in pairs.items()} == {
+        name: (sorted([text.name, mmproj.name]), mmproj.name) for name, (text, mmproj) in PAIRS.items()
+    }
     assert not page.errors, page.errors
 
 
