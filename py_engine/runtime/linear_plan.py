@@ -294,7 +294,7 @@ def linear_defines(
 
 
 LOGIT_ROWS_MAX = 8  # the most rows one forward's LM head scores (1 + drafted tokens to verify)
-LOGIT_ROWS = 0xFFFFFFFF  # linear_params rows: the forward's scored rows (Step.logit_rows; the GEMV only)
+LOGIT_ROWS = 0xFFFFFFFF  # linear_params rows: the forward's scored rows (Step.logit_rows; gemv.wgsl, matmul.wgsl)
 MERGE_HEADS = 64  # the most attention heads gemv.wgsl's COMBINE merges (its workgroup array)
 
 
