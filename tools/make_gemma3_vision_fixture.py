@@ -23,35 +23,40 @@ A seed is skipped when a greedy step is near-tied, when greedy emits a picture t
 too little effect on the logits, or when the bidirectional mask changes them too little to be tested.
 """
 
-import argparse
 import json
-import shutil
-from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
-from make_fixtures import min_margins
-from make_vision_fixtures import dumps, f7, make_image
-from PIL import Image
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import pre_tokenizers
 from transformers import (
     Gemma3Config,
     Gemma3ForConditionalGeneration,
     Gemma3Processor,
-    GenerationConfig,
     PreTrainedTokenizerFast,
 )
 from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+from vision_fixture_common import (
+    ATTN,
+    STD,
+    f7,
+    find_seed,
+    greedy,
+    load_model,
+    margins,
+    outcome,
+    prepare,
+    prompts,
+    run_prompts,
+    save_model,
+    save_tokenizer_files,
+    train_bpe,
+    write_pictures,
+    write_reference,
+)
 
-NEW_TOKENS = 16
-MIN_REL_MARGIN = 1e-3  # (top1 - top2) / max|logit| at every greedy step, as make_fixtures.py
-MIN_DISTINCT_GREEDY = 4
-MIN_IMAGE_EFFECT = 0.05  # the last logits must move by more than this (max abs) when the pictures change
 MIN_MASK_EFFECT = 0.02  # ... and by more than this between the bidirectional and the causal picture mask
-ATTN = "eager"
 FIRST_SEED = 30000
-STD = 0.2  # weights' N(0, STD), as make_vision_fixtures.py
+
 
 # google/gemma-3-4b-it's chat template (tokenizer_config.json's), verbatim.
 CHAT_TEMPLATE = (
@@ -155,37 +160,15 @@ IMAGES = [
     ("rgba_110x33.png", "RGBA", 110, 33),
     ("rgb_97x90.png", "RGB", 97, 90),
 ]
-PROMPTS = {  # name -> (the pictures, the user message's content)
-    "one_image": ([0], [{"type": "image"}, {"type": "text", "text": "What is in this image?"}]),
-    "two_images": (
-        [1, 2],
-        [
-            {"type": "text", "text": "Compare"},
-            {"type": "image"},
-            {"type": "text", "text": "and"},
-            {"type": "image"},
-            {"type": "text", "text": "in one sentence."},
-        ],
-    ),
-}
+PROMPTS = prompts(0, [1, 2])  # name -> (the pictures, the user message's content)
 
 
 # ---- the tokenizer and the processor ----
 
 
 def build_tokenizer():
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB,
-        special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(TRAINING_TEXT, trainer)
-    assert tok.get_vocab_size() == BPE_VOCAB, f"the training text gives only {tok.get_vocab_size()} tokens"
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ADDED])
+    pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok = train_bpe(pre_tokenizer, BPE_VOCAB, SPECIALS, ADDED, TRAINING_TEXT)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token="<bos>",
@@ -205,14 +188,7 @@ def save_processor_files(tokenizer, out):
     (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2, sort_keys=True) + "\n")
     proc = {"image_seq_length": MM_TOKENS, "processor_class": "Gemma3Processor"}
     (out / "processor_config.json").write_text(json.dumps(proc, indent=2) + "\n")
-    tokenizer.save_pretrained(out)
-    (out / "chat_template.jinja").unlink(missing_ok=True)  # the template lives in tokenizer_config.json
-    cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["chat_template"] = CHAT_TEMPLATE
-    cfg.update(PICTURE_TOKENS)
-    cfg["processor_class"] = "Gemma3Processor"
-    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    save_tokenizer_files(tokenizer, out, CHAT_TEMPLATE, "Gemma3Processor", **PICTURE_TOKENS)
 
 
 def load_processor(path):
@@ -261,10 +237,6 @@ def build_model(config, seed):
     return model
 
 
-def load_model(path, attn=ATTN):
-    return Gemma3ForConditionalGeneration.from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
-
-
 # ---- the reference ----
 
 
@@ -302,34 +274,6 @@ def image_reference(processor, picture, arrays, key):
 
 
 @torch.no_grad()
-def greedy(model, inputs):
-    """16 greedy ids plus their step logits, cross-checked against a cache-free recompute of the whole
-    sequence with the pictures and the prompt's picture mask."""
-    gen_cfg = GenerationConfig(
-        max_new_tokens=NEW_TOKENS,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_logits=True,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    out = model.generate(**inputs, generation_config=gen_cfg)
-    n = inputs["input_ids"].shape[1]
-    ids = out.sequences[0, n:].tolist()
-    assert len(ids) == NEW_TOKENS, f"generated {len(ids)} tokens"
-    picture_ids = {model.config.image_token_id, model.config.boi_token_id, model.config.eoi_token_id}
-    if picture_ids & set(ids):
-        return ids, None  # a generated picture token would be one more placeholder than features: unusable
-    types = torch.cat([inputs["token_type_ids"], torch.zeros_like(out.sequences[:, n:-1])], dim=1)
-    full = model(
-        input_ids=out.sequences[:, :-1], pixel_values=inputs["pixel_values"], token_type_ids=types, use_cache=False
-    ).logits[0, n - 1 :]
-    assert full.argmax(-1).tolist() == ids, "cached generate disagrees with full recompute"
-    return ids, torch.stack(out.logits)[:, 0]
-
-
-@torch.no_grad()
 def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, key):
     """One prompt (the pictures `indexes` of `images`: their PIL images and references) through the model,
     or None when this seed is unusable for it."""
@@ -351,16 +295,14 @@ def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, k
     causal = model(**{k: v for k, v in model_inputs.items() if k != "token_type_ids"}).logits[0, -1]
     mask_effect = (causal - logits).abs().max().item()
     moved = (model(**dict(model_inputs, pixel_values=-inputs["pixel_values"])).logits[0, -1] - logits).abs().max()
-    greedy_ids, step_logits = greedy(model, model_inputs)
-    if step_logits is None:
-        return None
-    abs_margin, rel_margin = min_margins(step_logits)
-    if (
-        len(set(greedy_ids)) < MIN_DISTINCT_GREEDY
-        or rel_margin < MIN_REL_MARGIN
-        or moved.item() < MIN_IMAGE_EFFECT
-        or mask_effect < MIN_MASK_EFFECT
-    ):
+    greedy_ids, step_logits = greedy(
+        model,
+        model_inputs,
+        [model.config.image_token_id, model.config.boi_token_id, model.config.eoi_token_id],
+        "token_type_ids",
+    )
+    found = margins(greedy_ids, step_logits, moved.item())
+    if found is None or mask_effect < MIN_MASK_EFFECT:
         return None
     arrays[f"{key}_vision_hidden"] = hidden.numpy()
     arrays[f"{key}_image_features"] = features.numpy()
@@ -378,13 +320,13 @@ def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, k
         "vision_hidden_shape": list(hidden.shape),
         "image_features": f"{key}_image_features",
         "image_features_shape": list(features.shape),
-        "logits": f7(logits.numpy()),
-        "causal_logits": f7(causal.numpy()),
-        "mask_effect": float(f"{mask_effect:.4g}"),
-        "greedy": greedy_ids,
-        "min_top2_margin": float(f"{abs_margin:.4g}"),
-        "min_top2_margin_rel": float(f"{rel_margin:.4g}"),
-        "image_effect": float(f"{moved.item():.4g}"),
+        **outcome(
+            logits,
+            {"causal_logits": f7(causal.numpy()), "mask_effect": float(f"{mask_effect:.4g}")},
+            greedy_ids,
+            found,
+            moved.item(),
+        ),
     }
 
 
@@ -411,18 +353,10 @@ def check_projector(model):
 
 def write_model_and_reference(out, processor, images, arrays, seed):
     """Save this seed's model, run the prompts through it loaded back; (prompts, arrays) or None."""
-    model = build_model(model_config(processor.tokenizer), seed)
-    for name in list(out.glob("model*.safetensors")) + [out / "config.json", out / "generation_config.json"]:
-        name.unlink(missing_ok=True)
-    model.save_pretrained(out)
-    model, sdpa = load_model(out), load_model(out, attn="sdpa")
+    save_model(build_model(model_config(processor.tokenizer), seed), out)
+    model, sdpa = (load_model(Gemma3ForConditionalGeneration, out, attn) for attn in (ATTN, "sdpa"))
     check_projector(model)
-    prompt_arrays, prompts = dict(arrays), {}
-    for key, (indexes, content) in PROMPTS.items():
-        prompts[key] = prompt_reference(model, sdpa, processor, images, indexes, content, prompt_arrays, key)
-        if prompts[key] is None:
-            return None
-    return prompts, {k: v for k, v in prompt_arrays.items() if k not in arrays}
+    return run_prompts(PROMPTS, arrays, lambda *prompt: prompt_reference(model, sdpa, processor, images, *prompt))
 
 
 def check_saved_model(out):
@@ -441,64 +375,34 @@ def check_saved_model(out):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("tests/fixtures/gemma3vl-f32"))
-    args = parser.parse_args()
-    out = args.out
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    shutil.rmtree(out, ignore_errors=True)
-    (out / "images").mkdir(parents=True)
+    out = prepare(__doc__, "tests/fixtures/gemma3vl-f32")
 
     save_processor_files(build_tokenizer(), out)
     processor = load_processor(out)
 
-    pictures, image_refs, arrays = [], [], {}
-    for index, (name, mode, width, height) in enumerate(IMAGES):
-        make_image(index, mode, width, height).save(out / "images" / name, optimize=True)
-        picture = Image.open(out / "images" / name)
-        picture.load()
-        assert (picture.mode, picture.size) == (mode, (width, height))
-        pictures.append(picture)
-        ref = {"file": f"images/{name}", "mode": mode, "height": height, "width": width}
-        ref.update(image_reference(processor, picture, arrays, f"image{index}_pixel_values"))
-        image_refs.append(ref)
+    pictures, image_refs, arrays = write_pictures(
+        out, IMAGES, lambda p, a, index: image_reference(processor, p, a, f"image{index}_pixel_values")
+    )
 
-    for seed in range(FIRST_SEED, FIRST_SEED + 50):
-        found = write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed)
-        if found is not None:
-            break
-        print(f"gemma3vl: seed {seed} near-tied, degenerate or blind to the pictures or their mask, next one")
-    else:
-        raise RuntimeError("no usable seed")
-    prompts, prompt_arrays = found
+    seed, (prompts, prompt_arrays) = find_seed(
+        "gemma3vl",
+        FIRST_SEED,
+        lambda seed: write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed),
+        "near-tied, degenerate or blind to the pictures or their mask, next one",
+    )
     tensor_names = check_saved_model(out)
     config = json.loads((out / "config.json").read_text())
 
-    reference = {
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "model_class": "Gemma3ForConditionalGeneration",
-        "processor_class": "Gemma3Processor (image processor Gemma3ImageProcessorPil)",
-        "attn_implementation": ATTN,
-        "dtype": "f32",
-        "seed": seed,
+    classes = ("Gemma3ForConditionalGeneration", "Gemma3Processor (image processor Gemma3ImageProcessorPil)")
+    ids = {
         "vocab_size": len(processor.tokenizer),
         "image_token_id": config["image_token_index"],
         "boi_token_id": config["boi_token_index"],
         "eoi_token_id": config["eoi_token_index"],
         "mm_tokens_per_image": MM_TOKENS,
-        "chat_template_messages": "[{'role': 'user', 'content': [parts]}], add_generation_prompt=True",
-        "images": image_refs,
-        "prompts": prompts,
-        "tensors": tensor_names,
-        "arrays": "reference.npz",
     }
-    (out / "reference.json").write_text(dumps(reference) + "\n")
-    np.savez_compressed(out / "reference.npz", **arrays, **prompt_arrays)
-    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"gemma3vl: wrote {out} (seed {seed}, {total / 1024:.0f} KiB)")
+    rest = {"images": image_refs, "prompts": prompts, "tensors": tensor_names}
+    write_reference(out, "gemma3vl", seed, classes, ids, rest, {**arrays, **prompt_arrays})
 
 
 if __name__ == "__main__":

@@ -26,13 +26,9 @@ The converter is run on a copy of the fixture changed where it refuses or misrea
    sliding. llama.cpp reads the flags (llama_model_base::load_swa_pattern), as Wisp does.
 """
 
-import argparse
-import hashlib
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+import vision_gguf_common
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "gemma3vl-f32"
@@ -47,27 +43,14 @@ COPIED = [
     "processor_config.json",
 ]
 
-# Runs convert_hf_to_gguf.py as its own __main__ with adaptations 2 and 3 (module docstring) in place.
-CONVERT = """
-import runpy, sys
-llama_cpp = sys.argv[1]
-sys.path[:0] = [llama_cpp, llama_cpp + "/gguf-py"]
-from conversion import base, gemma
-recognised = base.TextModel.get_vocab_base_pre
-def pre_tokenizer(self, tokenizer):
-    try:
-        return recognised(self, tokenizer)
-    except NotImplementedError:
-        return "gpt-2"
-base.TextModel.get_vocab_base_pre = pre_tokenizer
+# Adaptation 3 (module docstring), run in the converter's process after adaptation 2.
+SLIDING_PATTERN = """from conversion import gemma
 parameters = gemma.Gemma3Model.set_gguf_parameters
 def with_pattern(self):
     parameters(self)
     if self.hparams.get("layer_types"):
         self.gguf_writer.add_sliding_window_pattern([t == "sliding_attention" for t in self.hparams["layer_types"]])
 gemma.Gemma3Model.set_gguf_parameters = with_pattern
-sys.argv = [llama_cpp + "/convert_hf_to_gguf.py", *sys.argv[2:]]
-runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
@@ -75,10 +58,7 @@ def adapted_copy(folder: Path) -> Path:
     """The fixture's files the converter reads, with adaptation 1 (module docstring)."""
     from safetensors.numpy import load_file, save_file
 
-    model = folder / NAME
-    model.mkdir()
-    for name in COPIED:
-        shutil.copy(SOURCE / name, model / name)
+    model = vision_gguf_common.copy_fixture(SOURCE, folder, NAME, COPIED)
     tensors = load_file(SOURCE / "model.safetensors")
     tower = "vision_tower."
     hub = {(f"{tower}vision_model.{k[len(tower) :]}" if k.startswith(tower) else k): v for k, v in tensors.items()}
@@ -86,29 +66,8 @@ def adapted_copy(folder: Path) -> Path:
     return model
 
 
-def convert(llama_cpp: Path, model: Path, out: Path, *flags: str) -> None:
-    command = [sys.executable, "-c", CONVERT, str(llama_cpp), str(model), "--outtype", "f32", "--outfile", str(out)]
-    result = subprocess.run([*command, *flags], capture_output=True, text=True)
-    if result.returncode:
-        sys.exit(f"convert_hf_to_gguf.py {' '.join(flags)} failed:\n{result.stderr[-4000:]}")
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--llama-cpp", type=Path, required=True, help="a llama.cpp source tree")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    if not (args.llama_cpp / "convert_hf_to_gguf.py").is_file():
-        sys.exit(f"{args.llama_cpp}: no convert_hf_to_gguf.py (see this script's docstring)")
-    args.out.mkdir(parents=True, exist_ok=True)
-    files = {"text": f"{NAME}-f32.gguf", "mmproj": f"mmproj-{NAME}-f32.gguf"}
-    with tempfile.TemporaryDirectory() as tmp:
-        model = adapted_copy(Path(tmp))
-        convert(args.llama_cpp, model, args.out / files["text"])
-        convert(args.llama_cpp, model, args.out / files["mmproj"], "--mmproj")
-    for name in files.values():
-        digest = hashlib.sha256((args.out / name).read_bytes()).hexdigest()
-        print(f"{name}: {(args.out / name).stat().st_size} bytes, sha256 {digest}")
+    vision_gguf_common.main(__doc__, NAME, OUT, "gpt-2", adapted_copy, patch=SLIDING_PATTERN)
 
 
 if __name__ == "__main__":

@@ -26,35 +26,40 @@ A seed is skipped when a greedy step is near-tied, when greedy emits a picture t
 too little effect on the logits, or when the multimodal positions change them too little to be tested.
 """
 
-import argparse
 import json
-import shutil
-from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
-from make_fixtures import min_margins
-from make_vision_fixtures import dumps, f7, make_image
-from PIL import Image
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Regex, normalizers, pre_tokenizers
 from transformers import (
-    GenerationConfig,
     PreTrainedTokenizerFast,
     Qwen3_5Config,
     Qwen3_5ForConditionalGeneration,
     Qwen3VLProcessor,
 )
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+from vision_fixture_common import (
+    ATTN,
+    STD,
+    f7,
+    find_seed,
+    greedy,
+    load_model,
+    margins,
+    outcome,
+    prepare,
+    prompts,
+    run_prompts,
+    save_model,
+    save_tokenizer_files,
+    train_bpe,
+    write_pictures,
+    write_reference,
+)
 
-NEW_TOKENS = 16
-MIN_REL_MARGIN = 1e-3  # (top1 - top2) / max|logit| at every greedy step, as make_fixtures.py
-MIN_DISTINCT_GREEDY = 4
-MIN_IMAGE_EFFECT = 0.05  # the last logits must move by more than this (max abs) when the pictures change
 MIN_POSITION_EFFECT = 0.05  # ... and by more than this between multimodal and plain positions
-ATTN = "eager"
 FIRST_SEED = 35000
-STD = 0.2  # weights' N(0, STD), as make_vision_fixtures.py
+
 
 # Qwen3.5's tokenizer pipeline (transformers' Qwen3_5Tokenizer): NFC, its split regex, byte-level.
 PRETOKENIZE = (
@@ -158,44 +163,21 @@ IMAGES = [
     ("rgba_110x33.png", "RGBA", 110, 33),
     ("rgb_197x121.png", "RGB", 197, 121),
 ]
-PROMPTS = {  # name -> (the pictures, the user message's content)
-    "one_image": ([2], [{"type": "image"}, {"type": "text", "text": "What is in this image?"}]),
-    "two_images": (
-        [0, 1],
-        [
-            {"type": "text", "text": "Compare"},
-            {"type": "image"},
-            {"type": "text", "text": "and"},
-            {"type": "image"},
-            {"type": "text", "text": "in one sentence."},
-        ],
-    ),
-}
+PROMPTS = prompts(2, [0, 1])  # name -> (the pictures, the user message's content)
 
 
 # ---- the tokenizer and the processor ----
 
 
 def build_tokenizer():
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
+    pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB,
-        special_tokens=SPECIALS[:1],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(TRAINING_TEXT, trainer)
-    assert tok.get_vocab_size() == BPE_VOCAB, f"the training text gives only {tok.get_vocab_size()} tokens"
     added = SPECIALS[1:] + list(PICTURE_TOKENS.values())
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in added])
+    tok = train_bpe(pre_tokenizer, BPE_VOCAB, SPECIALS[:1], added, TRAINING_TEXT, normalizers.NFC())
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -210,13 +192,7 @@ def save_processor_files(tokenizer, out):
     """preprocessor_config.json (as written above), tokenizer.json and tokenizer_config.json (the template in
     it; no picture-token keys: Qwen3VLProcessor's defaults name them, as for Qwen's own files)."""
     (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
-    tokenizer.save_pretrained(out)
-    (out / "chat_template.jinja").unlink(missing_ok=True)  # the template lives in tokenizer_config.json
-    cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["chat_template"] = CHAT_TEMPLATE
-    cfg["processor_class"] = "Qwen3VLProcessor"
-    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    save_tokenizer_files(tokenizer, out, CHAT_TEMPLATE, "Qwen3VLProcessor")
 
 
 class ImageOnlyProcessor(Qwen3VLProcessor):
@@ -279,10 +255,6 @@ def build_model(config, seed):
     return model
 
 
-def load_model(path, attn=ATTN):
-    return Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=torch.float32, attn_implementation=attn).eval()
-
-
 # ---- the reference ----
 
 
@@ -317,38 +289,6 @@ def image_reference(processor, picture, arrays, key):
 
 
 @torch.no_grad()
-def greedy(model, inputs):
-    """16 greedy ids plus their step logits, cross-checked against a cache-free recompute of the whole
-    sequence (its positions recomputed from scratch, the generated tokens text)."""
-    gen_cfg = GenerationConfig(
-        max_new_tokens=NEW_TOKENS,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_logits=True,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    out = model.generate(**inputs, generation_config=gen_cfg)
-    n = inputs["input_ids"].shape[1]
-    ids = out.sequences[0, n:].tolist()
-    assert len(ids) == NEW_TOKENS, f"generated {len(ids)} tokens"
-    config = model.config
-    if {config.image_token_id, config.vision_start_token_id, config.vision_end_token_id} & set(ids):
-        return ids, None  # a generated picture token would be one more placeholder than features: unusable
-    types = torch.cat([inputs["mm_token_type_ids"], torch.zeros_like(out.sequences[:, n:-1])], dim=1)
-    full = model(
-        input_ids=out.sequences[:, :-1],
-        pixel_values=inputs["pixel_values"],
-        image_grid_thw=inputs["image_grid_thw"],
-        mm_token_type_ids=types,
-        use_cache=False,
-    ).logits[0, n - 1 :]
-    assert full.argmax(-1).tolist() == ids, "cached generate disagrees with full recompute"
-    return ids, torch.stack(out.logits)[:, 0]
-
-
-@torch.no_grad()
 def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, key):
     """One prompt (the pictures `indexes` of `images`: their PIL images and references) through the model,
     or None when this seed is unusable for it."""
@@ -378,16 +318,15 @@ def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, k
     plain = model(**model_inputs, position_ids=plain_positions).logits[0, -1]
     position_effect = (plain - logits).abs().max().item()
     moved = (model(**dict(model_inputs, pixel_values=-inputs["pixel_values"])).logits[0, -1] - logits).abs().max()
-    greedy_ids, step_logits = greedy(model, model_inputs)
-    if step_logits is None:
-        return None
-    abs_margin, rel_margin = min_margins(step_logits)
-    if (
-        len(set(greedy_ids)) < MIN_DISTINCT_GREEDY
-        or rel_margin < MIN_REL_MARGIN
-        or moved.item() < MIN_IMAGE_EFFECT
-        or position_effect < MIN_POSITION_EFFECT
-    ):
+    config = model.config
+    greedy_ids, step_logits = greedy(
+        model,
+        model_inputs,
+        [config.image_token_id, config.vision_start_token_id, config.vision_end_token_id],
+        "mm_token_type_ids",
+    )
+    found = margins(greedy_ids, step_logits, moved.item())
+    if found is None or position_effect < MIN_POSITION_EFFECT:
         return None
     arrays[f"{key}_image_features"] = features.numpy()
     return {
@@ -403,29 +342,21 @@ def prompt_reference(model, sdpa, processor, images, indexes, content, arrays, k
         "pixel_values": [ref["pixel_values"] for ref in image_refs],
         "image_features": f"{key}_image_features",
         "image_features_shape": list(features.shape),
-        "logits": f7(logits.numpy()),
-        "plain_logits": f7(plain.numpy()),
-        "position_effect": float(f"{position_effect:.4g}"),
-        "greedy": greedy_ids,
-        "min_top2_margin": float(f"{abs_margin:.4g}"),
-        "min_top2_margin_rel": float(f"{rel_margin:.4g}"),
-        "image_effect": float(f"{moved.item():.4g}"),
+        **outcome(
+            logits,
+            {"plain_logits": f7(plain.numpy()), "position_effect": float(f"{position_effect:.4g}")},
+            greedy_ids,
+            found,
+            moved.item(),
+        ),
     }
 
 
 def write_model_and_reference(out, processor, images, arrays, seed):
     """Save this seed's model, run the prompts through it loaded back; (prompts, arrays) or None."""
-    model = build_model(model_config(processor.tokenizer), seed)
-    for name in list(out.glob("model*.safetensors")) + [out / "config.json", out / "generation_config.json"]:
-        name.unlink(missing_ok=True)
-    model.save_pretrained(out)
-    model, sdpa = load_model(out), load_model(out, attn="sdpa")
-    prompt_arrays, prompts = dict(arrays), {}
-    for key, (indexes, content) in PROMPTS.items():
-        prompts[key] = prompt_reference(model, sdpa, processor, images, indexes, content, prompt_arrays, key)
-        if prompts[key] is None:
-            return None
-    return prompts, {k: v for k, v in prompt_arrays.items() if k not in arrays}
+    save_model(build_model(model_config(processor.tokenizer), seed), out)
+    model, sdpa = (load_model(Qwen3_5ForConditionalGeneration, out, attn) for attn in (ATTN, "sdpa"))
+    return run_prompts(PROMPTS, arrays, lambda *prompt: prompt_reference(model, sdpa, processor, images, *prompt))
 
 
 def check_saved_model(out):
@@ -443,63 +374,33 @@ def check_saved_model(out):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("tests/fixtures/qwen3_5vl-f32"))
-    args = parser.parse_args()
-    out = args.out
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    shutil.rmtree(out, ignore_errors=True)
-    (out / "images").mkdir(parents=True)
+    out = prepare(__doc__, "tests/fixtures/qwen3_5vl-f32")
 
     save_processor_files(build_tokenizer(), out)
     processor = load_processor(out)
 
-    pictures, image_refs, arrays = [], [], {}
-    for index, (name, mode, width, height) in enumerate(IMAGES):
-        make_image(index, mode, width, height).save(out / "images" / name, optimize=True)
-        picture = Image.open(out / "images" / name)
-        picture.load()
-        assert (picture.mode, picture.size) == (mode, (width, height))
-        pictures.append(picture)
-        ref = {"file": f"images/{name}", "mode": mode, "height": height, "width": width}
-        ref.update(image_reference(processor, picture, arrays, f"image{index}_pixel_values"))
-        image_refs.append(ref)
+    pictures, image_refs, arrays = write_pictures(
+        out, IMAGES, lambda p, a, index: image_reference(processor, p, a, f"image{index}_pixel_values")
+    )
 
-    for seed in range(FIRST_SEED, FIRST_SEED + 50):
-        found = write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed)
-        if found is not None:
-            break
-        print(f"qwen3_5vl: seed {seed} near-tied, degenerate or blind to the pictures or their positions, next one")
-    else:
-        raise RuntimeError("no usable seed")
-    prompts, prompt_arrays = found
+    seed, (prompts, prompt_arrays) = find_seed(
+        "qwen3_5vl",
+        FIRST_SEED,
+        lambda seed: write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed),
+        "near-tied, degenerate or blind to the pictures or their positions, next one",
+    )
     tensor_names = check_saved_model(out)
     config = json.loads((out / "config.json").read_text())
 
-    reference = {
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "model_class": "Qwen3_5ForConditionalGeneration",
-        "processor_class": "Qwen3VLProcessor (image processor Qwen2VLImageProcessorPil)",
-        "attn_implementation": ATTN,
-        "dtype": "f32",
-        "seed": seed,
+    classes = ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor (image processor Qwen2VLImageProcessorPil)")
+    ids = {
         "vocab_size": len(processor.tokenizer),
         "image_token_id": config["image_token_id"],
         "vision_start_token_id": config["vision_start_token_id"],
         "vision_end_token_id": config["vision_end_token_id"],
-        "chat_template_messages": "[{'role': 'user', 'content': [parts]}], add_generation_prompt=True",
-        "images": image_refs,
-        "prompts": prompts,
-        "tensors": tensor_names,
-        "arrays": "reference.npz",
     }
-    (out / "reference.json").write_text(dumps(reference) + "\n")
-    np.savez_compressed(out / "reference.npz", **arrays, **prompt_arrays)
-    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"qwen3_5vl: wrote {out} (seed {seed}, {total / 1024:.0f} KiB)")
+    rest = {"images": image_refs, "prompts": prompts, "tensors": tensor_names}
+    write_reference(out, "qwen3_5vl", seed, classes, ids, rest, {**arrays, **prompt_arrays})
 
 
 if __name__ == "__main__":

@@ -22,13 +22,9 @@ Qwen3.5's (tools/make_qwen3_5_vision_fixture.py); the converter knows a pre-toke
 string encodes to, which a 306-token vocabulary makes differently.
 """
 
-import argparse
-import hashlib
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+import vision_gguf_common
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "qwen3_5vl-f32"
@@ -43,50 +39,16 @@ COPIED = [
     "model.safetensors",
 ]
 
-# Runs convert_hf_to_gguf.py as its own __main__ with the adaptation (module docstring) in place.
-CONVERT = """
-import runpy, sys
-llama_cpp = sys.argv[1]
-sys.path[:0] = [llama_cpp, llama_cpp + "/gguf-py"]
-from conversion import base
-recognised = base.TextModel.get_vocab_base_pre
-def pre_tokenizer(self, tokenizer):
-    try:
-        return recognised(self, tokenizer)
-    except NotImplementedError:
-        return "qwen35"
-base.TextModel.get_vocab_base_pre = pre_tokenizer
-sys.argv = [llama_cpp + "/convert_hf_to_gguf.py", *sys.argv[2:]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def convert(llama_cpp: Path, model: Path, out: Path, *flags: str) -> None:
-    command = [sys.executable, "-c", CONVERT, str(llama_cpp), str(model), "--outtype", "f32", "--outfile", str(out)]
-    result = subprocess.run([*command, *flags], capture_output=True, text=True)
-    if result.returncode:
-        sys.exit(f"convert_hf_to_gguf.py {' '.join(flags)} failed:\n{result.stderr[-4000:]}")
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--llama-cpp", type=Path, required=True, help="a llama.cpp source tree")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    if not (args.llama_cpp / "convert_hf_to_gguf.py").is_file():
-        sys.exit(f"{args.llama_cpp}: no convert_hf_to_gguf.py (see this script's docstring)")
-    args.out.mkdir(parents=True, exist_ok=True)
-    files = {"text": f"{NAME}-f32.gguf", "mmproj": f"mmproj-{NAME}-f32.gguf"}
-    with tempfile.TemporaryDirectory() as tmp:
-        model = Path(tmp) / NAME
-        model.mkdir()
-        for name in COPIED:
-            shutil.copy(SOURCE / name, model / name)
-        convert(args.llama_cpp, model, args.out / files["text"], "--no-mtp")
-        convert(args.llama_cpp, model, args.out / files["mmproj"], "--mmproj")
-    for name in files.values():
-        digest = hashlib.sha256((args.out / name).read_bytes()).hexdigest()
-        print(f"{name}: {(args.out / name).stat().st_size} bytes, sha256 {digest}")
+    vision_gguf_common.main(
+        __doc__,
+        NAME,
+        OUT,
+        "qwen35",
+        lambda tmp: vision_gguf_common.copy_fixture(SOURCE, tmp, NAME, COPIED),
+        text_flags=["--no-mtp"],
+    )
 
 
 if __name__ == "__main__":
