@@ -6,8 +6,6 @@ two), the pictures from their PNGs through the GPU's resize, the CLI and the Ope
 
 import asyncio
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,13 +13,23 @@ import numpy as np
 import pytest
 from PIL import Image
 from test_vision_mmproj import U32, rewrite
-from test_vision_smolvlm_model import data_url, patch_rows
+from vision_ref import (
+    answer,
+    chat_answer,
+    check_a_second_question,
+    copy_folder,
+    generate,
+    generated,
+    image_url_body,
+    load,
+    one_picture_chat,
+    patch_rows,
+    pictures_of,
+    streamed,
+)
 
 from py_engine import session
-from py_engine.api.completions import chat_chunks, collect
-from py_engine.api.request import parse_chat
-from py_engine.decode.answer_stream import AnswerStream, place_pictures
-from py_engine.decode.token_choice import SamplingParams
+from py_engine.decode.answer_stream import place_pictures
 from py_engine.engine import Engine
 from py_engine.errors import ModelFileError, WispError
 from py_engine.gpu.wgpu_host import open_wgpu_device
@@ -31,11 +39,8 @@ from py_engine.vision.files import read_picture
 from py_engine.vision.gemma3 import gemma3_plan, gemma3_settings
 from py_engine.vision.pictures import picture_embeddings
 
-FIXTURE = Path(__file__).parent / "fixtures" / "gemma3vl-f32"
+FIXTURE, REFERENCE, ARRAYS, CONFIG = load("gemma3vl-f32")
 GGUF = Path(__file__).parent / "fixtures" / "gemma3vl-gguf"  # the same model by llama.cpp's converter
-REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
-ARRAYS = np.load(FIXTURE / "reference.npz")
-CONFIG = json.loads((FIXTURE / "config.json").read_text())
 IMAGE_TOKEN = REFERENCE["image_token_id"]
 PATCH = CONFIG["vision_config"]["patch_size"]
 
@@ -119,17 +124,11 @@ def encode_pixels(device, encoder, engine, prompt: dict) -> None:
         device.submit(encoder.commands_into(engine.image_embeds, k * encoder.tokens))
 
 
-async def answer(engine, ids: list[int], causal: bool = False) -> tuple[np.ndarray, list[int]]:
-    """The prompt's last logits and 16 greedy tokens; causal: with every picture end zeroed after
-    place_images, so that the picture tokens attend causally (as transformers without token_type_ids).
-    The engine is driven directly: a session's prompt cache then holds nothing (fresh_cache)."""
-    engine.reset()
-    assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
-    if causal:
-        engine.device.write_buffer(engine.executor.buffer("picture_ends"), 0, bytes(4 * engine.context))
-    logits = np.array(await engine.prompt_logits(ids), np.float32)
-    engine.reset()
-    return logits, [t async for t in engine.generate(ids, 16)]
+def causal(engine) -> None:
+    """Every picture end zeroed after place_images, so that the picture tokens attend causally (as
+    transformers without token_type_ids). The tests drive the engine directly: a session's prompt cache then
+    holds nothing (fresh_cache)."""
+    engine.device.write_buffer(engine.executor.buffer("picture_ends"), 0, bytes(4 * engine.context))
 
 
 @pytest.mark.parametrize("name", ["one_image", "two_images"])
@@ -138,7 +137,7 @@ def test_prompt_with_pictures(device, encoder, engine, name):
     sqrt(hidden) embedding scale, unscaled, and each picture's tokens attending to all of it."""
     prompt = REFERENCE["prompts"][name]
     encode_pixels(device, encoder, engine, prompt)
-    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"]))
+    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"], IMAGE_TOKEN))
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
     assert greedy == prompt["greedy"]
 
@@ -148,7 +147,7 @@ def test_the_picture_mask_matters(device, encoder, engine):
     which are 0.66 away from the bidirectional ones: the test above would fail with a causal mask."""
     prompt = REFERENCE["prompts"]["two_images"]
     encode_pixels(device, encoder, engine, prompt)
-    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"], causal=True))
+    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"], IMAGE_TOKEN, causal))
     want, bidirectional = (np.array(prompt[k], np.float32) for k in ("causal_logits", "logits"))
     np.testing.assert_allclose(logits, want, atol=1e-3)
     assert np.abs(logits - bidirectional).max() > 0.5 and greedy != prompt["greedy"]
@@ -165,7 +164,7 @@ def test_a_picture_is_never_split_across_forwards(device, encoder):
             FIXTURE, device, context=96, precision="exact", image_rows=32, picture_spans=True, max_rows=16
         )
         encode_pixels(device, encoder, small, prompt)
-        return await answer(small, ids)
+        return await answer(small, ids, IMAGE_TOKEN)
 
     logits, greedy = asyncio.run(run())
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
@@ -225,7 +224,7 @@ def test_pixels_are_the_processors(device, model, encoder, index):
 
 def test_prompt_text_is_the_processors(model):
     for prompt in REFERENCE["prompts"].values():
-        pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+        pictures = pictures_of(FIXTURE, REFERENCE, prompt)
         rendered = model.tok.apply_chat_template(prompt["messages"])
         assert rendered == prompt["text"]
         text, plans = model.vision.expand(rendered, pictures)
@@ -242,14 +241,8 @@ def test_pictures_from_their_pngs(model, name):
     """The PNGs through AnswerStream (picture_keys, encode on the GPU, place_images): transformers' tokens."""
     prompt = REFERENCE["prompts"][name]
     fresh_cache(model)
-    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
-
-    async def run():
-        stream = AnswerStream(model, prompt["input_ids"], 16, SamplingParams(), pictures=pictures)
-        [piece async for piece in stream]
-        return stream.tokens
-
-    assert asyncio.run(run()) == prompt["greedy"]
+    pictures = pictures_of(FIXTURE, REFERENCE, prompt)
+    assert asyncio.run(streamed(model, prompt["input_ids"], 16, pictures)).tokens == prompt["greedy"]
 
 
 def test_openai_chat_with_image_url_parts(model):
@@ -257,15 +250,8 @@ def test_openai_chat_with_image_url_parts(model):
     and tokens."""
     prompt = REFERENCE["prompts"]["two_images"]
     fresh_cache(model)
-    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
-    content = [
-        {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
-        for part in prompt["messages"][0]["content"]
-    ]
-    body = {"model": "gemma3vl", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
-    ended = []
-    asyncio.run(collect(chat_chunks(model, parse_chat(body), ended=lambda answer, dropped: ended.append(answer))))
-    assert ended[0].ids == prompt["input_ids"] and ended[0].tokens == prompt["greedy"]
+    ended = asyncio.run(chat_answer(model, image_url_body(FIXTURE, REFERENCE, prompt, "gemma3vl")))
+    assert ended.ids == prompt["input_ids"] and ended.tokens == prompt["greedy"]
 
 
 def test_a_second_question_about_the_same_picture_reuses_it(model):
@@ -273,30 +259,12 @@ def test_a_second_question_about_the_same_picture_reuses_it(model):
     the answer is the one computed from scratch."""
     prompt = REFERENCE["prompts"]["one_image"]
     fresh_cache(model)
-    picture = read_picture(FIXTURE / REFERENCE["images"][0]["file"])
-    follow = prompt["input_ids"] + prompt["greedy"][:-1] + prompt["input_ids"][-4:]  # a later turn's shape
-
-    async def ask(ids):
-        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=[picture])
-        [piece async for piece in stream]
-        return stream
-
-    first = asyncio.run(ask(prompt["input_ids"]))
-    again = asyncio.run(ask(follow))
-    assert first.tokens == prompt["greedy"][:4] and again.encoded is None
-    assert model.cache.reused >= len(prompt["input_ids"])
-    fresh_cache(model)
-    assert asyncio.run(ask(follow)).tokens == again.tokens
+    check_a_second_question(model, prompt, read_picture(FIXTURE / REFERENCE["images"][0]["file"]))
 
 
 def test_cli_generate_with_a_picture():
-    prompt = REFERENCE["prompts"]["one_image"]
-    text = prompt["messages"][0]["content"][1]["text"]
-    picture = str(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
-    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", "--model"]
-    command += [str(FIXTURE), "--chat", "--image", picture, "--prompt", text]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == prompt["greedy"], result.stderr
+    result = generate("--model", str(FIXTURE), *one_picture_chat(REFERENCE, FIXTURE))
+    assert generated(result) == REFERENCE["prompts"]["one_image"]["greedy"], result.stderr
 
 
 PRE = json.loads((FIXTURE / "preprocessor_config.json").read_text())
@@ -330,10 +298,7 @@ def test_null_flags_read_as_transformers_reads_them():
 
 
 def test_picture_token_ids_must_be_the_configs(tmp_path):
-    copy = tmp_path / "gemma3vl"
-    copy.mkdir()
-    for path in [*FIXTURE.glob("*.json"), FIXTURE / "model.safetensors"]:
-        (copy / path.name).write_bytes(path.read_bytes())
+    copy = copy_folder(FIXTURE, tmp_path / "gemma3vl")
     (copy / "config.json").write_text(json.dumps({**CONFIG, "image_token_index": 5}))
     with pytest.raises(ModelFileError, match="image_token_index is 5, but the tokenizer's <image_soft_token> is 334"):
         session.read_model_files(copy)
@@ -351,7 +316,7 @@ def test_gguf_and_mmproj_answer_as_the_folder(gguf_pair, name):
     """llama.cpp's files (the projection kept f16 by its converter, the soft norm's 1 added): transformers'
     prompt ids, its tower output within the f16 projection's rounding, logits within 1e-3, 16 greedy ids."""
     model, prompt = gguf_pair, REFERENCE["prompts"][name]
-    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+    pictures = pictures_of(FIXTURE, REFERENCE, prompt)
     text, _ = model.vision.expand(model.tok.apply_chat_template(prompt["messages"]), pictures)
     ids = model.tok.encode(text, add_special_tokens=False)
     assert ids == prompt["input_ids"]
@@ -365,9 +330,7 @@ def test_gguf_and_mmproj_answer_as_the_folder(gguf_pair, name):
         await place_pictures(model, ids, pictures)
         logits = np.array(await model.engine.prompt_logits(ids), np.float32)
         model.cache.reset()
-        stream = AnswerStream(model, ids, 16, SamplingParams(), pictures=pictures)
-        [piece async for piece in stream]
-        return logits, stream.tokens
+        return logits, (await streamed(model, ids, 16, pictures)).tokens
 
     logits, greedy = asyncio.run(run())
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)

@@ -6,14 +6,12 @@ llama.cpp renamed the tower's ffn_up / ffn_down still read; a bad mmproj is one 
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
-from test_vision_smolvlm_model import patch_rows
+from vision_ref import generate, generated, load, one_picture_chat, patch_rows, pictures_of
 
 from py_engine import session
 from py_engine.decode.answer_stream import place_pictures
@@ -22,19 +20,12 @@ from py_engine.formats.mmproj import mmproj_config, mmproj_settings, read_mmproj
 from py_engine.formats.source import open_source
 from py_engine.gpu.wgpu_host import open_wgpu_device
 from py_engine.vision.encoder import load_vision_encoder
-from py_engine.vision.files import read_picture
 from py_engine.vision.smolvlm import smolvlm_settings
 
-FIXTURE = Path(__file__).parent / "fixtures" / "smolvlm-f32"
+FIXTURE, REFERENCE, ARRAYS, _ = load("smolvlm-f32")
 PAIR = Path(__file__).parent / "fixtures" / "smolvlm-gguf"
 TEXT, MMPROJ = PAIR / "smolvlm-tiny-f32.gguf", PAIR / "mmproj-smolvlm-tiny-f32.gguf"
-REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
-ARRAYS = np.load(FIXTURE / "reference.npz")
 PROMPTS = ["one_image", "two_images"]
-
-
-def pictures_of(prompt: dict) -> list:
-    return [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +49,7 @@ def test_the_pair_answers_as_transformers(model, name):
     """The chat template from the text GGUF, the pictures from their PNGs through the mmproj's tower:
     transformers' prompt ids, last logits and greedy tokens."""
     prompt = REFERENCE["prompts"][name]
-    pictures = pictures_of(prompt)
+    pictures = pictures_of(FIXTURE, REFERENCE, prompt)
 
     async def run():
         text, _ = model.vision.expand(model.tok.apply_chat_template(prompt["messages"]), pictures)
@@ -135,27 +126,20 @@ def test_the_tower_gives_transformers_features(tmp_path, which):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 def test_cli_generate_with_mmproj(tmp_path):
     """`generate --model text.gguf --mmproj mmproj.gguf --chat --image`: transformers' tokens; a bad
     mmproj is one line on stderr naming it, exit code 2."""
     one = REFERENCE["prompts"]["one_image"]
-    image = str(FIXTURE / REFERENCE["images"][one["images"][0]]["file"])
-    text = one["messages"][0]["content"][1]["text"]
-    args = ("--model", str(TEXT), "--chat", "--image", image, "--prompt", text)
-    result = cli(*args, "--mmproj", str(MMPROJ))
-    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == one["greedy"], result.stderr
+    args = ("--model", str(TEXT), *one_picture_chat(REFERENCE, FIXTURE))
+    result = generate(*args, "--mmproj", str(MMPROJ))
+    assert generated(result) == one["greedy"], result.stderr
     bad = rewrite(
         MMPROJ, tmp_path / "bad.gguf", keys={"clip.projector_type": ("qwen2vl_merger", gguf.GGUFValueType.STRING)}
     )
-    result = cli(*args, "--mmproj", str(bad))
+    result = generate(*args, "--mmproj", str(bad))
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert str(bad) in result.stderr and "projector type 'qwen2vl_merger'" in result.stderr
-    result = cli(*args)
+    result = generate(*args)
     assert result.returncode == 2 and "--image needs a vision model" in result.stderr, result.stderr
 
 

@@ -7,20 +7,26 @@ cache, the OpenAI layer and the CLI; what the files may not say."""
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_vision_mmproj import ARRAY, BOOL, rewrite
-from test_vision_smolvlm_model import data_url
+from vision_ref import (
+    answer,
+    chat_answer,
+    check_a_second_question,
+    copy_folder,
+    generate,
+    generated,
+    image_url_body,
+    load,
+    one_picture_chat,
+    pictures_of,
+    streamed,
+)
 
 from py_engine import session
-from py_engine.api.completions import chat_chunks, collect
-from py_engine.api.request import parse_chat
-from py_engine.decode.answer_stream import AnswerStream
-from py_engine.decode.token_choice import SamplingParams
 from py_engine.engine import Engine
 from py_engine.errors import ModelFileError, WispError
 from py_engine.gpu.wgpu_host import open_wgpu_device
@@ -30,12 +36,9 @@ from py_engine.runtime.picture_layout import picture_positions
 from py_engine.vision.files import read_picture
 from py_engine.vision.qwen3_5 import qwen3_5_plan, qwen3_5_settings, smart_resize
 
-FIXTURE = Path(__file__).parent / "fixtures" / "qwen3_5vl-f32"
+FIXTURE, REFERENCE, ARRAYS, CONFIG = load("qwen3_5vl-f32")
 GGUF = Path(__file__).parent / "fixtures" / "qwen3_5vl-gguf"  # the same model by llama.cpp's converter
 TEXT_GGUF, MMPROJ = GGUF / "qwen3_5vl-tiny-f32.gguf", GGUF / "mmproj-qwen3_5vl-tiny-f32.gguf"
-REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
-ARRAYS = np.load(FIXTURE / "reference.npz")
-CONFIG = json.loads((FIXTURE / "config.json").read_text())
 PRE = json.loads((FIXTURE / "preprocessor_config.json").read_text())
 IMAGE_TOKEN = REFERENCE["image_token_id"]
 TEMPORAL = CONFIG["vision_config"]["temporal_patch_size"]
@@ -89,17 +92,10 @@ def encode_pixels(device, encoder, engine, prompt: dict) -> None:
     engine.picture_grids(merged(prompt))
 
 
-async def answer(engine, ids: list[int], plain: bool = False) -> tuple[np.ndarray, list[int]]:
-    """The prompt's last logits and 16 greedy tokens. plain: with the placed positions dropped after
-    place_images (a test's poke: the engine then turns every token by its cache position, as a text-only
-    prompt), which transformers' logits with plain position ids must match."""
-    engine.reset()
-    assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
-    if plain:
-        engine._pictures.positions = None
-    logits = np.array(await engine.prompt_logits(ids), np.float32)
-    engine.reset()
-    return logits, [t async for t in engine.generate(ids, 16)]
+def plain(engine) -> None:
+    """The placed positions dropped after place_images (a test's poke: the engine then turns every token by
+    its cache position, as a text-only prompt), which transformers' logits with plain position ids must match."""
+    engine._pictures.positions = None
 
 
 @pytest.mark.parametrize("name", ["one_image", "two_images"])
@@ -108,7 +104,7 @@ def test_prompt_with_pictures(device, model, name):
     (t, row, col) positions and the text after it, decode tokens included, from the largest one + 1."""
     prompt = REFERENCE["prompts"][name]
     encode_pixels(device, model.vision.encoder, model.engine, prompt)
-    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"]))
+    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"], IMAGE_TOKEN))
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
     assert greedy == prompt["greedy"]
 
@@ -118,7 +114,7 @@ def test_plain_positions_give_other_logits(device, model):
     from the multimodal ones: the test above would fail with a text-only RoPE."""
     prompt = REFERENCE["prompts"]["two_images"]
     encode_pixels(device, model.vision.encoder, model.engine, prompt)
-    logits, _ = asyncio.run(answer(model.engine, prompt["input_ids"], plain=True))
+    logits, _ = asyncio.run(answer(model.engine, prompt["input_ids"], IMAGE_TOKEN, plain))
     want, multimodal = (np.array(prompt[k], np.float32) for k in ("plain_logits", "logits"))
     np.testing.assert_allclose(logits, want, atol=1e-3)
     assert np.abs(logits - multimodal).max() > 0.4
@@ -145,7 +141,7 @@ def test_prefill_in_small_forwards(device, model):
     async def run():
         small = await Engine.load(FIXTURE, device, context=96, precision="exact", image_rows=32, max_rows=16)
         encode_pixels(device, model.vision.encoder, small, prompt)
-        return await answer(small, prompt["input_ids"])
+        return await answer(small, prompt["input_ids"], IMAGE_TOKEN)
 
     logits, greedy = asyncio.run(run())
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
@@ -175,7 +171,7 @@ def test_pixels_are_the_processors(device, model, index):
 
 def test_prompt_text_is_the_processors(model):
     for prompt in REFERENCE["prompts"].values():
-        pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+        pictures = pictures_of(FIXTURE, REFERENCE, prompt)
         rendered = model.tok.apply_chat_template(prompt["messages"])
         assert rendered == prompt["text"]
         text, plans = model.vision.expand(rendered, pictures)
@@ -188,33 +184,15 @@ def test_pictures_from_their_pngs(model, name):
     """The PNGs through AnswerStream (picture_keys, encode on the GPU with the grids, place_images)."""
     prompt = REFERENCE["prompts"][name]
     model.cache.reset()  # the tests above drive the engine directly
-    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
-
-    async def run():
-        stream = AnswerStream(model, prompt["input_ids"], 16, SamplingParams(), pictures=pictures)
-        [piece async for piece in stream]
-        return stream.tokens
-
-    assert asyncio.run(run()) == prompt["greedy"]
+    pictures = pictures_of(FIXTURE, REFERENCE, prompt)
+    assert asyncio.run(streamed(model, prompt["input_ids"], 16, pictures)).tokens == prompt["greedy"]
 
 
 def test_openai_chat_with_image_url_parts(model):
     prompt = REFERENCE["prompts"]["two_images"]
     model.cache.reset()
-    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
-    content = [
-        {"type": "image_url", "image_url": {"url": next(urls)}} if part["type"] == "image" else part
-        for part in prompt["messages"][0]["content"]
-    ]
-    body = {
-        "model": "qwen3_5vl",
-        "messages": [{"role": "user", "content": content}],
-        "temperature": 0,
-        "max_tokens": 16,
-    }
-    ended = []
-    asyncio.run(collect(chat_chunks(model, parse_chat(body), ended=lambda answer, dropped: ended.append(answer))))
-    assert ended[0].ids == prompt["input_ids"] and ended[0].tokens == prompt["greedy"]
+    ended = asyncio.run(chat_answer(model, image_url_body(FIXTURE, REFERENCE, prompt, "qwen3_5vl")))
+    assert ended.ids == prompt["input_ids"] and ended.tokens == prompt["greedy"]
 
 
 def test_a_second_question_about_the_same_picture_reuses_it(model):
@@ -223,29 +201,12 @@ def test_a_second_question_about_the_same_picture_reuses_it(model):
     prompt = REFERENCE["prompts"]["one_image"]
     model.cache.reset()
     picture = read_picture(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
-    follow = prompt["input_ids"] + prompt["greedy"][:-1] + prompt["input_ids"][-4:]  # a later turn's shape
-
-    async def ask(ids):
-        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=[picture])
-        [piece async for piece in stream]
-        return stream
-
-    first = asyncio.run(ask(prompt["input_ids"]))
-    again = asyncio.run(ask(follow))
-    assert first.tokens == prompt["greedy"][:4] and again.encoded is None
-    assert model.cache.reused >= len(prompt["input_ids"])
-    model.cache.reset()
-    assert asyncio.run(ask(follow)).tokens == again.tokens
+    check_a_second_question(model, prompt, picture)
 
 
 def test_cli_generate_with_a_picture():
-    prompt = REFERENCE["prompts"]["one_image"]
-    text = prompt["messages"][0]["content"][1]["text"]
-    picture = str(FIXTURE / REFERENCE["images"][prompt["images"][0]]["file"])
-    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", "--model"]
-    command += [str(FIXTURE), "--chat", "--image", picture, "--prompt", text]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == prompt["greedy"], result.stderr
+    result = generate("--model", str(FIXTURE), *one_picture_chat(REFERENCE, FIXTURE))
+    assert generated(result) == REFERENCE["prompts"]["one_image"]["greedy"], result.stderr
 
 
 GEOMETRY = qwen3_5_vision_config(CONFIG, "config.json")[1]
@@ -310,11 +271,7 @@ def test_mrope_section_is_read_and_checked():
 
 
 def copy_fixture(tmp_path) -> Path:
-    copy = tmp_path / "qwen3_5vl"
-    copy.mkdir()
-    for path in [*FIXTURE.glob("*.json"), FIXTURE / "model.safetensors"]:
-        (copy / path.name).write_bytes(path.read_bytes())
-    return copy
+    return copy_folder(FIXTURE, tmp_path / "qwen3_5vl")
 
 
 def test_picture_token_ids_must_be_the_configs(tmp_path):
@@ -374,7 +331,7 @@ def test_gguf_and_mmproj_answer_as_the_folder(device, gguf_pair, name):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     model.cache.reset()
     encode_pixels(device, encoder, model.engine, prompt)
-    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"]))
+    logits, greedy = asyncio.run(answer(model.engine, prompt["input_ids"], IMAGE_TOKEN))
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
     assert greedy == prompt["greedy"]
 
@@ -385,18 +342,12 @@ def test_gguf_pictures_take_llama_cpps_bounds(gguf_pair):
     model, prompt = gguf_pair, REFERENCE["prompts"]["two_images"]
     settings = model.vision.text.settings
     assert (settings.min_pixels, settings.max_pixels) == (8 * 32 * 32, 4096 * 16 * 16)
-    pictures = [read_picture(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"]]
+    pictures = pictures_of(FIXTURE, REFERENCE, prompt)
     text, plans = model.vision.expand(model.tok.apply_chat_template(prompt["messages"]), pictures)
     assert [p.grid for p in plans] == [(8, 6), (4, 12)]
     ids = model.tok.encode(text, add_special_tokens=False)
     model.cache.reset()
-
-    async def run():
-        stream = AnswerStream(model, ids, 4, SamplingParams(), pictures=pictures)
-        [piece async for piece in stream]
-        return stream.tokens
-
-    assert len(asyncio.run(run())) == 4
+    assert len(asyncio.run(streamed(model, ids, 4, pictures)).tokens) == 4
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,12 @@ import base64
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from PIL import Image
+from vision_ref import answer, generate, generated, image_url_body, load, patch_rows
 
 from py_engine import session
 from py_engine.api import completions
@@ -31,19 +31,8 @@ from py_engine.vision.files import read_picture
 from py_engine.vision.pictures import picture_embeddings
 from py_engine.vision.smolvlm import smolvlm_settings
 
-FIXTURE = Path(__file__).parent / "fixtures" / "smolvlm-f32"
-REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
-ARRAYS = np.load(FIXTURE / "reference.npz")
+FIXTURE, REFERENCE, ARRAYS, _ = load("smolvlm-f32")
 IMAGE_TOKEN = REFERENCE["image_token_id"]
-
-
-def patch_rows(tile: np.ndarray, patch: int) -> bytes:
-    """A [3, T, T] tile as the tower's patch rows (Conv2d order: channel, ky, kx)."""
-    c, t, _ = tile.shape
-    s = t // patch
-    return np.ascontiguousarray(
-        tile.reshape(c, s, patch, s, patch).transpose(1, 3, 0, 2, 4).reshape(s * s, -1)
-    ).tobytes()
 
 
 def pixel_tiles(prompt: dict) -> list[np.ndarray]:
@@ -71,14 +60,6 @@ def test_vision_tower_and_connector(loaded, name):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-async def answer(engine, ids: list[int]) -> tuple[np.ndarray, list[int]]:
-    engine.reset()
-    assert engine.place_images(0, ids, IMAGE_TOKEN) == ids.count(IMAGE_TOKEN)
-    logits = np.array(await engine.prompt_logits(ids), np.float32)
-    engine.reset()
-    return logits, [t async for t in engine.generate(ids, 16)]
-
-
 @pytest.mark.parametrize("name", ["one_image", "two_images"])
 def test_prompt_with_pictures(loaded, name):
     """The processor's pixel values through the tower into image_embeds, then the prompt."""
@@ -88,7 +69,7 @@ def test_prompt_with_pictures(loaded, name):
     for k, tile in enumerate(pixel_tiles(prompt)):
         device.write_buffer(encoder.patches, 0, patch_rows(tile, patch))
         device.submit(encoder.commands_into(engine.image_embeds, k * encoder.tokens))
-    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"]))
+    logits, greedy = asyncio.run(answer(engine, prompt["input_ids"], IMAGE_TOKEN))
     want = np.array(prompt["logits"], np.float32)
     np.testing.assert_allclose(logits, want, atol=1e-3)
     assert greedy == prompt["greedy"]
@@ -115,16 +96,11 @@ def test_pictures_from_their_pngs(loaded, name):
             )
             row += plan.num_image_tokens
         assert row == prompt["input_ids"].count(IMAGE_TOKEN)
-        return await answer(engine, prompt["input_ids"])
+        return await answer(engine, prompt["input_ids"], IMAGE_TOKEN)
 
     logits, greedy = asyncio.run(run())
     np.testing.assert_allclose(logits, np.array(prompt["logits"], np.float32), atol=1e-3)
     assert greedy == prompt["greedy"]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "py_engine", "generate", "--max-new-tokens", "16", "--json", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def test_cli_generate_with_pictures():
@@ -133,10 +109,10 @@ def test_cli_generate_with_pictures():
     one, two = REFERENCE["prompts"]["one_image"], REFERENCE["prompts"]["two_images"]
     files = [str(FIXTURE / REFERENCE["images"][i]["file"]) for i in (*one["images"], *two["images"])]
     text = one["messages"][0]["content"][1]["text"]
-    chat = cli("--model", str(FIXTURE), "--chat", "--image", files[0], "--prompt", text)
-    assert json.loads(chat.stdout.splitlines()[-1])["tokens"] == one["greedy"], chat.stderr
-    raw = cli("--model", str(FIXTURE), "--image", files[1], "--image", files[2], "--prompt", two["text"])
-    assert json.loads(raw.stdout.splitlines()[-1])["tokens"] == two["greedy"], raw.stderr
+    chat = generate("--model", str(FIXTURE), "--chat", "--image", files[0], "--prompt", text)
+    assert generated(chat) == one["greedy"], chat.stderr
+    raw = generate("--model", str(FIXTURE), "--image", files[1], "--image", files[2], "--prompt", two["text"])
+    assert generated(raw) == two["greedy"], raw.stderr
 
 
 def test_terminal_chat_with_a_picture():
@@ -174,7 +150,7 @@ def test_terminal_chat_with_a_picture():
     ],
 )
 def test_cli_picture_count_must_match(args, message):
-    result = cli("--model", str(FIXTURE), "--image", str(FIXTURE / "images" / "rgb_20x41.png"), *args)
+    result = generate("--model", str(FIXTURE), "--image", str(FIXTURE / "images" / "rgb_20x41.png"), *args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
 
@@ -191,19 +167,10 @@ def test_bad_picture_files(tmp_path):
         assert name in str(caught.value)
 
 
-def data_url(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
-
-
 def test_openai_chat_with_image_url_parts():
     """The OpenAI layer: image_url parts (data: URLs) in the user's message, transformers' tokens."""
     prompt = REFERENCE["prompts"]["two_images"]
-    urls = iter(data_url(FIXTURE / REFERENCE["images"][i]["file"]) for i in prompt["images"])
-    content = [
-        {"type": "image_url", "image_url": {"url": next(urls), "detail": "auto"}} if part["type"] == "image" else part
-        for part in prompt["messages"][0]["content"]
-    ]
-    body = {"model": "smolvlm", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
+    body = image_url_body(FIXTURE, REFERENCE, prompt, "smolvlm", detail="auto")
     ended = []
 
     async def run():
