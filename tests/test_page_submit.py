@@ -65,3 +65,14 @@ def test_batches_are_one_op_and_a_submit_s_reads_one_fetch():
 
     assert asyncio.run(run()) == [b"\x33" * 3, b"\x11", b"\x11" * 4, b"\x22" * 2]
     assert len(gpu.fetches) == 2 and not dev._fetched  # one crossing a submit, nothing kept after
+
+
+def test_an_empty_submit_is_submitted():
+    """A hybrid's recurrent state restored to position 0 copies nothing (recurrent_state.restore(None)):
+    the submit is empty, as the desktop's is, not a BufferError of the shared array, which gpu.js keeps a
+    view of (CPython takes an exported array's slice assignment of 0 items for a resize)."""
+    gpu = FakeGpu()
+    counts = []
+    gpu.submitShared = counts.append
+    dev = BrowserDevice(gpu, Capabilities(adapter="fake", shader_f16=False, subgroups=False))
+    assert dev.submit([]) == [] and counts == [0]

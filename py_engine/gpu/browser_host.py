@@ -268,7 +268,10 @@ class BrowserDevice(Device):
         n = len(ops)
         if 4 * n > len(self._shared_u8):
             self._share(8 * n)
-        self._shared[:n] = ops  # same length: copied in place, never a resize
+        # Same length: copied in place, never a resize. Not when empty (a hybrid's restore to position
+        # 0 copies nothing): CPython refuses an exported array's slice assignment of 0 items as a resize.
+        if n:
+            self._shared[:n] = ops
         with _js_errors():
             self._gpu.submitShared(n)
         return reads
