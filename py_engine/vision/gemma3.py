@@ -27,7 +27,7 @@ from ..errors import ModelFileError, WispError
 from ..formats.json_file import describe
 from ..models.config_values import ConfigKeys
 from .resample import FILTERS
-from .smolvlm import RESAMPLE_FILTERS, ImagePlan
+from .smolvlm import RESAMPLE_FILTERS, ImagePlan, check_picture_size, named_tokens
 
 # The processor's token strings where the tokenizer names none (Gemma 3's vocabulary's).
 DEFAULT_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
@@ -139,26 +139,14 @@ def gemma3_tokens(tokenizer_config: dict | None, path) -> Gemma3Tokens:
     """The prompt's picture tokens: tokenizer_config.json's boi_token / image_token / eoi_token (top-level
     keys, as the hub's and transformers 5's files have them, or an extra_special_tokens object), else
     Gemma 3's."""
-    config = tokenizer_config or {}
-    named = config.get("extra_special_tokens")
-    named = named if isinstance(named, dict) else {}
-    found = {}
-    for key, default in DEFAULT_TOKENS.items():
-        value = named.get(key, config.get(key, default))
-        if isinstance(value, dict):  # an AddedToken as saved: {"content": ..., ...}
-            value = value.get("content")
-        if not isinstance(value, str) or not value:
-            raise ModelFileError(path, f"{key} should be a token string, got {describe(value)}")
-        found[key] = value
+    found = named_tokens(tokenizer_config, DEFAULT_TOKENS, path)
     return Gemma3Tokens(found["boi_token"], found["image_token"], found["eoi_token"])
 
 
 def gemma3_plan(height: int, width: int, settings: Gemma3Settings) -> ImagePlan:
     """One picture as the processor takes it: resized to the square `size` (an unsplit ImagePlan whose
     global view is that square; vision/pictures.py copies it, as a resize to its own size)."""
-    for name, value in (("height", height), ("width", width)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise WispError(f"an image's {name} should be a positive integer, got {value!r}")
+    check_picture_size(height, width)
     side = settings.size
     if not settings.do_resize and (height, width) != (side, side):
         raise WispError(

@@ -241,26 +241,38 @@ def image_tokens(tokenizer_config: dict | None = None, path=TOKENIZER_CONFIG_FIL
     """The prompt's token strings: the tokenizer's named special tokens where it names them
     (tokenizer_config.json's extra_special_tokens object, or the top-level keys transformers 5's
     save_pretrained writes them as), else the processor's defaults."""
+    found = named_tokens(tokenizer_config, DEFAULT_TOKENS, path, "extra_special_tokens.")
+    return ImageTokens(found["fake_image_token"], found["image_token"], found["global_image_token"])
+
+
+def named_tokens(tokenizer_config: dict | None, defaults: dict, path, label: str = "") -> dict:
+    """Each of `defaults`' keys as the tokenizer names its token: in tokenizer_config.json's
+    extra_special_tokens object, else a top-level key, else the default; an error names the key after
+    `label`."""
     config = tokenizer_config or {}
     named = config.get("extra_special_tokens")
     if not isinstance(named, dict):  # absent, or a plain list of tokens: nothing named there
         named = {}
     found = {}
-    for key, default in DEFAULT_TOKENS.items():
+    for key, default in defaults.items():
         value = named.get(key, config.get(key, default))
         if isinstance(value, dict):  # an AddedToken as saved: {"content": ..., ...}
             value = value.get("content")
         if not isinstance(value, str) or not value:
-            raise ModelFileError(path, f"extra_special_tokens.{key} should be a token string, got {describe(value)}")
+            raise ModelFileError(path, f"{label}{key} should be a token string, got {describe(value)}")
         found[key] = value
-    return ImageTokens(found["fake_image_token"], found["image_token"], found["global_image_token"])
+    return found
+
+
+def check_picture_size(height: int, width: int) -> None:
+    for name, value in (("height", height), ("width", width)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise WispError(f"an image's {name} should be a positive integer, got {value!r}")
 
 
 def image_plan(height: int, width: int, settings: SmolVLMSettings) -> ImagePlan:
     """The processor's decisions for one picture of height x width, to its integer arithmetic."""
-    for name, value in (("height", height), ("width", width)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise WispError(f"an image's {name} should be a positive integer, got {value!r}")
+    check_picture_size(height, width)
     tile = settings.tile
     resized = (height, width)
     if settings.do_resize:
