@@ -6,8 +6,10 @@ with the composer's button (and then pasted, and dropped), decoded by the worker
 (tests/fixtures/gemma3vl-f32: its picture tokens attend to their whole picture) loaded from the
 picker and asked about an attached picture, asked about two by the page's OpenAI module
 (static/openai.js, data: URLs), and llama.cpp's pairs of both (tests/fixtures/gemma3vl-gguf and
-smolvlm-gguf, served with `--mmproj`) loaded by that module: transformers' tokens each time. The decoder on its own, in a
-worker without Pyodide: Pillow's RGBA bytes exactly for the fixture's PNGs (RGB and RGBA) and an
+smolvlm-gguf, served with `--mmproj`) loaded by that module: transformers' tokens each time. Then Qwen3.5
+(tests/fixtures/qwen3_5vl-f32: its picture tokens at multimodal RoPE positions, a DeltaNet hybrid) the same
+three ways (its pair tests/fixtures/qwen3_5vl-gguf) and once more past its picture in the prompt cache. The
+decoder on its own, in a worker without Pyodide: Pillow's RGBA bytes exactly for the fixture's PNGs (RGB and RGBA) and an
 animated GIF's first frame, and one clear error for what is not a picture, is too large or is not a
 picture URL. One page (one Pyodide boot) serves the module; a screenshot lands in tests/artifacts/
 (gitignored)."""
@@ -32,15 +34,19 @@ REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
 ONE = REFERENCE["prompts"]["one_image"]  # rgb_45x71.png, then "What is in this image?"
 QUESTION = ONE["messages"][0]["content"][1]["text"]
 GEMMA3 = ROOT / "tests" / "fixtures" / "gemma3vl-f32"  # served as "gemma3vl-f32"
-GEMMA3_REFERENCE = json.loads((GEMMA3 / "reference.json").read_text())
-# llama.cpp's files of the same models, each pair served as one model (--mmproj): "gemma3vl-tiny-f32"
-# and "smolvlm-tiny-f32"
+QWEN = ROOT / "tests" / "fixtures" / "qwen3_5vl-f32"  # served as "qwen3_5vl-f32"
+# llama.cpp's files of the same models, each pair served as one model (--mmproj): "gemma3vl-tiny-f32",
+# "smolvlm-tiny-f32" and "qwen3_5vl-tiny-f32"
 PAIRS = {
     name: (
         ROOT / "tests" / "fixtures" / folder / f"{name}.gguf",
         ROOT / "tests" / "fixtures" / folder / f"mmproj-{name}.gguf",
     )
-    for name, folder in (("gemma3vl-tiny-f32", "gemma3vl-gguf"), ("smolvlm-tiny-f32", "smolvlm-gguf"))
+    for name, folder in (
+        ("gemma3vl-tiny-f32", "gemma3vl-gguf"),
+        ("smolvlm-tiny-f32", "smolvlm-gguf"),
+        ("qwen3_5vl-tiny-f32", "qwen3_5vl-gguf"),
+    )
 }
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # Greedy and as long as the reference: the page's sampling settings, before its scripts read them.
@@ -79,7 +85,7 @@ DECODE = """async (urls) => {
 @pytest.fixture(scope="module")
 def server():
     pairs = [arg for text, mmproj in PAIRS.values() for arg in ("--model", str(text), "--mmproj", str(mmproj))]
-    with app_server("--no-default", "--model", str(FIXTURE), str(GEMMA3), *pairs) as (url, _):
+    with app_server("--no-default", "--model", str(FIXTURE), str(GEMMA3), str(QWEN), *pairs) as (url, _):
         yield url
 
 
@@ -215,19 +221,27 @@ def test_the_worker_refuses_what_is_not_a_picture(page):
 def test_gemma3_answers_an_attached_picture(page, traffic):
     """Gemma 3 from the picker (the chat's Switch), a picture from the file dialog: its 9 picture
     tokens between boi and eoi, transformers' tokens (the picture attending to itself both ways)."""
-    prompt = GEMMA3_REFERENCE["prompts"]["one_image"]  # the same picture and question as SmolVLM's
+    ask_about_an_attached_picture(page, traffic, "gemma3vl-f32", GEMMA3, 9)
+
+
+def ask_about_an_attached_picture(page, traffic, model: str, folder, picture_tokens: int) -> None:
+    """`model` switched to from the picker in a new chat, its reference's one-picture prompt asked with
+    the picture from the file dialog: transformers' tokens and prompt length."""
+    reference = json.loads((folder / "reference.json").read_text())
+    prompt = reference["prompts"]["one_image"]  # a picture, then a question
     page.locator("#new-chat").click()
-    page.get_by_test_id("model-select").select_option("gemma3vl-f32")
+    page.get_by_test_id("model-select").select_option(model)
     load = page.get_by_test_id("load-button")
     expect(load).to_contain_text("Switch")
     load.click()
     expect(load).to_contain_text("Loaded", timeout=300_000)
-    page.get_by_test_id("attach-input").set_input_files(str(GEMMA3 / GEMMA3_REFERENCE["images"][0]["file"]))
+    page.get_by_test_id("attach-input").set_input_files(str(folder / reference["images"][prompt["images"][0]]["file"]))
     expect(page.get_by_test_id("attachment")).to_have_count(1)
     page.get_by_test_id("prompt-input").fill(prompt["messages"][0]["content"][1]["text"])
     page.get_by_test_id("prompt-input").press("Enter")
-    expect(page.get_by_test_id("stats")).to_contain_text("1 picture: 9 tokens in", timeout=120_000)
+    expect(page.get_by_test_id("stats")).to_contain_text(f"1 picture: {picture_tokens} tokens in", timeout=120_000)
     assert answer_tokens(traffic) == prompt["greedy"]
+    assert events(traffic, "response")[-1]["stats"]["prompt_tokens"] == len(prompt["input_ids"])
 
 
 @pytest.mark.parametrize(
@@ -244,11 +258,49 @@ def test_the_openai_module(page, traffic, model, folder, name):
     folder (loaded) with two pictures, then each GGUF + mmproj pair (the module loads it: the worker
     reads the projector beside the text GGUF) with one; the folder's transformers' tokens and prompt
     length."""
+    ask_the_openai_module(page, traffic, model, folder, name)
+
+
+def test_qwen3_5_answers_an_attached_picture(page, traffic):
+    """Qwen3.5 from the picker: its 15 picture tokens (a 6 x 10 grid merged 2 x 2) turned by their
+    (temporal, row, column) positions and the question and answer after them 10 behind their cache
+    positions, in the prompt and in the worker's decode loop: transformers' tokens (plain positions give
+    others from the 6th on, on the desktop)."""
+    ask_about_an_attached_picture(page, traffic, "qwen3_5vl-f32", QWEN, 15)
+
+
+def test_qwen3_5_goes_on_past_a_cached_picture(page, traffic):
+    """The chat's prompt again through static/openai.js, its picture by data: URL: the prompt cache holds
+    it (the same pixels, so the same key), only the last prompt token is computed, at its multimodal
+    position, and the answer decoded after it is transformers' again."""
+    ask_the_openai_module(page, traffic, "qwen3_5vl-f32", QWEN, "one_image")
+    stats = events(traffic, "response")[-1]["stats"]
+    assert (stats["prefilled_tokens"], stats["picture_tokens"]) == (1, 15)
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "sized"),
+    [("qwen3_5vl-f32", "two_images", False), ("qwen3_5vl-tiny-f32", "one_image", True)],
+    ids=["qwen3_5", "qwen3_5-gguf"],
+)
+def test_qwen3_5_through_the_openai_module(page, traffic, model, name, sized):
+    """Qwen3.5's folder (loaded) with two pictures (a prompt sharing 3 tokens with the cached one: the
+    DeltaNet state restarts at 0, an empty restore), then its GGUF pair with one. The mmproj names no pixel
+    bounds, so llama.cpp's would grow the fixture's picture (tests/test_vision_qwen3_5.py); the pair's is
+    sent at the size the folder's processor resizes it to (Pillow's BICUBIC, as it does), which neither
+    resizes again: transformers' tokens."""
+    ask_the_openai_module(page, traffic, model, QWEN, name, sized)
+
+
+def ask_the_openai_module(page, traffic, model: str, folder, name: str, sized: bool = False) -> None:
+    """The reference prompt `name` of `folder` asked of `model` through static/openai.js (data: URLs;
+    sized: each picture at its processor's size, reference.json's grid_thw): transformers' tokens and
+    prompt length."""
     reference = json.loads((folder / "reference.json").read_text())
     prompt = reference["prompts"][name]
-    pictures = iter(data_url((folder / reference["images"][i]["file"]).read_bytes()) for i in prompt["images"])
+    pictures = iter(picture_bytes(folder, reference["images"][i], sized) for i in prompt["images"])
     content = [
-        {"type": "image_url", "image_url": {"url": next(pictures)}} if part["type"] == "image" else part
+        {"type": "image_url", "image_url": {"url": data_url(next(pictures))}} if part["type"] == "image" else part
         for part in prompt["messages"][0]["content"]
     ]
     body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 16}
@@ -263,12 +315,30 @@ def test_the_openai_module(page, traffic, model, folder, name):
     assert usage["prompt_tokens"] == len(prompt["input_ids"])
 
 
+def picture_bytes(folder, image: dict, sized: bool) -> bytes:
+    """A reference picture's PNG; sized: resized as Qwen3.5's processor does, to its patch grid."""
+    raw = (folder / image["file"]).read_bytes()
+    if not sized:
+        return raw
+    _, rows, cols = image["grid_thw"]
+    patch = json.loads((folder / "preprocessor_config.json").read_text())["patch_size"]
+    with Image.open(io.BytesIO(raw)) as picture:
+        return png(picture.convert("RGB").resize((cols * patch, rows * patch), Image.BICUBIC))
+
+
 def test_traffic_fits_the_protocol_table(page, traffic):
     engine = [(to, data) for to, data in traffic[0] if isinstance(data, dict)]  # not the decoder test's lists
     seen = check_protocol(engine)
     assert {"load", "loaded", "openai", "chunk", "response", "error"} <= set(seen), seen
     loaded = events(traffic, "loaded")
-    assert [event["model"] for event in loaded] == ["smolvlm-f32", "gemma3vl-f32", *PAIRS]
+    assert [event["model"] for event in loaded] == [
+        "smolvlm-f32",
+        "gemma3vl-f32",
+        "gemma3vl-tiny-f32",
+        "smolvlm-tiny-f32",
+        "qwen3_5vl-f32",
+        "qwen3_5vl-tiny-f32",
+    ]
     assert all(event["vision"] for event in loaded)
     loads = [data["model"] for to, data in engine if to == "worker" and data.get("type") == "load"]
     pairs = {model["id"]: model for model in loads if "mmproj" in model}  # the projector, one of the model's files
