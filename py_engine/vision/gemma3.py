@@ -27,7 +27,7 @@ from ..errors import ModelFileError, WispError
 from ..formats.json_file import describe
 from ..models.config_values import ConfigKeys
 from .resample import FILTERS
-from .smolvlm import RESAMPLE_FILTERS, ImagePlan, check_picture_size, named_tokens
+from .smolvlm import RESAMPLE_FILTERS, ImagePlan, check_picture_size, named_tokens, three_numbers
 
 # The processor's token strings where the tokenizer names none (Gemma 3's vocabulary's).
 DEFAULT_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
@@ -109,7 +109,8 @@ def gemma3_settings(preprocessor: dict, processor: dict | None, geometry: dict, 
         raise ModelFileError(
             proc_path, f"image_seq_length is {seq_len}, but the model makes {geometry['tokens']} tokens of a picture"
         )
-    mean, std = _triple(pre, "image_mean"), _triple(pre, "image_std")
+    # IMAGENET_STANDARD_MEAN / _STD, Gemma3ImageProcessor's defaults
+    mean, std = three_numbers(pre, "image_mean", (0.5,) * 3), three_numbers(pre, "image_std", (0.5,) * 3)
     if 0.0 in std:
         pre.fail("image_std", "three numbers, none zero", list(std))
     factor = pre.number("rescale_factor", 1 / 255)
@@ -124,15 +125,6 @@ def gemma3_settings(preprocessor: dict, processor: dict | None, geometry: dict, 
         image_std=std,
         **flags,
     )
-
-
-def _triple(keys: ConfigKeys, key: str) -> tuple[float, float, float]:
-    value = keys.get(key, [0.5, 0.5, 0.5])  # IMAGENET_STANDARD_MEAN / _STD, Gemma3ImageProcessor's
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [value] * 3
-    if not isinstance(value, list) or len(value) != 3 or not all(type(v) in (int, float) for v in value):
-        keys.fail(key, "a list of 3 numbers", value)
-    return tuple(float(v) for v in value)
 
 
 def gemma3_tokens(tokenizer_config: dict | None, path) -> Gemma3Tokens:

@@ -29,7 +29,7 @@ from ..errors import ModelFileError, WispError
 from ..formats.json_file import describe
 from ..models.config_values import ConfigKeys
 from .resample import FILTERS
-from .smolvlm import RESAMPLE_FILTERS
+from .smolvlm import RESAMPLE_FILTERS, check_picture_size, named_tokens, three_numbers
 
 # The processor's token strings where the tokenizer names none (Qwen3VLProcessor's defaults), and the ids
 # transformers' Qwen3_5Config gives them where config.json names none.
@@ -124,8 +124,8 @@ def qwen3_5_settings(preprocessor: dict, geometry: dict, path) -> Qwen35Settings
         )
         pre.fail("resample", f"a PIL filter Wisp resizes with: {known}", resample)
     mean, std = (
-        _triple(pre, "image_mean", Qwen35Settings.image_mean),
-        _triple(pre, "image_std", Qwen35Settings.image_std),
+        three_numbers(pre, "image_mean", Qwen35Settings.image_mean),
+        three_numbers(pre, "image_std", Qwen35Settings.image_std),
     )
     if 0.0 in std:
         pre.fail("image_std", "three numbers, none zero", list(std))
@@ -147,29 +147,10 @@ def qwen3_5_settings(preprocessor: dict, geometry: dict, path) -> Qwen35Settings
     )
 
 
-def _triple(keys: ConfigKeys, key: str, default: tuple) -> tuple[float, float, float]:
-    value = keys.get(key, list(default))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [value] * 3
-    if not isinstance(value, list) or len(value) != 3 or not all(type(v) in (int, float) for v in value):
-        keys.fail(key, "a list of 3 numbers", value)
-    return tuple(float(v) for v in value)
-
-
 def qwen3_5_tokens(tokenizer_config: dict | None, path) -> Qwen35Tokens:
     """The prompt's picture tokens: tokenizer_config.json's vision_start_token / image_token /
     vision_end_token (top-level, or in an extra_special_tokens object), else Qwen3VLProcessor's."""
-    config = tokenizer_config or {}
-    named = config.get("extra_special_tokens")
-    named = named if isinstance(named, dict) else {}
-    found = {}
-    for key, default in DEFAULT_TOKENS.items():
-        value = named.get(key, config.get(key, default))
-        if isinstance(value, dict):  # an AddedToken as saved: {"content": ..., ...}
-            value = value.get("content")
-        if not isinstance(value, str) or not value:
-            raise ModelFileError(path, f"{key} should be a token string, got {describe(value)}")
-        found[key] = value
+    found = named_tokens(tokenizer_config, DEFAULT_TOKENS, path)
     return Qwen35Tokens(found["vision_start_token"], found["image_token"], found["vision_end_token"])
 
 
@@ -193,9 +174,7 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
 def qwen3_5_plan(height: int, width: int, settings: Qwen35Settings, max_patches: int) -> Qwen35Plan:
     """The processor's decisions for a picture of height x width; refused where its patches would pass the
     tower's max_patches (smart_resize can pass max pixels for a very thin picture)."""
-    for name, value in (("height", height), ("width", width)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise WispError(f"an image's {name} should be a positive integer, got {value!r}")
+    check_picture_size(height, width)
     factor = settings.factor
     if settings.do_resize:
         resized = smart_resize(height, width, factor, settings.min_pixels, settings.max_pixels)

@@ -264,6 +264,16 @@ def named_tokens(tokenizer_config: dict | None, defaults: dict, path, label: str
     return found
 
 
+def three_numbers(keys, key: str, default: tuple) -> tuple[float, float, float]:
+    """A processor's per-channel setting (image_mean / image_std): 3 numbers, or one for all three."""
+    value = keys.get(key, list(default))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value] * 3
+    if not isinstance(value, list) or len(value) != 3 or not all(type(v) in (int, float) for v in value):
+        keys.fail(key, "a list of 3 numbers", value)
+    return tuple(float(v) for v in value)
+
+
 def check_picture_size(height: int, width: int) -> None:
     for name, value in (("height", height), ("width", width)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
