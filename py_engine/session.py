@@ -140,7 +140,7 @@ async def load(
     if sees:
         from .vision.input import load_vision
 
-        vision = await load_vision(files.vision, device, files)
+        vision = await load_vision(files.vision, device, files, engine.precision)
     return LoadedModel(model_id, engine, files.tokenizer, files.stop_ids, PromptCache(engine), vision=vision)
 
 

@@ -153,30 +153,6 @@ fn q_chunk(at: u32, d: u32, live: bool) -> vec4<f32> {
     return v * p.scale;
 }
 
-// A row's running tile maximum `top` with scores s of keys first .. first + 3, those in [lo, hi).
-fn masked_top(top: vec4<f32>, s: vec4<f32>, first: u32, lo: u32, hi: u32) -> vec4<f32> {
-    var out = top;
-    for (var k = 0u; k < 4u; k++) {
-        let key = first + k;
-        if (key >= lo && key < hi) { out[k] = max(out[k], s[k]); }
-    }
-    return out;
-}
-
-// The weights exp(s - peak) of keys first .. first + 3; a key outside [lo, hi) weighs exactly 0
-// (all are inside when `whole`).
-fn tile_weights(s: vec4<f32>, peak: f32, first: u32, lo: u32, hi: u32, whole: bool) -> vec4<f32> {
-    if (whole) {
-        return vec4<f32>(safe_exp(s.x - peak), safe_exp(s.y - peak), safe_exp(s.z - peak), safe_exp(s.w - peak));
-    }
-    var w = vec4<f32>(0.0);
-    for (var k = 0u; k < 4u; k++) {
-        let key = first + k;
-        if (key >= lo && key < hi) { w[k] = safe_exp(s[k] - peak); }
-    }
-    return w;
-}
-
 // Softcap: tanh's argument clamped (fast-math tanh of a large |x| can be NaN on Metal; tanh(±10)
 // is ±1 to f32 precision, so the clamp changes nothing else).
 fn capped(s: vec4<f32>) -> vec4<f32> {

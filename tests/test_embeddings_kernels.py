@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, run_kernel
 
+from py_engine.models import attention_grid
+
 RNG = np.random.default_rng(17)
 
 
@@ -67,10 +69,26 @@ def test_gelu(tanh):
 
 
 @pytest.mark.parametrize("subgroups", [True, False])
-@pytest.mark.parametrize("hd,lengths", [(32, [3, 1, 70, 9]), (64, [150, 600]), (256, [5, 2])])
-def test_encoder_attention_keeps_to_each_sequence(hd, lengths, subgroups):
+@pytest.mark.parametrize(
+    "kernel,hd,lengths,lanes",
+    [
+        ("encoder_attention", 32, [3, 1, 70, 9], 0),
+        ("encoder_attention", 64, [150, 600], 0),
+        ("encoder_attention", 256, [5, 2], 0),
+        # Blocks of 128 or 256 rows (512 without subgroups: 1 lane) that straddle texts; tiles of 24
+        # keys (head_dim 72, Gemma 3's tower) that straddle them too, past the block's rows and the
+        # head's chunks.
+        ("encoder_attention_tiled", 32, [3, 1, 70, 9], 4),
+        ("encoder_attention_tiled", 72, [150, 600, 31], 2),
+        ("encoder_attention_tiled", 72, [150, 600, 31], 4),
+        ("encoder_attention_tiled", 256, [5, 40], 4),
+        ("encoder_attention_tiled_f16", 72, [150, 600, 31], 2),
+    ],
+)
+def test_encoder_attention_keeps_to_each_sequence(kernel, hd, lengths, lanes, subgroups):
     """Packed sequences: each row sees every row of its own sequence (before and after it), no
-    other; 600 keys take two chunks of 512 (the online softmax across them)."""
+    other; 600 keys take two chunks of 512 (the online softmax across them), or tiles of a block of
+    rows (encoder_attention_tiled.wgsl, the grid and defines the graph gives it)."""
     heads = 3
     width = heads * hd
     rows = sum(lengths)
@@ -78,13 +96,17 @@ def test_encoder_attention_keeps_to_each_sequence(hd, lengths, subgroups):
     spans, starts = [], np.cumsum([0, *lengths])
     for first, end in zip(starts[:-1], starts[1:]):
         spans += [first, end] * (end - first)
+    lanes = lanes if subgroups else 1
+    tiled = kernel.startswith("encoder_attention_tiled")
+    f16_math = kernel.endswith("_f16")  # F16_MATH: staged and summed in f16, within ~3e-3 on N(0, 1) inputs
     res = run_kernel(
-        "encoder_attention",
+        kernel.removesuffix("_f16"),
         {"qkv": qkv, "spans": np.array(spans, np.uint32), "y": rows * width * 4},
         {"n_heads": heads, "head_dim": hd, "q_stride": 3 * width, "k_offset": width, "v_offset": 2 * width}
         | {"scale": hd**-0.5, "pad0": 0, "pad1": 0},
-        grid=(heads, rows, 1),
+        grid=attention_grid.encoder_grid(rows, heads, lanes) if tiled else (heads, rows, 1),
         step=(rows, 0, rows),
+        defines=attention_grid.encoder_defines(hd, lanes, f16_math) if tiled else None,
         subgroups=subgroups,
     )
     got = as_f32(res["y"], (rows, heads, hd))
@@ -94,7 +116,21 @@ def test_encoder_attention_keeps_to_each_sequence(hd, lengths, subgroups):
         weights = np.exp(scores - scores.max(-1, keepdims=True))
         weights /= weights.sum(-1, keepdims=True)
         want = np.einsum("hqk,khd->qhd", weights, v[first:end])
-        np.testing.assert_allclose(got[first:end], want, rtol=1e-4, atol=1e-5)
+        tolerance = {"rtol": 0, "atol": 5e-3} if f16_math else {"rtol": 1e-4, "atol": 1e-5}
+        np.testing.assert_allclose(got[first:end], want, **tolerance)
+
+
+def test_encoder_lanes():
+    """Two lanes a slot where the tiled attention's workgroups are many (Gemma 3's tower: 4,096
+    rows, 16 heads of 72), four where they are few (SmolVLM's: 1,024, 12 of 64) or a head is wide,
+    one without subgroups; the grid covers every row with the lanes' blocks."""
+    assert attention_grid.encoder_lanes(4096, 16, 72, 32) == 2
+    assert attention_grid.encoder_lanes(1024, 12, 64, 32) == 4
+    assert attention_grid.encoder_lanes(4096, 16, 256, 32) == 4
+    assert attention_grid.encoder_lanes(4096, 16, 72, 0) == 1
+    assert attention_grid.encoder_grid(4096, 16, 2) == (16, 16, 1)
+    assert attention_grid.encoder_grid(4097, 16, 4) == (16, 33, 1)
+    assert attention_grid.encoder_grid(16, 16, 4) == (16, 16, 1)  # few rows: encoder_attention.wgsl's
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2])

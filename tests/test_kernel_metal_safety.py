@@ -242,6 +242,7 @@ def test_workgroup_storage_sizes_known():
     assert sizes["attention_tiled"] == 1024 * 16  # the K and V tiles (no subgroups: and the lanes' dots)
     f16_tiles = workgroup_bytes(SHADER_DIR / "attention_tiled.wgsl", {"F16_MATH": True}, {"ATT_MATH": "f16"})
     assert f16_tiles == 2048 * 8  # F16_MATH: twice the vec4s, of f16
+    assert sizes["encoder_attention_tiled"] == 1024 * 16  # its K and V tiles, as attention_tiled's
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert (

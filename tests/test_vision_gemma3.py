@@ -35,6 +35,7 @@ from py_engine.errors import ModelFileError, WispError
 from py_engine.gpu.wgpu_host import open_wgpu_device
 from py_engine.models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
 from py_engine.runtime.picture_spans import prefill_chunks
+from py_engine.vision.encoder import load_vision_encoder
 from py_engine.vision.files import read_picture
 from py_engine.vision.gemma3 import gemma3_plan, gemma3_settings
 from py_engine.vision.pictures import picture_embeddings
@@ -76,6 +77,20 @@ def test_vision_tower_and_projector(encoder, name):
     got = np.array(asyncio.run(encoder.encode([patch_rows(t, PATCH) for t in pixel_tiles(prompt)])), np.float32)
     want = ARRAYS[prompt["image_features"]].reshape(got.shape)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_fast_tower_stays_near_exact(device):
+    """precision "fast" (what session.load gives the tower by default): its attention (36 patch rows:
+    encoder_attention_tiled.wgsl) in f16 where the device has shader-f16; features within 1 % of
+    transformers' largest, where exact keeps 1e-4."""
+    fast = asyncio.run(load_vision_encoder(FIXTURE, device, precision="fast"))
+    tiled = [op for op in fast.executor.graph.ops if op.kernel == "encoder_attention"]
+    assert tiled and tiled[0].many_rows[0] < fast.rows
+    assert tiled[0].defines["F16_MATH"] == device.caps.shader_f16
+    prompt = REFERENCE["prompts"]["one_image"]
+    got = np.array(asyncio.run(fast.encode([patch_rows(t, PATCH) for t in pixel_tiles(prompt)])), np.float32)
+    want = ARRAYS[prompt["image_features"]].reshape(got.shape)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-2 * np.abs(want).max())
 
 
 @dataclass

@@ -98,7 +98,8 @@ def _read_tokenizer(source, gguf):
 
 def _plan(files: EmbedderFiles, **device) -> Plan:
     """loader.plan of the embedding graph, its rows and KV cache sized by the files' settings.
-    device: GraphOptions' half, cpu, kv_formats, max_binding and normalize (none: as with no device)."""
+    device: GraphOptions' half, cpu, subgroup_min_size, kv_formats, max_binding and normalize (none:
+    as with no device)."""
     settings = files.settings
     max_rows = max(settings.max_tokens, BATCH_TOKENS) if files.encoder else PREFILL_ROWS
     options = GraphOptions(
@@ -140,6 +141,7 @@ async def load_embedder(
         files,
         half=half,
         cpu=device.caps.cpu,
+        subgroup_min_size=device.caps.subgroup_min_size,
         kv_formats=kv_formats(files.tensors, half, packed_kv),
         max_binding=max_binding or device.caps.limits.max_storage_binding,
         normalize=normalize,

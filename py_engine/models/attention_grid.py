@@ -139,3 +139,44 @@ def grid(
     if rows <= FEW_ROWS:
         return attention_grid(rows, n_heads, n_kv_heads, head_dim, splits)
     return tiled_grid(rows, n_heads, n_kv_heads, head_dim, tiled_splits)
+
+
+# An encoder's bidirectional attention (bert.encoder_attention): forwards of at most this many
+# rows take shaders/encoder_attention.wgsl (a workgroup per head and row); longer ones
+# encoder_attention_tiled.wgsl (a workgroup per head and block of rows, K and V tiles shared by
+# the block). H200, a tile's attention in all layers, encoder_attention.wgsl -> the tiled kernel
+# (4 lanes; f32): SmolVLM-256M's tower (1,024 patch rows, 12 heads of 64, 12 layers) 23.9 -> 5.7
+# ms, Gemma 3's (4,096 rows, 16 heads of 72, 27 layers) 2,391 -> 241.
+ENCODER_FEW_ROWS = 16
+# The tiled kernel's slots take 2 lanes where its workgroups would number at least this many with
+# them (and the head is at most 128 wide): fewer lanes, fewer redundant softmax steps and shuffles,
+# twice the rows a workgroup. H200, lanes 2 / 4 / 8, f32 (F16_MATH): Gemma 3's tower (256
+# workgroups at 2 lanes) 184 / 241 / 305 ms (164 / 182 / 273); SmolVLM's (48 at 2) 9.2 / 5.7 / 6.6
+# (7.9 / 5.8 / 6.1).
+ENCODER_WIDE_WORKGROUPS = 256
+
+
+def encoder_lanes(rows: int, n_heads: int, head_dim: int, subgroup_min_size: int) -> int:
+    """encoder_attention_tiled.wgsl's threads a slot (its LANES) for forwards of up to `rows` rows:
+    1 without subgroups (subgroup_min_size 0: none, or not known); with them (WebGPU's are at least
+    4 wide) 2 where that makes ENCODER_WIDE_WORKGROUPS workgroups or more, else 4."""
+    if subgroup_min_size < 4:
+        return 1
+    wide = n_heads * ceil_div(rows, TILED_ROWS_PER_SLOT * TILED_THREADS // 2) >= ENCODER_WIDE_WORKGROUPS
+    return 2 if wide and head_dim <= 128 else 4
+
+
+def encoder_defines(head_dim: int, lanes: int, f16_math: bool = False) -> dict:
+    """encoder_attention_tiled.wgsl's defines: HEAD_VEC4S, LANES (encoder_lanes'), and its
+    arithmetic as tiled_defines' (F16_MATH: precision "fast" on a device with shader-f16)."""
+    f16 = {"F16_MATH": f16_math, "ATT_MATH": "f16" if f16_math else "f32"}
+    return {"HEAD_VEC4S": head_dim // 4, "LANES": lanes, **f16}
+
+
+def encoder_grid(rows: int, n_heads: int, lanes: int) -> tuple[int, int, int]:
+    """The grid of an encoder's attention over `rows` rows: encoder_attention.wgsl's (a workgroup per
+    head and row) for few rows, else encoder_attention_tiled.wgsl's (a workgroup per head and block
+    of TILED_ROWS_PER_SLOT rows a slot, TILED_THREADS / lanes slots)."""
+    if rows <= ENCODER_FEW_ROWS:
+        return (n_heads, rows, 1)
+    return (n_heads, ceil_div(rows, TILED_ROWS_PER_SLOT * TILED_THREADS // lanes), 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..runtime.graph import Tensor, WeightSpec, ceil_div
 from ..runtime.linear_plan import embedding_grid
+from . import attention_grid
 from .builder import GraphBuilder
 from .graph_options import GraphOptions
 
@@ -176,11 +177,13 @@ def gelu(b: GraphBuilder, x: Tensor, tanh: bool = False) -> Tensor:
 
 
 def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
-    """Bidirectional attention of each row over its own text's rows (encoder_attention.wgsl)."""
+    """Bidirectional attention of each row over its own text's rows (encoder_attention.wgsl; a
+    forward of many rows, encoder_attention_tiled.wgsl)."""
     cfg = b.cfg
     heads, hd = cfg.num_heads, cfg.head_dim
     width = heads * hd
     y = b.act("attn", width)
+    lanes = attention_grid.encoder_lanes(b.g.max_rows, heads, hd, b.subgroup_min_size)
     b.g.op(
         "encoder_attention",
         {"qkv": qkv, "spans": spans, "y": y},
@@ -194,7 +197,9 @@ def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
             "pad0": 0,
             "pad1": 0,
         },
-        lambda rows: (heads, rows, 1),
+        lambda rows: attention_grid.encoder_grid(rows, heads, lanes),
+        attention_grid.encoder_defines(hd, lanes, b.precision == "fast" and b.half),
+        many_rows=(attention_grid.ENCODER_FEW_ROWS, "encoder_attention_tiled"),  # K/V tiles shared by a block's rows
     )
     return y
 

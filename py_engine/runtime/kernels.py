@@ -12,7 +12,8 @@ Kernels that call gate_act get shaders/activations.wgsl (SiLU, GELU-tanh); those
 rope_pair get shaders/rope.wgsl; those that call key_head (DeltaNet's) shaders/delta_heads.wgsl;
 those that call load_heads (a decode token's attention) shaders/attention_heads.wgsl; those that
 call quantize_32 (a 32 of x in two int8 levels) or q8_row_quads shaders/quantize_32.wgsl; those
-(kernels or snippets) that call ring_start (where a KV head's keys lie) shaders/kv_ring.wgsl.
+(kernels or snippets) that call ring_start (where a KV head's keys lie) shaders/kv_ring.wgsl; those
+that call tile_weights (a flash attention's per-tile softmax) shaders/tile_softmax.wgsl.
 A weight snippet's part after its `// units` line (the GEMV's unit_x / unit_dot; float_units.wgsl
 for the float formats) is appended only to kernels that call unit_dot. A units part may hold two
 forms, after a `// f32 units` and an `// int8 units` line (what comes before them, UNIT and
@@ -53,6 +54,7 @@ ATTENTION_HEADS = "\n" + (SHADER_DIR / "attention_heads.wgsl").read_text()  # to
 LINEAR_OUTPUTS = "\n" + (SHADER_DIR / "linear_outputs.wgsl").read_text()  # to kernels that call write_output
 QUANTIZE_32 = "\n" + (SHADER_DIR / "quantize_32.wgsl").read_text()  # to kernels that call quantize_32 / q8_row_quads
 KV_RING = "\n" + (SHADER_DIR / "kv_ring.wgsl").read_text()  # to kernels (and snippets) that call ring_start
+TILE_SOFTMAX = "\n" + (SHADER_DIR / "tile_softmax.wgsl").read_text()  # to kernels that call tile_weights
 
 # Helper snippets a weight format's snippet builds on, besides bytes.wgsl (the byte reads of
 # every non-float format).
@@ -199,6 +201,7 @@ def assemble(
     helpers += (ATTENTION_HEADS if "load_heads(" in raw else "") + (DELTA_HEADS if "key_head(" in raw else "")
     helpers += ROPE if "rope_pair(" in raw + helpers else ""
     helpers += KV_RING if "ring_start(" in raw + helpers else ""
+    helpers += TILE_SOFTMAX if "tile_weights(" in raw else ""
     if "quantize_32(" in raw or "q8_row_quads(" in raw:
         quantize, _, store = QUANTIZE_32.partition("\n// store\n")
         helpers += quantize + (store if "store_q8(" in raw else "")

@@ -23,6 +23,7 @@ from ..models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
 from ..models.graph_options import GraphOptions
 from ..models.qwen3_5_vision import qwen3_5_vision_config, qwen3_5_vision_tensors
 from ..models.siglip import shuffle_order, vision_config, vision_tensors
+from ..runtime.linear_plan import arithmetic
 from ..runtime.loader import upload, vision_plan
 from .qwen3_5_tower import Qwen35VisionEncoder
 
@@ -130,10 +131,12 @@ def vision_files(source, options: GraphOptions | None = None):
     return cfg, geometry, tensors, vision_plan(cfg, geometry, tensors, source.label, options)
 
 
-async def load_vision_encoder(model, device, *, half: bool | None = None, progress=None):
+async def load_vision_encoder(model, device, *, half: bool | None = None, precision: str = "exact", progress=None):
     """The vision tower of an HF SmolVLM / Idefics3 / Gemma 3 / Qwen3.5 folder or an mmproj GGUF (or a
     ModelSource of either) on `device`: a VisionEncoder, or Qwen3.5's Qwen35VisionEncoder (a picture a
-    forward). half: keep f16 weights half (default: where the device has shader-f16)."""
+    forward). half: keep f16 weights half (default: where the device has shader-f16). precision:
+    the text engine's ("fast": the attention's arithmetic in f16 where weights stay half,
+    encoder_attention_tiled.wgsl F16_MATH; the linear layers as the text engine's)."""
     source = open_source(model)
     cfg, geometry, tensors = vision_tower(source)
     rows = tower_rows(geometry)
@@ -142,8 +145,9 @@ async def load_vision_encoder(model, device, *, half: bool | None = None, progre
         kv_capacity=rows,
         half=device.caps.shader_f16 if half is None else half,
         cpu=device.caps.cpu,
+        subgroup_min_size=device.caps.subgroup_min_size,
         max_binding=device.caps.limits.max_storage_binding,
-        precision="exact",
+        precision=arithmetic(precision, device.caps.int8_dot, device.caps.int8_emulated),
     )
     graph, _ = vision_plan(cfg, geometry, tensors, source.label, options)
     encoder = Qwen35VisionEncoder if geometry["kind"] == "qwen3_5" else VisionEncoder

@@ -262,7 +262,8 @@ def check_vision(source, files) -> None:
         )
 
 
-async def load_vision(source, device, files) -> VisionInput:
-    """The picture side `source` (vision_settings') on `device`, for the text model of `files`."""
+async def load_vision(source, device, files, precision: str = "exact") -> VisionInput:
+    """The picture side `source` (vision_settings') on `device`, for the text model of `files`,
+    in its text engine's precision."""
     text, picture_id = vision_settings(source, files)
-    return VisionInput(await load_vision_encoder(source, device), text, picture_id)
+    return VisionInput(await load_vision_encoder(source, device, precision=precision), text, picture_id)
