@@ -1,13 +1,14 @@
 // Linear layer for many rows (prefill) on int8 dot products, precision "fast": y[r, out_offset + n]
 //   = x[r, :] . w[n, :] (+ bias[n]) (+ residual[r, out_offset + n]), GATED as in matmul.wgsl, for the
-//   block formats whose snippet has int8_half (linear_plan.INT8_MATMUL_READY).
+//   block formats whose snippet has int8_half (linear_plan.INT8_MATMUL_FORMATS).
 // x comes quantized by quantize_rows.wgsl (which also applied the RMSNorm weight, NORM: its row
 //   factor is applied here to the outputs): per 32 k X_LEVELS int8 levels and a scale e, x ~ e * Q
 //   with Q = 254 q1 + q2 (two levels) or q1 (one). A weight block half (16 k) comes as int8 q with
 //   w = scale * q + offset (int8_half). A 32 then adds e * scale * (q . Q) + offset * (e * sum(Q)),
 //   q . Q = 254 (q . q1) + q . q2 exact in i32; the offset's term only where the format has one
-//   (its snippet's INT8_HALF_OFFSET: Q4_1; Q4_0's halves come as signed q - 8): 32 FMAs a thread
-//   a stage fewer.
+//   (its snippet's INT8_HALF_OFFSET: Q4_1, Q4_K; Q4_0's halves come as signed q - 8): 32 FMAs a
+//   thread a stage fewer. A format whose halves have scales of their own (INT8_HALF_SCALES: Q6_K,
+//   a scale per 16 weights) weighs each half's sums apart: 32 FMAs a thread a stage more.
 // Bindings: gemv.wgsl's names and Params, bound to quantize_rows' outputs where it has its inputs
 //   (the executor's second bind group, Op.matmul_bind): 0 step, 1 p, 2 x (read: quantize_rows' xq),
 //   3 w, 4 bias, 5 residual, 6 y, 7 norm (read: quantize_rows' xs). rows = p.rows, or step.rows.
@@ -44,6 +45,7 @@ var<workgroup> x_e: array<f32, TILE_ROWS>;
 var<workgroup> x_sum: array<f32, TILE_ROWS>;
 var<workgroup> w_q: array<vec4<u32>, W_QUADS * TILE_FEATURES>;
 var<workgroup> w_scale: array<f32, TILE_FEATURES>;
+var<workgroup> w_scale_b: array<f32, TILE_FEATURES>;  // INT8_HALF_SCALES: the second half's
 var<workgroup> w_offset: array<f32, TILE_FEATURES>;
 
 // q . (254 a1 + a2) (one level: q . a1) over 16 int8 pairs, exact: |result| < 127 * 2^15 * 16.
@@ -69,6 +71,13 @@ fn weigh(acc: vec4<f32>, n: vec4<i32>, r: u32, ws: vec4<f32>, wo: vec4<f32>) -> 
     let exact = select(vec4<f32>(n), magic, LEVELS == 1u);
     if (!INT8_HALF_OFFSET) { return fma(exact, x_e[r] * ws, acc); }  // the format's snippet: no offset
     return fma(exact, x_e[r] * ws, fma(vec4<f32>(x_sum[r]), wo, acc));
+}
+
+// The scales of tile features n + 16 j (j < 4): the blocks' (or first halves'), or (second,
+// INT8_HALF_SCALES) the second halves'.
+fn tile_scales(n: u32, second: bool) -> vec4<f32> {
+    if (second) { return vec4<f32>(w_scale_b[n], w_scale_b[n + SPREAD], w_scale_b[n + 2u * SPREAD], w_scale_b[n + 3u * SPREAD]); }
+    return vec4<f32>(w_scale[n], w_scale[n + SPREAD], w_scale[n + 2u * SPREAD], w_scale[n + 3u * SPREAD]);
 }
 
 // Row r's outputs: `low` for features n + 16 j, `high` for n + HALF + 16 j (GATED: `low` the
@@ -145,7 +154,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         } else { x_q2[x_store] = xq; }
         if (lid < TILE_ROWS) { x_e[lid] = xs; } else if (lid < 2u * TILE_ROWS) { x_sum[lid - TILE_ROWS] = xs; }
         w_q[W_QUADS * f + h] = wh.q;
-        if (h == 0u) { w_scale[f] = wh.scale; if (INT8_HALF_OFFSET) { w_offset[f] = wh.offset; } }
+        if (h == 0u) {
+            w_scale[f] = wh.scale;
+            if (INT8_HALF_OFFSET) { w_offset[f] = wh.offset; }
+        } else if (INT8_HALF_SCALES) {
+            w_scale_b[f] = wh.scale;
+        }
         workgroupBarrier();
         if (b + 1u < blocks) {
             if (live_x) { xq = x[x_at + 2u * (b + 1u)]; }
@@ -174,10 +188,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
             s2 = dots4(s2, a1, a2, b0, b1, b2, b3); t2 = dots4(t2, a1, a2, c0, c1, c2, c3);
             a1 = x_q1[at + 6u * SPREAD]; a2 = x_q2[at + 6u * SPREAD];
             s3 = dots4(s3, a1, a2, b0, b1, b2, b3); t3 = dots4(t3, a1, a2, c0, c1, c2, c3);
+            if (INT8_HALF_SCALES && q == 0u) {  // the first half's sums at its own scales (no offset)
+                let ws = tile_scales(tn, false);
+                let vs = tile_scales(tn + HALF, false);
+                let none = vec4<f32>(0.0);
+                lo0 = weigh(lo0, s0, tr, ws, none); hi0 = weigh(hi0, t0, tr, vs, none);
+                lo1 = weigh(lo1, s1, tr + SPREAD, ws, none); hi1 = weigh(hi1, t1, tr + SPREAD, vs, none);
+                lo2 = weigh(lo2, s2, tr + 2u * SPREAD, ws, none); hi2 = weigh(hi2, t2, tr + 2u * SPREAD, vs, none);
+                lo3 = weigh(lo3, s3, tr + 3u * SPREAD, ws, none); hi3 = weigh(hi3, t3, tr + 3u * SPREAD, vs, none);
+                s0 = vec4<i32>(0); s1 = vec4<i32>(0); s2 = vec4<i32>(0); s3 = vec4<i32>(0);
+                t0 = vec4<i32>(0); t1 = vec4<i32>(0); t2 = vec4<i32>(0); t3 = vec4<i32>(0);
+            }
         }
-        let ws = vec4<f32>(w_scale[tn], w_scale[tn + SPREAD], w_scale[tn + 2u * SPREAD], w_scale[tn + 3u * SPREAD]);
+        // The stage's sums (INT8_HALF_SCALES: the second half's) at their scales.
+        let ws = tile_scales(tn, INT8_HALF_SCALES);
         let wo = vec4<f32>(w_offset[tn], w_offset[tn + SPREAD], w_offset[tn + 2u * SPREAD], w_offset[tn + 3u * SPREAD]);
-        let vs = vec4<f32>(w_scale[tn + HALF], w_scale[tn + HALF + SPREAD], w_scale[tn + HALF + 2u * SPREAD], w_scale[tn + HALF + 3u * SPREAD]);
+        let vs = tile_scales(tn + HALF, INT8_HALF_SCALES);
         let vo = vec4<f32>(w_offset[tn + HALF], w_offset[tn + HALF + SPREAD], w_offset[tn + HALF + 2u * SPREAD], w_offset[tn + HALF + 3u * SPREAD]);
         lo0 = weigh(lo0, s0, tr, ws, wo); hi0 = weigh(hi0, t0, tr, vs, vo);
         lo1 = weigh(lo1, s1, tr + SPREAD, ws, wo); hi1 = weigh(hi1, t1, tr + SPREAD, vs, vo);

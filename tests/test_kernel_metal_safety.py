@@ -246,8 +246,8 @@ def test_workgroup_storage_sizes_known():
     assert sizes["repack"] == 2048 * 4
     assert sizes["matmul"] == 2 * 64 * 5 * 16
     assert (
-        sizes["matmul_int8"] == 2 * 128 * 16 + 2 * 64 * 4 + 128 * 3 * 16 + 2 * 128 * 4
-    )  # x q1, q2, e, sums; w q, scales
+        sizes["matmul_int8"] == 2 * 128 * 16 + 2 * 64 * 4 + 128 * 3 * 16 + 3 * 128 * 4
+    )  # x q1, q2, e, sums; w q, scales (INT8_HALF_SCALES: the second halves' too), offsets
     assert sizes["quantize_rows"] == 256 * 4 + 3 * 4  # a row's squares (SPREAD: 64 threads' maxima, squares, Q sums)
     assert sizes["quantize_32"] == 3 * 64 * 4  # (alone: with quantize_rows' SPREAD threads, Q32_THREADS below)
     assert sizes["topk_chunks"] == 1024 * 4 * 2 + 256 * 4

@@ -248,6 +248,8 @@ FUSED = [
     ("matmul", True, "q4_1", 352, 17, True, False),
     ("matmul", True, "q8_0", 2304, 33, False, True),
     ("matmul", True, "q4_0", 96, 130, True, True),  # int8: two row tiles, the second of 2 rows
+    ("matmul", False, "q4_k", 768, 70, True, False),  # int8: a sub-block's scale and min a 32
+    ("matmul", True, "q6_k", 512, 70, False, True),  # int8: a scale per 16, each half weighed apart
 ]
 
 

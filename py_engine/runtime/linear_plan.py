@@ -124,7 +124,13 @@ INT8_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k"
 # a few steps of 127; lavapipe, 89 positions after a 512-token prompt) read 7.0e-4 and 97.8 %,
 # past issue 28's top-1 bound (two levels: 6.9e-7, 100 %), and two levels were slower than f32
 # there (16,520 tok/s against 17,349: few 128-feature tiles).
-INT8_MATMUL_FORMATS = frozenset({"q4_0", "q4_1", "q8_0"})
+# Q4_K (a sub-block's scale and min a 32) and Q6_K (a scale per 16: each half weighed apart,
+# matmul_int8.wgsl INT8_HALF_SCALES), session 47: the 8B's layer at 512 rows 10.5 -> 4.6 ms and
+# 10.9 -> 5.7 (Q4_0 4.4); the catalog's Q4_K_M models, whose K >= 2048 rows are their down
+# projections in both formats (lavapipe, 129 positions after a 512-token prompt, fidelity.py
+# --prompt 512): Gemma-3-270M mean KL divergence 1.0e-4, p99 7.4e-4, top-1 100 %;
+# Qwen2.5-Coder-0.5B 2.5e-5, 1.2e-4, 99.2 %.
+INT8_MATMUL_FORMATS = frozenset({"q4_0", "q4_1", "q8_0", "q4_k", "q6_k"})
 INT8_MATMUL_MIN_K = 2048
 INT8_MATMUL_LEVELS = 1
 

@@ -20,6 +20,7 @@ fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
     return Int8Half(v | ((v & vec4<u32>(0x08080808u)) * 0x1eu), q4_0_d(g, total), 0.0);
 }
 const INT8_HALF_OFFSET: bool = false;
+const INT8_HALF_SCALES: bool = false;  // one scale a 32
 
 // units
 const UNIT: u32 = 32u;  // one ggml block: one 16-byte load of quants

@@ -19,6 +19,7 @@ fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
     return Int8Half((w_vec4(q4_1_quants(g, total)) >> vec4<u32>(4u * h)) & vec4<u32>(0x0f0f0f0fu), dm.x, dm.y);
 }
 const INT8_HALF_OFFSET: bool = true;
+const INT8_HALF_SCALES: bool = false;  // one scale a 32
 
 // units
 const UNIT: u32 = 32u;

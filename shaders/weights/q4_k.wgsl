@@ -12,6 +12,21 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let q = byte_bits(w_word((o + 16u + 32u * (j / 64u) + j % 32u) / 4u), 4u * ((j / 32u) % 2u), 15u);
     return (dm.x * sm.x) * vec4<f32>(q) - (dm.y * sm.y);
 }
+// Block b (of 32: sub-block b % 8 of its 256) of a row, half h: its 16 nibbles from weight 16 h,
+// as unsigned bytes q (0..15) with w = (d * sc) * q - (dmin * m): one scale and one offset for
+// the sub-block's 32 weights, as the int8 matmul weighs a 32 (INT8_HALF_OFFSET).
+fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
+    let o = (row * (K / 256u) + b / 8u) * 144u;
+    let sub = b % 8u;
+    let head = w_vec4(o);
+    let dm = unpack2x16float(head.x);
+    let sm = k_scale_min(head.yzw, sub);
+    let q = (w_vec4(o + 16u + 32u * (sub / 2u) + 16u * h) >> vec4<u32>(4u * (sub % 2u))) & vec4<u32>(0x0f0f0f0fu);
+    return Int8Half(q, dm.x * sm.x, -(dm.y * sm.y));
+}
+const INT8_HALF_OFFSET: bool = true;
+const INT8_HALF_SCALES: bool = false;  // one scale a 32
+
 // units
 const UNIT: u32 = 64u;  // sub-blocks 2p and 2p + 1: the low and high nibbles of 32 bytes
 const X_PAD: u32 = 16u;  // x blocks from one unit's activations to the next's

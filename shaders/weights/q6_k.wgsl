@@ -19,6 +19,23 @@ fn weight_block(row: u32, b: u32, K: u32, N: u32) -> vec4<f32> {
     let scale = q6_k_scale(w_vec4(q6_k_field(g, total, 192u, 16u)), j / 16u);
     return (w_f16(q6_k_field(g, total, 208u, 2u)) * scale) * (vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0);
 }
+// Block b (of 32: weights 32 (b % 8) .. of its 256, h2 = (b % 8) / 4, t = b % 4) of a row, half h:
+// its 16 q - 32 as signed bytes (q ^ 32's bit 5 is the sign: times 7 it fills bits 6 and 7), at
+// its own scale d * scales[8 h2 + 2 t + h] (INT8_HALF_SCALES: a scale per 16 weights).
+fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
+    let g = row * (K / 256u) + b / 8u;
+    let total = N * (K / 256u);
+    let h2 = (b % 8u) / 4u;
+    let t = b % 4u;
+    let lo = (w_vec4(q6_k_field(g, total, 0u, 128u) + 64u * h2 + 32u * (t % 2u) + 16u * h) >> vec4<u32>(4u * (t / 2u))) & vec4<u32>(0x0f0f0f0fu);
+    let hi = (w_vec4(q6_k_field(g, total, 128u, 64u) + 32u * h2 + 16u * h) >> vec4<u32>(2u * t)) & vec4<u32>(0x03030303u);
+    let v = (lo | (hi << vec4<u32>(4u))) ^ vec4<u32>(0x20202020u);
+    let scale = q6_k_scale(w_vec4(q6_k_field(g, total, 192u, 16u)), 8u * h2 + 2u * t + h);
+    return Int8Half(v | ((v & vec4<u32>(0x20202020u)) * 7u), w_f16(q6_k_field(g, total, 208u, 2u)) * scale, 0.0);
+}
+const INT8_HALF_OFFSET: bool = false;
+const INT8_HALF_SCALES: bool = true;
+
 // units
 // Unit v of a block (h = v / 2, s = v % 2): 32 ql bytes at 64h + 32s hold weights 128h + 32s + i
 // (low nibbles, t = s) and 128h + 64 + 32s + i (high nibbles, t = s + 2); their high bits are

@@ -15,6 +15,7 @@ fn int8_half(row: u32, b: u32, h: u32, K: u32, N: u32) -> Int8Half {
     return Int8Half(w_vec4(q8_0_quants(g, total) + 16u * h), q8_0_d(g, total), 0.0);
 }
 const INT8_HALF_OFFSET: bool = false;
+const INT8_HALF_SCALES: bool = false;  // one scale a 32
 
 // units
 const UNIT: u32 = 32u;  // one ggml block: two 16-byte loads of quants
