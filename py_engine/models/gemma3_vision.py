@@ -27,7 +27,7 @@ from .attention_grid import FEW_ROWS
 from .builder import GraphBuilder
 from .config import ModelConfig
 from .config_values import ConfigKeys
-from .siglip import flat_patches, siglip_config, siglip_encoder
+from .siglip import flat_patches, renamed, siglip_config, siglip_encoder
 
 VISION = "model.vision_tower."
 PROJECTOR = "model.multi_modal_projector."
@@ -67,16 +67,7 @@ def gemma3_vision_config(raw: dict, path) -> tuple[ModelConfig, dict]:
 def gemma3_vision_tensors(tensors: dict) -> dict:
     """The checkpoint's vision tower and projector tensors under this module's names (PREFIXES), the
     patch embedding as its [hidden, 3 p^2] matrix; a name given twice is refused."""
-    out = {}
-    for name, info in tensors.items():
-        prefix = next((p for p in PREFIXES if name.startswith(p)), None)
-        if prefix is None:
-            continue
-        canonical = PREFIXES[prefix] + name[len(prefix) :]
-        if canonical in out:
-            raise ModelFileError(info.path, f"tensor {canonical!r} is stored twice (as {name!r} too)")
-        out[canonical] = info
-    return flat_patches(out, PATCH_WEIGHT)
+    return flat_patches(renamed(tensors, PREFIXES), PATCH_WEIGHT)
 
 
 def projection_width(tensors: dict) -> int:

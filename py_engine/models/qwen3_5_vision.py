@@ -24,7 +24,6 @@ first. Every tensor's shape is checked against config.json before a graph is mad
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from ..errors import ModelFileError
 from ..runtime.graph import Graph, ceil_div
@@ -33,6 +32,7 @@ from .bert import encoder_attention, gelu, input_tensor, layer_norm
 from .builder import GraphBuilder
 from .config import MAX_LAYERS, ModelConfig
 from .config_values import ConfigKeys
+from .siglip import flat_patches, renamed
 
 VISION = "model.visual."
 PREFIXES = {"model.visual.": VISION, "visual.": VISION}
@@ -112,19 +112,7 @@ def qwen3_5_vision_config(raw: dict, path, max_binding: int = 1 << 27) -> tuple[
 def qwen3_5_vision_tensors(tensors: dict) -> dict:
     """The checkpoint's vision tower under this module's names (PREFIXES), the Conv3d patch embedding as
     its [hidden, 3 x temporal x patch^2] matrix; a name given twice is refused."""
-    out = {}
-    for name, info in tensors.items():
-        prefix = next((p for p in PREFIXES if name.startswith(p)), None)
-        if prefix is None:
-            continue
-        canonical = PREFIXES[prefix] + name[len(prefix) :]
-        if canonical in out:
-            raise ModelFileError(info.path, f"tensor {canonical!r} is stored twice (as {name!r} too)")
-        out[canonical] = info
-    weight = out.get(PATCH_WEIGHT)
-    if weight is not None and len(weight.shape) == 5:
-        out[PATCH_WEIGHT] = replace(weight, shape=(weight.shape[0], math.prod(weight.shape[1:])))
-    return out
+    return flat_patches(renamed(tensors, PREFIXES), PATCH_WEIGHT)
 
 
 def expected_shapes(cfg: ModelConfig, geometry: dict) -> dict[str, tuple]:

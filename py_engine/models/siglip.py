@@ -101,12 +101,27 @@ def vision_tensors(tensors: dict) -> dict:
 
 
 def flat_patches(tensors: dict, name: str) -> dict:
-    """`tensors` with the patch embedding's Conv2d weight `name` [hidden, 3, p, p] seen as the matrix
-    [hidden, 3 p^2] it is in memory."""
+    """`tensors` with the patch embedding's convolution weight `name` (Conv2d's [hidden, 3, p, p],
+    Qwen3.5's Conv3d [hidden, 3, frames, p, p]) seen as the matrix [hidden, 3 ... p^2] it is in memory."""
     weight = tensors.get(name)
-    if weight is not None and len(weight.shape) == 4:
+    if weight is not None and len(weight.shape) > 2:
         tensors[name] = replace(weight, shape=(weight.shape[0], math.prod(weight.shape[1:])))
     return tensors
+
+
+def renamed(tensors: dict, prefixes: dict) -> dict:
+    """The tensors whose names start with one of `prefixes`' keys, under that prefix's value instead
+    (a tower's names whatever the checkpoint's layout); a name given twice is refused."""
+    out = {}
+    for name, info in tensors.items():
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is None:
+            continue
+        canonical = prefixes[prefix] + name[len(prefix) :]
+        if canonical in out:
+            raise ModelFileError(info.path, f"tensor {canonical!r} is stored twice (as {name!r} too)")
+        out[canonical] = info
+    return out
 
 
 def siglip_encoder(b: GraphBuilder, geometry: dict, prefix: str) -> Tensor:
