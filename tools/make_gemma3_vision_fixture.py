@@ -24,6 +24,7 @@ too little effect on the logits, or when the bidirectional mask changes them too
 """
 
 import json
+import sys
 
 import numpy as np
 import torch
@@ -39,19 +40,16 @@ from vision_fixture_common import (
     ATTN,
     STD,
     f7,
-    find_seed,
     greedy,
     load_model,
+    make_fixture,
     margins,
     outcome,
-    prepare,
     prompts,
     run_prompts,
     save_model,
     save_tokenizer_files,
     train_bpe,
-    write_pictures,
-    write_reference,
 )
 
 MIN_MASK_EFFECT = 0.02  # ... and by more than this between the bidirectional and the causal picture mask
@@ -374,35 +372,22 @@ def check_saved_model(out):
     return sorted(names)
 
 
-def main():
-    out = prepare(__doc__, "tests/fixtures/gemma3vl-f32")
+SKIPPED = "near-tied, degenerate or blind to the pictures or their mask, next one"
+CLASSES = ("Gemma3ForConditionalGeneration", "Gemma3Processor (image processor Gemma3ImageProcessorPil)")
 
-    save_processor_files(build_tokenizer(), out)
-    processor = load_processor(out)
 
-    pictures, image_refs, arrays = write_pictures(
-        out, IMAGES, lambda p, a, index: image_reference(processor, p, a, f"image{index}_pixel_values")
-    )
-
-    seed, (prompts, prompt_arrays) = find_seed(
-        "gemma3vl",
-        FIRST_SEED,
-        lambda seed: write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed),
-        "near-tied, degenerate or blind to the pictures or their mask, next one",
-    )
-    tensor_names = check_saved_model(out)
-    config = json.loads((out / "config.json").read_text())
-
-    classes = ("Gemma3ForConditionalGeneration", "Gemma3Processor (image processor Gemma3ImageProcessorPil)")
-    ids = {
+def token_ids(config, processor):
+    return {
         "vocab_size": len(processor.tokenizer),
         "image_token_id": config["image_token_index"],
         "boi_token_id": config["boi_token_index"],
         "eoi_token_id": config["eoi_token_index"],
         "mm_tokens_per_image": MM_TOKENS,
     }
-    rest = {"images": image_refs, "prompts": prompts, "tensors": tensor_names}
-    write_reference(out, "gemma3vl", seed, classes, ids, rest, {**arrays, **prompt_arrays})
+
+
+def main():
+    make_fixture(__doc__, "tests/fixtures/gemma3vl-f32", "gemma3vl", sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ too little effect on the logits, or when the multimodal positions change them to
 """
 
 import json
+import sys
 
 import numpy as np
 import torch
@@ -42,19 +43,16 @@ from vision_fixture_common import (
     ATTN,
     STD,
     f7,
-    find_seed,
     greedy,
     load_model,
+    make_fixture,
     margins,
     outcome,
-    prepare,
     prompts,
     run_prompts,
     save_model,
     save_tokenizer_files,
     train_bpe,
-    write_pictures,
-    write_reference,
 )
 
 MIN_POSITION_EFFECT = 0.05  # ... and by more than this between multimodal and plain positions
@@ -373,34 +371,21 @@ def check_saved_model(out):
     return sorted(names)
 
 
-def main():
-    out = prepare(__doc__, "tests/fixtures/qwen3_5vl-f32")
+SKIPPED = "near-tied, degenerate or blind to the pictures or their positions, next one"
+CLASSES = ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor (image processor Qwen2VLImageProcessorPil)")
 
-    save_processor_files(build_tokenizer(), out)
-    processor = load_processor(out)
 
-    pictures, image_refs, arrays = write_pictures(
-        out, IMAGES, lambda p, a, index: image_reference(processor, p, a, f"image{index}_pixel_values")
-    )
-
-    seed, (prompts, prompt_arrays) = find_seed(
-        "qwen3_5vl",
-        FIRST_SEED,
-        lambda seed: write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed),
-        "near-tied, degenerate or blind to the pictures or their positions, next one",
-    )
-    tensor_names = check_saved_model(out)
-    config = json.loads((out / "config.json").read_text())
-
-    classes = ("Qwen3_5ForConditionalGeneration", "Qwen3VLProcessor (image processor Qwen2VLImageProcessorPil)")
-    ids = {
+def token_ids(config, processor):
+    return {
         "vocab_size": len(processor.tokenizer),
         "image_token_id": config["image_token_id"],
         "vision_start_token_id": config["vision_start_token_id"],
         "vision_end_token_id": config["vision_end_token_id"],
     }
-    rest = {"images": image_refs, "prompts": prompts, "tensors": tensor_names}
-    write_reference(out, "qwen3_5vl", seed, classes, ids, rest, {**arrays, **prompt_arrays})
+
+
+def main():
+    make_fixture(__doc__, "tests/fixtures/qwen3_5vl-f32", "qwen3_5vl", sys.modules[__name__])
 
 
 if __name__ == "__main__":

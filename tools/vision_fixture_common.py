@@ -238,6 +238,32 @@ def find_seed(tag, first_seed, attempt, skipped):
     raise RuntimeError("no usable seed")
 
 
+def make_fixture(doc, default_out, tag, recipe):
+    """A vision fixture tool's main: the folder prepared (--out, default `default_out`), the processor's
+    files saved and loaded back, the pictures written with their references, the first usable seed's model
+    and prompts (from recipe.first_seed), the saved model checked, reference.json / .npz written.
+    recipe: a module (the tool's) with build_tokenizer, save_processor_files, load_processor, IMAGES, image_reference,
+    write_model_and_reference, FIRST_SEED, SKIPPED (why a seed is passed over), check_saved_model, CLASSES
+    and token_ids(config, processor)."""
+    out = prepare(doc, default_out)
+    recipe.save_processor_files(recipe.build_tokenizer(), out)
+    processor = recipe.load_processor(out)
+    pictures, image_refs, arrays = write_pictures(
+        out, recipe.IMAGES, lambda p, a, index: recipe.image_reference(processor, p, a, f"image{index}_pixel_values")
+    )
+    seed, (prompts, prompt_arrays) = find_seed(
+        tag,
+        recipe.FIRST_SEED,
+        lambda seed: recipe.write_model_and_reference(out, processor, (pictures, image_refs), arrays, seed),
+        recipe.SKIPPED,
+    )
+    tensor_names = recipe.check_saved_model(out)
+    config = json.loads((out / "config.json").read_text())
+    rest = {"images": image_refs, "prompts": prompts, "tensors": tensor_names}
+    ids = recipe.token_ids(config, processor)
+    write_reference(out, tag, seed, recipe.CLASSES, ids, rest, {**arrays, **prompt_arrays})
+
+
 def write_reference(out, tag, seed, classes, ids, rest, arrays):
     """reference.json (the versions, `classes` (model, processor), the seed, `ids`, the chat call, `rest`)
     and reference.npz (`arrays`)."""
