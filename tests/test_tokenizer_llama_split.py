@@ -44,3 +44,22 @@ def test_split_cuts_text_where_llama_cpp_does(split):
         pieces = splitter(text)
         assert "".join(pieces) == text
         assert [len(piece) for piece in pieces] == lengths, (split, text)
+
+
+def test_special_scan_finds_what_each_token_in_turn_finds():
+    """SpecialScan.found (one pass over the text) is llama.cpp's partition's filter, `token in text`
+    for each matched-in-text token in its order: overlapping tokens, one-character ones, a text
+    twice in the vocabulary, tokens at the text's ends, an empty one (never matched)."""
+    import random
+
+    from py_engine.tokenizer.llama.special_scan import SpecialScan
+
+    tokens = ["<a>", "<a", "a>", "<ab>", "\n\n", "\n", "  ", " ", "[x]", "<a>", "", "b", "zz", "<i>", "<im>"]
+    order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))
+    scan = SpecialScan(tokens, order)
+    pieces = ["<", "a", ">", "b", "\n", " ", "[", "x", "]", "z", "i", "m", "q"]
+    rng = random.Random(7)
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+        assert scan.found(text) == [i for i in order if tokens[i] and tokens[i] in text], repr(text)
+    assert SpecialScan(["a"], []).found("a") == []

@@ -17,6 +17,7 @@ from ..spec_error import SpecError
 from .decode import Detokenizer, LlamaStreamDecoder
 from .pre import SPLITS
 from .split import splitter
+from .special_scan import SpecialScan
 from .spm import spm_tokenize
 from .ugm import UnigramSession
 from .vocab import LSTRIP, NORMAL, RSTRIP, UNUSED, USER_DEFINED, LlamaVocab
@@ -42,7 +43,7 @@ class LlamaTokenizer(TokenizerBase):
             template_tokens=template_tokens,
         )
         self._vocab = vocab
-        self._in_text = vocab.matched_in_text()
+        self._in_text = SpecialScan(vocab.tokens, vocab.matched_in_text())
         self._prefix, self._suffix = _affixes(vocab)
         self._tokenize_text = _text_tokenizer(vocab)
         self._detokenize = Detokenizer(vocab)
@@ -87,10 +88,8 @@ class LlamaTokenizer(TokenizerBase):
         out of every text fragment at each occurrence, left to right."""
         tokens, attrs = self._vocab.tokens, self._vocab.attrs
         fragments: list[str | int] = [text] if text else []
-        for token_id in self._in_text:
+        for token_id in self._in_text.found(text):
             token = tokens[token_id]
-            if token not in text:
-                continue
             attr = attrs[token_id]
             next_fragments: list[str | int] = []
             for fragment in fragments:
