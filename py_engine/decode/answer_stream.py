@@ -7,9 +7,11 @@ a cancel or the length."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from ..errors import WispError
+from ..gpu import Read
 from .stop_strings import StopStrings
 
 
@@ -17,8 +19,8 @@ class AnswerStream:
     """Async iterable of the answer's text pieces (none empty; a model without a tokenizer gives
     none, only tokens). Afterwards: tokens (every id generated, a final stop id included),
     token_times (perf_counter() as each arrived), started (perf_counter() before the prompt went
-    in), encoded (perf_counter() once its pictures' embeddings were done on the GPU; None without
-    pictures) and stop: why it ended, "eos" (a stop id), "stop" (a stop string, or the constraint was
+    in), encoded (perf_counter() once its pictures' embeddings were seen done on the GPU, by the
+    first token; None without pictures) and stop: why it ended, "eos" (a stop id), "stop" (a stop string, or the constraint was
     finished), "cancel" or "length"."""
 
     def __init__(
@@ -45,6 +47,7 @@ class AnswerStream:
         self.token_times: list[float] = []
         self.started = None
         self.encoded = None
+        self._encoding = None  # the task that sets `encoded`
         self.stop = "length"
         self.pictures = list(pictures)
 
@@ -57,11 +60,24 @@ class AnswerStream:
         return self._pieces()
 
     async def _place_pictures(self, keep: int) -> None:
-        """The prompt cache's prepare: the pictures encoded unless every picture token is reused."""
+        """The prompt cache's prepare: the pictures encoded unless every picture token is reused.
+        Not waited for: the prompt's forward goes in behind them while the GPU encodes (H200,
+        Gemma-3-4B: the ~5 ms of host work a prompt's forward takes); a read of their embeddings
+        submitted after them is watched beside it for the stats' encode time."""
         if await place_pictures(self.model, self.ids, self.pictures, keep):
-            engine = self.model.engine  # one wait for the GPU to finish them (a few ms): the stats' encode time
-            await engine.device.read_buffer(engine.image_embeds, 0, 4)
-            self.encoded = time.perf_counter()
+            engine = self.model.engine
+            pending = engine.device.submit([Read(engine.image_embeds, 0, 4)])[0]
+            self._encoding = asyncio.ensure_future(self._note_encoded(engine.device, pending))
+
+    async def _note_encoded(self, device, pending) -> None:
+        await device.fetch(pending)
+        self.encoded = time.perf_counter()
+
+    async def _encoded(self) -> None:
+        """Wait for the encode time's task (done once a token came: the pictures went first)."""
+        if self._encoding is not None:
+            task, self._encoding = self._encoding, None
+            await task
 
     async def _pieces(self):
         tok = self.model.tok
@@ -80,6 +96,7 @@ class AnswerStream:
             async for token in generation:
                 self.tokens.append(token)
                 self.token_times.append(time.perf_counter())
+                await self._encoded()
                 if token in self.stop_ids:
                     self.stop = "eos"
                     break
@@ -97,6 +114,7 @@ class AnswerStream:
                     self.stop = "stop"
         finally:
             await generation.aclose()  # now, not at garbage collection: the cache must know what it holds
+            await self._encoded()
         tail = stops.push(decoder.flush()) + stops.flush() if decoder else ""
         if tail:
             yield tail
