@@ -28,7 +28,10 @@ def check(text: str, chunks, window: int, overlap: int, count=words):
 
 def test_paragraphs_then_sentences_then_words():
     rng = random.Random(3)
-    sentence = lambda: " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randrange(3, 12))) + "."
+
+    def sentence():
+        return " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randrange(3, 12))) + "."
+
     paragraphs = [" ".join(sentence() for _ in range(rng.randrange(1, 6))) for _ in range(40)]
     paragraphs[7] = " ".join(["word"] * 90)  # no sentence boundary: cut at words
     text = "\n\n".join(paragraphs)
@@ -40,13 +43,18 @@ def test_paragraphs_then_sentences_then_words():
     ends = {chunk.end for chunk in chunks}
     paragraph_ends = {text.index(p) + len(p) for p in paragraphs}
     assert ends <= paragraph_ends | {len(text)}
+
     # A join costs tokens of its own (a line break a token here): windows are counted whole.
-    breaks = lambda t: words(t) + t.count("\n")
+    def breaks(t):
+        return words(t) + t.count("\n")
+
     check(text, chunk_text(text, breaks, 64, 8), 64, 8, breaks)
 
 
 def test_a_word_longer_than_a_window_is_cut_by_characters():
-    letters = lambda t: len(t.replace(" ", ""))  # a token a character
+    def letters(t):
+        return len(t.replace(" ", ""))  # a token a character
+
     text = "short words " + "x" * 50 + " end"
     chunks = chunk_text(text, letters, 16, 0)
     check(text, chunks, 16, 0, letters)

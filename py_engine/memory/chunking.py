@@ -11,8 +11,8 @@ across a join), and a window over the budget loses units from its end until it f
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 # Boundaries from coarsest to finest: a unit longer than a window is cut at the next finer one.
 _BOUNDARIES = (
@@ -35,7 +35,9 @@ def chunk_text(text: str, count_tokens: Callable[[str], int], window: int = 256,
     """The passages of `text`. count_tokens(text): the embedding model's tokens in a text (without
     its special tokens). 0 <= overlap < window."""
     if window < 1 or not 0 <= overlap < window:
-        raise ValueError(f"chunking needs a window of at least 1 token and 0 <= overlap < window, not {window}, {overlap}")
+        raise ValueError(
+            f"chunking needs a window of at least 1 token and 0 <= overlap < window, not {window}, {overlap}"
+        )
     units = _units(text, 0, len(text), 0, count_tokens, window)
     chunks: list[Chunk] = []
     first = 0

@@ -16,8 +16,8 @@ from ..charsmap import CharsMap
 from ..spec_error import SpecError
 from .decode import Detokenizer, LlamaStreamDecoder
 from .pre import SPLITS
-from .split import splitter
 from .special_scan import SpecialScan
+from .split import splitter
 from .spm import spm_tokenize
 from .ugm import UnigramSession
 from .vocab import LSTRIP, NORMAL, RSTRIP, UNUSED, USER_DEFINED, LlamaVocab
