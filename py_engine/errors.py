@@ -20,3 +20,13 @@ class UnsupportedArchitectureError(WispError):
 
 class StorageQuotaError(WispError):
     """The browser's weight store (worker/store.js) has no room for a model's files."""
+
+
+class DocumentError(WispError):
+    """A document handed to on-device memory cannot be read: empty, binary, too large, damaged, a
+    compression bomb, encrypted, or a PDF with no text to extract. Always names the document."""
+
+    def __init__(self, name: str, problem: str):
+        self.name = name
+        self.problem = problem
+        super().__init__(f"{name}: {problem}")
