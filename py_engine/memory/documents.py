@@ -5,9 +5,10 @@ headings) at character offsets, so a passage can be cited as "page 3" or by the 
 The kind comes from the media type, else the name's suffix, else the content (an HTML page by its
 doctype or <html>); a PDF is known by its %PDF- header whatever it is called. Text is UTF-8 (a BOM is
 dropped), UTF-16 behind its BOM, a declared charset (the media type's, an HTML <meta>), or for old files
-Windows-1252 when it is not UTF-8 yet has almost no control characters. Tolerances, each one byte in a
-thousand: invalid UTF-8 sequences read as U+FFFD, and NUL bytes are dropped; more of either is binary
-data and refused. Every refusal is one DocumentError naming the document (limits.py has the caps)."""
+Windows-1252 when it is not UTF-8. Tolerances, each one in a thousand bytes: invalid UTF-8 sequences
+read as U+FFFD (more: Windows-1252), NUL bytes are dropped, control characters other than tab, line and
+page breaks and escape (ANSI colours in logs) are kept; more NULs or control characters is binary data,
+refused. Every refusal is one DocumentError naming the document (limits.py has the caps)."""
 
 import codecs
 import re
@@ -115,16 +116,14 @@ def decode_text(name: str, data: bytes, charset: str | None = None) -> str:
     if nuls:
         data = data.replace(b"\x00", b"")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        pass
-    text = data.decode("utf-8", "replace")
-    if text.count("\ufffd") - data.count("\ufffd".encode()) <= tolerance:
-        return text
-    text = data.decode("cp1252", "replace")  # Windows' old default for text files
-    if len(_CONTROL.findall(text)) <= tolerance:
-        return text
-    raise DocumentError(name, "is binary data, not text (neither UTF-8 nor Windows-1252)")
+        text = data.decode("utf-8", "replace")
+        if text.count("\ufffd") - data.count("\ufffd".encode()) > tolerance:
+            text = data.decode("cp1252", "replace")  # Windows' old default for text files
+    if _CONTROL.search(text) and len(_CONTROL.findall(text)) > tolerance:
+        raise DocumentError(name, "is binary data, not text (control characters)")
+    return text
 
 
 def _declared_charset(data: bytes, media_type: str | None, kind: str) -> str | None:
