@@ -13,7 +13,10 @@
 //   6 yq (read_write, [rows][q8_row_quads of dim] vec4<u32>) also takes y's rows as quantize_rows.wgsl
 //   SPREAD would leave them (shaders/quantize_32.wgsl: the same bits as the GEMV quantizing y
 //   itself), so that the head's many workgroups do not each stage and quantize it. dim % 32 == 0.
+// OUT_SCALE (define; Gemma 4's layer_scalar): the output (residual added) times out_scale[0],
+//   7 out_scale (6 without Q8_OUTPUT; read, f32 [1]): a checkpoint's weight, so a buffer, not a param.
 //#optional Q8_OUTPUT
+//#optional OUT_SCALE
 struct Params { dim: u32, eps: f32, w_offset: f32, last_row_only: u32, add_residual: u32, pad0: u32, pad1: u32, pad2: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -29,6 +32,18 @@ const Q32_THREADS: u32 = 256u;  // shaders/quantize_32.wgsl: every thread, a vec
 
 // Word i of yq (shaders/quantize_32.wgsl's store_q8).
 fn q8_word(i: u32, value: u32) { yq[i / 4u][i % 4u] = value; }
+//#endif
+//#if OUT_SCALE
+//#if Q8_OUTPUT
+@group(0) @binding(7) var<storage, read> out_scale: array<f32>;
+//#else
+@group(0) @binding(6) var<storage, read> out_scale: array<f32>;
+//#endif
+fn scaled(v: f32) -> f32 { return v * out_scale[0]; }
+fn scaled4(v: vec4<f32>) -> vec4<f32> { return v * out_scale[0]; }
+//#else
+fn scaled(v: f32) -> f32 { return v; }
+fn scaled4(v: vec4<f32>) -> vec4<f32> { return v; }
 //#endif
 
 var<workgroup> partial: array<f32, 256>;
@@ -85,6 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (p.add_residual == 1u) {
             out += vec4<f32>(residual[src + j], residual[src + j + 256u], residual[src + j + 512u], residual[src + j + 768u]);
         }
+        out = scaled4(out);
         y[dst + j] = out.x;
         y[dst + j + 256u] = out.y;
         y[dst + j + 512u] = out.z;
@@ -93,7 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (; j < p.dim; j += 256u) {
         var out = x[src + j] * scale * (w[j] + p.w_offset);
         if (p.add_residual == 1u) { out += residual[src + j]; }
-        y[dst + j] = out;
+        y[dst + j] = scaled(out);
     }
 //#if Q8_OUTPUT
     // The row again (cache-hot), a vec4 of consecutive elements a thread, with y's arithmetic.
@@ -109,6 +125,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (p.add_residual == 1u) {
                 out += vec4<f32>(residual[src + k], residual[src + k + 1u], residual[src + k + 2u], residual[src + k + 3u]);
             }
+            out = scaled4(out);
         }
         let q = quantize_32(lid, out, out, live);
         if (live) { store_q8(q, wid.x, p.dim, v4, lid % 8u == 0u); }

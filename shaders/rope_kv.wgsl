@@ -3,7 +3,9 @@
 // at row (step.pos + r) % capacity: capacity holds the context's positions, or is a sliding
 // layer's ring (py_engine/runtime/kv_cache.py), where a position overwrites the one a ring's length before.
 //   q heads: rotated in place in qkv.   k heads: normalised, rotated, written to k_cache.
-//   v heads: copied to v_cache.
+//   v heads: written to v_cache, RMS-normalised first (without a weight) where has_v_norm = 1
+//   (Gemma 4). A layer that reads another's caches (Gemma 4's shared-KV layers) dispatches only
+//   its q heads: its qkv holds nothing else.
 // RoPE (shaders/rope.wgsl) is split-half or interleaved pairs; only the first
 // rotary_dim dims of a head rotate (partial rotary). cos/sin come precomputed per row, so they
 // match the reference to the last bit instead of depending on the GPU's cos() accuracy.
@@ -23,7 +25,7 @@
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
     qkv_stride: u32, capacity: u32, has_qk_norm: u32, interleaved: u32,
-    eps: f32, norm_offset: f32, q_head_stride: u32, pad1: u32,
+    eps: f32, norm_offset: f32, q_head_stride: u32, has_v_norm: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -49,15 +51,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let is_q = h < p.n_heads;
     let is_v = h >= p.n_heads + p.n_kv_heads;
 
-    if (is_v) {
-        let kvh = h - p.n_heads - p.n_kv_heads;
-        let first_pair = (kvh * p.capacity + cached_at) * hd / 2u;
-        for (var e = lid; e < hd / 2u; e += 128u) {
-            v_store_pair(first_pair + e, vec2<f32>(qkv[base + 2u * e], qkv[base + 2u * e + 1u]));
-        }
-        return;
-    }
-
     var sum = 0.0;
     for (var d = lid; d < hd; d += 128u) {
         let v = qkv[base + d];
@@ -66,35 +59,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     partial[lid] = sum;
     workgroupBarrier();
-    if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
+    // Uniform (is_v follows the workgroup): the barriers inside are reached by every thread or none.
+    if ((!is_v && p.has_qk_norm == 1u) || (is_v && p.has_v_norm == 1u)) {
         for (var stride = 64u; stride > 0u; stride >>= 1u) {
             if (lid < stride) { partial[lid] += partial[lid + stride]; }
             workgroupBarrier();
         }
         let scale = inverseSqrt(partial[0] / f32(hd) + p.eps);
         for (var d = lid; d < hd; d += 128u) {
-            var w = k_norm[d];
-            if (is_q) { w = q_norm[d]; }
-            head[d] = head[d] * scale * (w + p.norm_offset);
+            var w = 1.0;  // a V norm has no weight
+            if (is_q) { w = q_norm[d] + p.norm_offset; } else if (!is_v) { w = k_norm[d] + p.norm_offset; }
+            head[d] = head[d] * scale * w;
         }
         workgroupBarrier();
     }
 
-    let half = p.rotary_dim / 2u;
-    for (var i = lid; i < half; i += 128u) {
-        let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
-        let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
-        let turned = rope_turn(vec2<f32>(head[ab.x], head[ab.y]), cs);
-        head[ab.x] = turned.x;
-        head[ab.y] = turned.y;
+    if (!is_v) {
+        let half = p.rotary_dim / 2u;
+        for (var i = lid; i < half; i += 128u) {
+            let ab = rope_pair(i, p.rotary_dim, p.interleaved == 1u);
+            let cs = vec2<f32>(cos_sin[(row * half + i) * 2u], cos_sin[(row * half + i) * 2u + 1u]);
+            let turned = rope_turn(vec2<f32>(head[ab.x], head[ab.y]), cs);
+            head[ab.x] = turned.x;
+            head[ab.y] = turned.y;
+        }
     }
     workgroupBarrier();
 
     if (is_q) {
         for (var d = lid; d < hd; d += 128u) { qkv[base + d] = head[d]; }
+    } else if (is_v) {
+        let first_pair = ((h - p.n_heads - p.n_kv_heads) * p.capacity + cached_at) * hd / 2u;
+        for (var e = lid; e < hd / 2u; e += 128u) {
+            v_store_pair(first_pair + e, vec2<f32>(head[2u * e], head[2u * e + 1u]));
+        }
     } else {
-        let kvh = h - p.n_heads;
-        let first_pair = (kvh * p.capacity + cached_at) * hd / 2u;
+        let first_pair = ((h - p.n_heads) * p.capacity + cached_at) * hd / 2u;
         for (var e = lid; e < hd / 2u; e += 128u) {
             k_store_pair(first_pair + e, vec2<f32>(head[2u * e], head[2u * e + 1u]));
         }

@@ -88,7 +88,7 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
         "eps": 1e-6,
         "norm_offset": 0.0,
         "q_head_stride": hd,
-        "pad1": 0,
+        "has_v_norm": 0,
     }
     out = run_kernel(
         "rope_kv",

@@ -5,6 +5,7 @@ from .bert import build_bert
 from .gemma import build_gemma
 from .gemma2 import build_gemma2
 from .gemma3 import build_gemma3
+from .gemma4 import build_gemma4
 from .lfm2 import build_lfm2
 from .llama import build_llama, build_mistral
 from .phi3 import build_phi3
@@ -16,6 +17,7 @@ ARCHITECTURES = {
     "GemmaForCausalLM": build_gemma,
     "Gemma2ForCausalLM": build_gemma2,
     "Gemma3ForCausalLM": build_gemma3,
+    "Gemma4ForCausalLM": build_gemma4,
     "Lfm2ForCausalLM": build_lfm2,
     "LlamaForCausalLM": build_llama,
     "MistralForCausalLM": build_mistral,

@@ -37,6 +37,10 @@ class KVLayer(NamedTuple):
     norms: dict  # cos_sin, q_norm, k_norm bindings
     rope: dict  # rope_kv's RoPE / QK-norm params
     gated: bool  # each q head's head_dim output-gate values follow it in qkv (Qwen3.5)
+    v_norm: bool = False  # values RMS-normalised without a weight before they are cached (Gemma 4)
+    # False: qkv holds the q heads only, and attention() reads another layer's caches (Gemma 4's
+    # shared-KV layers).
+    owns_kv: bool = True
 
     @property
     def q_head_stride(self) -> int:
@@ -45,8 +49,14 @@ class KVLayer(NamedTuple):
     @property
     def stride(self) -> int:
         """qkv's row: the q heads (and their gates), then the k and v heads."""
-        hd = self.rope["head_dim"]
-        return self.rope["n_heads"] * self.q_head_stride + 2 * self.rope["n_kv_heads"] * hd
+        kv = 2 * self.rope["n_kv_heads"] * self.rope["head_dim"] if self.owns_kv else 0
+        return self.rope["n_heads"] * self.q_head_stride + kv
+
+    @property
+    def fused_decode(self) -> bool:
+        """Whether a one-row forward's attention does rope_kv's work itself (attention.wgsl
+        ROPE_KV): not where it has no K/V of its own to append, nor values to normalise."""
+        return self.owns_kv and not self.v_norm
 
 
 class AttentionOps:
@@ -62,27 +72,38 @@ class AttentionOps:
         cos_sin: Tensor | None = None,
         norm_offset: float = 0.0,
         gated: bool = False,
+        head_dim: int | None = None,
+        v_norm: bool = False,
+        owns_kv: bool = True,
     ) -> KVLayer:
         """A layer's Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the cos_sin table:
         rope_table's, default the model's) and KV append of qkv, for attention(): it sizes the
         layer's caches by its window and emits this op before its own (a forward of many rows
         runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped).
         gated: each q head is followed by its output gate (Qwen3.5: attention() multiplies its
-        output by sigmoid(gate))."""
+        output by sigmoid(gate)). head_dim: the layer's (default the config's; Gemma 4's full layers
+        have their own), rotated over the cos_sin table's rotary_dim. v_norm: the values are
+        RMS-normalised (no weight) before they are cached. owns_kv False: qkv holds only the q heads,
+        whose K/V attention() takes from an earlier layer (its `reads`)."""
+        cos_sin = cos_sin or self.cos_sin
         norms = {
-            "cos_sin": cos_sin or self.cos_sin,
+            "cos_sin": cos_sin,
             "q_norm": self.vector([q_norm]) if q_norm else self.dummy,
             "k_norm": self.vector([k_norm]) if k_norm else self.dummy,
         }
         rope = {
-            "rotary_dim": self.cfg.rotary_dim,
+            "rotary_dim": self.g.rotary[cos_sin.name].rotary_dim,
             "has_qk_norm": int(q_norm is not None),
             "interleaved": int(interleaved),
             "eps": self.cfg.rms_norm_eps,
             "norm_offset": norm_offset,
         }
-        shape = {"n_heads": self.cfg.num_heads, "n_kv_heads": self.cfg.num_kv_heads, "head_dim": self.cfg.head_dim}
-        return KVLayer(qkv, norms, {**shape, **rope}, gated)
+        shape = {
+            "n_heads": self.cfg.num_heads,
+            "n_kv_heads": self.cfg.num_kv_heads,
+            "head_dim": head_dim or self.cfg.head_dim,
+        }
+        return KVLayer(qkv, norms, {**shape, **rope}, gated, v_norm, owns_kv)
 
     def kv_rows(self, window: int) -> int:
         """Rows of a layer's K and V caches: a ring of window - 1 + ring_slack rows for a sliding
@@ -92,13 +113,19 @@ class AttentionOps:
         return self.kv_capacity
 
     def _kv_caches(self, kv: KVLayer, cache_rows: int) -> tuple[Tensor, Tensor]:
-        """A new layer's K and V caches of cache_rows positions, and its rope_kv op appending to them."""
-        cfg = self.cfg
-        cache_elems = cfg.num_kv_heads * cache_rows * cfg.head_dim
+        """A new layer's K and V caches of cache_rows positions (kept in layer_caches)."""
+        cache_elems = kv.rope["n_kv_heads"] * cache_rows * kv.rope["head_dim"]
         layer, self.kv_layers = self.kv_layers, self.kv_layers + 1
         k_cache = self.g.tensor(f"k_cache.{layer}", cache_elems * KV_BYTES[self.k_format], "state", dtype=self.k_format)
         v_cache = self.g.tensor(f"v_cache.{layer}", cache_elems * KV_BYTES[self.v_format], "state", dtype=self.v_format)
-        heads = cfg.num_heads + 2 * cfg.num_kv_heads
+        self.layer_caches.append((k_cache, v_cache))
+        return k_cache, v_cache
+
+    def _rope_kv_op(self, kv: KVLayer, k_cache: Tensor, v_cache: Tensor, cache_rows: int) -> None:
+        """The rope_kv op of kv's layer: its q heads rotated in place and, where it owns its
+        caches, its keys and values appended to them (in a one-row forward the attention does
+        this instead where it can: KVLayer.fused_decode)."""
+        heads = kv.rope["n_heads"] + (2 * kv.rope["n_kv_heads"] if kv.owns_kv else 0)
         self.g.op(
             "rope_kv",
             {**kv.norms, "qkv": kv.qkv, "k_cache": k_cache, "v_cache": v_cache},
@@ -107,27 +134,30 @@ class AttentionOps:
                 "capacity": cache_rows,
                 **kv.rope,
                 "q_head_stride": kv.q_head_stride,
-                "pad1": 0,
+                "has_v_norm": int(kv.v_norm),
             },
             lambda rows: (heads, rows, 1),
             self.kv_defines(),
-            decode_skip=True,
+            decode_skip=kv.fused_decode,
         )
-        return k_cache, v_cache
 
     def kv_defines(self) -> dict:
         return {"K_CACHE": self.k_format, "V_CACHE": self.v_format}
 
-    def attention(self, kv: KVLayer, window: int = 0, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+    def attention(
+        self, kv: KVLayer, window: int = 0, scale: float | None = None, softcap: float = 0.0, reads=None
+    ) -> Tensor:
         """Attention of rope_kv()'s qkv over its layer's caches (made here: a ring for a sliding
-        layer, kv_rows), keys within `window` of each query when window > 0."""
-        cfg = self.cfg
-        heads, hd = cfg.num_heads, cfg.head_dim
+        layer, kv_rows; the layer's (k, v) in layer_caches), keys within `window` of each query
+        when window > 0. reads: an earlier layer's (k, v) caches (its layer_caches entry, of the
+        same window and head_dim), which a layer without K/V of its own attends over (Gemma 4)."""
+        heads, kv_heads, hd = kv.rope["n_heads"], kv.rope["n_kv_heads"], kv.rope["head_dim"]
         cache_rows = self.kv_rows(window)
         ring = cache_rows < self.kv_capacity
         if ring:
             self.g.ring_slack = self.ring_slack
-        k_cache, v_cache = self._kv_caches(kv, cache_rows)
+        k_cache, v_cache = reads or self._kv_caches(kv, cache_rows)
+        self._rope_kv_op(kv, k_cache, v_cache, cache_rows)
         # A few rows' forward (attention.wgsl) splits the keys finely: its few workgroups per
         # split wait on memory, and more splits keep more of them in flight. A prompt's
         # (attention_tiled.wgsl) has row blocks to spread and its partials are many rows'. An
@@ -157,7 +187,7 @@ class AttentionOps:
         if hd % 4 == 0 and heads <= MERGE_HEADS and most and not kv.gated:  # the combine applies a gate
             fold_until = split_len * most if splits > most else max(split_len * most, self.kv_capacity)
         kernel, kernel_defines = attention_grid.few_rows_kernel(
-            heads, cfg.num_kv_heads, hd, (self.k_format, self.v_format), self.subgroup_min_size
+            heads, kv_heads, hd, (self.k_format, self.v_format), self.subgroup_min_size
         )
         # A vision model's picture tokens see their whole picture in a prompt (attention_tiled.wgsl
         # PICTURE_SPANS; its own bind group: attention.wgsl, of a few text rows, binds no such input).
@@ -180,17 +210,17 @@ class AttentionOps:
                 "tiled_splits": tiled_splits,
                 "pad2": 0,
             },
-            lambda rows: attention_grid.grid(rows, heads, cfg.num_kv_heads, hd, splits, tiled_splits),
+            lambda rows: attention_grid.grid(rows, heads, kv_heads, hd, splits, tiled_splits),
             {
                 **self.kv_defines(),
                 "ROPE_KV": False,
                 "RING": ring,
-                "GROUP_HEADS": attention_grid.group_heads(heads, cfg.num_kv_heads, hd),
+                "GROUP_HEADS": attention_grid.group_heads(heads, kv_heads, hd),
                 **attention_grid.tiled_defines(hd, self.precision == "fast" and self.v_format == "f16"),
                 **kernel_defines,
                 **({"PICTURE_SPANS": True} if spans else {}),
             },
-            decode_defines={"ROPE_KV": True},
+            decode_defines={"ROPE_KV": True} if kv.fused_decode else None,
             many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows
         )
         gate = {"gate_stride": kv.stride if kv.gated else 0, "gate_head_stride": kv.q_head_stride, "gate_offset": hd}

@@ -54,6 +54,7 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         self.ids = self.g.inputs["ids"] = self.g.tensor("ids", max_rows * 4, "input")
         self.cos_sin = self.rope_table("cos_sin", cfg.rope_theta, cfg.rope_scaling)
         self.kv_layers = 0
+        self.layer_caches: list[tuple[Tensor, Tensor]] = []  # each KV-owning layer's (k, v) caches, in order
         # (output, merge params, fold_until) of the last attention() that folds: its partials for the O projection
         self._merge = None
         # A GEMV's output -> [its op, None or (norm weight, norm offset, (xq, xs)) once it quantizes
@@ -64,10 +65,12 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         self._attention_outputs: list[Tensor] = []
         self._count = 0
 
-    def rope_table(self, name: str, theta: float, scaling: dict | None) -> Tensor:
+    def rope_table(self, name: str, theta: float, scaling: dict | None, rotary_dim: int | None = None) -> Tensor:
         """A cos/sin input of every forward (Graph.rotary: the engine fills it per forward) for
-        RoPE of this base and scaling; rope_kv() takes it. A model has one, or one per layer kind."""
-        rotary = Rotary(self.cfg.rotary_dim, theta, scaling, mrope_section=self.cfg.mrope_section)
+        RoPE of this base and scaling over rotary_dim dims (default the config's); rope_kv() takes
+        it. A model has one, or one per layer kind."""
+        rotary_dim = rotary_dim or self.cfg.rotary_dim
+        rotary = Rotary(rotary_dim, theta, scaling, mrope_section=self.cfg.mrope_section)
         self.g.rotary[name] = rotary
         self.g.inputs[name] = self.g.tensor(name, self.g.max_rows * rotary.row_bytes, "input")
         return self.g.inputs[name]
@@ -186,18 +189,25 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
         last_row_only: bool = False,
         offset: float = 0.0,
         residual: Tensor | None = None,
+        slices: int = 1,
+        eps: float | None = None,
+        out_scale: str | None = None,
     ) -> Tensor:
         """x RMS-normalised by `weight` (+ offset: Gemma's 1 + w), + residual (a post-norm:
         Gemma 2/3 normalise a sublayer's output before adding it). last_row_only: the rows the
-        LM head scores (the forward's last, or its last Step.logit_rows)."""
+        LM head scores (the forward's last, or its last Step.logit_rows). slices: each row is that
+        many rows of the weight's length, each normalised on its own (Gemma 4's per-layer inputs).
+        eps: other than the config's. out_scale: a one-number weight the result is multiplied by
+        (Gemma 4's layer_scalar; rmsnorm.wgsl OUT_SCALE)."""
         dim = self.shape(weight)[0]
-        y = self.act("norm", dim, LOGIT_ROWS_MAX if last_row_only else None)
+        y = self.act("norm", dim * slices, LOGIT_ROWS_MAX if last_row_only else None)
+        scale = {"out_scale": self.vector([out_scale])} if out_scale else {}
         op = self.g.op(
             "rmsnorm",
-            {"x": x, "w": self.vector([weight]), "residual": residual or self.dummy, "y": y},
+            {"x": x, "w": self.vector([weight]), "residual": residual or self.dummy, "y": y, **scale},
             {
                 "dim": dim,
-                "eps": self.cfg.rms_norm_eps,
+                "eps": self.cfg.rms_norm_eps if eps is None else eps,
                 "w_offset": offset,
                 "last_row_only": int(last_row_only),
                 "add_residual": int(residual is not None),
@@ -205,7 +215,8 @@ class GraphBuilder(AttentionOps, LinearOps, RecurrentOps):
                 "pad1": 0,
                 "pad2": 0,
             },
-            (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows, 1, 1)),
+            (lambda rows: (min(rows, LOGIT_ROWS_MAX), 1, 1)) if last_row_only else (lambda rows: (rows * slices, 1, 1)),
+            {"OUT_SCALE": True} if out_scale else None,
         )
         if last_row_only:
             self._last_rows[y] = op

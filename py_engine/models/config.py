@@ -65,10 +65,19 @@ class ModelConfig:
     # column positions (interleaved t h w t h w ..., models/rope.py); () plain positions. A text token's three
     # are equal, so it turns as plain RoPE; a picture's tokens differ (runtime/picture_layout.py).
     mrope_section: tuple = ()
+    # Gemma 4: the full layers' own head_dim (0: head_dim), the per-layer embeddings' width a layer
+    # (hidden_size_per_layer_input; 0: none) and their table's rows, and how many last layers read
+    # an earlier layer's K/V instead of computing their own (kv_owner).
+    global_head_dim: int = 0
+    per_layer_input_size: int = 0
+    per_layer_vocab: int = 0
+    kv_shared_layers: int = 0
 
     @property
     def rotary_dim(self) -> int:
-        return int(self.head_dim * self.partial_rotary_factor)
+        """The dims the model-wide RoPE table turns: its (full) layers' head_dim's share."""
+        return int((self.global_head_dim or self.head_dim) * self.partial_rotary_factor)
+
 
     def sliding(self, layer: int) -> bool:
         """Whether a layer attends only to its sliding window (layer_types, else every layer
@@ -76,6 +85,22 @@ class ModelConfig:
         if self.layer_types:
             return self.layer_types[layer] == "sliding_attention"
         return self.sliding_window > 0
+
+    def layer_head_dim(self, layer: int) -> int:
+        """A layer's head_dim: Gemma 4's full layers have their own (global_head_dim)."""
+        if self.global_head_dim and self.layer_type(layer) == "full_attention":
+            return self.global_head_dim
+        return self.head_dim
+
+    def kv_owner(self, layer: int) -> int:
+        """The layer whose K/V cache `layer` attends over: itself, or for one of the last
+        kv_shared_layers (Gemma 4) the last layer before them of its type (transformers'
+        kv_sharing_modes; None where there is none: config_check refuses such a config)."""
+        first_shared = self.num_layers - self.kv_shared_layers
+        if layer < first_shared:
+            return layer
+        kind = self.layer_type(layer)
+        return next((i for i in range(first_shared - 1, -1, -1) if self.layer_type(i) == kind), None)
 
     def layer_type(self, layer: int) -> str:
         """ "full_attention", "sliding_attention", "linear_attention" (DeltaNet) or "conv"."""
@@ -130,6 +155,7 @@ def _ids(keys: ConfigKeys, key: str) -> list:
 TEXT_TOWERS = {
     "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
     "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+    "Gemma4ForConditionalGeneration": "Gemma4ForCausalLM",
     "SmolVLMForConditionalGeneration": "LlamaForCausalLM",
     "Idefics3ForConditionalGeneration": "LlamaForCausalLM",
 }
@@ -140,7 +166,7 @@ VISION_TOWERS = {
     "Gemma3ForConditionalGeneration": "gemma3",
     "Qwen3_5ForConditionalGeneration": "qwen3_5",
 }
-PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM",)
+PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM", "Gemma4ForCausalLM")
 # Text towers whose RoPE is multimodal, and transformers' sections where the config names none.
 MROPE_SECTIONS = {"Qwen3_5ForCausalLM": (11, 11, 10)}
 MAX_MROPE_SECTION = 4096
@@ -237,7 +263,31 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         hidden_act=keys.str("hidden_act", "gelu") if encoder else "",
         position_embedding_type=keys.str("position_embedding_type", "absolute") if encoder else "",
         mrope_section=_mrope_section(keys, architecture),
+        **(_gemma4(keys, layer_types) if architecture == "Gemma4ForCausalLM" else {}),
     )
+
+
+def _gemma4(keys: ConfigKeys, layer_types: list) -> dict:
+    """Gemma 4's ModelConfig fields, with transformers' Gemma4TextConfig defaults. The full layers'
+    head_dim is `global_head_dim` in hub configs; transformers 5 saves it in per_layer_config (one
+    entry a full layer) instead. What the graph does not build is refused here by name."""
+    for key, built in (("attention_k_eq_v", False), ("enable_moe_block", False)):
+        if keys.bool(key, built) != built:
+            keys.fail(key, f"{built} (Wisp does not build {key} layers yet)", keys.get(key))
+    if keys.get("use_bidirectional_attention", None) == "all":
+        keys.fail("use_bidirectional_attention", "null or 'vision' (Wisp's text models are causal)", "all")
+    global_head_dim = keys.int("global_head_dim", 512)
+    per_layer = keys.section("per_layer_config")
+    for layer, kind in enumerate(layer_types):
+        if kind == "full_attention" and str(layer) in per_layer.raw:
+            global_head_dim = per_layer.section(str(layer)).int("head_dim", global_head_dim)
+    per_layer_input = keys.get("hidden_size_per_layer_input", 256)  # null or 0: no per-layer embeddings
+    return {
+        "global_head_dim": global_head_dim,
+        "per_layer_input_size": 0 if per_layer_input is None else keys.int("hidden_size_per_layer_input"),
+        "per_layer_vocab": keys.int("vocab_size_per_layer_input", 262_144),
+        "kv_shared_layers": keys.int("num_kv_shared_layers", 0),
+    }
 
 
 def _mrope_section(keys: ConfigKeys, architecture: str) -> tuple:
@@ -269,6 +319,7 @@ def _default_layer_types(architecture: str, keys: ConfigKeys, layers: int) -> li
         "Qwen3_5ForCausalLM": ("full_attention_interval", 4),
         "Gemma2ForCausalLM": (None, 2),
         "Gemma3ForCausalLM": ("sliding_window_pattern", 6),
+        "Gemma4ForCausalLM": (None, 6),
     }.get(architecture)
     if every is None:
         return []
@@ -277,4 +328,7 @@ def _default_layer_types(architecture: str, keys: ConfigKeys, layers: int) -> li
     if every < 1:
         keys.fail(key, "at least 1", every)
     other = "linear_attention" if architecture == "Qwen3_5ForCausalLM" else "sliding_attention"
-    return [other if (i + 1) % every else "full_attention" for i in range(layers)]
+    types = [other if (i + 1) % every else "full_attention" for i in range(layers)]
+    if architecture == "Gemma4ForCausalLM":  # transformers forces Gemma 4's last layer full
+        types[-1] = "full_attention"
+    return types

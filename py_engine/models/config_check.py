@@ -82,6 +82,8 @@ def check_config(cfg: ModelConfig, path) -> None:
     _check_token_ids(check, cfg)
     kinds = _check_layer_types(check, cfg)
     _check_attention(check, cfg, attends=not kinds or bool(kinds & set(ATTENTION)))
+    if cfg.architecture == "Gemma4ForCausalLM":
+        _check_gemma4(check, cfg)
     if "linear_attention" in kinds:
         _check_delta_net(check, cfg)
     if "conv" in kinds or "linear_attention" in kinds:
@@ -159,6 +161,10 @@ def _check_rope_scaling(check: FieldCheck, field: str, scaling, rotary: int, the
         low = check.number(f"{field}.low_freq_factor", scaling.get("low_freq_factor"), 0.0)
         check.number(f"{field}.high_freq_factor", scaling.get("high_freq_factor"), low)
         check.count(f"{field}.original_max_position_embeddings", scaling.get("original_max_position_embeddings"))
+    elif kind == "proportional":
+        share = scaling.get("partial_rotary_factor", 1.0)
+        check.number(f"{field}.partial_rotary_factor", share, 0.0, 1.0, low_open=False)
+        check.number(f"{field}.factor", scaling.get("factor", 1.0), 1.0, low_open=False)
     elif kind == "longrope":
         for name in ("short_factor", "long_factor"):
             factors = scaling.get(name)
@@ -174,6 +180,20 @@ def _check_rope_scaling(check: FieldCheck, field: str, scaling, rotary: int, the
             check.count(f"{field}.max_position_embeddings", scaling["max_position_embeddings"])
         if scaling.get("attention_factor") is not None:  # else computed from the factor
             check.number(f"{field}.attention_factor", scaling["attention_factor"], 0.0)
+
+
+def _check_gemma4(check: FieldCheck, cfg: ModelConfig) -> None:
+    """Gemma 4's full layers' head_dim (the kernels' limits, as head_dim's), its per-layer
+    embeddings and its shared-KV layers, each of which needs an earlier layer of its type."""
+    global_head_dim = check.count("global_head_dim", cfg.global_head_dim, low=2, high=MAX_HEAD_DIM)
+    if global_head_dim % 2:
+        check.fail("global_head_dim", "must be even (RoPE and the KV caches take pairs)", global_head_dim)
+    check.count("hidden_size_per_layer_input", cfg.per_layer_input_size, low=0)
+    check.count("vocab_size_per_layer_input", cfg.per_layer_vocab, low=cfg.vocab_size)
+    shared = check.count("num_kv_shared_layers", cfg.kv_shared_layers, low=0, high=cfg.num_layers - 1)
+    for layer in range(cfg.num_layers - shared, cfg.num_layers):
+        if cfg.kv_owner(layer) is None:
+            check.fail("num_kv_shared_layers", f"leaves no earlier {cfg.layer_type(layer)} layer to share", shared)
 
 
 def _check_delta_net(check: FieldCheck, cfg: ModelConfig) -> None:

@@ -15,10 +15,11 @@ def norm_offset(cfg) -> float:
     return 0.0 if cfg.norm_weights_include_one else 1.0
 
 
-def embedding_scale(cfg) -> float:
-    """sqrt(hidden), rounded as the checkpoint's dtype rounds it: transformers multiplies the
-    embeddings by a tensor of their own dtype (bf16 sqrt(640) is 25.25, not 25.298…)."""
-    scale = math.sqrt(cfg.hidden_size)
+def embedding_scale(cfg, width: int | None = None) -> float:
+    """sqrt(hidden) (or of another table's width: Gemma 4's per-layer embeddings), rounded as the
+    checkpoint's dtype rounds it: transformers multiplies the embeddings by a tensor of their own
+    dtype (bf16 sqrt(640) is 25.25, not 25.298…)."""
+    scale = math.sqrt(width or cfg.hidden_size)
     if cfg.dtype == "bfloat16":
         bits = struct.unpack("<I", struct.pack("<f", scale))[0]
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16  # round to nearest even

@@ -29,9 +29,12 @@ def build_gemma2(b: GraphBuilder):
     return b.g
 
 
-def post_normed_sublayers(b: GraphBuilder, x: Tensor, a: Tensor, p: str, one: float) -> Tensor:
-    """The rest of a Gemma 2/3 layer after its attention `a`: x + norm(O · a), then
-    x + norm(down · GELU-gated MLP of norm(x)); `p` is the layer's "model.layers.N." prefix."""
+def post_normed_sublayers(
+    b: GraphBuilder, x: Tensor, a: Tensor, p: str, one: float, out_scale: str | None = None
+) -> Tensor:
+    """The rest of a Gemma 2/3/4 layer after its attention `a`: x + norm(O · a), then
+    x + norm(down · GELU-gated MLP of norm(x)), times the `out_scale` weight where given (Gemma
+    4's layer_scalar); `p` is the layer's "model.layers.N." prefix."""
     h = b.linear(a, [p + "self_attn.o_proj.weight"])
     x = b.rmsnorm(h, p + "post_attention_layernorm.weight", offset=one, residual=x)
     m = b.gated_mlp(
@@ -42,4 +45,4 @@ def post_normed_sublayers(b: GraphBuilder, x: Tensor, a: Tensor, p: str, one: fl
         norm_offset=one,
     )
     h = b.linear(m, [p + "mlp.down_proj.weight"])
-    return b.rmsnorm(h, p + "post_feedforward_layernorm.weight", offset=one, residual=x)
+    return b.rmsnorm(h, p + "post_feedforward_layernorm.weight", offset=one, residual=x, out_scale=out_scale)

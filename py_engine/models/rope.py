@@ -1,4 +1,4 @@
-"""Rotary embedding frequencies (default, linear, llama3, longrope) and the per-forward cos/sin
+"""Rotary embedding frequencies (default, linear, llama3, longrope, proportional) and the per-forward cos/sin
 table.
 
 Both are tiny (rotary_dim / 2 numbers per position) and computed with the reference's float32
@@ -12,7 +12,7 @@ from array import array
 
 from ..errors import ModelFileError
 
-SCALINGS = ("default", "linear", "llama3", "longrope")
+SCALINGS = ("default", "linear", "llama3", "longrope", "proportional")
 
 
 def f32(x: float) -> float:
@@ -44,6 +44,13 @@ class Rotary:
             self.inv_freq = [f32(f / scaling["factor"]) for f in base]
         elif kind == "longrope":
             self._longrope(powers, scaling, source)
+        elif kind == "proportional":
+            # Gemma 4's full layers: the first partial_rotary_factor of the frequencies, over the
+            # whole head's denominator (not the turned dims' as partial rotary's), the rest still
+            # (0: cos 1, sin 0), so dims i and i + head_dim / 2 pair as in a full rotation.
+            turned = int(scaling.get("partial_rotary_factor", 1.0) * rotary_dim // 2)
+            factor = scaling.get("factor", 1.0)
+            self.inv_freq = [f32(f / factor) for f in base[:turned]] + [0.0] * (len(base) - turned)
         elif kind != "default":
             raise ModelFileError(source, f"unsupported rope scaling type {kind!r} (supported: {', '.join(SCALINGS)})")
 

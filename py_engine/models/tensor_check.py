@@ -39,6 +39,19 @@ def global_shapes(cfg: ModelConfig) -> dict[str, tuple]:
         "lm_head.weight": ((vocab, hidden),),
         "model.norm.weight": ((hidden,),),
         "model.embedding_norm.weight": ((hidden,),),  # LFM2's final norm
+        **_per_layer_embedding_shapes(cfg),
+    }
+
+
+def _per_layer_embedding_shapes(cfg: ModelConfig) -> dict[str, tuple]:
+    """Gemma 4's per-layer embeddings: the table and the projection of every layer's slices."""
+    width, layers = cfg.per_layer_input_size, cfg.num_layers
+    if not width:
+        return {}
+    return {
+        "model.embed_tokens_per_layer.weight": ((cfg.per_layer_vocab, layers * width),),
+        "model.per_layer_model_projection.weight": ((layers * width, cfg.hidden_size),),
+        "model.per_layer_projection_norm.weight": ((width,),),
     }
 
 
@@ -50,13 +63,24 @@ def layer_shapes(cfg: ModelConfig) -> dict[str, tuple]:
     nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim
     conv_dim, kernel = 2 * nk * dk + nv * dv, cfg.conv_kernel
     shapes = {norm: ((h,),) for norm in NORMS}
-    for proj, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
-        shapes[f"self_attn.{proj}.weight"] = ((rows, h),)
-        shapes[f"self_attn.{proj}.bias"] = ((rows,),)
+    # Gemma 4's full layers have a head_dim of their own: either shape (which layer has which,
+    # graph planning's matrix() reads from the shapes it finds).
+    dims = (hd, cfg.global_head_dim) if cfg.global_head_dim else (hd,)
+    heads = cfg.num_heads
+    for proj, proj_heads in (("q_proj", cfg.num_heads), ("k_proj", cfg.num_kv_heads), ("v_proj", cfg.num_kv_heads)):
+        rows = [q if proj == "q_proj" and d == hd else proj_heads * d for d in dims]
+        shapes[f"self_attn.{proj}.weight"] = tuple((r, h) for r in rows)
+        shapes[f"self_attn.{proj}.bias"] = tuple((r,) for r in rows)
     for norm in ("q_norm", "k_norm", "q_layernorm", "k_layernorm"):
-        shapes[f"self_attn.{norm}.weight"] = ((hd,),)
+        shapes[f"self_attn.{norm}.weight"] = tuple((d,) for d in dims)
+    if cfg.per_layer_input_size:  # Gemma 4's per-layer input
+        width = cfg.per_layer_input_size
+        shapes["per_layer_input_gate.weight"] = ((width, h),)
+        shapes["per_layer_projection.weight"] = ((h, width),)
+        shapes["post_per_layer_input_norm.weight"] = ((h,),)
+    shapes["layer_scalar"] = ((1,),)
     shapes["self_attn.qkv_proj.weight"] = ((q + 2 * kv, h),)  # Phi-3's fused q|k|v
-    shapes["self_attn.o_proj.weight"] = shapes["self_attn.out_proj.weight"] = ((h, cfg.num_heads * hd),)
+    shapes["self_attn.o_proj.weight"] = shapes["self_attn.out_proj.weight"] = tuple((h, heads * d) for d in dims)
     for gate in ("mlp.gate_proj", "mlp.up_proj", "feed_forward.w1", "feed_forward.w3"):
         shapes[gate + ".weight"] = ((FFN, h),)
     shapes["mlp.gate_up_proj.weight"] = ((2, FFN, h),)  # Phi-3's fused gate|up: 2 x FFN rows

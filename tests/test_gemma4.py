@@ -1,0 +1,77 @@
+"""Gemma 4 text (tests/fixtures/gemma4-f32, tools/make_gemma4_fixture.py): a tiny random model with
+per-layer embeddings, two layers reading earlier layers' K/V, full layers of their own head_dim with
+proportional RoPE, a V norm, layer scalars and a final softcap, against transformers' logits and
+greedy tokens; and what the shared-KV layers leave out. test_parity.py runs the fixture on every
+path too (f16, f32, WebKit's); here the f32 path in chunks of 5 rows, then one row a token."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gpu_harness import device
+from test_graph_shape import build
+from test_parity import run
+
+from py_engine.errors import ModelFileError
+from py_engine.models.config import config_from_hf
+from py_engine.models.rope import Rotary
+from py_engine.runtime.memory import footprint
+
+FIXTURE = Path(__file__).parent / "fixtures" / "gemma4-f32"
+REF = json.loads((FIXTURE / "reference.json").read_text())
+
+
+def test_logits_and_greedy_tokens_match_transformers():
+    logits, tokens = asyncio.run(run(FIXTURE, device(False)[0], 5, REF))
+    want = np.array(REF["logits"])
+    assert np.abs(logits - want).max() <= 1e-3 * np.abs(want).max()
+    assert tokens == REF["greedy"]
+
+
+def test_shared_layers_own_no_kv():
+    """Layers 3 (sliding) and 4 (full) attend over layers 1's and 2's caches (the last earlier
+    layer of their type, not layer 0), rotate only their q heads, and add nothing to the KV cache
+    or its footprint."""
+    cfg, graph = build("gemma4-f32")
+    assert [cfg.kv_owner(i) for i in range(cfg.num_layers)] == [0, 1, 2, 1, 2]
+    caches = {t.name: t for t in graph.tensors if t.kind == "state"}
+    assert sorted(caches) == [f"{kv}_cache.{i}" for kv in "kv" for i in range(3)]
+    attended = [op.bind["k_cache"].name for op in graph.ops if "partials" in op.bind]
+    assert attended == ["k_cache.0", "k_cache.1", "k_cache.2", "k_cache.1", "k_cache.2"]
+    heads = cfg.num_heads + 2 * cfg.num_kv_heads
+    assert [op.grid(1)[0] for op in graph.ops if op.kernel == "rope_kv"] == [heads] * 3 + [cfg.num_heads] * 2
+    kv_bytes = footprint(graph, cfg.vocab_size, 64).kv_cache
+    assert kv_bytes == sum(t.nbytes for t in caches.values())
+    # the full layer's caches hold heads of its own head_dim (24, not 16)
+    assert caches["k_cache.2"].nbytes == caches["k_cache.1"].nbytes * 24 // 16
+
+
+def test_proportional_rope_turns_a_share_of_frequencies_over_the_whole_head():
+    """transformers' "proportional" RoPE: the first 0.25 x 24 / 2 = 3 frequencies, with exponents
+    over 24 (not over the 6 dims that turn), the other 9 still."""
+    rotary = Rotary(24, 1e6, {"rope_type": "proportional", "partial_rotary_factor": 0.25})
+    whole_head = Rotary(24, 1e6, None).inv_freq  # default RoPE over 24 dims: theta^(-2i / 24)
+    assert rotary.inv_freq == whole_head[:3] + [0.0] * 9
+    assert whole_head[:3] != Rotary(6, 1e6, None).inv_freq  # not partial rotary's theta^(-2i / 6)
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [({"attention_k_eq_v": True}, "attention_k_eq_v"), ({"enable_moe_block": True}, "enable_moe_block")],
+)
+def test_what_the_graph_does_not_build_is_refused_by_name(change, named):
+    raw = {**json.loads((FIXTURE / "config.json").read_text()), **change}
+    with pytest.raises(ModelFileError, match=named):
+        config_from_hf(raw, FIXTURE / "config.json")
+
+
+def test_full_layers_head_dim_from_a_hub_config():
+    """Hub configs name the full layers' head_dim global_head_dim; transformers 5 saves it per layer."""
+    raw = json.loads((FIXTURE / "config.json").read_text())
+    saved = config_from_hf(raw, "config.json")
+    del raw["per_layer_config"]
+    hub = config_from_hf({**raw, "global_head_dim": 24}, "config.json")
+    assert saved.global_head_dim == hub.global_head_dim == 24
+    assert [hub.layer_head_dim(i) for i in range(5)] == [16, 16, 24, 16, 24]
