@@ -1,5 +1,6 @@
 // Bidirectional (non-causal) multi-head attention of an encoder, straight from the fused q|k|v
-// projection: no KV cache, no RoPE. Several sequences may be packed into one forward's rows: row r
+// projection: no KV cache (RoPE, where the model has it, turned q and k in place before: rope_kv.wgsl
+// IN_PLACE). Several sequences may be packed into one forward's rows: row r
 // attends to the rows [spans[2r], spans[2r + 1]) of its own sequence, every one of them (before it
 // and after it), and to nothing else.
 //   y[r, h, :] = softmax_k(scale * q[r, h] . k[k, h]) . v[k, h]   over k in row r's span
@@ -9,15 +10,16 @@
 // (one chunk holds a BERT's whole 512-token text). The threads own output dimensions lid, lid + 64,
 // ... (head_dim <= 256, a multiple of 4: q and k are read as vec4s).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride] as vec4s:
-//           head h's q at h * head_dim, its k at k_offset + h * head_dim, its v at v_offset + h *
-//           head_dim; every offset and q_stride a multiple of 4),
+//           head h's q at h * head_dim, its k at k_offset + g * head_dim, its v at v_offset + g *
+//           head_dim where g = h / kv_group, the q heads per k/v head (1 without grouped-query
+//           attention); every offset and q_stride a multiple of 4),
 //           3 spans (read, u32 [rows, 2]: each row's sequence, first row and end row),
 //           4 y (read_write, f32 [rows, n_heads * head_dim]).
 // Defines: SUBGROUPS (kernels.py, from the device): the chunk's maximum and sum by subgroups.
 // Dispatch: (n_heads, step.rows, 1) workgroups of 64 threads. Workgroup storage 3.5 KiB.
 struct Params {
     n_heads: u32, head_dim: u32, q_stride: u32, k_offset: u32,
-    v_offset: u32, scale: f32, pad0: u32, pad1: u32,
+    v_offset: u32, scale: f32, kv_group: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -76,6 +78,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let h = wid.x;
     let row = wid.y;
     let hd = p.head_dim;
+    let kv_at = h / p.kv_group * hd;  // this head's k and v within their parts of a row
     let first = spans[2u * row];
     let end = spans[2u * row + 1u];
     for (var d = lid; d < hd / 4u; d += THREADS) { q[d] = qkv[(row * p.q_stride + h * hd) / 4u + d] * p.scale; }
@@ -88,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let count = min(CHUNK, end - start);
         var mine = -3.0e38;
         for (var j = lid; j < count; j += THREADS) {
-            let k_at = ((start + j) * p.q_stride + p.k_offset + h * hd) / 4u;
+            let k_at = ((start + j) * p.q_stride + p.k_offset + kv_at) / 4u;
             var score = 0.0;
             for (var d = 0u; d < hd / 4u; d++) { score += dot(q[d], qkv[k_at + d]); }
             scores[j] = score;
@@ -108,7 +111,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var slot = 0u; slot < SLOTS; slot++) {
             let d = lid + slot * THREADS;
             if (d < hd) {
-                let v_at = (start * p.q_stride + p.v_offset + h * hd + d) / 4u;
+                let v_at = (start * p.q_stride + p.v_offset + kv_at + d) / 4u;
                 var v_acc = 0.0;
                 for (var j = 0u; j < count; j++) { v_acc += scores[j] * qkv[v_at + j * p.q_stride / 4u][d % 4u]; }
                 acc[slot] = acc[slot] * correction + v_acc;

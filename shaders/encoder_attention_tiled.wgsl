@@ -20,8 +20,8 @@
 // The two rows are named pairs (qa / qb, acc_a / acc_b), never arrays indexed by row: NVIDIA's
 // compile of those puts them in local memory (attention_tiled.wgsl, whose layout this is).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride] as vec4s:
-//           head h's q at h * head_dim, its k at k_offset + h * head_dim, its v at v_offset + h *
-//           head_dim; every offset and q_stride a multiple of 4), 3 spans (read, u32 [rows, 2]: each
+//           head h's q at h * head_dim, its k at k_offset + g * head_dim, its v at v_offset + g *
+//           head_dim where g = h / kv_group; every offset and q_stride a multiple of 4), 3 spans (read, u32 [rows, 2]: each
 //           row's keys, first row and end row), 4 y (read_write, f32 [rows, n_heads * head_dim]).
 // Defines: HEAD_VEC4S (head_dim / 4, head_dim a multiple of 4 up to 256), LANES (2 or 4 with SUBGROUPS,
 //           whose subgroups are at least 4 wide in WebGPU; 1 without: a thread owns its rows whole,
@@ -35,7 +35,7 @@
 //           256 threads. Workgroup storage: 16 KiB (`tile`).
 struct Params {
     n_heads: u32, head_dim: u32, q_stride: u32, k_offset: u32,
-    v_offset: u32, scale: f32, pad0: u32, pad1: u32,
+    v_offset: u32, scale: f32, kv_group: u32, pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -127,8 +127,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let idx = lid + THREADS * i;
             let key = start + idx / STRIDE;
             let live = idx < KEYS * STRIDE && key < end;
-            k_in[i] = vec4<ATT_MATH>(head_chunk(key, p.k_offset, h, idx % STRIDE, live));
-            v_in[i] = vec4<ATT_MATH>(head_chunk(key, p.v_offset, h, idx % STRIDE, live));
+            k_in[i] = vec4<ATT_MATH>(head_chunk(key, p.k_offset, h / p.kv_group, idx % STRIDE, live));
+            v_in[i] = vec4<ATT_MATH>(head_chunk(key, p.v_offset, h / p.kv_group, idx % STRIDE, live));
         }
         for (var i = 0u; i < LOADS; i++) {
             let idx = lid + THREADS * i;

@@ -1,19 +1,30 @@
 // Rotary embedding in place over a forward's fused q|k|v rows, with no KV cache: a vision tower's 2D
 // RoPE (Qwen3.5's ViT: each patch's angles are its row's and its column's, computed per picture on the
-// host by py_engine/vision/qwen3_5_grid.py), turning the q and k heads and leaving v as it is. Pairs are
+// host by py_engine/vision/qwen3_5_grid.py), or an encoder's 1D one (EmbeddingGemma: each packed text's
+// positions from 0, embedding/runners.py), turning the q and k heads and leaving v as it is. Pairs are
 // split-half (HF rotate_half) over the whole head: dims i and i + head_dim / 2 turn by angle i.
+// Defines: QK_NORM: each head RMS-normalised first, times its weight + norm_offset (Gemma 3's q_norm
+//          and k_norm, as (1 + w): rope_kv.wgsl's norm, for a forward that caches nothing).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params),
 //           2 cos_sin (read, f32 [rows, head_dim / 2, 2]: each angle's cos, sin),
 //           3 qkv (read_write, f32 [rows, p.stride]: q head h at h * head_dim, k head h at
-//             p.k_offset + h * head_dim).
-// Dispatch: (2 * p.n_heads, step.rows, 1) workgroups of 64 threads (q heads, then k heads), a pair a
-//           thread at a time.
-struct Params { n_heads: u32, head_dim: u32, stride: u32, k_offset: u32 }
+//             p.k_offset + h * head_dim),
+//           4 q_norm, 5 k_norm (read, f32 [head_dim]; QK_NORM only reads them).
+// Dispatch: (p.n_heads + p.n_kv_heads, step.rows, 1) workgroups of 64 threads (q heads, then k heads),
+//           a pair a thread at a time.
+struct Params {
+    n_heads: u32, head_dim: u32, stride: u32, k_offset: u32,
+    n_kv_heads: u32, eps: f32, norm_offset: f32, pad0: u32,
+}
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> cos_sin: array<f32>;
 @group(0) @binding(3) var<storage, read_write> qkv: array<f32>;
+@group(0) @binding(4) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(5) var<storage, read> k_norm: array<f32>;
+
+var<workgroup> partial: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -22,6 +33,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let h = wid.x;
     let head = select(h * p.head_dim, p.k_offset + (h - p.n_heads) * p.head_dim, h >= p.n_heads);
     let base = row * p.stride + head;
+//#if QK_NORM
+    var squares = 0.0;
+    for (var d = lid; d < p.head_dim; d += 64u) { squares += qkv[base + d] * qkv[base + d]; }
+    partial[lid] = squares;
+    workgroupBarrier();
+    for (var stride = 32u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { partial[lid] += partial[lid + stride]; }
+        workgroupBarrier();
+    }
+    let scale = inverseSqrt(partial[0] / f32(p.head_dim) + p.eps);
+    for (var d = lid; d < p.head_dim; d += 64u) {
+        var w = k_norm[d];
+        if (h < p.n_heads) { w = q_norm[d]; }
+        qkv[base + d] = qkv[base + d] * scale * (w + p.norm_offset);
+    }
+    storageBarrier();  // the pairs below are other threads' dims
+//#endif
     let half = p.head_dim / 2u;
     for (var i = lid; i < half; i += 64u) {
         let pair = rope_pair(i, p.head_dim, false);

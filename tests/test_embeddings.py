@@ -140,11 +140,15 @@ BROKEN = {
         "missing tensor 'encoder.layer.2.",
     ),
     "head_dim": (edit_json("config.json", lambda c: {**c, "num_attention_heads": 0}), "num_attention_heads"),
-    "dense module": (
+    "dense module missing": (
         edit_json(
             "modules.json", lambda m: [*m, {"idx": 3, "path": "3_Dense", "type": "sentence_transformers.models.Dense"}]
         ),
-        "modules.json: sentence-transformers module 'sentence_transformers.models.Dense' is not supported",
+        "modules.json: the Dense module's '3_Dense/config.json' is missing",
+    ),
+    "unknown module": (
+        edit_json("modules.json", lambda m: [*m, {"idx": 3, "path": "", "type": "sentence_transformers.models.CNN"}]),
+        "modules.json: sentence-transformers module 'sentence_transformers.models.CNN' is not supported",
     ),
     "max pooling": (
         edit_json(

@@ -75,6 +75,7 @@ def test_gelu(tanh):
         ("encoder_attention", 32, [3, 1, 70, 9], 0),
         ("encoder_attention", 64, [150, 600], 0),
         ("encoder_attention", 256, [5, 2], 0),
+        ("encoder_attention_gqa", 32, [3, 1, 70, 9], 0),  # EmbeddingGemma's 3 q heads on 1 k/v head
         # Blocks of 128 or 256 rows (512 without subgroups: 1 lane) that straddle texts; tiles of 24
         # keys (head_dim 72, Gemma 3's tower) that straddle them too, past the block's rows and the
         # head's chunks.
@@ -83,16 +84,18 @@ def test_gelu(tanh):
         ("encoder_attention_tiled", 72, [150, 600, 31], 4),
         ("encoder_attention_tiled", 256, [5, 40], 4),
         ("encoder_attention_tiled_f16", 72, [150, 600, 31], 2),
+        ("encoder_attention_tiled_gqa", 32, [150, 600, 31], 4),
     ],
 )
 def test_encoder_attention_keeps_to_each_sequence(kernel, hd, lengths, lanes, subgroups):
     """Packed sequences: each row sees every row of its own sequence (before and after it), no
     other; 600 keys take two chunks of 512 (the online softmax across them), or tiles of a block of
     rows (encoder_attention_tiled.wgsl, the grid and defines the graph gives it)."""
-    heads = 3
-    width = heads * hd
+    heads, kv_heads = 3, 1 if kernel.endswith("_gqa") else 3
+    kernel = kernel.removesuffix("_gqa")
+    width, kv_width = heads * hd, kv_heads * hd
     rows = sum(lengths)
-    qkv = RNG.standard_normal((rows, 3 * width)).astype(np.float32)
+    qkv = RNG.standard_normal((rows, width + 2 * kv_width)).astype(np.float32)
     spans, starts = [], np.cumsum([0, *lengths])
     for first, end in zip(starts[:-1], starts[1:]):
         spans += [first, end] * (end - first)
@@ -102,15 +105,19 @@ def test_encoder_attention_keeps_to_each_sequence(kernel, hd, lengths, lanes, su
     res = run_kernel(
         kernel.removesuffix("_f16"),
         {"qkv": qkv, "spans": np.array(spans, np.uint32), "y": rows * width * 4},
-        {"n_heads": heads, "head_dim": hd, "q_stride": 3 * width, "k_offset": width, "v_offset": 2 * width}
-        | {"scale": hd**-0.5, "pad0": 0, "pad1": 0},
+        {"n_heads": heads, "head_dim": hd, "q_stride": width + 2 * kv_width, "k_offset": width}
+        | {"v_offset": width + kv_width, "scale": hd**-0.5, "kv_group": heads // kv_heads, "pad1": 0},
         grid=attention_grid.encoder_grid(rows, heads, lanes) if tiled else (heads, rows, 1),
         step=(rows, 0, rows),
         defines=attention_grid.encoder_defines(hd, lanes, f16_math) if tiled else None,
         subgroups=subgroups,
     )
     got = as_f32(res["y"], (rows, heads, hd))
-    q, k, v = (qkv[:, i * width : (i + 1) * width].reshape(rows, heads, hd).astype(np.float64) for i in range(3))
+    q = qkv[:, :width].reshape(rows, heads, hd).astype(np.float64)
+    k, v = (  # each k/v head serves heads // kv_heads q heads in turn
+        np.repeat(qkv[:, at : at + kv_width].reshape(rows, kv_heads, hd), heads // kv_heads, 1).astype(np.float64)
+        for at in (width, width + kv_width)
+    )
     for first, end in zip(starts[:-1], starts[1:]):
         scores = np.einsum("qhd,khd->hqk", q[first:end], k[first:end]) * hd**-0.5
         weights = np.exp(scores - scores.max(-1, keepdims=True))

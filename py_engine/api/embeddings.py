@@ -9,11 +9,22 @@ from .request import EmbeddingRequest, RequestError
 
 
 async def response(embedder, request: EmbeddingRequest) -> dict:
-    """The embeddings object: one L2-normalised vector per input, in order; `dimensions` may only
-    name the model's own (truncating a vector that was not trained for it would mislead)."""
-    if request.dimensions is not None and request.dimensions != embedder.dimensions:
-        raise RequestError(f"this model's vectors have {embedder.dimensions} dimensions", "dimensions")
-    vectors, tokens = await embedder.embed(request.inputs)
+    """The embeddings object: one L2-normalised vector per input, in order. `dimensions` (OpenAI's)
+    may name the model's own size or, for a Matryoshka model (EmbeddingGemma), a smaller one it was
+    trained for (cutting a vector that was not would mislead); `prompt_name` (Wisp's own field) one of
+    the model's named prompts, put before each input as sentence-transformers' prompt_name does."""
+    choices = embedder.dimension_choices
+    if request.dimensions is not None and request.dimensions not in choices:
+        sizes = " or ".join(map(str, choices))
+        raise RequestError(f"this model's vectors may have {sizes} dimensions, not {request.dimensions}", "dimensions")
+    if request.prompt_name is not None and request.prompt_name not in embedder.prompts:
+        named = ", ".join(embedder.prompts) or "none"
+        raise RequestError(
+            f"this model has no prompt {request.prompt_name!r:.60} (its prompts: {named})", "prompt_name"
+        )
+    vectors, tokens = await embedder.embed(
+        request.inputs, prompt_name=request.prompt_name, dimensions=request.dimensions
+    )
     data = [
         {"object": "embedding", "index": i, "embedding": _encoded(vector, request.encoding_format)}
         for i, vector in enumerate(vectors)

@@ -72,7 +72,8 @@ class EmbeddingRequest:
     model: str
     inputs: list[str]
     encoding_format: str = "float"  # or "base64": little-endian float32, as OpenAI's
-    dimensions: int | None = None
+    dimensions: int | None = None  # a Matryoshka model's shorter vectors (None: the whole)
+    prompt_name: str | None = None  # Wisp's own field: one of the model's named prompts ("query", ...)
 
 
 def _get(body: dict, name: str, kinds, default=None):
@@ -311,7 +312,7 @@ def parse_completion(body) -> CompletionRequest:
 
 
 def parse_embeddings(body) -> EmbeddingRequest:
-    _check_body(body, {"input", "encoding_format", "dimensions"})
+    _check_body(body, {"input", "encoding_format", "dimensions", "prompt_name"})
     inputs = body.get("input")
     inputs = [inputs] if isinstance(inputs, str) else inputs
     if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) and t for t in inputs):
@@ -322,4 +323,4 @@ def parse_embeddings(body) -> EmbeddingRequest:
     if fmt not in ("float", "base64"):
         raise RequestError("'encoding_format' must be float or base64", "encoding_format")
     dims = _get(body, "dimensions", int)
-    return EmbeddingRequest(body["model"], inputs, fmt, dims)
+    return EmbeddingRequest(body["model"], inputs, fmt, dims, _get(body, "prompt_name", str))

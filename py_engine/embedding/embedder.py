@@ -2,8 +2,11 @@
 `vectors, prompt_tokens = await embedder.embed(["text", ...])` (an Embeddings).
 
 Two kinds of model embed: encoders (BERT: models/bert.py; mean or CLS pooling as their
-sentence-transformers files say) and causal LMs of the architectures the engine runs, pooled at the
-last token's final-norm state (Qwen3-Embedding). Vectors are L2-normalised unless asked otherwise.
+sentence-transformers files say; EmbeddingGemma: models/gemma3.py, mean pooling then Dense
+projections) and causal LMs of the architectures the engine runs, pooled at the last token's
+final-norm state (Qwen3-Embedding). Vectors are L2-normalised unless asked otherwise. A model's
+named prompts (config_sentence_transformers.json) go before a text when asked for by name, and a
+Matryoshka model's vector may be cut to one of the sizes it was trained for (normalised again).
 
 Loading is two steps, as for generation (session.py), through loader.py's plan and upload:
 read_embedder_files reads and checks everything the model's files say (config, tensors, tokenizer,
@@ -12,6 +15,7 @@ GPU opens; load_embedder uploads."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -19,6 +23,7 @@ from ..errors import WispError
 from ..formats.model_files import ModelFiles, read_model
 from ..formats.source import ModelSource, open_source
 from ..models.config import ENCODER_ARCHITECTURES
+from ..models.gemma3 import bidirectional_reach
 from ..models.graph_options import GraphOptions
 from ..models.tensor_check import check_tensors
 from ..runtime.kv_cache import kv_formats
@@ -64,9 +69,11 @@ def read_embedder_files(model, *, pooling: str | None = None, max_tokens: int | 
         source = open_source(model)
         cfg, tensors, gguf = read_model(source)
     encoder = cfg.architecture in ENCODER_ARCHITECTURES
-    if not encoder:
+    if cfg.architecture != "BertModel":
         tensors = _backbone_names(cfg, tensors, source)
     settings = embed_settings(source, cfg, encoder, pooling, max_tokens)
+    for layer in settings.dense:
+        tensors = {**tensors, **layer.tensors}
     if tokenizer is None:
         tokenizer = _read_tokenizer(source, gguf)
     files = EmbedderFiles(source, cfg, tensors, tokenizer, settings, encoder)
@@ -75,8 +82,9 @@ def read_embedder_files(model, *, pooling: str | None = None, max_tokens: int | 
 
 
 def _backbone_names(cfg, tensors: dict, source) -> dict:
-    """Qwen3-Embedding's checkpoints are saved from the bare Qwen3Model: "embed_tokens.weight",
-    "layers.N....", "norm.weight", no "model." prefix (and no LM head, which pooling never reads)."""
+    """Qwen3-Embedding's and EmbeddingGemma's checkpoints are saved from the bare text model:
+    "embed_tokens.weight", "layers.N....", "norm.weight", no "model." prefix (and no LM head,
+    which pooling never reads)."""
     if "model.embed_tokens.weight" in tensors or "embed_tokens.weight" not in tensors:
         return tensors
     renamed = {name if name.startswith("lm_head.") else "model." + name: info for name, info in tensors.items()}
@@ -106,6 +114,7 @@ def _plan(files: EmbedderFiles, **device) -> Plan:
         max_rows=max_rows,
         kv_capacity=max_rows if files.encoder else settings.max_tokens,  # an encoder has no KV cache
         pooling=settings.pooling,
+        dense=settings.dense,
         precision="exact",  # int8 activations are measured (benchmarks/fidelity.py) for generation only
         **device,
     )
@@ -151,10 +160,12 @@ async def load_embedder(
             f"{files.source.label} needs {need.describe()} of GPU memory to embed, more than this "
             f"device's budget of {size(gpu_budget)}"
         )
-    dim = files.cfg.hidden_size
+    dim = files.settings.dimensions[0]
 
     def make(executor, kernels, weight_bytes):
-        return (EncoderRunner if files.encoder else DecoderRunner)(device, executor, dim)
+        if files.encoder:
+            return EncoderRunner(device, executor, dim, bidirectional_reach(files.cfg))
+        return DecoderRunner(device, executor, dim)
 
     runner = await upload(device, graph, files.tensors, files.source, make, progress)
     name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
@@ -175,7 +186,18 @@ class Embedder:
 
     @property
     def dimensions(self) -> int:
-        return self.files.cfg.hidden_size
+        """A whole vector's numbers."""
+        return self.files.settings.dimensions[0]
+
+    @property
+    def dimension_choices(self) -> tuple:
+        """The sizes embed() may cut a vector to: the whole, then a Matryoshka model's smaller ones."""
+        return self.files.settings.dimensions
+
+    @property
+    def prompts(self) -> dict:
+        """The model's named prompts (name -> the text embed() puts before an input)."""
+        return self.files.settings.prompts
 
     @property
     def max_tokens(self) -> int:
@@ -189,15 +211,16 @@ class Embedder:
     def pooling(self) -> str:
         return self.files.settings.pooling
 
-    def tokens(self, item, truncate: bool = True) -> list[int]:
-        """The token ids the model reads for one input: a text (its special tokens added, as
-        sentence-transformers does) or a list of token ids (taken as they are), cut to max_tokens
-        (truncate=False: longer is a WispError)."""
+    def tokens(self, item, truncate: bool = True, prompt: str = "") -> list[int]:
+        """The token ids the model reads for one input: a text (after `prompt`, its special tokens
+        added, as sentence-transformers does) or a list of token ids (taken as they are), cut to
+        max_tokens (truncate=False: longer is a WispError)."""
         limit = self.max_tokens
         if isinstance(item, str):
             if self.tokenizer is None:
                 raise WispError(f"{self.model_id} has no tokenizer: give token ids, not text")
-            text = item.lower() if self.files.settings.lowercase else item
+            text = prompt + item
+            text = text.lower() if self.files.settings.lowercase else text
             ids = text_tokens(self.tokenizer, text, limit, self._affixes, truncate)
         elif isinstance(item, list) and all(type(i) is int for i in item):
             if len(item) > limit and not truncate:
@@ -213,16 +236,42 @@ class Embedder:
             raise WispError("an input is empty (no tokens to embed)")
         return ids
 
-    async def embed(self, inputs, *, truncate: bool = True) -> Embeddings:
+    async def embed(
+        self, inputs, *, truncate: bool = True, prompt_name: str | None = None, dimensions: int | None = None
+    ) -> Embeddings:
         """Vectors of `inputs`: a string, a list of strings, a list of token ids or a list of such
         lists (OpenAI's `input`). truncate: cut inputs longer than max_tokens (sentence-transformers'
-        behaviour); False: refuse them with a WispError."""
+        behaviour); False: refuse them with a WispError. prompt_name: one of the model's prompts,
+        put before each text (default: its default_prompt_name's, if any). dimensions: one of
+        dimension_choices, the vector's first numbers kept (and normalised again)."""
         if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and all(type(i) is int for i in inputs)):
             inputs = [inputs]
         if not isinstance(inputs, (list, tuple)) or not inputs:
             raise WispError("input must be a string, a list of strings or token ids, and not empty")
-        sequences = [self.tokens(item, truncate) for item in inputs]
-        return Embeddings(await self.runner.run(sequences), sum(map(len, sequences)))
+        settings = self.files.settings
+        prompt_name = settings.default_prompt if prompt_name is None else prompt_name
+        if prompt_name is not None and prompt_name not in settings.prompts:
+            named = ", ".join(settings.prompts) or "none"
+            raise WispError(f"{self.model_id} has no prompt named {prompt_name!r:.60} (its prompts: {named})")
+        dimensions = self.dimensions if dimensions is None else dimensions
+        if dimensions not in settings.dimensions:
+            sizes = ", ".join(map(str, settings.dimensions))
+            raise WispError(f"{self.model_id}'s vectors may have {sizes} dimensions, not {dimensions!r:.20}")
+        prompt = settings.prompts[prompt_name] if prompt_name is not None else ""
+        sequences = [self.tokens(item, truncate, prompt) for item in inputs]
+        vectors = await self.runner.run(sequences)
+        if dimensions != self.dimensions or (self.normalize and settings.dense):  # the graph normalised none
+            vectors = [_finished(v[:dimensions], self.normalize) for v in vectors]
+        return Embeddings(vectors, sum(map(len, sequences)))
+
+
+def _finished(vector: list[float], normalize: bool) -> list[float]:
+    """A vector cut to its Matryoshka size (or projected after pooling), L2-normalised as
+    torch's F.normalize does (v / max(|v|, 1e-12)) where the embedder normalises."""
+    if not normalize:
+        return vector
+    norm = max(math.sqrt(math.fsum(x * x for x in vector)), 1e-12)
+    return [x / norm for x in vector]
 
 
 def text_tokens(tokenizer, text: str, limit: int, affixes=None, truncate: bool = True) -> list[int]:

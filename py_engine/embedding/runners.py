@@ -1,8 +1,10 @@
 """Running an embedding graph: token id lists in, one pooled vector per list out.
 
 An encoder (models/bert.py) packs texts one after another into forwards of at most max_rows
-rows: no padding, each row's attention confined to its own text by the `spans` input, one read per
-forward. A decoder embedder runs each text as a causal LM prefill from position 0 (in chunks of
+rows: no padding, each row's attention confined to its own text by the `spans` input (and a
+bidirectional sliding layer's to the rows within `reach` of it, `spans_local`: EmbeddingGemma's),
+its position in its text given by `positions` or, with RoPE, by the rotary tables of those
+positions; one read per forward. A decoder embedder runs each text as a causal LM prefill from position 0 (in chunks of
 max_rows, the KV cache as the engine's), its last-token vector copied out by a Read at the end of
 its last chunk. Every forward of a call is submitted before the first read is awaited, so the host
 encodes ahead while the GPU runs (desktop) and the inputs rewritten between submits are ordered
@@ -40,26 +42,41 @@ def packed_batches(sequences: list[list[int]], max_rows: int) -> list[list[int]]
 
 
 class EncoderRunner:
-    def __init__(self, device, executor, dim: int):
-        self.device, self.executor, self.dim = device, executor, dim
-        self.max_rows = executor.graph.max_rows
-        self.buffers = {n: executor.buffer(n) for n in ("ids", "positions", "spans", "seqs", "embeddings")}
+    def __init__(self, device, executor, dim: int, reach: int = 0):
+        """dim: a vector's numbers; reach: the rows either side a sliding layer sees."""
+        self.device, self.executor, self.dim, self.reach = device, executor, dim, reach
+        graph = executor.graph
+        self.max_rows = graph.max_rows
+        names = [n for n in ("ids", "positions", "spans", "spans_local", "seqs") if n in graph.inputs]
+        self.inputs = {n: executor.buffer(n) for n in names}
+        self.out = executor.buffer("embeddings")
+        bound = {id(t) for op in graph.ops for t in op.bind.values()}  # BERT's graph has a RoPE table it never reads
+        self.rotary = [(executor.buffer(n), r) for n, r in graph.rotary.items() if id(graph.inputs[n]) in bound]
 
     async def run(self, sequences: list[list[int]]) -> list[list[float]]:
         pending = []
         for batch in packed_batches(sequences, self.max_rows):
-            ids, positions, spans, seqs = [], [], [], []
+            ids, positions, spans, local, seqs = [], [], [], [], []
+            tables = [[] for _ in self.rotary]
             for index in batch:
                 first, count = len(ids), len(sequences[index])
+                end = first + count
                 ids += sequences[index]
                 positions += range(count)
-                spans += [first, first + count] * count
-                seqs += [first, first + count]
-            write = self.device.write_buffer
-            for name, values in (("ids", ids), ("positions", positions), ("spans", spans), ("seqs", seqs)):
-                write(self.buffers[name], 0, _u32(values))
+                spans += [first, end] * count
+                if "spans_local" in self.inputs:
+                    for row in range(first, end):
+                        local += [max(first, row - self.reach), min(end, row + self.reach + 1)]
+                seqs += [first, end]
+                for table, (_, rotary) in zip(tables, self.rotary):
+                    table.append(rotary.table(0, count))  # each text's positions from 0
+            values = {"ids": ids, "positions": positions, "spans": spans, "spans_local": local, "seqs": seqs}
+            for name, buffer in self.inputs.items():
+                self.device.write_buffer(buffer, 0, _u32(values[name]))
+            for (buffer, _), table in zip(self.rotary, tables):
+                self.device.write_buffer(buffer, 0, b"".join(table))
             commands = self.executor.commands(len(ids), 0, logit_rows=len(batch))
-            read = Read(self.buffers["embeddings"], 0, len(batch) * self.dim * 4)
+            read = Read(self.out, 0, len(batch) * self.dim * 4)
             pending.append((self.device.submit(commands + [read])[0], len(batch)))
         vectors = []
         for read, count in pending:

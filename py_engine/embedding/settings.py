@@ -1,26 +1,32 @@
 """How a model turns a text into one vector: its pooling, normalisation and longest input, read from
 its sentence-transformers files where it has them (modules.json, the Pooling module's
 config.json, sentence_bert_config.json), else the architecture's usual choice (an encoder: mean
-pooling, as sentence-transformers wraps a plain transformer; a decoder: its last token).
+pooling, as sentence-transformers wraps a plain transformer; a decoder: its last token). Also from
+those files: the Dense projections after pooling (EmbeddingGemma's two, no bias, identity
+activation: their weights join the model's tensors) and the named prompts of
+config_sentence_transformers.json ("query": "task: search result | query: ", ...).
 
 Every file is read through the model source (its small files), so the browser's source works as
-the desktop's; a file that says something we cannot do (a Dense layer, max pooling) is a
+the desktop's; a file that says something we cannot do (a Dense activation, max pooling) is a
 ModelFileError naming it, never silently another vector."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import ModelFileError, WispError
 from ..formats.json_file import describe, parse_json, read_json
+from ..formats.safetensors import parse_header
 
 MODULES_FILE = "modules.json"
 ST_CONFIG_FILE = "sentence_bert_config.json"
+PROMPTS_FILE = "config_sentence_transformers.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # The files besides config.json and the tokenizer's that an embedding model may carry: the server
 # and the browser's model source must offer them with the model (formats/hf_dir.SMALL_FILES).
 POOLING_CONFIG = "1_Pooling/config.json"
-EMBEDDING_FILES = (MODULES_FILE, ST_CONFIG_FILE, POOLING_CONFIG)
+EMBEDDING_FILES = (MODULES_FILE, ST_CONFIG_FILE, POOLING_CONFIG, PROMPTS_FILE)
 
 POOLINGS = ("cls", "mean", "lasttoken")
 _POOLING_FLAGS = {  # sentence-transformers' Pooling config keys -> our mode (None: not supported)
@@ -31,9 +37,30 @@ _POOLING_FLAGS = {  # sentence-transformers' Pooling config keys -> our mode (No
     "pooling_mode_mean_sqrt_len_tokens": None,
     "pooling_mode_weightedmean_tokens": None,
 }
-_MODULES_OK = ("Transformer", "Pooling", "Normalize")  # sentence_transformers.models.<name>
+_MODULES_OK = ("Transformer", "Pooling", "Dense", "Normalize")  # sentence_transformers.models.<name>
+IDENTITY = "torch.nn.modules.linear.Identity"  # the one Dense activation supported
+# Dense config keys at the values the graph computes (sentence-transformers' defaults).
+_DENSE_DEFAULTS = {
+    "module_input_name": "sentence_embedding",
+    "module_output_name": "sentence_embedding",
+    "use_residual": False,
+}
+# The vector sizes a model was trained to be cut to (Matryoshka), by architecture: EmbeddingGemma's
+# model card (its files do not say). Any other size of its vector is refused, as every size but
+# the whole vector of a model not listed here.
+MATRYOSHKA = {"Gemma3TextModel": (768, 512, 256, 128)}
 DECODER_MAX_TOKENS = 2048  # a decoder's default longest input: its KV cache is sized by it
 ENCODER_MAX_TOKENS = 2048  # an encoder's longest input at most: a whole text is one forward's rows
+
+
+class DenseLayer(NamedTuple):
+    """A sentence-transformers Dense module: y = W x (+ b) of the pooled vector, identity activation."""
+
+    weight: str  # its tensors' names among the model's: "<module path>/linear.weight"
+    bias: str | None
+    n_in: int
+    n_out: int
+    tensors: dict  # those names -> their TensorInfo in <module path>/model.safetensors
 
 
 @dataclass(frozen=True)
@@ -41,6 +68,10 @@ class EmbedSettings:
     pooling: str  # "cls", "mean" or "lasttoken"
     max_tokens: int  # the longest input, special tokens included; longer ones are truncated
     lowercase: bool = False  # sentence_bert_config.json's do_lower_case: the text is lowercased first
+    dense: tuple = ()  # DenseLayers after pooling, in order
+    prompts: dict = field(default_factory=dict)  # name -> the text put before an input
+    default_prompt: str | None = None  # the prompt an input gets when none is named
+    dimensions: tuple = ()  # the sizes a vector may be cut to, largest (the whole vector) first
 
 
 def embed_settings(source, cfg, encoder: bool, pooling: str | None = None, max_tokens: int | None = None):
@@ -49,7 +80,7 @@ def embed_settings(source, cfg, encoder: bool, pooling: str | None = None, max_t
         raise WispError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
     small = source.small_dir()
     folder = source.kind == "hf"  # a GGUF file has no sentence-transformers files beside it
-    files_pooling = _modules_pooling(source, small) if folder else None
+    files_pooling, dense = _modules(source, small) if folder else (None, ())
     st = read_json(small / ST_CONFIG_FILE) if folder and source.exists(ST_CONFIG_FILE) else {}
     longest = _positive(st, "max_seq_length", small / ST_CONFIG_FILE)
     if longest is None and folder and source.exists(TOKENIZER_CONFIG_FILE):
@@ -71,7 +102,14 @@ def embed_settings(source, cfg, encoder: bool, pooling: str | None = None, max_t
     chosen = pooling or files_pooling or ("mean" if encoder else "lasttoken")
     if not encoder and chosen != "lasttoken":  # a decoder runs one text a forward, its last row kept
         raise WispError(f"{source.label}: {chosen} pooling of a decoder is not supported (only lasttoken)")
-    return EmbedSettings(chosen, limit, lowercase)
+    prompts, default_prompt = _prompts(source, small) if folder else ({}, None)
+    width = dense[-1].n_out if dense else cfg.hidden_size
+    if dense and dense[0].n_in != cfg.hidden_size:
+        raise ModelFileError(
+            small / dense[0].weight, f"takes {dense[0].n_in} numbers, the model gives {cfg.hidden_size}"
+        )
+    cuts = tuple(d for d in MATRYOSHKA.get(cfg.architecture, ()) if d < width)
+    return EmbedSettings(chosen, limit, lowercase, dense, prompts, default_prompt, (width, *cuts))
 
 
 def _positive(config: dict, key: str, path) -> int | None:
@@ -83,24 +121,74 @@ def _positive(config: dict, key: str, path) -> int | None:
     return value
 
 
-def _modules_pooling(source, small) -> str | None:
-    """The pooling modules.json's Pooling module asks for (None: no modules.json). Modules that
-    would change the vector otherwise (Dense, ...) are refused."""
+def _modules(source, small) -> tuple[str | None, tuple]:
+    """The pooling modules.json's Pooling module asks for (None: no modules.json) and its Dense
+    layers, in order (after the pooling: the only place the graph projects). Modules that would
+    change the vector otherwise (max pooling, ...) are refused."""
     if not source.exists(MODULES_FILE):
-        return None
+        return None, ()
     path = small / MODULES_FILE
-    modules = _module_list(path)
-    pooling = None
-    for module in modules:
+    pooling, dense = None, []
+    for module in _module_list(path):
         kind = module["type"].rpartition(".")[2]
         if kind not in _MODULES_OK:
             raise ModelFileError(path, f"sentence-transformers module {module['type']!r:.80} is not supported")
-        if kind == "Pooling":
+        if kind in ("Pooling", "Dense"):
             rel = f"{module['path']}/config.json" if module["path"] else "config.json"
             if not source.exists(rel):  # LocalModel refuses a path that climbs out of the folder
-                raise ModelFileError(path, f"the Pooling module's {rel!r:.80} is missing")
-            pooling = _pooling_mode(small / rel)
-    return pooling
+                raise ModelFileError(path, f"the {kind} module's {rel!r:.80} is missing")
+            if kind == "Pooling":
+                pooling = _pooling_mode(small / rel)
+            elif pooling is None:
+                raise ModelFileError(path, "a Dense module before the Pooling module is not supported")
+            else:
+                dense.append(_dense(source, module["path"], small / rel, dense[-1].n_out if dense else None))
+    return pooling, tuple(dense)
+
+
+def _dense(source, folder: str, path, n_in: int | None) -> DenseLayer:
+    """A Dense module's layer from its config.json and model.safetensors (under `folder`)."""
+    config = read_json(path)
+    sizes = [config.get(key) for key in ("in_features", "out_features")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1 << 16 for n in sizes):
+        raise ModelFileError(path, f"in_features and out_features should be sizes, got {describe(sizes)}")
+    if n_in is not None and sizes[0] != n_in:
+        raise ModelFileError(path, f"in_features is {sizes[0]}, but the module before gives {n_in}")
+    bias = config.get("bias", True)
+    if not isinstance(bias, bool):
+        raise ModelFileError(path, f"bias should be true or false, got {describe(bias)}")
+    if config.get("activation_function", IDENTITY) != IDENTITY:
+        raise ModelFileError(path, f"activation_function {describe(config['activation_function'])} is not supported")
+    for key, value in _DENSE_DEFAULTS.items():
+        if config.get(key, value) != value:
+            raise ModelFileError(path, f"{key} {describe(config[key])} is not supported (only {value!r})")
+    rel = f"{folder}/model.safetensors" if folder else "model.safetensors"
+    if not source.exists(rel):
+        raise ModelFileError(path, f"the Dense module's weights {rel!r:.80} are missing (only safetensors are read)")
+    header = parse_header(lambda start, n: source.read(rel, start, n), source.size(rel), source.locate(rel))
+    prefix = f"{folder}/" if folder else ""
+    tensors = {prefix + name: info for name, info in header.items()}
+    weight, bias_name = prefix + "linear.weight", prefix + "linear.bias" if bias else None
+    for name, shape in ((weight, (sizes[1], sizes[0])), (bias_name, (sizes[1],))):
+        if name is not None and (name not in tensors or tuple(tensors[name].shape) != shape):
+            got = tuple(tensors[name].shape) if name in tensors else "missing"
+            raise ModelFileError(source.locate(rel), f"tensor {name!r} should be of shape {shape}, got {got}")
+    return DenseLayer(weight, bias_name, sizes[0], sizes[1], tensors)
+
+
+def _prompts(source, small) -> tuple[dict, str | None]:
+    """config_sentence_transformers.json's prompts (name -> text) and default_prompt_name."""
+    if not source.exists(PROMPTS_FILE):
+        return {}, None
+    path = small / PROMPTS_FILE
+    config = read_json(path)
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(text, str) for text in prompts.values()):
+        raise ModelFileError(path, f"prompts should be an object of texts by name, got {describe(prompts)}")
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ModelFileError(path, f"default_prompt_name {describe(default)} is not one of its prompts")
+    return prompts, default
 
 
 def _module_list(path) -> list[dict]:
@@ -122,6 +210,8 @@ def _module_list(path) -> list[dict]:
 
 def _pooling_mode(path) -> str:
     config = read_json(path)
+    if config.get("include_prompt", True) is not True:  # the prompt's tokens are pooled with the text's
+        raise ModelFileError(path, f"include_prompt {describe(config['include_prompt'])} is not supported (only true)")
     if isinstance(config.get("pooling_mode"), str):  # a newer spelling: {"pooling_mode": "mean"}
         mode = {"mean": "mean", "cls": "cls", "lasttoken": "lasttoken"}.get(config["pooling_mode"])
         if mode is None:

@@ -17,10 +17,11 @@ SMALL_FILES = (
     "tokenizer_config.json",
     "chat_template.jinja",
     INDEX_FILE,
-    # sentence-transformers' description of an embedding model (embedding/settings.py: its pooling)
+    # sentence-transformers' description of an embedding model (embedding/settings.py: its pooling, prompts)
     "modules.json",
     "sentence_bert_config.json",
     "1_Pooling/config.json",
+    "config_sentence_transformers.json",
     # a vision-language model's image processor (vision/smolvlm.py reads both)
     "preprocessor_config.json",
     "processor_config.json",

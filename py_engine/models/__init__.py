@@ -4,7 +4,7 @@ from ..errors import UnsupportedArchitectureError
 from .bert import build_bert
 from .gemma import build_gemma
 from .gemma2 import build_gemma2
-from .gemma3 import build_gemma3
+from .gemma3 import build_gemma3, build_gemma3_encoder
 from .gemma4 import build_gemma4
 from .lfm2 import build_lfm2
 from .llama import build_llama, build_mistral
@@ -28,7 +28,7 @@ ARCHITECTURES = {
 }
 
 # Encoders: embedding models only (py_engine/embedding), no LM head (config.ENCODER_ARCHITECTURES).
-ENCODERS = {"BertModel": build_bert}
+ENCODERS = {"BertModel": build_bert, "Gemma3TextModel": build_gemma3_encoder}
 
 
 def graph_generator(architecture: str, source: str = "config.json", *, encoders: bool = False):

@@ -16,7 +16,7 @@ Per layer (post-LN): q|k|v with biases -> attention -> output dense + bias + res
 from __future__ import annotations
 
 from ..runtime.graph import Tensor, WeightSpec, ceil_div
-from ..runtime.linear_plan import embedding_grid
+from ..runtime.linear_plan import LOGIT_ROWS, embedding_grid
 from . import attention_grid
 from .builder import GraphBuilder
 from .graph_options import GraphOptions
@@ -26,19 +26,19 @@ TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")  # BERT configs' hidden_act for G
 
 
 class EmbeddingBuilder(GraphBuilder):
-    """A GraphBuilder for embedding graphs, of options whose pooling says how build_bert pools a
-    text's rows ("cls", "mean" or "lasttoken") and normalize whether it L2-normalises the pooled
-    vectors. A causal LM's graph built with it ends in last-token pooling of its final norm's row
+    """A GraphBuilder for embedding graphs, of options whose pooling says how an encoder pools a
+    text's rows ("cls", "mean" or "lasttoken"), dense which projections follow (sentence_head) and
+    normalize whether it L2-normalises the vectors. A causal LM's graph built with it ends in last-token pooling of its final norm's row
     instead of the LM head (decoder embedders, Qwen3-Embedding): the head is never read, so a
     checkpoint may leave it out."""
 
     def __init__(self, cfg, tensor_info, options: GraphOptions):
         super().__init__(cfg, tensor_info, options)
-        self.pooling, self.normalize = options.pooling, options.normalize
+        self.pooling, self.normalize, self.dense = options.pooling, options.normalize, options.dense
 
     def logits(self, x_last: Tensor, head: str) -> Tensor:
         # x_last: the final norm of the forward's last row (Step.logit_rows = 1) in row 0.
-        return pool(self, x_last, self.cfg.hidden_size, "cls", sequences=1)
+        return pool(self, x_last, self.cfg.hidden_size, "cls", 1, output(self, self.cfg.hidden_size, 1))
 
     def softcap(self, logits: Tensor, cap: float) -> Tensor:
         return logits  # Gemma 2/3's final softcapping belongs to the logits
@@ -73,7 +73,7 @@ def build_bert(b: GraphBuilder):
         h = gelu(b, b.linear(x, [inter + "weight"], bias=[inter + "bias"]), tanh=cfg.hidden_act in TANH_GELUS)
         out = p + "output.dense."
         x = layer_norm(b, b.linear(h, [out + "weight"], bias=[out + "bias"], residual=x), p + "output.LayerNorm")
-    pool(b, x, hidden, getattr(b, "pooling", "mean"), sequences=g.max_rows)
+    sentence_head(b, x)
     return g
 
 
@@ -176,11 +176,45 @@ def gelu(b: GraphBuilder, x: Tensor, tanh: bool = False) -> Tensor:
     return x
 
 
-def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
-    """Bidirectional attention of each row over its own text's rows (encoder_attention.wgsl; a
-    forward of many rows, encoder_attention_tiled.wgsl)."""
+def encoder_rope(
+    b: GraphBuilder,
+    qkv: Tensor,
+    cos_sin: Tensor,
+    q_norm: Tensor | None = None,
+    k_norm: Tensor | None = None,
+    offset=0.0,
+) -> Tensor:
+    """RoPE in place over an encoder's q|k|v rows (rope_rows.wgsl: no KV cache) by `cos_sin`, an
+    input of each row's angles; with the q_norm and k_norm weights (+ offset: Gemma 3's 1 + w),
+    each q and k head RMS-normalised first. Its qkv, for encoder_attention."""
     cfg = b.cfg
-    heads, hd = cfg.num_heads, cfg.head_dim
+    heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    b.g.op(
+        "rope_rows",
+        {"cos_sin": cos_sin, "qkv": qkv, "q_norm": q_norm or b.dummy, "k_norm": k_norm or b.dummy},
+        {
+            "n_heads": heads,
+            "head_dim": hd,
+            "stride": (heads + 2 * kv_heads) * hd,
+            "k_offset": heads * hd,
+            "n_kv_heads": kv_heads,
+            "eps": cfg.rms_norm_eps,
+            "norm_offset": offset,
+            "pad0": 0,
+        },
+        lambda rows: (heads + kv_heads, rows, 1),
+        {"QK_NORM": q_norm is not None},
+    )
+    return qkv
+
+
+def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor, scale: float | None = None) -> Tensor:
+    """Bidirectional attention of each row over the rows `spans` gives it: its own text's, or the
+    window of them a sliding layer sees (encoder_attention.wgsl; a forward of many rows,
+    encoder_attention_tiled.wgsl). Grouped-query where the model has fewer k/v heads than q heads;
+    scale: the scores' (default head_dim^-0.5)."""
+    cfg = b.cfg
+    heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     width = heads * hd
     y = b.act("attn", width)
     lanes = attention_grid.encoder_lanes(b.g.max_rows, heads, hd, b.subgroup_min_size)
@@ -190,11 +224,11 @@ def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
         {
             "n_heads": heads,
             "head_dim": hd,
-            "q_stride": 3 * width,
+            "q_stride": width + 2 * kv_heads * hd,
             "k_offset": width,
-            "v_offset": 2 * width,
-            "scale": hd**-0.5,
-            "pad0": 0,
+            "v_offset": width + kv_heads * hd,
+            "scale": hd**-0.5 if scale is None else scale,
+            "kv_group": heads // kv_heads,
             "pad1": 0,
         },
         lambda rows: attention_grid.encoder_grid(rows, heads, lanes),
@@ -204,15 +238,37 @@ def encoder_attention(b: GraphBuilder, qkv: Tensor, spans: Tensor) -> Tensor:
     return y
 
 
-def pool(b: GraphBuilder, x: Tensor, dim: int, mode: str, sequences: int) -> Tensor:
-    """The graph's output "embeddings" [sequences, dim]: each text's rows of x (the `seqs` input)
-    pooled by `mode` and, where the builder says so, L2-normalised (embed_pool.wgsl)."""
+def sentence_head(b: GraphBuilder, x: Tensor) -> Tensor:
+    """An encoder's output "embeddings", one vector a text: its rows of x pooled as the builder
+    says, then through its Dense projections (sentence-transformers' modules: the texts' rows,
+    Step.logit_rows of them). L2-normalised in the pooling where the builder says so and nothing
+    follows it; after projections, the embedder normalises (embedding/embedder.py)."""
+    rows = b.g.max_rows
+    dense = getattr(b, "dense", ())
+    if not dense:
+        return pool(b, x, b.cfg.hidden_size, getattr(b, "pooling", "mean"), rows, output(b, b.cfg.hidden_size, rows))
+    y = pool(b, x, b.cfg.hidden_size, b.pooling, rows, b.act("pooled", b.cfg.hidden_size), normalize=False)
+    for i, layer in enumerate(dense):
+        out = output(b, layer.n_out, rows) if i == len(dense) - 1 else b.act("dense", layer.n_out)
+        y = b.linear(y, [layer.weight], bias=[layer.bias] if layer.bias else None, rows=LOGIT_ROWS, out=out)
+    return y
+
+
+def output(b: GraphBuilder, dim: int, texts: int) -> Tensor:
+    """The graph's output "embeddings" [texts, dim]."""
+    y = b.g.outputs["embeddings"] = b.g.tensor("embeddings", texts * dim * 4, "output")
+    return y
+
+
+def pool(b: GraphBuilder, x: Tensor, dim: int, mode: str, sequences: int, y: Tensor, normalize=None) -> Tensor:
+    """Into y [sequences, dim]: each text's rows of x (the `seqs` input) pooled by `mode` and, where
+    `normalize` (default: the builder's) says so, L2-normalised (embed_pool.wgsl)."""
     seqs = input_tensor(b, "seqs", 8)
-    y = b.g.outputs["embeddings"] = b.g.tensor("embeddings", sequences * dim * 4, "output")
+    normalize = getattr(b, "normalize", True) if normalize is None else normalize
     b.g.op(
         "embed_pool",
         {"x": x, "seqs": seqs, "y": y},
-        {"dim": dim, "mode": POOLING_MODES[mode], "normalize": int(getattr(b, "normalize", True)), "pad0": 0},
+        {"dim": dim, "mode": POOLING_MODES[mode], "normalize": int(normalize), "pad0": 0},
         lambda rows: (min(rows, sequences), 1, 1),
     )
     return y

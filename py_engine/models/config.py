@@ -78,7 +78,6 @@ class ModelConfig:
         """The dims the model-wide RoPE table turns: its (full) layers' head_dim's share."""
         return int((self.global_head_dim or self.head_dim) * self.partial_rotary_factor)
 
-
     def sliding(self, layer: int) -> bool:
         """Whether a layer attends only to its sliding window (layer_types, else every layer
         when sliding_window is set)."""
@@ -170,7 +169,11 @@ PER_LAYER_TYPE_ROPE = ("Gemma3ForCausalLM", "Gemma4ForCausalLM")
 # Text towers whose RoPE is multimodal, and transformers' sections where the config names none.
 MROPE_SECTIONS = {"Qwen3_5ForCausalLM": (11, 11, 10)}
 MAX_MROPE_SECTION = 4096
-ENCODER_ARCHITECTURES = ("BertModel",)  # models/bert.py: embedders, not causal LMs
+# Encoders: embedders, not causal LMs. BERT (models/bert.py), and Gemma 3's text model run
+# bidirectionally (EmbeddingGemma: models/gemma3.py build_gemma3_encoder), whose config reads as its
+# causal LM's (ENCODER_LAYOUTS) and must say use_bidirectional_attention.
+ENCODER_ARCHITECTURES = ("BertModel", "Gemma3TextModel")
+ENCODER_LAYOUTS = {"Gemma3TextModel": "Gemma3ForCausalLM"}
 
 
 def architecture_of(raw: dict, path) -> str:
@@ -199,7 +202,11 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
     head_dim = keys.int("head_dim", None)
     if head_dim is None and hidden % heads:
         keys.fail("hidden_size", f"a multiple of num_attention_heads ({heads}) where head_dim is not given", hidden)
-    per_layer_type = architecture in PER_LAYER_TYPE_ROPE
+    layout = ENCODER_LAYOUTS.get(architecture, architecture)  # the architecture whose config keys it has
+    if layout != architecture and keys.bool("use_bidirectional_attention", False) is not True:
+        got = keys.get("use_bidirectional_attention")
+        keys.fail("use_bidirectional_attention", f"true ({architecture} embeds as an encoder)", got)
+    per_layer_type = layout in PER_LAYER_TYPE_ROPE
     theta, scaling = _rope_settings(keys, "full_attention" if per_layer_type else None)
     local_theta, local_scaling = _rope_settings(keys, "sliding_attention") if per_layer_type else (None, None)
     window = keys.int("sliding_window", 0)
@@ -210,7 +217,7 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         keys.fail("num_hidden_layers", f"from 1 to {MAX_LAYERS}", layers)
     layer_types = keys.get("layer_types", None)
     if layer_types is None or layer_types == []:  # absent, null or empty: the architecture's default
-        layer_types = _default_layer_types(architecture, keys, layers)
+        layer_types = _default_layer_types(layout, keys, layers)
     elif not isinstance(layer_types, list) or not all(isinstance(kind, str) for kind in layer_types):
         keys.fail("layer_types", "a list of layer type names", layer_types)
     if layer_types and len(layer_types) != layers:
@@ -224,10 +231,8 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
             **scaling,
         }
     partial = keys.section("rope_parameters").number("partial_rotary_factor", 1.0)
-    encoder = architecture in ENCODER_ARCHITECTURES
-    eps = (
-        keys.number("layer_norm_eps", 1e-12) if encoder else keys.number("rms_norm_eps", keys.number("norm_eps", 1e-6))
-    )
+    bert = architecture == "BertModel"  # BERT's own keys: LayerNorm's eps, the activation, position embeddings
+    eps = keys.number("layer_norm_eps", 1e-12) if bert else keys.number("rms_norm_eps", keys.number("norm_eps", 1e-6))
     return ModelConfig(
         architecture=architecture,
         vocab_size=keys.int("vocab_size"),
@@ -260,8 +265,8 @@ def config_from_hf(raw: dict, path) -> ModelConfig:
         linear_value_head_dim=keys.int("linear_value_head_dim", 0),
         conv_kernel=keys.int("linear_conv_kernel_dim", 0) or keys.int("conv_L_cache", 0),
         conv_bias=keys.bool("conv_bias", False),
-        hidden_act=keys.str("hidden_act", "gelu") if encoder else "",
-        position_embedding_type=keys.str("position_embedding_type", "absolute") if encoder else "",
+        hidden_act=keys.str("hidden_act", "gelu") if bert else "",
+        position_embedding_type=keys.str("position_embedding_type", "absolute") if bert else "",
         mrope_section=_mrope_section(keys, architecture),
         **(_gemma4(keys, layer_types) if architecture == "Gemma4ForCausalLM" else {}),
     )

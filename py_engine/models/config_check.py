@@ -88,11 +88,11 @@ def check_config(cfg: ModelConfig, path) -> None:
         _check_delta_net(check, cfg)
     if "conv" in kinds or "linear_attention" in kinds:
         check.count(CONV_KERNEL_KEY[cfg.architecture], cfg.conv_kernel, high=MAX_CONV_KERNEL)
-    if cfg.architecture in ENCODER_ARCHITECTURES:
+    if cfg.architecture in ENCODER_ARCHITECTURES and cfg.head_dim % 4:  # encoder_attention.wgsl reads vec4s
+        check.fail("head_dim", "must be a multiple of 4 in an encoder", cfg.head_dim)
+    if cfg.architecture == "BertModel":  # its own keys (config.config_from_hf)
         if cfg.hidden_act not in ENCODER_ACTIVATIONS:
             check.fail("hidden_act", f"must be one of {', '.join(ENCODER_ACTIVATIONS)}", cfg.hidden_act)
-        if cfg.head_dim % 4:  # encoder_attention.wgsl reads q and k as vec4s
-            check.fail("hidden_size", "/ num_attention_heads must be a multiple of 4 in an encoder", cfg.head_dim)
         if cfg.position_embedding_type != "absolute":
             check.fail(
                 "position_embedding_type", 'must be "absolute" (the only kind supported)', cfg.position_embedding_type

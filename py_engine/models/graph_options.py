@@ -26,6 +26,8 @@ class GraphOptions:
     # "mean" or "lasttoken"), and whether it L2-normalises the vectors; None: a generating graph.
     pooling: str | None = None
     normalize: bool = True
+    # Its sentence-transformers Dense projections after pooling (embedding/settings.DenseLayer), in order.
+    dense: tuple = ()
     cpu: bool = False  # the adapter runs on the CPU (Capabilities.cpu): the GEMV's CPU layout
     # The narrowest subgroups the device may run (Capabilities.subgroup_min_size; 0: none, or not
     # known): a decode token's attention kernel (attention_grid.few_rows_kernel).

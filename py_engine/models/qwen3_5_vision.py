@@ -28,7 +28,7 @@ import math
 from ..errors import ModelFileError
 from ..runtime.graph import Graph, ceil_div
 from ..runtime.linear_plan import LOGIT_ROWS, weight_defines
-from .bert import encoder_attention, gelu, input_tensor, layer_norm
+from .bert import encoder_attention, encoder_rope, gelu, input_tensor, layer_norm
 from .builder import GraphBuilder
 from .config import MAX_LAYERS, ModelConfig
 from .config_values import ConfigKeys
@@ -161,7 +161,7 @@ def build_qwen3_5_vision(b: GraphBuilder, geometry: dict) -> Graph:
     Output: image_features [tokens, out_hidden]."""
     check_shapes(b, geometry)
     cfg, g = b.cfg, b.g
-    hidden, heads, hd = cfg.hidden_size, cfg.num_heads, cfg.head_dim
+    hidden, hd = cfg.hidden_size, cfg.head_dim
     m2 = geometry["merge"] ** 2
     patches = input_tensor(b, "patches", 4 * 3 * geometry["frames"] * geometry["patch_size"] ** 2)
     taps, weights = input_tensor(b, "pos_taps", 16), input_tensor(b, "pos_weights", 16)
@@ -186,13 +186,7 @@ def build_qwen3_5_vision(b: GraphBuilder, geometry: dict) -> Graph:
     for i in range(cfg.num_layers):
         p = f"{VISION}blocks.{i}."
         qkv = b.linear(layer_norm(b, x, p + "norm1"), [p + "attn.qkv.weight"], bias=[p + "attn.qkv.bias"])
-        g.op(
-            "rope_rows",
-            {"cos_sin": cos_sin, "qkv": qkv},
-            {"n_heads": heads, "head_dim": hd, "stride": 3 * hidden, "k_offset": hidden},
-            lambda rows: (2 * heads, rows, 1),
-        )
-        a = encoder_attention(b, qkv, spans)
+        a = encoder_attention(b, encoder_rope(b, qkv, cos_sin), spans)
         x = b.linear(a, [p + "attn.proj.weight"], bias=[p + "attn.proj.bias"], residual=x)
         h = b.linear(layer_norm(b, x, p + "norm2"), [p + "mlp.linear_fc1.weight"], bias=[p + "mlp.linear_fc1.bias"])
         h = gelu(b, h, tanh=cfg.hidden_act in TANH_GELUS)

@@ -13,7 +13,7 @@ import re
 from ..errors import ModelFileError
 from ..formats.json_file import describe
 from .bert import encoder_shapes
-from .config import ENCODER_ARCHITECTURES, ModelConfig
+from .config import ModelConfig
 from .config_check import MAX_COUNT
 
 LAYER = re.compile(r"model\.layers\.(\d{1,9})\.(.+)")
@@ -31,7 +31,7 @@ ANY = None  # a dimension of any size (the down projection's own columns)
 
 
 def global_shapes(cfg: ModelConfig) -> dict[str, tuple]:
-    if cfg.architecture in ENCODER_ARCHITECTURES:
+    if cfg.architecture == "BertModel":
         return encoder_shapes(cfg)  # every tensor by its full name (models/bert.py)
     vocab, hidden = cfg.vocab_size, cfg.hidden_size
     return {
