@@ -2,8 +2,10 @@
 
     cd tools && /work/refenv/bin/python make_gemma4_fixture.py [--out ../tests/fixtures]
 
-Writes gemma4-f32/: config.json, model.safetensors and reference.json (prompt ids, last-position
-logits, 16 greedy ids), as tools/make_fixtures.py does for the other families (its helpers). The
+Writes gemma4-f32/ and gemma4-bf16/ (E2B's dtype; the same master weights, rounded): config.json,
+model.safetensors and reference.json (prompt ids, last-position logits, 16 greedy ids, computed in
+float32 from the stored values), as tools/make_fixtures.py does for the other families (its
+helpers). The
 model has what Gemma 4 E2B's text model adds to Gemma 3: per-layer embeddings (PLE), the last
 layers reading an earlier layer's K/V (KV sharing: five layers, sliding sliding full | sliding
 full, the last two shared, so the shared sliding layer reads layer 1, not 0), full layers with a
@@ -13,15 +15,14 @@ scalars and the final logit softcap. Norm weights multiply by w itself (no 1 + w
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
 import torch
 import transformers
-from make_fixtures import NEW_TOKENS, PROMPT_LEN, greedy, last_logits, load_f32, min_margins
+from make_fixtures import DTYPES, NEW_TOKENS, PROMPT_LEN, greedy, last_logits, load_f32, min_margins, save
 from transformers import AutoConfig, AutoModelForCausalLM
 
-NAME = "gemma4-f32"
+FIXTURE_DTYPES = ("f32", "bf16")
 CONFIG = dict(
     vocab_size=320,
     vocab_size_per_layer_input=320,
@@ -70,8 +71,12 @@ def build_model(seed):
     return model
 
 
-def reference(path, prompt, seed):
-    model = load_f32(path)
+def reference(path, dtype_name, prompt, seed):
+    """reference.json's fields, or None where this seed's greedy steps are near-tied or too few."""
+    model = load_f32(path, dtype_name)
+    # As load_f32 does for the token embedding: transformers rounds the per-layer table's scale too.
+    per_layer = model.model.embed_tokens_per_layer
+    per_layer.embed_scale.copy_(torch.tensor(per_layer.scalar_embed_scale).to(DTYPES[dtype_name]).float())
     assert model.model.layers[3].self_attn.is_kv_shared_layer and not model.model.layers[2].self_attn.is_kv_shared_layer
     logits = last_logits(model, prompt)
     ids, step_logits = greedy(model, prompt)
@@ -86,10 +91,11 @@ def reference(path, prompt, seed):
         "min_top2_margin_rel": float(f"{rel_margin:.4g}"),
         "transformers": transformers.__version__,
         "torch": torch.__version__,
-        "dtype": "f32",
+        "dtype": dtype_name,
         "attn_implementation": "eager",
         "notes": "Gemma 4 text: PLE, KV sharing (layers 3, 4 read 1, 2), full layers head_dim 24 with "
-        "proportional RoPE 0.25, V norm, layer scalars, final softcap 3; weights stored as f32",
+        f"proportional RoPE 0.25, V norm, layer scalars, final softcap 3; weights stored as {dtype_name}, "
+        "reference computed in float32",
         "seed": seed,
     }
 
@@ -99,18 +105,20 @@ def main():
     parser.add_argument("--out", type=Path, default=Path("../tests/fixtures"))
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
-    path = args.out / NAME
     for seed in range(31000, 31050):
         model = build_model(seed)
         gen = torch.Generator().manual_seed(seed)
         prompt = torch.randint(0, CONFIG["vocab_size"], (1, PROMPT_LEN), generator=gen)
-        shutil.rmtree(path, ignore_errors=True)
-        model.save_pretrained(path)
-        ref = reference(path, prompt, seed)
-        if ref is not None:
-            assert len(ref["greedy"]) == NEW_TOKENS
-            (path / "reference.json").write_text(json.dumps(ref) + "\n")
-            print(f"wrote {path} (seed {seed})")
+        refs = {}
+        for dtype_name in FIXTURE_DTYPES:
+            path = args.out / f"gemma4-{dtype_name}"
+            save(model, "gemma4", dtype_name, path)
+            refs[path] = reference(path, dtype_name, prompt, seed)
+        if all(refs.values()):
+            for path, ref in refs.items():
+                assert len(ref["greedy"]) == NEW_TOKENS
+                (path / "reference.json").write_text(json.dumps(ref) + "\n")
+                print(f"wrote {path} (seed {seed})")
             return
         print(f"seed {seed} degenerate or near-tied, trying the next one")
     raise RuntimeError("no usable seed")
