@@ -57,6 +57,8 @@ def test_what_the_files_say(embedder):
         asyncio.run(embedder.embed("x", prompt_name="search"))
     with pytest.raises(WispError, match="768, 512, 256, 128 dimensions, not 300"):
         asyncio.run(embedder.embed("x", dimensions=300))
+    with pytest.raises(WispError, match="a prompt goes before text"):
+        asyncio.run(embedder.embed([2, 40, 1], prompt_name="query"))
 
 
 def test_the_api_takes_dimensions_and_a_prompt_name(embedder):

@@ -249,6 +249,8 @@ class Embedder:
         if not isinstance(inputs, (list, tuple)) or not inputs:
             raise WispError("input must be a string, a list of strings or token ids, and not empty")
         settings = self.files.settings
+        if prompt_name is not None and not all(isinstance(item, str) for item in inputs):
+            raise WispError("a prompt goes before text: give strings, not token ids, with prompt_name")
         prompt_name = settings.default_prompt if prompt_name is None else prompt_name
         if prompt_name is not None and prompt_name not in settings.prompts:
             named = ", ".join(settings.prompts) or "none"
