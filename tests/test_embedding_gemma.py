@@ -96,6 +96,10 @@ BROKEN = {
         edit_json("3_Dense/config.json", lambda c: {**c, "in_features": 95}),
         "3_Dense/config.json: in_features is 95, but the module before gives 96",
     ),
+    "a first size that is not the model's": (
+        edit_json("2_Dense/config.json", lambda c: {**c, "in_features": 64}),
+        "2_Dense/config.json: in_features is 64, but the module before gives 48",
+    ),
     "a size that is not one": (
         edit_json("2_Dense/config.json", lambda c: {**c, "out_features": "96"}),
         "2_Dense/config.json: in_features and out_features should be sizes",

@@ -80,7 +80,9 @@ def embed_settings(source, cfg, encoder: bool, pooling: str | None = None, max_t
         raise WispError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
     small = source.small_dir()
     folder = source.kind == "hf"  # a GGUF file has no sentence-transformers files beside it
-    files_pooling, dense = _modules(source, small) if folder else (None, ())
+    files_pooling, dense = _modules(source, small, cfg.hidden_size) if folder else (None, ())
+    if dense and not encoder:  # a decoder's graph ends in its last row's pooling (bert.EmbeddingBuilder.logits)
+        raise ModelFileError(small / MODULES_FILE, "Dense modules after a decoder's pooling are not supported")
     st = read_json(small / ST_CONFIG_FILE) if folder and source.exists(ST_CONFIG_FILE) else {}
     longest = _positive(st, "max_seq_length", small / ST_CONFIG_FILE)
     if longest is None and folder and source.exists(TOKENIZER_CONFIG_FILE):
@@ -104,10 +106,6 @@ def embed_settings(source, cfg, encoder: bool, pooling: str | None = None, max_t
         raise WispError(f"{source.label}: {chosen} pooling of a decoder is not supported (only lasttoken)")
     prompts, default_prompt = _prompts(source, small) if folder else ({}, None)
     width = dense[-1].n_out if dense else cfg.hidden_size
-    if dense and dense[0].n_in != cfg.hidden_size:
-        raise ModelFileError(
-            small / dense[0].weight, f"takes {dense[0].n_in} numbers, the model gives {cfg.hidden_size}"
-        )
     cuts = tuple(d for d in MATRYOSHKA.get(cfg.architecture, ()) if d < width)
     return EmbedSettings(chosen, limit, lowercase, dense, prompts, default_prompt, (width, *cuts))
 
@@ -121,10 +119,10 @@ def _positive(config: dict, key: str, path) -> int | None:
     return value
 
 
-def _modules(source, small) -> tuple[str | None, tuple]:
+def _modules(source, small, hidden: int) -> tuple[str | None, tuple]:
     """The pooling modules.json's Pooling module asks for (None: no modules.json) and its Dense
-    layers, in order (after the pooling: the only place the graph projects). Modules that would
-    change the vector otherwise (max pooling, ...) are refused."""
+    layers, in order (after the pooling of `hidden` numbers: the only place the graph projects).
+    Modules that would change the vector otherwise (max pooling, ...) are refused."""
     if not source.exists(MODULES_FILE):
         return None, ()
     path = small / MODULES_FILE
@@ -142,17 +140,18 @@ def _modules(source, small) -> tuple[str | None, tuple]:
             elif pooling is None:
                 raise ModelFileError(path, "a Dense module before the Pooling module is not supported")
             else:
-                dense.append(_dense(source, module["path"], small / rel, dense[-1].n_out if dense else None))
+                dense.append(_dense(source, module["path"], small / rel, dense[-1].n_out if dense else hidden))
     return pooling, tuple(dense)
 
 
-def _dense(source, folder: str, path, n_in: int | None) -> DenseLayer:
-    """A Dense module's layer from its config.json and model.safetensors (under `folder`)."""
+def _dense(source, folder: str, path, n_in: int) -> DenseLayer:
+    """A Dense module's layer from its config.json and model.safetensors (under `folder`), taking
+    the n_in numbers the module before it gives."""
     config = read_json(path)
     sizes = [config.get(key) for key in ("in_features", "out_features")]
     if not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1 << 16 for n in sizes):
         raise ModelFileError(path, f"in_features and out_features should be sizes, got {describe(sizes)}")
-    if n_in is not None and sizes[0] != n_in:
+    if sizes[0] != n_in:
         raise ModelFileError(path, f"in_features is {sizes[0]}, but the module before gives {n_in}")
     bias = config.get("bias", True)
     if not isinstance(bias, bool):
