@@ -49,6 +49,15 @@ def test_vectors_match_sentence_transformers(embedder, run):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_a_short_text_alone(embedder):
+    """11 tokens: a forward of at most 16 rows takes encoder_attention.wgsl (row by row) rather than
+    the tiled kernel, its sliding layers' window (4 rows either side) still narrower than the text."""
+    ref = REFERENCE["runs"]["none/256"]
+    assert 9 < len(ref["input_ids"][4]) <= 16
+    (got,), _ = asyncio.run(embedder.embed(REFERENCE["texts"][4], dimensions=256))
+    np.testing.assert_allclose(got, vectors(ref["vectors_f32"])[4], atol=1e-5)
+
+
 def test_what_the_files_say(embedder):
     assert (embedder.pooling, embedder.max_tokens, embedder.dimensions) == ("mean", 64, 768)
     assert embedder.dimension_choices == (768, 512, 256, 128)
