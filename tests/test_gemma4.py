@@ -32,20 +32,28 @@ def test_logits_and_greedy_tokens_match_transformers():
 
 def test_shared_layers_own_no_kv():
     """Layers 3 (sliding) and 4 (full) attend over layers 1's and 2's caches (the last earlier
-    layer of their type, not layer 0), rotate only their q heads, and add nothing to the KV cache
-    or its footprint."""
-    cfg, graph = build("gemma4-f32")
+    layer of their type, not layer 0; the sliding ones a ring), rotate only their q heads, and add
+    nothing to the KV cache or its footprint."""
+    cfg, graph = build("gemma4-f32", kv_capacity=64, ring_slack=16)
     assert [cfg.kv_owner(i) for i in range(cfg.num_layers)] == [0, 1, 2, 1, 2]
     caches = {t.name: t for t in graph.tensors if t.kind == "state"}
     assert sorted(caches) == [f"{kv}_cache.{i}" for kv in "kv" for i in range(3)]
-    attended = [op.bind["k_cache"].name for op in graph.ops if "partials" in op.bind]
-    assert attended == ["k_cache.0", "k_cache.1", "k_cache.2", "k_cache.1", "k_cache.2"]
+    attention = [op for op in graph.ops if "partials" in op.bind]
+    assert [op.bind["k_cache"].name for op in attention] == [
+        "k_cache.0",
+        "k_cache.1",
+        "k_cache.2",
+        "k_cache.1",
+        "k_cache.2",
+    ]
+    ring = cfg.sliding_window - 1 + 16
+    assert [op.params["capacity"] for op in attention] == [ring, ring, 64, ring, 64]
     heads = cfg.num_heads + 2 * cfg.num_kv_heads
     assert [op.grid(1)[0] for op in graph.ops if op.kernel == "rope_kv"] == [heads] * 3 + [cfg.num_heads] * 2
     kv_bytes = footprint(graph, cfg.vocab_size, 64).kv_cache
     assert kv_bytes == sum(t.nbytes for t in caches.values())
-    # the full layer's caches hold heads of its own head_dim (24, not 16)
-    assert caches["k_cache.2"].nbytes == caches["k_cache.1"].nbytes * 24 // 16
+    # the full layer's caches: heads of its own head_dim (24, not 16), a row for every position
+    assert caches["k_cache.2"].nbytes * 16 * ring == caches["k_cache.1"].nbytes * 24 * 64
 
 
 def test_proportional_rope_turns_a_share_of_frequencies_over_the_whole_head():
