@@ -124,14 +124,16 @@ def test_longrope_keys_follow_the_sequence_length():
         np.testing.assert_allclose(logits, fresh_logits, rtol=0, atol=1e-4 * np.abs(fresh_logits).max())
 
 
-def test_gemma3_text_tower_of_a_multimodal_checkpoint(tmp_path):
-    """A Gemma3ForConditionalGeneration checkpoint: its text_config and its text tower's weights
+@pytest.mark.parametrize("gemma", ["gemma3", "gemma4"])
+def test_gemma_text_tower_of_a_multimodal_checkpoint(tmp_path, gemma):
+    """A Gemma3/4ForConditionalGeneration checkpoint: its text_config and its text tower's weights
     (model.language_model.*, beside a vision tower's) give the causal LM's logits."""
     from safetensors.numpy import load_file, save_file
 
-    fixture = FIXTURES / "gemma3-f32"
+    fixture = FIXTURES / f"{gemma}-f32"
     text = json.loads((fixture / "config.json").read_text())
-    config = {"architectures": ["Gemma3ForConditionalGeneration"], "text_config": text, "dtype": "float32"}
+    family = gemma.capitalize()
+    config = {"architectures": [f"{family}ForConditionalGeneration"], "text_config": text, "dtype": "float32"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     weights = {
         ("lm_head.weight" if name == "lm_head.weight" else "model.language_model." + name[len("model.") :]): w
@@ -148,5 +150,5 @@ def test_gemma3_text_tower_of_a_multimodal_checkpoint(tmp_path):
         return engine.cfg.architecture, np.array(await engine.prompt_logits(ref["prompt_ids"]))
 
     arch, got = asyncio.run(logits(tmp_path))
-    assert arch == "Gemma3ForCausalLM"
+    assert arch == f"{family}ForCausalLM"
     np.testing.assert_array_equal(got, asyncio.run(logits(fixture))[1])
