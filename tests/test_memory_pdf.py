@@ -156,6 +156,27 @@ def test_standard_encoding_and_mac_roman_differ_from_ascii_where_they_should():
     assert pages_of(document([b"BT /F1 12 Tf 1 1 Td (\\212 \\216) Tj ET"], font=mac)) == ["\u00e4 \u00e9"]
 
 
+def test_a_type1_font_without_an_encoding_uses_its_programs_own():
+    # TeX's math fonts put the period at 58, where ASCII has the colon.
+    program = b"%!PS-AdobeFont-1.0: CMMI10\n/Encoding 256 array\n0 1 255 {1 index exch /.notdef put} for\ndup 58 /period put\nreadonly def\ncurrentfile eexec\n"
+    w = PdfWriter()
+    catalog, tree, text_font, file = (
+        w.add(),
+        w.add(),
+        w.add(HELVETICA),
+        w.add(stream(program + b"\x80\x01", f"/Length1 {len(program)}", flate=True)),
+    )
+    descriptor = w.add(f"<< /Type /FontDescriptor /FontName /CMMI10 /Flags 4 /FontFile {file} 0 R >>")
+    math_font = w.add(f"<< /Type /Font /Subtype /Type1 /BaseFont /CMMI10 /FontDescriptor {descriptor} 0 R >>")
+    content = w.add(stream(b"BT /F1 12 Tf 72 700 Td (Dots) Tj /F2 12 Tf 30 0 Td [(:) -200 (:)] TJ ET"))
+    page = w.add(
+        f"<< /Type /Page /Contents {content} 0 R /Resources << /Font << /F1 {text_font} 0 R /F2 {math_font} 0 R >> >> >>"
+    )
+    w.set(tree, f"<< /Type /Pages /Kids [{page} 0 R] /Count 1 >>")
+    w.set(catalog, f"<< /Type /Catalog /Pages {tree} 0 R >>")
+    assert pages_of(w.build(catalog)) == ["Dots . ."]
+
+
 def test_form_xobjects_are_drawn_and_a_form_drawing_itself_is_drawn_once():
     w = PdfWriter()
     catalog, tree, font, form = w.add(), w.add(), w.add(COURIER), w.add()

@@ -3,11 +3,14 @@ each code's text (the ToUnicode CMap first, then a composite font's UCS-2 CMap o
 encoding with its /Differences) and each code's width, which places the next string and so tells a word
 gap from a kerning nudge. A font missing from the resources reads as WinAnsi, a common default."""
 
+import re
+
 from .pdf_cmap import CMap, parse_cmap
 from .pdf_encodings import ENCODINGS, glyph_text
 from .pdf_objects import PdfFile
 from .pdf_syntax import Name, PdfLimit, PdfProblem, Stream
 
+_ENCODING_ENTRY = re.compile(rb"dup\s+(\d+)\s*/([^\s/\[\]{}()<>]+)\s+put")
 _MAX_WIDTHS = 1 << 16  # entries a composite font's /W may spell out; more is garbage, not a font
 
 
@@ -39,10 +42,12 @@ class Font:
         self.codes, self.code_width = CMap(), 1
         encoding, subtype = pdf.get(d, "Encoding"), pdf.get(d, "Subtype")
         base = pdf.get(encoding, "BaseEncoding") if isinstance(encoding, dict) else encoding
-        # No encoding: Type1 fonts default to Standard; TrueType fonts in practice to WinAnsi.
-        table = list(
-            ENCODINGS.get(base) or ENCODINGS["WinAnsiEncoding" if subtype == "TrueType" else "StandardEncoding"]
-        )
+        if base in ENCODINGS:
+            table = list(ENCODINGS[base])
+        elif subtype == "TrueType":  # TrueType fonts without an encoding are WinAnsi in practice
+            table = list(ENCODINGS["WinAnsiEncoding"])
+        else:  # a Type1 font's own encoding (TeX's fonts have theirs), else Standard
+            table = self._builtin_encoding(pdf, pdf.get(d, "FontDescriptor")) or list(ENCODINGS["StandardEncoding"])
         code = 0
         for item in pdf.get(encoding, "Differences", []) if isinstance(encoding, dict) else []:
             item = pdf.resolve(item)
@@ -93,6 +98,29 @@ class Font:
                 i += 3
             else:
                 break
+
+    @staticmethod
+    def _builtin_encoding(pdf: PdfFile, descriptor) -> list[str] | None:
+        """The encoding an embedded Type1 font program declares in its clear-text part (`dup 58
+        /period put` lines), over StandardEncoding; None without one (or a font that uses Standard)."""
+        program = pdf.get(descriptor, "FontFile") if isinstance(descriptor, dict) else None
+        if not isinstance(program, Stream):
+            return None
+        try:
+            clear_length = pdf.get(program.dict, "Length1")  # the program's clear-text part, before eexec
+            clear = pdf.decode(program)[: clear_length if isinstance(clear_length, int) else 1 << 16]
+        except PdfLimit:
+            raise
+        except PdfProblem:
+            return None
+        entries = _ENCODING_ENTRY.findall(clear[clear.find(b"/Encoding") :]) if b"/Encoding" in clear else []
+        if not entries:
+            return None
+        table = list(ENCODINGS["StandardEncoding"]) if b"StandardEncoding" in clear else [""] * 256
+        for code, name in entries:
+            if int(code) < 256:
+                table[int(code)] = glyph_text(name.decode("latin-1"))
+        return table
 
     def _text(self, code: bytes) -> str:
         if self.code_width == 1:

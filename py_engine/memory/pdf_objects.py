@@ -154,7 +154,8 @@ class PdfFile:
             except PdfLimit:
                 raise
             except PdfProblem:
-                trailer = {}
+                pass
+            trailer = trailer if isinstance(trailer, dict) else {}
         for num in list(self.offsets):
             try:
                 obj = self._load(num)
