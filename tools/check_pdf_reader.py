@@ -41,7 +41,9 @@ def test_pdfs() -> dict[str, bytes]:
         "lines": document([lines], flate=True),
         "object-stream": document([lines], flate=True, xref_stream=True, packed=True),
         "kerning": document([b"BT /F1 10 Tf 72 700 Td [(W) 80 (ord) -30 (s) -300 (apart) -120 (ly)] TJ ET"]),
-        "positions": document([b"BT /F1 10 Tf 72 700 Td (Hel) Tj 18 0 Td (lo) Tj 1 0 0 1 132 700 Tm (you) Tj ET"], COURIER),
+        "positions": document(
+            [b"BT /F1 10 Tf 72 700 Td (Hel) Tj 18 0 Td (lo) Tj 1 0 0 1 132 700 Tm (you) Tj ET"], COURIER
+        ),
     }
 
 
