@@ -79,7 +79,8 @@ class AttentionOps:
         """A layer's Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the cos_sin table:
         rope_table's, default the model's) and KV append of qkv, for attention(): it sizes the
         layer's caches by its window and emits this op before its own (a forward of many rows
-        runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped).
+        runs it; in a one-row forward the attention does its work where it can, ROPE_KV, and it
+        is skipped: KVLayer.fused_decode).
         gated: each q head is followed by its output gate (Qwen3.5: attention() multiplies its
         output by sigmoid(gate)). head_dim: the layer's (default the config's; Gemma 4's full layers
         have their own), rotated over the cos_sin table's rotary_dim. v_norm: the values are

@@ -91,7 +91,7 @@ class ModelConfig:
             return self.global_head_dim
         return self.head_dim
 
-    def kv_owner(self, layer: int) -> int:
+    def kv_owner(self, layer: int) -> int | None:
         """The layer whose K/V cache `layer` attends over: itself, or for one of the last
         kv_shared_layers (Gemma 4) the last layer before them of its type (transformers'
         kv_sharing_modes; None where there is none: config_check refuses such a config)."""
