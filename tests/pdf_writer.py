@@ -77,7 +77,7 @@ def png_up(rows: list[bytes]) -> bytes:
     return bytes(out)
 
 
-def append_update(base: bytes, objects: dict[int, str | bytes], root: int) -> bytes:
+def append_update(base: bytes, objects: dict[int, str | bytes], root: int, trailer: str = "") -> bytes:
     """`base` with an incremental update: new bodies for `objects`, a table of just those, /Prev to the old one."""
     prev = int(re.findall(rb"startxref\s+(\d+)", base)[-1])
     size = int(re.findall(rb"/Size (\d+)", base)[-1])
@@ -90,7 +90,7 @@ def append_update(base: bytes, objects: dict[int, str | bytes], root: int) -> by
     for num in sorted(objects):
         out += b"%d 1\n%010d 00000 n \n" % (num, offsets[num])
     size = max(size, max(objects) + 1)
-    out += f"trailer\n<< /Size {size} /Root {root} 0 R /Prev {prev} >>\nstartxref\n{start}\n%%EOF\n".encode()
+    out += f"trailer\n<< /Size {size} /Root {root} 0 R /Prev {prev} {trailer} >>\nstartxref\n{start}\n%%EOF\n".encode()
     return bytes(out)
 
 

@@ -52,6 +52,8 @@ def test_windows_1252_and_a_few_bad_bytes_are_text_but_binary_data_is_refused():
     assert read_document("old.txt", "Déjà vu – “quoted”".encode("cp1252")).text == "Déjà vu – “quoted”"
     mostly_utf8 = ("é" * 3000).encode() + b"\xff"  # a stray byte in 6 KB: within one in a thousand
     assert read_document("stray.txt", mostly_utf8).text == "é" * 3000 + "\ufffd"
+    not_utf8 = ("é" * 300).encode() + b"\xff" * 2  # more bad bytes than one in a thousand: Windows-1252
+    assert read_document("mixed.txt", not_utf8).text == "Ã©" * 300 + "ÿÿ"
     assert refusal("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 10).startswith("is binary data")
     assert refusal("blob.txt", bytes(range(1, 32)) * 20) == "is binary data, not text (control characters)"
     assert "UTF-16 text needs its byte-order mark" in refusal("u16.txt", "no bom".encode("utf-16-le"))

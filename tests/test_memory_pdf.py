@@ -4,6 +4,7 @@ update, wrong offsets), the text operators and fonts, and the bad files the issu
 with one DocumentError."""
 
 import random
+import tracemalloc
 import zlib
 
 import pytest
@@ -77,10 +78,11 @@ def test_an_incremental_update_replaces_the_objects_it_revises():
     )
     w.set(tree, f"<< /Type /Pages /Kids [{page} 0 R] /Count 1 >>")
     w.set(catalog, f"<< /Type /Catalog /Pages {tree} 0 R >>")
-    base = w.build(catalog)
-    updated = append_update(base, {content: stream(b"BT /F1 12 Tf 72 700 Td (New text) Tj ET", flate=True)}, catalog)
-    assert pages_of(base) == ["Old text"]
-    assert pages_of(updated) == ["New text"]
+    base = w.build(catalog, trailer="/Info << /Title (Draft) >>")
+    new = stream(b"BT /F1 12 Tf 72 700 Td (New text) Tj ET", flate=True)
+    updated = append_update(base, {content: new}, catalog, trailer="/Info << /Title (Final) >>")
+    assert pages_of(base) == ["Old text"] and read_document("a.pdf", base).title == "Draft"
+    assert pages_of(updated) == ["New text"] and read_document("a.pdf", updated).title == "Final"
 
 
 def test_wrong_offsets_and_a_missing_xref_are_read_by_scanning_the_file():
@@ -263,6 +265,17 @@ def test_a_flate_bomb_is_refused_at_the_cap_without_inflating_it_all():
 
 def test_the_default_stream_cap_refuses_a_bomb_of_a_gigabyte():
     assert "more than 64 MiB" in refusal(bomb(1 << 14))
+
+
+def test_a_bomb_is_refused_having_inflated_no_more_than_the_cap():
+    data, small = bomb(1 << 14), ReadLimits(max_stream_bytes=1 << 20)
+    tracemalloc.start()
+    try:
+        refusal(data, small)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
 
 
 def test_deep_nesting_is_refused():

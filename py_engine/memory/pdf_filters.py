@@ -79,7 +79,7 @@ def _inflate(raw: memoryview, budget: Budget) -> bytes:
         try:
             for start in range(0, len(view), _CHUNK):
                 out += inflater.decompress(view[start : start + _CHUNK], cap + 1 - len(out))
-                if len(out) > cap:
+                if len(out) > cap:  # output stopped at max_length with input left (unconsumed_tail): refuse
                     budget.check(len(out))
                 if inflater.eof:
                     break

@@ -100,6 +100,8 @@ class PdfFile:
             if head is None:
                 raise PdfProblem("a cross-reference table is damaged")
             first, count = int(head[1]), int(head[2])
+            if count * 18 > len(data) - head.end():  # rows are 20 bytes: a count the file cannot hold is damage
+                raise PdfProblem("a cross-reference table is damaged")
             self._count(count)
             pos = head.end()
             for num in range(first, first + count):
@@ -121,8 +123,9 @@ class PdfFile:
             raise PdfProblem("an xref stream's /Index is not a list of counts")
         rows, pos, row_size = self.decode(stream), 0, sum(widths)
         for first, count in zip(index[::2], index[1::2]):
+            count = min(count, (len(rows) - pos) // max(row_size, 1))  # a damaged /Index may promise more
             self._count(count)
-            for num in range(first, first + min(count, (len(rows) - pos) // max(row_size, 1))):
+            for num in range(first, first + count):
                 fields = []
                 for width in widths:
                     fields.append(int.from_bytes(rows[pos : pos + width], "big"))
