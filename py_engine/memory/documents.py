@@ -74,7 +74,9 @@ def read_document(
         raise DocumentError(name, "is empty")
     if kind == "pdf":
         return _pdf_document(name, data, limits)
-    text = decode_text(name, data, _declared_charset(data, media_type, kind)).replace("\r\n", "\n").replace("\r", "\n")
+    text = decode_text(name, data, _declared_charset(data, media_type, kind))
+    if "\r" in text:  # one line end, \n, for offsets and headings (a copy only for files that need it)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if _BLANK_TEXT.match(text):
         raise DocumentError(name, "has no text")
     if kind == "html":
