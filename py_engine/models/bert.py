@@ -28,9 +28,9 @@ TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")  # BERT configs' hidden_act for G
 class EmbeddingBuilder(GraphBuilder):
     """A GraphBuilder for embedding graphs, of options whose pooling says how an encoder pools a
     text's rows ("cls", "mean" or "lasttoken"), dense which projections follow (sentence_head) and
-    normalize whether it L2-normalises the vectors. A causal LM's graph built with it ends in last-token pooling of its final norm's row
-    instead of the LM head (decoder embedders, Qwen3-Embedding): the head is never read, so a
-    checkpoint may leave it out."""
+    normalize whether it L2-normalises the vectors. A causal LM's graph built with it ends in
+    last-token pooling of its final norm's row instead of the LM head (decoder embedders,
+    Qwen3-Embedding): the head is never read, so a checkpoint may leave it out."""
 
     def __init__(self, cfg, tensor_info, options: GraphOptions):
         super().__init__(cfg, tensor_info, options)
