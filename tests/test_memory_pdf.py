@@ -278,6 +278,31 @@ def test_a_bomb_is_refused_having_inflated_no_more_than_the_cap():
     assert peak < 8 << 20
 
 
+def test_forms_drawing_forms_tenfold_are_refused_at_the_draw_cap():
+    w = PdfWriter()
+    catalog, tree, font = w.add(), w.add(), w.add(HELVETICA)
+    forms = [w.add() for _ in range(9)]
+    for level, form in enumerate(forms):
+        inner = forms[level + 1] if level + 1 < len(forms) else None
+        content = b"/Next Do " * 10 if inner else b"BT /F1 12 Tf (lol) Tj ET"
+        extra = f"/Resources << /Font << /F1 {font} 0 R >> /XObject << /Next {inner} 0 R >> >>" if inner else ""
+        w.set(form, stream(content, f"/Type /XObject /Subtype /Form /BBox [0 0 9 9] {extra}"))
+    content = w.add(stream(b"/Top Do"))
+    page = w.add(f"<< /Type /Page /Contents {content} 0 R /Resources << /XObject << /Top {forms[0]} 0 R >> >> >>")
+    w.set(tree, f"<< /Type /Pages /Kids [{page} 0 R] /Count 1 >>")
+    w.set(catalog, f"<< /Type /Catalog /Pages {tree} 0 R >>")
+    assert (
+        refusal(w.build(catalog), ReadLimits(max_form_draws=1000))
+        == "refused: its pages draw forms more than 1,000 times"
+    )
+
+
+def test_text_past_the_cap_is_refused():
+    pages = [b"BT /F1 12 Tf 72 700 Td (%s) Tj ET" % (b"word " * 12)] * 2
+    assert len(pages_of(document(pages), ReadLimits(max_text_bytes=120))[0]) == 59
+    assert refusal(document(pages), ReadLimits(max_text_bytes=100)) == "refused: its text passes 100 bytes"
+
+
 def test_deep_nesting_is_refused():
     content = b"BT /F1 12 Tf " + b"[" * 200 + b"]" * 200 + b" TJ ET"
     assert "nested more than 64 deep" in refusal(document([content]))

@@ -7,10 +7,10 @@ Encrypted PDFs are refused, even those with an empty user password (RC4 would be
 from dataclasses import dataclass
 
 from ..errors import DocumentError
-from .limits import ReadLimits, size_text
+from .limits import ReadLimits
 from .pdf_objects import PdfFile
 from .pdf_syntax import PdfLimit, PdfProblem, Ref, Stream
-from .pdf_text import PageText
+from .pdf_text import PageText, Quota
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,11 @@ def _read(name: str, data: bytes, limits: ReadLimits) -> PdfText:
     root = pdf.resolve(pdf.trailer.get("Root"))
     if not isinstance(root, dict):
         raise PdfProblem("it has no document catalog")
-    pages, fonts, draws_left, chars = [], {}, [limits.max_form_draws], 0
+    pages, fonts, quota = [], {}, Quota(limits)
     for page, resources in _pages(pdf, root.get("Pages")):
-        reader = PageText(pdf, fonts, draws_left)
+        reader = PageText(pdf, fonts, quota)
         reader.run(_content(pdf, page), resources)
         pages.append(reader.text())
-        chars += len(pages[-1])
-        if chars > limits.max_text_bytes:
-            raise PdfLimit(f"its text passes {size_text(limits.max_text_bytes)}")
     info = pdf.resolve(pdf.trailer.get("Info"))
     title = pdf.resolve(info.get("Title")) if isinstance(info, dict) else None
     return PdfText(pages, _text_string(title).strip() or None if isinstance(title, bytes) else None)

@@ -3,6 +3,9 @@ CMap's codespace ranges, which say how a string's bytes split into codes (one by
 
 from .pdf_syntax import Lexer
 
+# Codes one CMap may map: fonts have at most 65,536 glyphs, so more is a bomb (the rest are ignored).
+_MAX_CODES = 1 << 17
+
 
 class CMap:
     def __init__(self):
@@ -35,14 +38,29 @@ class CMap:
         value = int.from_bytes(code, "big")
         for width, first, last, target in self.ranges:
             if width == len(code) and first <= value <= last:
-                if isinstance(target, list):
-                    item = target[value - first] if value - first < len(target) else b""
-                    return _unicode(item) if isinstance(item, bytes) else ""
-                bits = 8 * len(target)  # the offset adds to the target's last character, wrapping like a counter
-                return _unicode(
-                    ((int.from_bytes(target, "big") + value - first) % (1 << bits)).to_bytes(len(target), "big")
-                )
+                return _range_text(target, value - first)
         return None
+
+    def add_range(self, width: int, first: int, last: int, target) -> None:
+        """A bfrange; one within a last byte's 256 codes, as the spec has them, goes into the dictionary
+        (a CJK font's CMap has thousands of ranges: looking each code up in a list would be slow)."""
+        if len(self.chars) + len(self.ranges) >= _MAX_CODES:
+            return
+        if last - first < 256:
+            for value in range(first, last + 1):
+                self.chars[value.to_bytes(width, "big")] = _range_text(target, value - first)
+        else:
+            self.ranges.append((width, first, last, target))
+
+
+def _range_text(target, offset: int) -> str:
+    """The text of the code `offset` past a bfrange's first: an item of its list, or its first
+    target with the offset added to the last character, wrapping like a counter."""
+    if isinstance(target, list):
+        item = target[offset] if offset < len(target) else b""
+        return _unicode(item) if isinstance(item, bytes) else ""
+    bits = 8 * len(target)
+    return _unicode(((int.from_bytes(target, "big") + offset) % (1 << bits)).to_bytes(len(target), "big"))
 
 
 def _unicode(target: bytes) -> str:
@@ -63,13 +81,13 @@ def parse_cmap(data: bytes, max_depth: int) -> CMap:
                     cmap.codespace.append((len(low), int.from_bytes(low, "big"), int.from_bytes(high, "big")))
         elif operator == "endbfchar":
             for code, target in zip(strings[::2], strings[1::2]):
-                if isinstance(code, bytes) and isinstance(target, bytes):
+                if isinstance(code, bytes) and isinstance(target, bytes) and len(cmap.chars) < _MAX_CODES:
                     cmap.chars[code] = _unicode(target)
         elif operator == "endbfrange":
             for first, last, target in zip(strings[::3], strings[1::3], strings[2::3]):
                 if isinstance(first, bytes) and isinstance(last, bytes) and first and len(first) == len(last):
                     if isinstance(target, list) or target:
                         low, high = int.from_bytes(first, "big"), int.from_bytes(last, "big")
-                        cmap.ranges.append((len(first), low, high, target))
+                        cmap.add_range(len(first), low, high, target)
     cmap.codespace.sort()
     return cmap

@@ -7,6 +7,7 @@ word) a space. Strings come out in content-stream order, which is reading order 
 import math
 import re
 
+from .limits import ReadLimits, size_text
 from .pdf_fonts import Font
 from .pdf_objects import PdfFile
 from .pdf_syntax import Lexer, PdfLimit, Ref, Stream
@@ -14,6 +15,7 @@ from .pdf_syntax import Lexer, PdfLimit, Ref, Stream
 IDENTITY = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 _SPACE_GAP = 0.15  # word spaces are ~0.25 em and more; kerning and letter spacing stay under ~0.1 em
 _LINE_GAP = 0.5
+_RUN = 4096
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
 
@@ -48,12 +50,24 @@ class _State:
         return other
 
 
-class PageText:
-    """Reads the content of one page; `draws_left` is shared by the document's pages (forms drawn)."""
+class Quota:
+    """What a document's pages may still produce together: forms drawn, characters of text."""
 
-    def __init__(self, pdf: PdfFile, fonts: dict, draws_left: list[int]):
-        self.pdf, self.fonts, self.draws_left = pdf, fonts, draws_left
+    def __init__(self, limits: ReadLimits):
+        self.limits = limits
+        self.forms = limits.max_form_draws
+        self.chars = limits.max_text_bytes
+
+
+class PageText:
+    """Reads the content of one page. Its text is kept as runs of at most _RUN strings joined, so a
+    page of a million one-letter strings costs its characters, not a million string objects."""
+
+    def __init__(self, pdf: PdfFile, fonts: dict, quota: Quota):
+        self.pdf, self.fonts, self.quota = pdf, fonts, quota
+        self.runs: list[str] = []
         self.parts: list[str] = []
+        self.last = ""  # the last character added
         self.end = None  # where the last shown string ended, in device space
         self.tm = self.tlm = IDENTITY
         self.open_forms: set[int] = set()
@@ -98,7 +112,7 @@ class PageText:
                 self._draw_form(operands[-1], resources, state, depth)
 
     def text(self) -> str:
-        text = _CONTROL.sub("", "".join(self.parts)).replace("\u00a0", " ")
+        text = _CONTROL.sub("", "".join(self.runs + self.parts)).replace("\u00a0", " ")
         return _TRAILING_SPACE.sub("\n", text).strip()
 
     def _next_line(self, tx: float, ty: float) -> None:
@@ -139,20 +153,29 @@ class PageText:
 
     def _place(self, text: str, trm: tuple) -> None:
         """Add `text`, after a line break or space when it starts away from where the last string ended."""
-        if self.end is not None and text and self.parts:
+        if self.end is not None and text and self.last:
             size = math.hypot(trm[2], trm[3]) or 1.0
             length = math.hypot(trm[0], trm[1])
             ux, uy = (trm[0] / length, trm[1] / length) if length else (1.0, 0.0)
             dx, dy = trm[4] - self.end[0], trm[5] - self.end[1]
             along, across = dx * ux + dy * uy, dy * ux - dx * uy
-            last = self.parts[-1]
             if abs(across) > _LINE_GAP * size:
-                if not last.endswith("\n"):
-                    self.parts.append("\n")
-            elif (along > _SPACE_GAP * size or along < -size) and not (last[-1:].isspace() or text[0].isspace()):
-                self.parts.append(" ")
+                if self.last != "\n":
+                    self._add("\n")
+            elif (along > _SPACE_GAP * size or along < -size) and not (self.last.isspace() or text[0].isspace()):
+                self._add(" ")
         if text:
-            self.parts.append(text)
+            self._add(text)
+
+    def _add(self, text: str) -> None:
+        self.quota.chars -= len(text)
+        if self.quota.chars < 0:
+            raise PdfLimit(f"its text passes {size_text(self.quota.limits.max_text_bytes)}")
+        self.parts.append(text)
+        self.last = text[-1]
+        if len(self.parts) >= _RUN:
+            self.runs.append("".join(self.parts))
+            self.parts = []
 
     def _draw_form(self, name, resources: dict, state: _State, depth: int) -> None:
         """Run a Form XObject's content in its own matrix; a form drawing itself is drawn once."""
@@ -162,9 +185,9 @@ class PageText:
             return
         if depth + 1 >= self.pdf.limits.max_depth:
             raise PdfLimit(f"forms are drawn inside each other more than {self.pdf.limits.max_depth} deep")
-        self.draws_left[0] -= 1
-        if self.draws_left[0] < 0:
-            raise PdfLimit(f"its pages draw forms more than {self.pdf.limits.max_form_draws:,} times")
+        self.quota.forms -= 1
+        if self.quota.forms < 0:
+            raise PdfLimit(f"its pages draw forms more than {self.quota.limits.max_form_draws:,} times")
         inner = state.copy()
         matrix = numbers(self.pdf.get(form.dict, "Matrix", []), 6)
         inner.ctm = multiply(matrix, state.ctm) if matrix else state.ctm
