@@ -10,6 +10,7 @@ from pathlib import Path
 
 from py_engine.cli import add_precision_arg
 
+from .memory_api import Memories
 from .models import ModelPathError, ModelRegistry
 from .openai_api import Models
 from .server import ROOT, create_app
@@ -65,6 +66,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     add_precision_arg(parser)  # /v1's chat models (the page's engine takes its own load option)
     parser.add_argument(
+        "--memory-dir",
+        type=Path,
+        default=None,
+        help="where /v1/memory keeps its collections, a SQLite file each (default ~/.cache/wisp/memory)",
+    )
+    parser.add_argument(
+        "--memory-model",
+        default=None,
+        metavar="ID",
+        help="the served embedding model that embeds /v1/memory's documents (default: the first one listed)",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -113,7 +126,9 @@ def main(argv=None) -> int:
     if not models:
         print("  no models: run `python -m py_engine fetch` or pass --model PATH", flush=True)
     openai = Models(registry, precision=args.precision)
-    config = uvicorn.Config(create_app(registry, web_dir=web_dir, openai=openai), log_level=args.log_level)
+    memories = Memories(openai, args.memory_dir, args.memory_model)
+    app = create_app(registry, web_dir=web_dir, openai=openai, memories=memories)
+    config = uvicorn.Config(app, log_level=args.log_level)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

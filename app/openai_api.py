@@ -17,10 +17,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from py_engine.api import completions, embeddings
+from py_engine.api.memory import citations, last_user_text, with_passages
 from py_engine.api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from py_engine.errors import WispError
 from py_engine.runtime.memory import ModelTooLargeError
 
+from .memory_api import Memories, memory_routes
 from .models import ModelRegistry
 from .pictures import fetch_pictures
 
@@ -100,8 +102,11 @@ async def _body(request: Request):
         raise RequestError("the request body is not JSON") from None
 
 
-def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list[Route]:
+def openai_routes(
+    registry: ModelRegistry, models: Models | None = None, memories: Memories | None = None
+) -> list[Route]:
     models = models or Models(registry)
+    memories = memories or Memories(models)
 
     async def list_models(request: Request) -> Response:
         data = [{"id": m.id, "object": "model", "created": 0, "owned_by": "wisp"} for m in registry.models()]
@@ -116,10 +121,17 @@ def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list
         await models.lock.acquire()
         streaming = False
         try:
+            recalled = None  # Wisp's memory extension: passages of the user's documents before the conversation
+            if getattr(parsed, "memory", None) is not None:
+                hits = await memories.recall(parsed.memory, last_user_text(parsed.messages))
+                parsed.messages = with_passages(parsed.messages, hits)
+                recalled = citations(parsed.memory.collection, hits)
             stream = chunks(await models.chat_model(parsed.model, parsed.precision), parsed)
             if not parsed.stream:
-                return JSONResponse(await completions.collect(stream))
+                return JSONResponse(await completions.collect(stream) | ({"memory": recalled} if recalled else {}))
             first = await anext(stream)  # an error before the first chunk is still an HTTP status
+            if recalled:
+                first = {**first, "memory": recalled}
             streaming = True  # the stream releases the lock when it ends
             events = _events(first, stream, parsed.include_usage, models.lock)
             return StreamingResponse(events, media_type="text/event-stream")
@@ -149,6 +161,7 @@ def openai_routes(registry: ModelRegistry, models: Models | None = None) -> list
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", complete, methods=["POST"]),
         Route("/v1/embeddings", embed, methods=["POST"]),
+        *memory_routes(models, memories, error_response, _body),
     ]
 
 

@@ -76,7 +76,7 @@ class ShellVersion:
 
 
 def create_app(
-    registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None, openai=None
+    registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None, openai=None, memories=None
 ) -> Starlette:
     registry = registry if registry is not None else ModelRegistry()
     web_dir = web_dir if web_dir is not None else root / "build" / "web"
@@ -141,7 +141,7 @@ def create_app(
         Route("/api/models", api_models, methods=["GET"]),
         Route("/models/{model_id}/{path:path}", model_file, methods=["GET", "HEAD"]),
         *(tree(name) for name in trees),
-        *openai_routes(registry, openai),
+        *openai_routes(registry, openai, memories),
     ]
     app = Starlette(routes=routes)
     app.state.registry = registry

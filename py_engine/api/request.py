@@ -8,7 +8,8 @@ logprobs false). Besides OpenAI's fields, generation takes top_k, repetition_pen
 ("fast" or "exact": the arithmetic of the model's GEMV, Engine.load's; absent: the server's or the
 page's load option), lookup (prompt-lookup decoding: the same tokens, faster where the answer
 copies the conversation) and ignore_eos (no stop id ends the answer: benchmarks decode a fixed
-count). A text completion's prompt may be token ids, as OpenAI's may. A bad body is a
+count), and memory (api/memory.py: passages of the user's documents recalled into the prompt). A
+text completion's prompt may be token ids, as OpenAI's may. A bad body is a
 RequestError: HTTP 400 with OpenAI's error object."""
 
 from __future__ import annotations
@@ -17,23 +18,12 @@ import random
 from dataclasses import dataclass, field
 
 from ..decode.token_choice import SamplingParams
-from ..errors import WispError
 from ..runtime.linear_plan import PRECISIONS
+from .memory import parse_memory
+from .request_error import RequestError
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 IGNORED = {"user", "metadata", "store", "parallel_tool_calls", "service_tier", "stream_options", "model"}
-
-
-class RequestError(WispError):
-    """A request OpenAI's API would refuse, or one Wisp cannot serve: `param` names the field."""
-
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
-        super().__init__(message)
-        self.param, self.status, self.code = param, status, code
-
-    def body(self) -> dict:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
-        return {"error": {"message": str(self), "type": kind, "param": self.param, "code": self.code}}
 
 
 @dataclass
@@ -59,6 +49,7 @@ class ChatRequest(GenerationRequest):
     # image_url parts' URLs, in the order the messages give them; each such message's content
     # is a list of parts ({"type": "image"} where a picture goes), as chat templates take them.
     pictures: list[str] = field(default_factory=list)
+    memory: object = None  # Wisp's own field: api/memory.py's MemoryOptions (None: no recall)
 
 
 @dataclass
@@ -181,7 +172,7 @@ def _generation(body: dict, request: GenerationRequest) -> None:
 
 
 def parse_chat(body) -> ChatRequest:
-    _check_body(body, GENERATION_FIELDS | {"messages", "tools", "tool_choice", "max_completion_tokens"})
+    _check_body(body, GENERATION_FIELDS | {"messages", "tools", "tool_choice", "max_completion_tokens", "memory"})
     request = ChatRequest(model=body["model"])
     _generation(body, request)
     messages = body.get("messages")
@@ -190,6 +181,7 @@ def parse_chat(body) -> ChatRequest:
     request.messages = [_message(m, i, request.pictures) for i, m in enumerate(messages)]
     request.tools = _tools(body.get("tools"))
     request.tool_choice = _tool_choice(body.get("tool_choice"), request.tools)
+    request.memory = parse_memory(body.get("memory"))
     if request.tool_choice not in ("auto", "none") and request.response_format:
         raise RequestError("a forced tool call and a response_format cannot both shape the answer", "tool_choice")
     return request

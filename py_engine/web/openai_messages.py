@@ -34,6 +34,8 @@ async def answer(state, message: dict) -> None:
         raise RequestError(f"'{model.id}' is an embedding model: it writes no text", "model")
     if body.precision not in (None, model.engine.precision):  # static/openai.js loads it so first
         raise RequestError(f"'{model.id}' is loaded with precision '{model.engine.precision}'", "precision")
+    if getattr(body, "memory", None) is not None:  # (issue 31: the page's store comes next)
+        raise RequestError("'memory' is served by the desktop's /v1 only, not yet by the page", "memory")
 
     def cancelled() -> bool:
         return request in state.cancelled

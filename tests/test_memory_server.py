@@ -1,0 +1,68 @@
+"""Wisp's memory over the desktop's /v1 (app/memory_api.py, py_engine/api/memory.py), driven by the
+real `openai` package: documents added to a collection (all-MiniLM-L6-v2 embeds them), listed,
+recalled, cited in a chat answer (SmolLM2; its words are not checked, the recalled passages are),
+removed; kept in the memory folder across a restart; bad requests get OpenAI's error object."""
+
+import pytest
+from server_harness import app_server
+
+from py_engine.model_cache import ensure_model
+
+openai = pytest.importorskip("openai")
+pytestmark = pytest.mark.slow
+
+SMOL = "smollm2-135m-instruct.q4_1"
+MINILM = "all-minilm-l6-v2"
+DOCUMENTS = {
+    "garden.md": "# Garden\n\nTomatoes need six hours of sun a day and water at the roots.",
+    "trains.txt": "The night train to Vienna leaves from platform 4 at 22:15 every Friday.",
+    "recipes.txt": "Bread needs flour, water, salt and yeast; knead it for ten minutes.",
+}
+
+
+def server(folder):
+    models = [str(ensure_model("smollm2-135m-instruct")), str(ensure_model(MINILM))]
+    return app_server("--no-default", "--model", *models, "--memory-dir", str(folder), "--memory-model", MINILM)
+
+
+def api(url):
+    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
+
+
+def test_documents_recalled_and_cited_across_a_restart(tmp_path):
+    with server(tmp_path) as (url, _):
+        client = api(url)
+        ids = {}
+        for name, text in DOCUMENTS.items():
+            added = client.post("/memory/notes/documents", body={"name": name, "text": text}, cast_to=object)
+            assert added["source"] == name and added["passages"] >= 1
+            ids[name] = added["id"]
+        hits = client.post(
+            "/memory/notes/recall", body={"query": "When does the train to Vienna leave?", "k": 2}, cast_to=object
+        )
+        assert hits["data"][0]["source"] == "trains.txt" and "22:15" in hits["data"][0]["text"]
+        answer = client.chat.completions.create(
+            model=SMOL,
+            messages=[{"role": "user", "content": "When does the night train to Vienna leave?"}],
+            max_tokens=4,
+            temperature=0,
+            extra_body={"memory": {"collection": "notes", "k": 2}},
+        )
+        cited = answer.model_extra["memory"]
+        assert cited["collection"] == "notes" and cited["citations"][0]["source"] == "trains.txt"
+        assert cited["citations"][0]["n"] == 1 and answer.usage.prompt_tokens > 40  # the passages went in
+        with pytest.raises(openai.BadRequestError, match="memory.k"):
+            client.chat.completions.create(
+                model=SMOL,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"memory": {"collection": "notes", "k": 0}},
+            )
+        with pytest.raises(openai.BadRequestError, match="letters, digits"):
+            client.post("/memory/.hidden/documents", body={"name": "x", "text": "y"}, cast_to=object)
+        with pytest.raises(openai.UnprocessableEntityError, match="empty.txt: the document has no text"):
+            client.post("/memory/notes/documents", body={"name": "empty.txt", "text": "  "}, cast_to=object)
+        client.delete(f"/memory/notes/documents/{ids['recipes.txt']}", cast_to=object)
+
+    with server(tmp_path) as (url, _):  # the collection is in the folder's SQLite file
+        listed = api(url).get("/memory/notes/documents", cast_to=object)["data"]
+        assert [d["source"] for d in listed] == ["garden.md", "trains.txt"]
