@@ -1,9 +1,14 @@
 """Wisp's memory over the desktop's /v1 (app/memory_api.py, py_engine/api/memory.py), driven by the
 real `openai` package: documents added to a collection (all-MiniLM-L6-v2 embeds them), listed,
 recalled, cited in a chat answer (SmolLM2; its words are not checked, the recalled passages are),
-removed; kept in the memory folder across a restart; bad requests get OpenAI's error object."""
+removed; kept in the memory folder across a restart; bad requests get OpenAI's error object. One
+of the three documents is a PDF (tests/pdf_writer.py), sent as its file's bytes: the answer's
+passage comes from it."""
+
+import base64
 
 import pytest
+from pdf_writer import document
 from server_harness import app_server
 
 from py_engine.model_cache import ensure_model
@@ -15,7 +20,9 @@ SMOL = "smollm2-135m-instruct.q4_1"
 MINILM = "all-minilm-l6-v2"
 DOCUMENTS = {
     "garden.md": "# Garden\n\nTomatoes need six hours of sun a day and water at the roots.",
-    "trains.txt": "The night train to Vienna leaves from platform 4 at 22:15 every Friday.",
+    "trains.pdf": document(
+        [b"BT /F1 12 Tf 72 700 Td (The night train to Vienna leaves from platform 4 at 22:15.) Tj ET"]
+    ),
     "recipes.txt": "Bread needs flour, water, salt and yeast; knead it for ten minutes.",
 }
 
@@ -34,13 +41,18 @@ def test_documents_recalled_and_cited_across_a_restart(tmp_path):
         client = api(url)
         ids = {}
         for name, text in DOCUMENTS.items():
-            added = client.post("/memory/notes/documents", body={"name": name, "text": text}, cast_to=object)
+            body = (
+                {"name": name, "text": text}
+                if isinstance(text, str)
+                else {"name": name, "data": base64.b64encode(text).decode()}
+            )
+            added = client.post("/memory/notes/documents", body=body, cast_to=object)
             assert added["source"] == name and added["passages"] >= 1
             ids[name] = added["id"]
         hits = client.post(
             "/memory/notes/recall", body={"query": "When does the train to Vienna leave?", "k": 2}, cast_to=object
         )
-        assert hits["data"][0]["source"] == "trains.txt" and "22:15" in hits["data"][0]["text"]
+        assert hits["data"][0]["source"] == "trains.pdf" and "22:15" in hits["data"][0]["text"]
         answer = client.chat.completions.create(
             model=SMOL,
             messages=[{"role": "user", "content": "When does the night train to Vienna leave?"}],
@@ -49,7 +61,7 @@ def test_documents_recalled_and_cited_across_a_restart(tmp_path):
             extra_body={"memory": {"collection": "notes", "k": 2}},
         )
         cited = answer.model_extra["memory"]
-        assert cited["collection"] == "notes" and cited["citations"][0]["source"] == "trains.txt"
+        assert cited["collection"] == "notes" and cited["citations"][0]["source"] == "trains.pdf"
         assert cited["citations"][0]["n"] == 1 and answer.usage.prompt_tokens > 40  # the passages went in
         with pytest.raises(openai.BadRequestError, match="memory.k"):
             client.chat.completions.create(
@@ -65,4 +77,4 @@ def test_documents_recalled_and_cited_across_a_restart(tmp_path):
 
     with server(tmp_path) as (url, _):  # the collection is in the folder's SQLite file
         listed = api(url).get("/memory/notes/documents", cast_to=object)["data"]
-        assert [d["source"] for d in listed] == ["garden.md", "trains.txt"]
+        assert [d["source"] for d in listed] == ["garden.md", "trains.pdf"]
