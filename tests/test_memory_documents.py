@@ -24,6 +24,8 @@ def refusal(name: str, data: bytes, **options) -> str:
         ("notes.txt", b"%PDF-1.7 whatever it is called", None, "pdf"),
         ("notes.md", b"# x", "text/html; charset=utf-8", "html"),
         ("notes.md", b"# x", "application/octet-stream", "markdown"),
+        ("notes.md", b"# x", "text/plain", "markdown"),
+        ("notes.txt", b"<!doctype html>", "text/plain", "text"),
         ("README.MARKDOWN", b"# x", None, "markdown"),
         ("page.htm", b"x", None, "html"),
         ("download", b"\n<!-- saved -->\n<!DOCTYPE html><p>x", None, "html"),

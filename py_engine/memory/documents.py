@@ -2,9 +2,10 @@
 gives a Document with the text, its kind, title and sections (a PDF's pages, a Markdown or HTML file's
 headings) at character offsets, so a passage can be cited as "page 3" or by the heading it sits under.
 
-The kind comes from the media type, else the name's suffix, else the content (an HTML page by its
-doctype or <html>); a PDF is known by its %PDF- header whatever it is called. Text is UTF-8 (a BOM is
-dropped), UTF-16 behind its BOM, a declared charset (the media type's, an HTML <meta>), or for old files
+The kind comes from a specific media type (text/markdown, text/html, application/pdf), else the name's
+suffix, else a generic media type (text/plain), else the content (an HTML page by its doctype or
+<html>); a PDF is known by its %PDF- header whatever it is called. Text is UTF-8 (a BOM is dropped),
+UTF-16 behind its BOM, a declared charset (the media type's, an HTML <meta>), or for old files
 Windows-1252 when it is not UTF-8. Tolerances, each one in a thousand bytes: invalid UTF-8 sequences
 read as U+FFFD (more: Windows-1252), NUL bytes are dropped, control characters other than tab, line and
 page breaks and escape (ANSI colours in logs) are kept; more NULs or control characters is binary data,
@@ -96,11 +97,11 @@ def document_kind(name: str, data: bytes, media_type: str | None) -> str:
     media = (media_type or "").split(";")[0].strip().lower()
     if media in _MEDIA_TYPES:
         return _MEDIA_TYPES[media]
+    suffix = name[name.rfind(".") :].lower() if "." in name else ""
+    if suffix in _SUFFIXES:  # over a generic text/plain, which some systems give Markdown files
+        return _SUFFIXES[suffix]
     if media.startswith("text/"):
         return "text"
-    suffix = name[name.rfind(".") :].lower() if "." in name else ""
-    if suffix in _SUFFIXES:
-        return _SUFFIXES[suffix]
     return "html" if _HTML_START.match(data, 0, 4096) else "text"
 
 
