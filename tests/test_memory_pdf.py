@@ -6,6 +6,7 @@ with one DocumentError."""
 import random
 import tracemalloc
 import zlib
+from pathlib import Path
 
 import pytest
 from pdf_writer import COURIER, HELVETICA, PdfWriter, append_update, document, stream
@@ -13,6 +14,8 @@ from pdf_writer import COURIER, HELVETICA, PdfWriter, append_update, document, s
 from py_engine.errors import DocumentError
 from py_engine.memory.documents import read_document
 from py_engine.memory.limits import ReadLimits
+
+FIXTURES = Path(__file__).parent / "fixtures" / "documents"
 
 
 def pages_of(data: bytes, limits: ReadLimits = ReadLimits()) -> list[str]:
@@ -240,6 +243,22 @@ def test_the_info_title_is_the_documents_title():
     assert read_document("r.pdf", data).title == "R\u00e9pt"
 
 
+def test_rc4_with_an_empty_user_password_is_read_and_a_real_password_refused():
+    # Encrypted by pypdf (tools/make_encrypted_pdf_fixtures.py): the content stream and the title string.
+    for name in ("rc4-40-empty.pdf", "rc4-128-empty.pdf"):
+        doc = read_document(name, (FIXTURES / name).read_bytes())
+        assert (doc.text, doc.title) == ("Secret words", "Locked notes")
+    # The same file and key under a V4 crypt filter (its objects moved: read by scanning).
+    v4 = (
+        (FIXTURES / "rc4-128-empty.pdf")
+        .read_bytes()
+        .replace(b"/V 2\n/R 3\n", b"/V 4\n/R 4\n/CF << /StdCF << /CFM /V2 /Length 16 >> >> /StmF /StdCF /StrF /StdCF\n")
+    )
+    assert pages_of(v4) == ["Secret words"]
+    locked = (FIXTURES / "rc4-128-password.pdf").read_bytes()
+    assert refusal(locked) == "is encrypted (with a password, or AES): such PDFs are not read"
+
+
 # Bad files: one DocumentError each.
 
 
@@ -328,7 +347,7 @@ def test_reference_cycles_are_refused_or_read_once():
 
 def test_encrypted_scanned_empty_and_garbage_files_each_get_their_own_error():
     encrypted = document([b"BT /F1 12 Tf (x) Tj ET"]).replace(b"/Root", b"/Encrypt << /Filter /Standard /V 2 >> /Root")
-    assert refusal(encrypted) == "is encrypted; encrypted PDFs are not read"
+    assert refusal(encrypted) == "is encrypted (with a password, or AES): such PDFs are not read"
     scanned = document([b"q 612 0 0 792 0 0 cm /Im0 Do Q"])
     assert refusal(scanned) == "has no text to extract in its 1 page(s) (a scanned PDF? it would need OCR)"
     assert refusal(b"") == "is empty"

@@ -2,12 +2,13 @@
 parts: pdf_syntax (tokens and objects), pdf_filters (stream decoding under caps), pdf_objects (the
 file's cross-reference data and objects), pdf_fonts with pdf_cmap and pdf_encodings (codes to text) and
 pdf_text (content streams). Here: the page tree (with inherited resources), the title, and the errors.
-Encrypted PDFs are refused, even those with an empty user password (RC4 would be cheap, AES is not)."""
+Encrypted PDFs are read only with an empty user password and RC4 (pdf_crypt.py); others are refused."""
 
 from dataclasses import dataclass
 
 from ..errors import DocumentError
 from .limits import ReadLimits
+from .pdf_crypt import empty_password_key
 from .pdf_objects import PdfFile
 from .pdf_syntax import PdfLimit, PdfProblem, Ref, Stream
 from .pdf_text import PageText, Quota
@@ -36,7 +37,7 @@ def _read(name: str, data: bytes, limits: ReadLimits) -> PdfText:
         raise PdfProblem("no %PDF- header")
     pdf = PdfFile(data, limits)
     if "Encrypt" in pdf.trailer:
-        raise DocumentError(name, "is encrypted; encrypted PDFs are not read")
+        _decrypt(name, pdf, pdf.trailer["Encrypt"])
     root = pdf.resolve(pdf.trailer.get("Root"))
     if not isinstance(root, dict):
         raise PdfProblem("it has no document catalog")
@@ -48,6 +49,21 @@ def _read(name: str, data: bytes, limits: ReadLimits) -> PdfText:
     info = pdf.resolve(pdf.trailer.get("Info"))
     title = pdf.resolve(info.get("Title")) if isinstance(info, dict) else None
     return PdfText(pages, _text_string(title).strip() or None if isinstance(title, bytes) else None)
+
+
+def _decrypt(name: str, pdf: PdfFile, encrypt_ref) -> None:
+    encrypt, ids = pdf.resolve(encrypt_ref), pdf.resolve(pdf.trailer.get("ID"))
+    file_id = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], bytes) else b""
+    filters = pdf.get(encrypt, "CF", {}) if isinstance(encrypt, dict) else {}
+    standard = pdf.resolve(filters.get("StdCF")) if isinstance(filters, dict) else None
+    key = (
+        empty_password_key(encrypt, standard if isinstance(standard, dict) else {}, file_id)
+        if isinstance(encrypt, dict)
+        else None
+    )
+    if key is None:
+        raise DocumentError(name, "is encrypted (with a password, or AES): such PDFs are not read")
+    pdf.decrypt_with(key, encrypt_ref)
 
 
 def _pages(pdf: PdfFile, tree):

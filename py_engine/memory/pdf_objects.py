@@ -7,6 +7,7 @@ file) is read by scanning it for `N G obj`, as other readers do."""
 import re
 
 from .limits import ReadLimits
+from .pdf_crypt import decrypt_strings, object_key, rc4
 from .pdf_filters import Budget, decode
 from .pdf_syntax import Keyword, Lexer, PdfLimit, PdfProblem, Ref, Stream
 
@@ -34,6 +35,8 @@ class PdfFile:
         self._loading: set[int] = set()
         self._object_streams: dict[int, tuple[Lexer, int, list]] = {}
         self._scanned = False
+        self._key: bytes | None = None  # the file key of an encrypted file (pdf_crypt.py)
+        self._encrypt_num: int | None = None  # the /Encrypt dictionary's object, never encrypted itself
         try:
             self.trailer = self._read_sections()
         except PdfLimit:
@@ -58,6 +61,13 @@ class PdfFile:
     def decode(self, stream: Stream) -> bytes:
         d = stream.dict
         return decode(stream.raw, self.resolve(d.get("Filter")), self.resolve(d.get("DecodeParms")), self.budget)
+
+    def decrypt_with(self, key: bytes, encrypt) -> None:
+        """Decrypt the objects read from now on with the file key; those read before are dropped."""
+        self._key = key
+        self._encrypt_num = encrypt.num if isinstance(encrypt, Ref) else None
+        self._objects.clear()
+        self._object_streams.clear()
 
     # The cross-reference sections
 
@@ -219,6 +229,12 @@ class PdfFile:
                 start = after + 6
                 start += 2 if self.data.startswith(b"\r\n", start) else self.data.startswith(b"\n", start)
                 obj = Stream(obj, memoryview(self.data)[start : self._stream_end(obj, start)])
+        if self._key and num is not None and num != self._encrypt_num:
+            key = object_key(self._key, num, int(header[2]))
+            if not isinstance(obj, Stream):
+                return decrypt_strings(obj, key)
+            if obj.dict.get("Type") != "XRef":  # cross-reference streams are never encrypted
+                return Stream(decrypt_strings(obj.dict, key), rc4(key, obj.raw))
         return obj
 
     def _stream_end(self, d: dict, start: int) -> int:

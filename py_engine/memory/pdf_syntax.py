@@ -29,11 +29,12 @@ class Ref(NamedTuple):
 
 
 class Stream:
-    """A stream object: its dictionary and its raw (still encoded) bytes, a view into the file's."""
+    """A stream object: its dictionary and its raw (still encoded) bytes, a view into the file's
+    (a decrypted copy in an encrypted file)."""
 
     __slots__ = ("dict", "raw")
 
-    def __init__(self, dictionary: dict, raw: memoryview):
+    def __init__(self, dictionary: dict, raw: memoryview | bytes):
         self.dict = dictionary
         self.raw = raw
 
