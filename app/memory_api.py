@@ -6,6 +6,8 @@ embedding model it serves; default the first it lists), searched on the GPU.
     POST   /v1/memory/{collection}/documents          {"name", "text" | "data" (base64), "media_type"?, "metadata"?}
     DELETE /v1/memory/{collection}/documents/{id}
     POST   /v1/memory/{collection}/recall             {"query", "k"?, "token_budget"?, "filter"?}
+    GET    /v1/memory/{collection}/export             JSON lines (py_engine/memory/transfer.py)
+    POST   /v1/memory/{collection}/import             an export's JSON lines as the body
 
 and a chat request's `memory` field (py_engine/api/memory.py). Requests share the models' lock: one
 GPU, one request at a time."""
@@ -25,6 +27,7 @@ from py_engine.api.memory import MemoryOptions, collection_name, parse_memory
 from py_engine.api.request import RequestError
 from py_engine.memory.collection import Collection
 from py_engine.memory.sqlite_store import SQLiteStore
+from py_engine.memory.transfer import export_lines, import_lines
 from py_engine.memory.vector_index import VectorIndex
 
 DEFAULT_FOLDER = Path.home() / ".cache" / "wisp" / "memory"
@@ -144,10 +147,35 @@ def memory_routes(models, memories: Memories, error_response, read_body) -> list
 
         return await locked(request, work)
 
+    async def export(request: Request) -> Response:
+        try:
+            name = collection_name(request.path_params["collection"], "collection")
+            async with models.lock:
+                memory = await memories.collection(name)
+                lines = export_lines(memory, memory.embedder.model_id)
+            return Response(lines, media_type="application/x-ndjson")
+        except Exception as exc:  # noqa: BLE001
+            return error_response(exc)
+
+    async def import_(request: Request) -> Response:
+        try:
+            name = collection_name(request.path_params["collection"], "collection")
+            text = (await request.body()).decode("utf-8", errors="strict")
+            async with models.lock:
+                memory = await memories.collection(name)
+                added = await import_lines(memory, text, memory.embedder.model_id)
+            return JSONResponse({"imported": added})
+        except UnicodeDecodeError:
+            return error_response(RequestError("the body is not UTF-8 text"))
+        except Exception as exc:  # noqa: BLE001
+            return error_response(exc)
+
     base = "/v1/memory/{collection}"
     return [
         Route(base + "/documents", list_documents, methods=["GET"]),
         Route(base + "/documents", add_document, methods=["POST"]),
         Route(base + "/documents/{document}", delete_document, methods=["DELETE"]),
         Route(base + "/recall", recall, methods=["POST"]),
+        Route(base + "/export", export, methods=["GET"]),
+        Route(base + "/import", import_, methods=["POST"]),
     ]

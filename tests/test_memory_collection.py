@@ -116,3 +116,40 @@ def test_redaction_and_refusals(tmp_path):
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
     with pytest.raises(MemoryStoreError, match="junk.sqlite"):
         SQLiteStore(tmp_path / "junk.sqlite", "bag-of-words", DIM)
+
+
+def test_export_and_import(tmp_path):
+    from py_engine.memory.transfer import export_lines, import_lines
+
+    memory = collection(tmp_path / "a.sqlite")
+    for name, text in DOCS.items():
+        asyncio.run(memory.add(text, {"name": name}, source=name))
+    exported = export_lines(memory, "bag-of-words")
+    query = "why does a cat purr and knead blankets"
+
+    same = collection(tmp_path / "b.sqlite")
+    assert asyncio.run(import_lines(same, exported, "bag-of-words")) == 3
+    assert asyncio.run(import_lines(same, exported, "bag-of-words")) == 0  # already there
+    assert asyncio.run(same.recall(query, k=3)) == asyncio.run(memory.recall(query, k=3))
+
+    embedder = BagOfWords()
+    other = collection(tmp_path / "c.sqlite", embedder)
+    assert asyncio.run(import_lines(other, exported, "another-model")) == 3  # the texts embedded again
+    assert len(embedder.seen) == sum(len(d.passages) for d in memory.documents)
+    assert [h.text for h in asyncio.run(other.recall(query, k=3))] == [
+        h.text for h in asyncio.run(memory.recall(query, k=3))
+    ]
+
+    lines = exported.splitlines()
+    for bad, message in [
+        ("", "line 1: not JSON"),
+        ('{"format": "other"}\n', "line 1: not a wisp-memory export"),
+        (lines[0] + "\n[1]\n", "line 2: not a JSON object"),
+        (lines[0] + '\n{"id": "x"}\n', "line 2: not a document"),
+        (
+            lines[0] + "\n" + lines[1].replace('"passages": [[0', '"passages": [[0, 1, 2, "t", 3, "@@"], [0'),
+            "line 2: a vector is not base64",
+        ),
+    ]:
+        with pytest.raises(WispError, match=message):
+            asyncio.run(import_lines(collection(tmp_path / "d.sqlite"), bad, "bag-of-words"))

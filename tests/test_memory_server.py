@@ -76,5 +76,10 @@ def test_documents_recalled_and_cited_across_a_restart(tmp_path):
         client.delete(f"/memory/notes/documents/{ids['recipes.txt']}", cast_to=object)
 
     with server(tmp_path) as (url, _):  # the collection is in the folder's SQLite file
-        listed = api(url).get("/memory/notes/documents", cast_to=object)["data"]
+        client = api(url)
+        listed = client.get("/memory/notes/documents", cast_to=object)["data"]
         assert [d["source"] for d in listed] == ["garden.md", "trains.pdf"]
+        exported = client.get("/memory/notes/export", cast_to=str)
+        imported = client.post("/memory/copy/import", content=exported.encode(), cast_to=object)
+        assert imported == {"imported": 2}
+        assert client.get("/memory/copy/documents", cast_to=object)["data"] == listed

@@ -79,6 +79,13 @@ class Collection:
         self._place(document)
         return document
 
+    def restore(self, document: StoredDocument) -> None:
+        """A document embedded before (an import: memory/transfer.py), stored and indexed as it is."""
+        if not document.passages:
+            raise WispError(f"{document.source}: a document without passages")
+        self.store.add(document)
+        self._place(document)
+
     def delete(self, document_id: str) -> None:
         if document_id not in self._documents:
             raise WispError(f"no document {document_id!r} in this memory")
