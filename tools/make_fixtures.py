@@ -151,8 +151,9 @@ def reference(arch, dtype_name, path, prompt):
     model = load_f32(path, dtype_name)
     logits = last_logits(model, prompt)
     ids, step_logits = greedy(model, prompt, recompute=arch != "phi3")
-    abs_margin, rel_margin = min_margins(step_logits)
-    if len(set(ids)) < MIN_DISTINCT_GREEDY or rel_margin < MIN_REL_MARGIN:
+    notes = NOTES[arch] + f"; weights stored as {dtype_name}, reference computed in float32"
+    fields = reference_fields(prompt, logits, ids, step_logits, dtype_name, notes)
+    if fields is None:
         return None
     check_features(arch, dtype_name, path, prompt, logits, ids)
     long = {}
@@ -170,6 +171,15 @@ def reference(arch, dtype_name, path, prompt):
         assert legacy.config.rope_parameters == model.config.rope_parameters, "legacy rope keys misread"
         assert torch.equal(last_logits(legacy, prompt), logits), "legacy config changes the logits"
         assert greedy(legacy, prompt)[0] == ids
+    return {**fields, **long}
+
+
+def reference_fields(prompt, logits, ids, step_logits, dtype_name: str, notes: str) -> dict | None:
+    """A causal fixture's reference.json fields (the prompt, its last logits, the greedy tokens and
+    their margins, the versions), or None where the greedy steps are near-tied or too few."""
+    abs_margin, rel_margin = min_margins(step_logits)
+    if len(set(ids)) < MIN_DISTINCT_GREEDY or rel_margin < MIN_REL_MARGIN:
+        return None
     return {
         "prompt_ids": prompt[0].tolist(),
         "logits": [float(f"{x:.7g}") for x in logits.tolist()],
@@ -180,8 +190,7 @@ def reference(arch, dtype_name, path, prompt):
         "torch": torch.__version__,
         "dtype": dtype_name,
         "attn_implementation": ATTN,
-        "notes": NOTES[arch] + f"; weights stored as {dtype_name}, reference computed in float32",
-        **long,
+        "notes": notes,
     }
 
 
