@@ -155,8 +155,9 @@ def test_simple_font_with_differences_over_win_ansi():
 
 
 def test_standard_encoding_and_mac_roman_differ_from_ascii_where_they_should():
-    standard = "<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>"  # no /Encoding: StandardEncoding
-    assert pages_of(document([b"BT /F1 12 Tf 1 1 Td (it\\047s \\256) Tj ET"], font=standard)) == ["it\u2019s \ufb01"]
+    # No /Encoding: StandardEncoding, where \256 is the fi ligature, read as its two letters.
+    standard = "<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>"
+    assert pages_of(document([b"BT /F1 12 Tf 1 1 Td (it\\047s \\256) Tj ET"], font=standard)) == ["it\u2019s fi"]
     mac = "<< /Type /Font /Subtype /TrueType /BaseFont /Arial /Encoding /MacRomanEncoding >>"
     assert pages_of(document([b"BT /F1 12 Tf 1 1 Td (\\212 \\216) Tj ET"], font=mac)) == ["\u00e4 \u00e9"]
 

@@ -18,6 +18,19 @@ _LINE_GAP = 0.5
 _RUN = 4096
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
+# Latin ligatures are the font's glyphs, not the author's letters: "ﬁnd" must match a search for "find".
+_LIGATURES = str.maketrans(
+    {
+        "\ufb00": "ff",
+        "\ufb01": "fi",
+        "\ufb02": "fl",
+        "\ufb03": "ffi",
+        "\ufb04": "ffl",
+        "\ufb05": "st",
+        "\ufb06": "st",
+        "\u00a0": " ",
+    }
+)
 
 
 def multiply(m, n):
@@ -112,7 +125,7 @@ class PageText:
                 self._draw_form(operands[-1], resources, state, depth)
 
     def text(self) -> str:
-        text = _CONTROL.sub("", "".join(self.runs + self.parts)).replace("\u00a0", " ")
+        text = _CONTROL.sub("", "".join(self.runs + self.parts)).translate(_LIGATURES)
         return _TRAILING_SPACE.sub("\n", text).strip()
 
     def _next_line(self, tx: float, ty: float) -> None:
