@@ -344,6 +344,10 @@ def test_reference_cycles_are_refused_or_read_once():
     w.set(tree, f"<< /Type /Pages /Kids [{page} 0 R {tree} 0 R] /Count 1 >>")
     w.set(catalog, f"<< /Type /Catalog /Pages {tree} 0 R >>")
     assert pages_of(w.build(catalog)) == ["Once"]
+    # A cross-reference section whose /Prev is itself: read once, not followed forever.
+    data = w.build(catalog)
+    looped = data.replace(b"trailer\n<< ", b"trailer\n<< /Prev %d " % (data.rindex(b"\nxref\n") + 1))
+    assert pages_of(looped) == ["Once"] and b"/Prev" in looped
 
 
 def test_encrypted_scanned_empty_and_garbage_files_each_get_their_own_error():
