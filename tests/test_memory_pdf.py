@@ -4,6 +4,8 @@ update, wrong offsets), the text operators and fonts, and the bad files the issu
 with one DocumentError."""
 
 import random
+import shutil
+import subprocess
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -378,3 +380,45 @@ def test_truncated_and_corrupted_files_never_escape_as_other_errors():
             read_document("broken.pdf", broken)
         except DocumentError as e:
             assert e.name == "broken.pdf"
+
+
+PYODIDE = Path(__file__).parent.parent / "build" / "web" / "pyodide"
+NODE_READ = """
+const [pyodide, root] = process.argv.slice(2);
+const { loadPyodide } = await import(`${pyodide}/pyodide.mjs`);
+const py = await loadPyodide({ indexURL: `${pyodide}/` });
+py.mountNodeFS("/src", root);
+console.log(py.runPython(`
+import sys
+sys.dont_write_bytecode = True
+sys.path[:0] = ["/src", "/src/tests"]
+from pdf_writer import document
+from py_engine.errors import DocumentError
+from py_engine.memory.documents import read_document
+from py_engine.memory.limits import ReadLimits
+made = document([b"BT /F1 12 Tf 72 700 Td [(In) -400 (Pyodide)] TJ ET"], flate=True, xref_stream=True, packed=True)
+locked = open("/src/tests/fixtures/documents/rc4-128-empty.pdf", "rb").read()
+deep = document([b"BT " + b"[" * 63 + b"]" * 63 + b" pop (deep) Tj ET"])
+try:
+    read_document("deeper.pdf", document([b"BT " + b"[" * 99 + b"]" * 99 + b" TJ ET"]))
+except DocumentError as e:
+    refused = e.problem
+"|".join([sys.version.split()[0], read_document("a.pdf", made).text, read_document("b.pdf", locked).text, read_document("c.pdf", deep).text, refused])
+`));
+"""
+
+
+@pytest.mark.slow  # Pyodide boots in Node (~4 s)
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (PYODIDE / "pyodide.mjs").is_file(), reason="needs node and `make web`"
+)
+def test_the_reader_runs_in_pyodide(tmp_path):
+    """Python 3.14 in WebAssembly: a stack for 64 levels of nesting, zlib, hashlib's MD5 for RC4."""
+    script = tmp_path / "read.mjs"
+    script.write_text(NODE_READ)
+    root = Path(__file__).parent.parent
+    out = subprocess.run(["node", str(script), str(PYODIDE), str(root)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    version, *texts = out.stdout.strip().splitlines()[-1].split("|")
+    assert version.startswith("3.14.")
+    assert texts == ["In Pyodide", "Secret words", "deep", "refused: objects are nested more than 64 deep"]
