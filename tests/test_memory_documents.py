@@ -118,7 +118,7 @@ HTML = b"""<!DOCTYPE html><html><head><title> The  Page </title><style>body { co
 <script>var x = "<p>not text</p>";</script></head>
 <body><nav>Home</nav><h1>Main &amp; only</h1><p>First   paragraph
 spans lines &lt;here&gt; &eacute;&#233;.</p><div>Block<br>broken</div>
-<ul><li>one</li><li>two</li></ul><table><tr><td>a</td><td>b</td></tr></table>
+<ul><li>one</li><li><p>two</p></li></ul><table><tr><td>a</td><td>b</td></tr></table>
 <h2>Code</h2><pre>  keep
     spacing</pre><p>in<b>line</b> <i>tags</i></p></body></html>"""
 
@@ -127,7 +127,7 @@ def test_html_text_drops_scripts_breaks_blocks_and_records_headings():
     doc = read_document("page.html", HTML)
     assert doc.kind == "html" and doc.title == "The Page"
     assert doc.text == (
-        "Home\nMain & only\nFirst paragraph spans lines <here> éé.\nBlock\nbroken\n- one\n- two\n\ta\tb\n"
+        "Home\nMain & only\nFirst paragraph spans lines <here> éé.\nBlock\nbroken\n- one\n- two\na\tb\n"
         "Code\n  keep\n    spacing\ninline tags\n"
     )
     assert [(s.title, s.level) for s in doc.sections] == [("Main & only", 1), ("Code", 2)]

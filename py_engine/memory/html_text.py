@@ -12,6 +12,7 @@ _BLOCKS = {
     "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main",
     "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "ul",
 }  # fmt: skip
+_BULLET = "- "
 _SPACES = re.compile(r"[ \t\n\r\f]+")
 
 
@@ -37,8 +38,8 @@ class _TextParser(HTMLParser):
         if tag in _BLOCKS:
             self._line()
         if tag == "li":
-            self._add("- ")
-        elif tag in ("td", "th"):
+            self._add(_BULLET)
+        elif tag in ("td", "th") and self.parts and not self.parts[-1].endswith("\n"):  # between cells
             self._add("\t")
         elif tag == "pre":
             self.pre += 1
@@ -83,7 +84,7 @@ class _TextParser(HTMLParser):
 
     def _line(self) -> None:
         """End the current line, unless it is empty: a block starts on a line of its own."""
-        if not self.parts or self.parts[-1].endswith("\n"):
+        if not self.parts or self.parts[-1].endswith("\n") or self.parts[-1] is _BULLET:  # <li><p>: one line
             return
         if not self.pre:  # no space at a line's end
             trimmed = self.parts[-1].rstrip(" ")
