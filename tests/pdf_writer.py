@@ -28,7 +28,18 @@ class PdfWriter:
     def set(self, num: int, body: str | bytes) -> None:
         self.objects[num - 1] = body.encode("latin-1") if isinstance(body, str) else body
 
-    def build(self, root: int, *, xref_stream: bool = False, packed: tuple[int, ...] = (), trailer: str = "") -> bytes:
+    def build(
+        self,
+        root: int,
+        *,
+        xref_stream: bool = False,
+        packed: tuple[int, ...] = (),
+        trailer: str = "",
+        hybrid: bool = False,
+    ) -> bytes:
+        """The file. `packed` objects go into an object stream, which needs an xref stream; `hybrid`
+        writes a classic table too, showing the packed objects as free, with the stream named by the
+        trailer's /XRefStm (as files meant for old readers as well are written)."""
         out, offsets = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"), {}
         if packed:
             bodies, pairs, pos = [], [], 0
@@ -44,27 +55,31 @@ class PdfWriter:
             if num not in packed:
                 offsets[num] = len(out)
                 out += b"%d 0 obj\n" % num + body + b"\nendobj\n"
-        if not xref_stream:
-            start = len(out)
-            out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(self.objects) + 1)
-            out += b"".join(b"%010d 00000 n \n" % offsets[n] for n in range(1, len(self.objects) + 1))
-            out += f"trailer\n<< /Size {len(self.objects) + 1} /Root {root} 0 R {trailer} >>\n".encode()
-            return bytes(out + b"startxref\n%d\n%%%%EOF\n" % start)
-        xref_num = len(self.objects) + 1
-        offsets[xref_num] = start = len(out)
-        rows = [bytes(7)]
-        for num in range(1, xref_num + 1):
-            if num in packed:
-                rows.append(bytes([2]) + holder.to_bytes(4, "big") + packed.index(num).to_bytes(2, "big"))
-            else:
-                rows.append(bytes([1]) + offsets[num].to_bytes(4, "big") + bytes(2))
-        body = stream(
-            png_up(rows),
-            f"/Type /XRef /Size {xref_num + 1} /W [1 4 2] /Root {root} 0 R {trailer}"
-            " /DecodeParms << /Predictor 12 /Columns 7 >>",
-            flate=True,
-        )
-        out += b"%d 0 obj\n" % xref_num + body + b"\nendobj\n"
+        count = len(self.objects)
+        if xref_stream or hybrid:
+            count += 1
+            offsets[count] = stream_at = len(out)
+            rows = [bytes(7)]
+            for num in range(1, count + 1):
+                if num in packed:
+                    rows.append(bytes([2]) + holder.to_bytes(4, "big") + packed.index(num).to_bytes(2, "big"))
+                else:
+                    rows.append(bytes([1]) + offsets[num].to_bytes(4, "big") + bytes(2))
+            body = stream(
+                png_up(rows),
+                f"/Type /XRef /Size {count + 1} /W [1 4 2] /Root {root} 0 R {trailer}"
+                " /DecodeParms << /Predictor 12 /Columns 7 >>",
+                flate=True,
+            )
+            out += b"%d 0 obj\n" % count + body + b"\nendobj\n"
+            if not hybrid:
+                return bytes(out + b"startxref\n%d\n%%%%EOF\n" % stream_at)
+            trailer += f" /XRefStm {stream_at}"
+        start = len(out)
+        out += b"xref\n0 %d\n0000000000 65535 f \n" % (count + 1)
+        for num in range(1, count + 1):
+            out += b"0000000000 00001 f \n" if num in packed else b"%010d 00000 n \n" % offsets[num]
+        out += f"trailer\n<< /Size {count + 1} /Root {root} 0 R {trailer} >>\n".encode()
         return bytes(out + b"startxref\n%d\n%%%%EOF\n" % start)
 
 
@@ -100,7 +115,12 @@ COURIER = "<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiE
 
 
 def document(
-    pages: list[bytes], font: str = HELVETICA, flate: bool = False, xref_stream: bool = False, packed: bool = False
+    pages: list[bytes],
+    font: str = HELVETICA,
+    flate: bool = False,
+    xref_stream: bool = False,
+    packed: bool = False,
+    hybrid: bool = False,
 ) -> bytes:
     """A PDF of `pages` (each a content stream) sharing font /F1 through resources on the page tree's root."""
     w = PdfWriter()
@@ -114,4 +134,4 @@ def document(
     refs = " ".join(f"{k} 0 R" for k in kids)
     w.set(tree, f"<< /Type /Pages /Kids [{refs}] /Count {len(kids)} /Resources << /Font << /F1 {font_num} 0 R >> >> >>")
     w.set(catalog, f"<< /Type /Catalog /Pages {tree} 0 R >>")
-    return w.build(catalog, xref_stream=xref_stream, packed=(tree, font_num, *kids) if packed else ())
+    return w.build(catalog, xref_stream=xref_stream, packed=(tree, font_num, *kids) if packed else (), hybrid=hybrid)

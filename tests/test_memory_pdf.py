@@ -47,8 +47,14 @@ LINES = b"BT /F1 12 Tf 72 700 Td (First line) Tj 0 -14 Td (Second \\(line\\)) Tj
 
 @pytest.mark.parametrize(
     "layout",
-    [{}, {"flate": True}, {"xref_stream": True}, {"xref_stream": True, "packed": True, "flate": True}],
-    ids=["table", "flate", "xref-stream", "object-stream"],
+    [
+        {},
+        {"flate": True},
+        {"xref_stream": True},
+        {"xref_stream": True, "packed": True, "flate": True},
+        {"hybrid": True, "packed": True},
+    ],
+    ids=["table", "flate", "xref-stream", "object-stream", "hybrid"],
 )
 def test_each_file_layout_gives_the_lines_of_its_page(layout):
     assert pages_of(document([LINES], **layout)) == ["First line\nSecond (line)\nThird\nline"]

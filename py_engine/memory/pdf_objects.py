@@ -17,6 +17,7 @@ _ANY_OBJECT = re.compile(rb"(?<![0-9])(\d+)[\x00\t\n\f\r ]+\d+[\x00\t\n\f\r ]+ob
 _SUBSECTION = re.compile(rb"(\d+)[ \t]+(\d+)[ \t]*[\r\n]")
 _XREF_ROW = re.compile(rb"(\d{1,10})[ \t]+(\d{1,5})[ \t]+([nf])")
 _END_STREAM = re.compile(rb"\r?\n?endstream")
+_RESERVED = object()  # an xref stream entry of a type the spec reserves: read as a null reference
 _MISSING = object()  # what _object_at finds where an offset holds no such object
 _MAX_HOPS = 32  # references to references before a chain is called a cycle
 
@@ -35,6 +36,7 @@ class PdfFile:
         self._loading: set[int] = set()
         self._object_streams: dict[int, tuple[Lexer, int, list]] = {}
         self._scanned = False
+        self._table_freed: frozenset[int] = frozenset()
         self._key: bytes | None = None  # the file key of an encrypted file (pdf_crypt.py)
         self._encrypt_num: int | None = None  # the /Encrypt dictionary's object, never encrypted itself
         try:
@@ -84,27 +86,30 @@ class PdfFile:
             for key, value in section.items():
                 trailer.setdefault(key, value)  # the newest section's entries win
             if isinstance(section.get("XRefStm"), int):  # a hybrid file's xref stream, read after its table
-                self._read_section(section["XRefStm"])
+                self._read_section(section["XRefStm"], revive=self._table_freed)
             pos = section.get("Prev")
         return trailer
 
-    def _read_section(self, pos: int) -> dict:
+    def _read_section(self, pos: int, revive: frozenset[int] = frozenset()) -> dict:
         pos = self.lexer.skip(pos)
         if self.data.startswith(b"xref", pos):
             return self._read_table(pos + 4)
         stream = self._object_at(pos, None)
         if isinstance(stream, Stream) and stream.dict.get("Type") == "XRef":
-            return self._read_xref_stream(stream)
+            return self._read_xref_stream(stream, revive)
         raise PdfProblem("startxref does not point at cross-reference data")
 
     def _read_table(self, pos: int) -> dict:
-        data = self.data
+        """A classic table's entries and its trailer. The objects it newly marks free are kept in
+        _table_freed: a hybrid file hides its compressed objects so, for its /XRefStm to revive."""
+        data, freed = self.data, set()
         while True:
             pos = self.lexer.skip(pos)
             if data.startswith(b"trailer", pos):
                 trailer, _ = self.lexer.read(pos + 7)
                 if not isinstance(trailer, dict):
                     raise PdfProblem("its trailer is not a dictionary")
+                self._table_freed = frozenset(freed)
                 return trailer
             head = _SUBSECTION.match(data, pos)
             if head is None:
@@ -119,9 +124,13 @@ class PdfFile:
                 if row is None:
                     raise PdfProblem("a cross-reference table is damaged")
                 pos = row.end()
-                self.offsets.setdefault(num, int(row[1]) if row[3] == b"n" else None)
+                if row[3] == b"n":
+                    self.offsets.setdefault(num, int(row[1]))
+                elif num not in self.offsets:
+                    self.offsets[num] = None
+                    freed.add(num)
 
-    def _read_xref_stream(self, stream: Stream) -> dict:
+    def _read_xref_stream(self, stream: Stream, revive: frozenset[int] = frozenset()) -> dict:
         d = stream.dict
         widths, size = d.get("W"), d.get("Size")
         if not (
@@ -141,12 +150,9 @@ class PdfFile:
                     fields.append(int.from_bytes(rows[pos : pos + width], "big"))
                     pos += width
                 kind = fields[0] if widths[0] else 1
-                if kind == 0:
-                    self.offsets.setdefault(num, None)
-                elif kind == 1:
-                    self.offsets.setdefault(num, fields[1])
-                elif kind == 2:
-                    self.offsets.setdefault(num, (fields[1], fields[2]))
+                entry = {0: None, 1: fields[1], 2: (fields[1], fields[2])}.get(kind, _RESERVED)
+                if entry is not _RESERVED and (num in revive and entry is not None or num not in self.offsets):
+                    self.offsets[num] = entry
         return d
 
     def _count(self, more: int) -> None:
