@@ -81,13 +81,14 @@ def document_json(document) -> dict:
     }
 
 
-def document_text(body: dict) -> tuple[str, str]:
-    """(source name, text) of an added document: its text, or its file's bytes read by kind."""
+def document_text(body: dict) -> tuple[str, str, object]:
+    """(source name, text, places) of an added document: its text, or its file's bytes read by kind
+    (places(offset): its page or headings there, for citations; None for a text)."""
     name = body.get("name")
     if not isinstance(name, str) or not name or len(name) > 256:
         raise RequestError("'name' must be the document's name (1-256 characters)", "name")
     if isinstance(body.get("text"), str):
-        return name, body["text"]
+        return name, body["text"], None
     if not isinstance(body.get("data"), str):
         raise RequestError("a document needs 'text' or 'data' (its file's bytes, base64)", "data")
     try:
@@ -96,7 +97,8 @@ def document_text(body: dict) -> tuple[str, str]:
         raise RequestError("'data' is not base64", "data") from None
     from py_engine.memory.documents import read_document
 
-    return name, read_document(name, data, body.get("media_type")).text
+    document = read_document(name, data, body.get("media_type"))
+    return name, document.text, lambda offset: " > ".join(s.title for s in document.sections_at(offset))
 
 
 def memory_routes(models, memories: Memories, error_response, read_body) -> list[Route]:
@@ -120,11 +122,11 @@ def memory_routes(models, memories: Memories, error_response, read_body) -> list
 
     async def add_document(request: Request) -> Response:
         async def work(memory, body):
-            source, text = document_text(body)
+            source, text, places = document_text(body)
             metadata = body.get("metadata") or {}
             if not isinstance(metadata, dict):
                 raise RequestError("'metadata' must be an object", "metadata")
-            return document_json(await memory.add(text, metadata, source=source))
+            return document_json(await memory.add(text, metadata, source=source, places=places))
 
         return await locked(request, work)
 

@@ -44,8 +44,19 @@ def test_passages_go_before_the_conversation():
     merged = with_passages(system, [HIT])
     assert merged[0]["content"].startswith("Be brief.\n\n") and len(merged) == len(system)
     assert with_passages(messages, []) == messages
+    paged = with_passages(messages, [Recalled("x", 0.5, "d2", "notes.pdf", 0, 1, 1, {}, "page 3")])
+    assert "[1] (notes.pdf, page 3)\nx" in paged[0]["content"]
     assert citations("notes", [HIT])["citations"] == [
-        {"n": 1, "source": "trains.txt", "document": "d1", "start": 10, "end": 36, "text": HIT.text, "score": 0.8}
+        {
+            "n": 1,
+            "source": "trains.txt",
+            "place": "",
+            "document": "d1",
+            "start": 10,
+            "end": 36,
+            "text": HIT.text,
+            "score": 0.8,
+        }
     ]
     with pytest.raises(RequestError, match="needs a user message"):
         last_user_text([{"role": "system", "content": "x"}])

@@ -124,17 +124,20 @@ def test_export_and_import(tmp_path):
     memory = collection(tmp_path / "a.sqlite")
     for name, text in DOCS.items():
         asyncio.run(memory.add(text, {"name": name}, source=name))
+    placed = asyncio.run(memory.add("Planets orbit stars.", source="sky.md", places=lambda at: f"at {at}"))
+    assert [p.place for p in placed.passages] == ["at 0"]
     exported = export_lines(memory, "bag-of-words")
     query = "why does a cat purr and knead blankets"
 
     same = collection(tmp_path / "b.sqlite")
-    assert asyncio.run(import_lines(same, exported, "bag-of-words")) == 3
+    assert asyncio.run(import_lines(same, exported, "bag-of-words")) == 4
     assert asyncio.run(import_lines(same, exported, "bag-of-words")) == 0  # already there
+    assert [p.place for p in same.documents[-1].passages] == ["at 0"]
     assert asyncio.run(same.recall(query, k=3)) == asyncio.run(memory.recall(query, k=3))
 
     embedder = BagOfWords()
     other = collection(tmp_path / "c.sqlite", embedder)
-    assert asyncio.run(import_lines(other, exported, "another-model")) == 3  # the texts embedded again
+    assert asyncio.run(import_lines(other, exported, "another-model")) == 4  # the texts embedded again
     assert len(embedder.seen) == sum(len(d.passages) for d in memory.documents)
     assert [h.text for h in asyncio.run(other.recall(query, k=3))] == [
         h.text for h in asyncio.run(memory.recall(query, k=3))
@@ -147,7 +150,7 @@ def test_export_and_import(tmp_path):
         (lines[0] + "\n[1]\n", "line 2: not a JSON object"),
         (lines[0] + '\n{"id": "x"}\n', "line 2: not a document"),
         (
-            lines[0] + "\n" + lines[1].replace('"passages": [[0', '"passages": [[0, 1, 2, "t", 3, "@@"], [0'),
+            lines[0] + "\n" + lines[1].replace('"passages": [[0', '"passages": [[0, 1, 2, "t", 3, "@@", ""], [0'),
             "line 2: a vector is not base64",
         ),
     ]:

@@ -1,9 +1,9 @@
 """Wisp's memory over the desktop's /v1 (app/memory_api.py, py_engine/api/memory.py), driven by the
 real `openai` package: documents added to a collection (all-MiniLM-L6-v2 embeds them), listed,
 recalled, cited in a chat answer (SmolLM2; its words are not checked, the recalled passages are),
-removed; kept in the memory folder across a restart; bad requests get OpenAI's error object. One
-of the three documents is a PDF (tests/pdf_writer.py), sent as its file's bytes: the answer's
-passage comes from it."""
+removed; kept in the memory folder across a restart; bad requests get OpenAI's error object. Two
+of the three documents are sent as their files' bytes, a PDF (tests/pdf_writer.py) and a Markdown
+file: the answer's passage comes from the PDF, and citations say the page and the heading."""
 
 import base64
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 SMOL = "smollm2-135m-instruct.q4_1"
 MINILM = "all-minilm-l6-v2"
 DOCUMENTS = {
-    "garden.md": "# Garden\n\nTomatoes need six hours of sun a day and water at the roots.",
+    "garden.md": b"# Garden\n\nTomatoes need six hours of sun a day and water at the roots.",
     "trains.pdf": document(
         [b"BT /F1 12 Tf 72 700 Td (The night train to Vienna leaves from platform 4 at 22:15.) Tj ET"]
     ),
@@ -63,6 +63,9 @@ def test_documents_recalled_and_cited_across_a_restart(tmp_path):
         cited = answer.model_extra["memory"]
         assert cited["collection"] == "notes" and cited["citations"][0]["source"] == "trains.pdf"
         assert cited["citations"][0]["n"] == 1 and answer.usage.prompt_tokens > 40  # the passages went in
+        assert cited["citations"][0]["place"] == "page 1"  # where in the PDF
+        garden = client.post("/memory/notes/recall", body={"query": "tomatoes sun water"}, cast_to=object)["data"][0]
+        assert (garden["source"], garden["place"]) == ("garden.md", "Garden")  # under its heading
         with pytest.raises(openai.BadRequestError, match="memory.k"):
             client.chat.completions.create(
                 model=SMOL,

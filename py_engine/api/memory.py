@@ -78,12 +78,17 @@ def with_passages(messages: list[dict], hits) -> list[dict]:
     it: in its first system message, or a new one (templates that allow one system message take it)."""
     if not hits:
         return messages
-    numbered = "\n\n".join(f"[{n}] ({hit.source})\n{hit.text}" for n, hit in enumerate(hits, 1))
+    numbered = "\n\n".join(f"[{n}] ({where(hit)})\n{hit.text}" for n, hit in enumerate(hits, 1))
     note = f"{INSTRUCTION}\n\n{numbered}"
     first = messages[0]
     if first["role"] == "system" and isinstance(first["content"], str):
         return [{**first, "content": f"{first['content']}\n\n{note}"}, *messages[1:]]
     return [{"role": "system", "content": note}, *messages]
+
+
+def where(hit) -> str:
+    """A passage's source, and its place there where known: "notes.pdf, page 3"."""
+    return f"{hit.source}, {hit.place}" if hit.place else hit.source
 
 
 def citations(collection: str, hits) -> dict:
@@ -94,6 +99,7 @@ def citations(collection: str, hits) -> dict:
             {
                 "n": n,
                 "source": hit.source,
+                "place": hit.place,
                 "document": hit.document,
                 "start": hit.start,
                 "end": hit.end,

@@ -33,6 +33,7 @@ class Recalled:
     end: int
     tokens: int
     metadata: dict
+    place: str = ""  # where in its document: "page 3", "Garden > Tomatoes" ("": not known)
 
 
 class Collection:
@@ -63,8 +64,11 @@ class Collection:
     def documents(self) -> list[StoredDocument]:
         return list(self._documents.values())
 
-    async def add(self, text: str, metadata: dict | None = None, *, source: str = "text") -> StoredDocument:
-        """A document's passages embedded and stored (all of them, or none); returns it."""
+    async def add(
+        self, text: str, metadata: dict | None = None, *, source: str = "text", places=None
+    ) -> StoredDocument:
+        """A document's passages embedded and stored (all of them, or none); returns it. places(offset):
+        where in the document a passage starting there lies (documents.Document.sections_at's titles)."""
         text = self.redact(text)
         if not text.strip():
             raise WispError(f"{source}: the document has no text to remember")
@@ -73,7 +77,11 @@ class Collection:
         for at in range(0, len(chunks), 64):  # embedded in batches: a 200-page PDF is thousands of passages
             batch = [self.prompts["document"] + chunk.text for chunk in chunks[at : at + 64]]
             vectors += (await self.embedder.embed(batch)).vectors
-        passages = [Passage(n, c.start, c.end, c.text, c.tokens, v) for n, (c, v) in enumerate(zip(chunks, vectors))]
+        where = places or (lambda offset: "")
+        passages = [
+            Passage(n, c.start, c.end, c.text, c.tokens, v, where(c.start))
+            for n, (c, v) in enumerate(zip(chunks, vectors))
+        ]
         document = StoredDocument(uuid.uuid4().hex, source, dict(metadata or {}), len(text), passages)
         self.store.add(document)  # stored first: a failure there leaves the index as it was
         self._place(document)
@@ -135,6 +143,7 @@ class Collection:
                     passage.end,
                     passage.tokens,
                     document.metadata,
+                    passage.place,
                 )
             )
             if len(found) == k:

@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS documents (id TEXT PRIMARY KEY, source TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS passages (document TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
                                      number INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL,
                                      text TEXT NOT NULL, tokens INTEGER NOT NULL, vector BLOB NOT NULL,
-                                     PRIMARY KEY (document, number));
+                                     place TEXT NOT NULL DEFAULT '', PRIMARY KEY (document, number));
 """
 
 
@@ -39,6 +39,7 @@ class Passage:
     text: str
     tokens: int
     vector: list[float]
+    place: str = ""  # where in its document it starts: "page 3", "Garden > Tomatoes" ("": not known)
 
 
 @dataclass
@@ -80,10 +81,10 @@ class SQLiteStore:
             for row in self._db.execute("SELECT id, source, metadata, chars FROM documents ORDER BY rowid")
         }
         rows = self._db.execute(
-            "SELECT document, number, start, end, text, tokens, vector FROM passages ORDER BY document, number"
+            "SELECT document, number, start, end, text, tokens, vector, place FROM passages ORDER BY document, number"
         )
-        for doc, number, start, end, text, tokens, blob in rows:
-            docs[doc].passages.append(Passage(number, start, end, text, tokens, array("f", blob).tolist()))
+        for doc, number, start, end, text, tokens, blob, place in rows:
+            docs[doc].passages.append(Passage(number, start, end, text, tokens, array("f", blob).tolist(), place))
         return list(docs.values())
 
     def add(self, document: StoredDocument) -> None:
@@ -93,9 +94,9 @@ class SQLiteStore:
                 (document.id, document.source, json.dumps(document.metadata), document.chars),
             )
             self._db.executemany(
-                "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (document.id, p.number, p.start, p.end, p.text, p.tokens, array("f", p.vector).tobytes())
+                    (document.id, p.number, p.start, p.end, p.text, p.tokens, array("f", p.vector).tobytes(), p.place)
                     for p in document.passages
                 ],
             )

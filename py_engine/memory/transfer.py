@@ -44,7 +44,7 @@ def export_lines(collection, model: str) -> str:
     dimensions = len(collection.documents[0].passages[0].vector) if collection.documents else 0
     lines = [json.dumps({"format": FORMAT, "version": VERSION, "model": model, "dimensions": dimensions})]
     for doc in collection.documents:
-        passages = [[p.number, p.start, p.end, p.text, p.tokens, _f32(p.vector)] for p in doc.passages]
+        passages = [[p.number, p.start, p.end, p.text, p.tokens, _f32(p.vector), p.place] for p in doc.passages]
         lines.append(
             json.dumps(
                 {"id": doc.id, "source": doc.source, "metadata": doc.metadata, "chars": doc.chars, "passages": passages}
@@ -68,7 +68,9 @@ async def import_lines(collection, text: str, model: str) -> int:
         record = _json(line, where)
         try:
             doc_id, source, metadata, chars = record["id"], record["source"], record["metadata"], record["chars"]
-            rows = [(int(a), int(b), int(c), str(d), int(e), str(f)) for a, b, c, d, e, f in record["passages"]]
+            rows = [
+                (int(a), int(b), int(c), str(d), int(e), str(f), str(g)) for a, b, c, d, e, f, g in record["passages"]
+            ]
         except (KeyError, TypeError, ValueError):
             raise WispError(f"{where}: not a document of a {FORMAT} export") from None
         if not (isinstance(doc_id, str) and isinstance(source, str) and isinstance(metadata, dict)) or doc_id in known:
@@ -79,7 +81,7 @@ async def import_lines(collection, text: str, model: str) -> int:
             vectors = (
                 await collection.embedder.embed([collection.prompts["document"] + row[3] for row in rows])
             ).vectors
-        passages = [Passage(a, b, c, d, e, v) for (a, b, c, d, e, _), v in zip(rows, vectors)]
+        passages = [Passage(a, b, c, d, e, v, g) for (a, b, c, d, e, _, g), v in zip(rows, vectors)]
         collection.restore(StoredDocument(doc_id, source, metadata, int(chars), passages))
         known.add(doc_id)
         added += 1
