@@ -30,6 +30,8 @@ from py_engine.memory.sqlite_store import SQLiteStore
 from py_engine.memory.transfer import export_lines, import_lines
 from py_engine.memory.vector_index import VectorIndex
 
+from .request_body import IMPORT_CAP, read_capped
+
 DEFAULT_FOLDER = Path.home() / ".cache" / "wisp" / "memory"
 
 
@@ -162,7 +164,7 @@ def memory_routes(models, memories: Memories, error_response, read_body) -> list
     async def import_(request: Request) -> Response:
         try:
             name = collection_name(request.path_params["collection"], "collection")
-            text = (await request.body()).decode("utf-8", errors="strict")
+            text = (await read_capped(request, IMPORT_CAP)).decode("utf-8", errors="strict")
             async with models.lock:
                 memory = await memories.collection(name)
                 added = await import_lines(memory, text, memory.embedder.model_id)

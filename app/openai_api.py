@@ -25,6 +25,7 @@ from py_engine.runtime.memory import ModelTooLargeError
 from .memory_api import Memories, memory_routes
 from .models import ModelRegistry
 from .pictures import fetch_pictures
+from .request_body import json_body
 
 log = logging.getLogger("wisp.api")
 CONTEXT = 4096  # tokens per chat model; --context would be the place to change it
@@ -95,13 +96,6 @@ def error_response(exc: Exception) -> JSONResponse:
     return JSONResponse(RequestError(f"{type(exc).__name__}: {exc}", None, 500).body(), status_code=500)
 
 
-async def _body(request: Request):
-    try:
-        return json.loads(await request.body())
-    except ValueError:
-        raise RequestError("the request body is not JSON") from None
-
-
 def openai_routes(
     registry: ModelRegistry, models: Models | None = None, memories: Memories | None = None
 ) -> list[Route]:
@@ -114,7 +108,7 @@ def openai_routes(
 
     async def generation(request: Request, parse, chunks) -> Response:
         try:
-            parsed = parse(await _body(request))
+            parsed = parse(await json_body(request))
             await fetch_pictures(parsed)
         except Exception as exc:  # noqa: BLE001 - every failure becomes OpenAI's error object
             return error_response(exc)
@@ -149,7 +143,7 @@ def openai_routes(
 
     async def embed(request: Request) -> Response:
         try:
-            parsed = parse_embeddings(await _body(request))
+            parsed = parse_embeddings(await json_body(request))
             async with models.lock:
                 embedder = await models.embedding_model(parsed.model)
                 return JSONResponse(await embeddings.response(embedder, parsed))
@@ -161,7 +155,7 @@ def openai_routes(
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", complete, methods=["POST"]),
         Route("/v1/embeddings", embed, methods=["POST"]),
-        *memory_routes(models, memories, error_response, _body),
+        *memory_routes(models, memories, error_response, json_body),
     ]
 
 

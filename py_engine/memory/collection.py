@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..decode.row_draw import CANDIDATES
-from ..errors import WispError
+from ..errors import DocumentError, WispError
 from .chunking import chunk_text
+from .limits import DEFAULT_LIMITS, size_text
 from .sqlite_store import Passage, StoredDocument
 
 
@@ -69,6 +70,9 @@ class Collection:
     ) -> StoredDocument:
         """A document's passages embedded and stored (all of them, or none); returns it. places(offset):
         where in the document a passage starting there lies (documents.Document.sections_at's titles)."""
+        cap = DEFAULT_LIMITS.max_text_bytes  # the readers' cap, for texts that come as text too
+        if len(text) > cap:  # characters: a cheap bound before any work (UTF-8 is at least as long)
+            raise DocumentError(source, f"is over {size_text(cap)} of text; longer documents are not remembered")
         text = self.redact(text)
         if not text.strip():
             raise WispError(f"{source}: the document has no text to remember")
