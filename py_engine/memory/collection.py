@@ -14,6 +14,7 @@ matching passages ranked on the host (exact, slower)."""
 from __future__ import annotations
 
 import uuid
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -163,5 +164,7 @@ class Collection:
     def _place(self, document: StoredDocument) -> None:
         self._documents[document.id] = document
         slots = self.index.add([p.vector for p in document.passages])
+        for passage in document.passages:  # kept for export as 4 bytes a value: a list of Python floats
+            passage.vector = array("f", passage.vector)  # costs 32 (2.4 GB at 100k passages of 768)
         self._slots += [(document.id, p.number) for p in document.passages]
         assert len(self._slots) == slots.stop

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import WispError
@@ -38,7 +39,7 @@ class Passage:
     end: int
     text: str
     tokens: int
-    vector: list[float]
+    vector: Sequence[float]  # array('f') once stored: 4 bytes a value, not a Python float's 32
     place: str = ""  # where in its document it starts: "page 3", "Garden > Tomatoes" ("": not known)
 
 
@@ -84,7 +85,7 @@ class SQLiteStore:
             "SELECT document, number, start, end, text, tokens, vector, place FROM passages ORDER BY document, number"
         )
         for doc, number, start, end, text, tokens, blob, place in rows:
-            docs[doc].passages.append(Passage(number, start, end, text, tokens, array("f", blob).tolist(), place))
+            docs[doc].passages.append(Passage(number, start, end, text, tokens, array("f", blob), place))
         return list(docs.values())
 
     def add(self, document: StoredDocument) -> None:

@@ -26,7 +26,7 @@ def _f32(values) -> str:
     return base64.b64encode(packed.tobytes()).decode()
 
 
-def _floats(text: str, dimensions: int, where: str) -> list[float]:
+def _floats(text: str, dimensions: int, where: str) -> array:
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, TypeError):
@@ -36,7 +36,7 @@ def _floats(text: str, dimensions: int, where: str) -> list[float]:
     values = array("f", raw)
     if sys.byteorder != "little":
         values.byteswap()
-    return values.tolist()
+    return values
 
 
 def export_lines(collection, model: str) -> str:
