@@ -156,3 +156,12 @@ def test_export_and_import(tmp_path):
     ]:
         with pytest.raises(WispError, match=message):
             asyncio.run(import_lines(collection(tmp_path / "d.sqlite"), bad, "bag-of-words"))
+
+
+def test_progress_after_each_batch(tmp_path):
+    memory = collection(tmp_path / "p.sqlite")
+    seen = []
+    text = "\n\n".join(f"Paragraph {n} tells of boats and rivers." for n in range(130))
+    doc = asyncio.run(memory.add(text, source="long.txt", progress=lambda done, total: seen.append((done, total))))
+    total = len(doc.passages)
+    assert total > 128 and seen == [(64, total), (128, total), (total, total)]

@@ -67,10 +67,11 @@ class Collection:
         return list(self._documents.values())
 
     async def add(
-        self, text: str, metadata: dict | None = None, *, source: str = "text", places=None
+        self, text: str, metadata: dict | None = None, *, source: str = "text", places=None, progress=None
     ) -> StoredDocument:
         """A document's passages embedded and stored (all of them, or none); returns it. places(offset):
-        where in the document a passage starting there lies (documents.Document.sections_at's titles)."""
+        where in the document a passage starting there lies (documents.Document.sections_at's titles).
+        progress(embedded, passages): called after each batch (a 200-page PDF is ~50 of them)."""
         cap = DEFAULT_LIMITS.max_text_bytes  # the readers' cap, for texts that come as text too
         if len(text) > cap:  # characters: a cheap bound before any work (UTF-8 is at least as long)
             raise DocumentError(source, f"is over {size_text(cap)} of text; longer documents are not remembered")
@@ -82,6 +83,8 @@ class Collection:
         for at in range(0, len(chunks), 64):  # embedded in batches: a 200-page PDF is thousands of passages
             batch = [self.prompts["document"] + chunk.text for chunk in chunks[at : at + 64]]
             vectors += (await self.embedder.embed(batch)).vectors
+            if progress:
+                progress(len(vectors), len(chunks))
         where = places or (lambda offset: "")
         passages = [
             Passage(n, c.start, c.end, c.text, c.tokens, v, where(c.start))
