@@ -100,7 +100,7 @@ def document_text(body: dict) -> tuple[str, str, object]:
     from py_engine.memory.documents import read_document
 
     document = read_document(name, data, body.get("media_type"))
-    return name, document.text, lambda offset: " > ".join(s.title for s in document.sections_at(offset))
+    return name, document.text, document.place_at
 
 
 def memory_routes(models, memories: Memories, error_response, read_body) -> list[Route]:

@@ -112,6 +112,7 @@ def test_markdown_headings_are_sections_that_nest():
     at = doc.text.index("Text under deeper")
     assert [s.title for s in doc.sections_at(at)] == ["Guide", "Setext heading", "Deeper"]
     assert doc.sections_at(0) == [] and doc.sections[-1].end == len(doc.text)
+    assert doc.place_at(at) == "Guide > Setext heading > Deeper" and doc.place_at(0) == ""
 
 
 HTML = b"""<!DOCTYPE html><html><head><title> The  Page </title><style>body { color: red }</style>

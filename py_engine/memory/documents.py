@@ -63,6 +63,11 @@ class Document:
         headings a passage sits under in Markdown or HTML."""
         return [s for s in self.sections if s.start <= offset < s.end]
 
+    def place_at(self, offset: int) -> str:
+        """Where `offset` lies as a citation says it: "page 3", "Garden > Tomatoes" ("": nowhere
+        named). Collection.add(places=document.place_at)."""
+        return " > ".join(s.title for s in self.sections_at(offset))
+
 
 def read_document(
     name: str, data: bytes, media_type: str | None = None, limits: ReadLimits = DEFAULT_LIMITS
