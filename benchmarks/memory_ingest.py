@@ -5,7 +5,7 @@ Python heap, the SQLite file, the GPU's vectors) and a whole recall (the query e
 passages packed) at 1k / 10k / 100k passages. The PDF's text is made of common words (a fixed seed),
 so every run embeds the same passages. Prints one JSON object.
 
-    python benchmarks/memory_ingest.py [--model all-minilm-l6-v2] [--pages 200] [--sizes 1000,10000,100000]
+    python benchmarks/memory_ingest.py [--model all-minilm-l6-v2|FOLDER] [--pages 200] [--sizes 1000,10000,100000]
 """
 
 from __future__ import annotations
@@ -170,15 +170,16 @@ async def scale(collection: Collection, sizes: list[int], path: Path, runs: int)
 async def main(args) -> dict:
     device = await open_device()
     kernels = KernelCache(device)
-    embedder = Timed(await load_embedder(str(ensure_model(args.model)), device, model_id=args.model))
+    model = args.model if Path(args.model).exists() else str(ensure_model(args.model))  # a folder, or the catalog's
+    embedder = Timed(await load_embedder(model, device, model_id=Path(args.model).name))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "memory.sqlite"
-        store = SQLiteStore(path, args.model, embedder.dimensions)
+        store = SQLiteStore(path, embedder.model_id, embedder.dimensions)
         index = VectorIndex(device, kernels, embedder.dimensions)
         collection = await Collection.open(embedder, store, index)
         await collection.add("warm-up: the kernels compiled before anything is timed", source="warm")
         embedder.seconds = embedder.texts = embedder.tokens = 0
-        result = {"adapter": device.caps.adapter, "model": args.model, "dimensions": embedder.dimensions}
+        result = {"adapter": device.caps.adapter, "model": embedder.model_id, "dimensions": embedder.dimensions}
         result["pdf"] = {"pages": args.pages, **await ingest(collection, embedder, pdf(args.pages), "report.pdf")}
         result["scale"] = await scale(collection, [int(s) for s in args.sizes.split(",")], path, args.runs)
         store.close()
