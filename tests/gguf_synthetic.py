@@ -192,6 +192,111 @@ BYTE_LEVEL_PRES = ("gpt-2", "qwen2", "llama-bpe", "smollm", "default")
 BYTE_LEVEL_TEXTS = ["ab abc", "abc<|end|>a<|u|>", "<raw tok>", "12 12 123", "ab\n\n  abc", "cab'sab", " ab . ab"]
 
 
+# ---- a Gemma 4 ("gemma4") vocabulary: BPE over raw UTF-8, spaces as "▁", <0xNN> byte tokens ----
+
+# (text, GGUF token type): Gemma 4's own special tokens, a visible user-defined one (the converter
+# types <|"|> so), </s> as a normal token, and runs of newlines: "\n\n" is merged from "\n"s, "\n\n\n"
+# is not (llama.cpp takes such a run whole, transformers merges what it can).
+GEMMA4_SPECIAL = [
+    ("<pad>", 3),
+    ("<eos>", 3),
+    ("<bos>", 3),
+    ("<unk>", 2),
+    ("<mask>", 3),
+    ("<|turn>", 3),
+    ("<turn|>", 3),
+    ("<|tool_response>", 3),
+    ("</s>", 1),
+    ('<|"|>', 4),
+    ("\n", 1),
+    ("\n\n", 1),
+    ("\n\n\n", 1),
+]
+GEMMA4_PIECES = (
+    "▁ a b c h e l o w r d é \t ▁a ab ▁ab abc ▁abc he ll llo hello ▁hello ▁w or ld ▁wor ▁world ▁▁ ▁▁▁ . ' s ▁."
+).split(" ")
+GEMMA4_MERGES = [
+    "▁ a",
+    "a b",
+    "▁a b",
+    "ab c",
+    "▁ab c",
+    "h e",
+    "l l",
+    "ll o",
+    "he llo",
+    "▁ hello",
+    "▁ w",
+    "o r",
+    "l d",
+    "▁w or",
+    "▁wor ld",
+    "▁ ▁",
+    "▁▁ ▁",
+    "▁ .",
+    "\n \n",
+]
+
+
+def gemma4_tokenizer(size: int | None = None, **extra) -> dict:
+    """The vocabulary as llama.cpp's converter writes a Gemma 4 one (tokenizer.ggml.model "gemma4"),
+    padded with <unusedN> control tokens to `size` (a model's vocab_size). add_bos_token is False
+    and pre "default": llama.cpp adds BOS and splits as Gemma 4 whatever the file says."""
+    tokens = [text for text, _ in GEMMA4_SPECIAL] + [f"<0x{b:02X}>" for b in range(256)] + GEMMA4_PIECES
+    types = [kind for _, kind in GEMMA4_SPECIAL] + [6] * 256 + [1] * len(GEMMA4_PIECES)
+    if size is not None:
+        tokens += [f"<unused{i}>" for i in range(size - len(tokens))]
+        types += [3] * (size - len(types))
+    return dict(
+        tokenizer_model="gemma4",
+        tokens=tokens,
+        types=types,
+        merges=GEMMA4_MERGES,
+        pre="default",
+        bos_token_id=2,
+        eos_token_id=1,
+        unk_token_id=3,
+        pad_token_id=0,
+        add_bos_token=False,
+        **extra,
+    )
+
+
+GEMMA4_TEXTS = [
+    "hello world",
+    " hello",
+    "  hello",
+    "a  b   c    d",
+    "abc abcab",
+    "hello\nworld",
+    "a\n\nb",
+    "\n",
+    "\n\n",
+    "\n\n\n",
+    "\n\n\n\n",
+    "\n\n\n\n\n\n\n",
+    "x\n\n\ny \n\n\n ",
+    "\r\n\r\n",
+    "\t\ta",
+    "héllo zz",
+    "😀 ok",
+    "日本 x",
+    "non\u00a0breaking\u3000space",
+    "",
+    " ",
+    "   ",
+    "<bos>hello<eos>",
+    "<|turn>user\nhello<turn|>\n<|turn>model\n",
+    'a<|"|>b <|"|>',
+    "a</s>b",
+    "<unk> <mask>",
+    "<unused3>x",
+    "<0x41><0xZZ>",
+    "hello . it 's",
+    "he said 'hello' .",
+]
+
+
 # Texts for llama.cpp's references: every pre-tokenizer rule, white space of all kinds, scripts,
 # numbers, marks, emoji, special-token look-alikes.
 GGUF_TEXTS = [
@@ -276,6 +381,11 @@ def write_synthetic(directory, name):
 def metadata_digest(metadata: dict) -> str:
     text = json.dumps(metadata, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tokenizer_digest(spec: dict) -> str:
+    """A fingerprint of a tokenizer dict (gemma4_tokenizer's)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
 def recipe_digest(name) -> str:

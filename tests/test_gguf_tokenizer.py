@@ -29,12 +29,15 @@ from gguf_synthetic import (  # noqa: E402
     BYTE_LEVEL_PRES,
     BYTE_LEVEL_TEXTS,
     BYTE_LEVEL_TOKENS,
+    GEMMA4_TEXTS,
     RECIPES,
     SPM_BY_HAND,
     SPM_REFERENCE_TEXTS,
     byte_level_tokenizer,
+    gemma4_tokenizer,
     recipe_digest,
     spm_tokenizer,
+    tokenizer_digest,
     write_gguf,
     write_synthetic,
 )
@@ -232,6 +235,59 @@ def test_bad_tokenizer_metadata(tmp_path, tokenizer, problem):
     with pytest.raises(ModelFileError) as err:
         tokenizer_from_gguf(read_gguf(path))
     assert problem in str(err.value) and str(path) in str(err.value)
+
+
+# ---- Gemma 4's "gemma4" tokenizer model (gguf_synthetic.gemma4_tokenizer, gemma4.json) ----
+
+
+@cache
+def gemma4_reference() -> dict:
+    ref = json.loads((FIXTURES / "gemma4.json").read_text(encoding="utf-8"))
+    assert ref["recipe_sha256"] == tokenizer_digest(gemma4_tokenizer(320)), (
+        "the Gemma 4 vocabulary changed; run tools/make_gguf_tokenizer_refs.py --only gemma4"
+    )
+    return ref
+
+
+def gemma4_file(tmp_path, **extra):
+    return tokenizer_from_gguf(
+        read_gguf(write_gguf(tmp_path / "gemma4.gguf", tokenizer=gemma4_tokenizer(320, **extra)))
+    )
+
+
+def test_gemma4_matches_llama_cpp(tmp_path):
+    """Spaces as "▁" merged across words (no split but at newlines), runs of newlines that are
+    tokens taken whole ("\n\n\n": no merge makes it), byte fallback to <0xNN> (and <0xNN> decoded
+    back to its byte), special tokens in text, BOS added though the file says not to, the file's
+    tokenizer.ggml.pre ("default") ignored, and </s> a normal token (not an end of generation)."""
+    tok, ref = gemma4_file(tmp_path), gemma4_reference()
+    assert [entry["text"] for entry in ref["encode"]] == GEMMA4_TEXTS
+    assert_matches_llama_cpp(tok, ref["encode"])
+    assert tok.eos_ids == set(ref["tokens"]["eog"]) == {1, 6, 7}  # <eos>, <turn|>, <|tool_response>
+    assert (tok.bos_id, ref["load"]["add_bos"]) == (2, True)
+
+
+def test_gemma4_matches_transformers_but_where_llama_cpp_differs(tmp_path):
+    """The same vocabulary and merges in transformers' Gemma pipeline give the same ids, except a
+    newline run no merge makes (llama.cpp takes "\n\n\n" whole, transformers "\n\n" + "\n"); its
+    decoding differs only where llama.cpp cleans up spaces (" ." and " 's")."""
+    tok = gemma4_file(tmp_path)
+    for entry in gemma4_reference()["encode"]:
+        text, hf_ids = entry["text"], entry["hf_ids"]
+        if text in ("\n\n\n", "x\n\n\ny \n\n\n "):  # runs of exactly three newlines
+            assert tok.encode(text) != hf_ids and 12 in tok.encode(text) and 12 not in hf_ids, text
+        else:
+            assert tok.encode(text) == hf_ids, text
+        if " ." not in text and " '" not in text:
+            assert tok.decode(hf_ids) == entry["hf_decoded"], text
+
+
+def test_gemma4_stream_decodes_byte_tokens_as_the_whole_text(tmp_path):
+    tok = gemma4_file(tmp_path)
+    text = "héllo 😀 日本\n\n\n ok"
+    ids = tok.encode(text)
+    stream = tok.stream_decoder(skip_special_tokens=False)
+    assert "".join(stream.push(i) for i in ids) + stream.flush() == tok.decode(ids) == text
 
 
 # ---- config of other architectures, against transformers' AutoConfig (synthetic.json) ----

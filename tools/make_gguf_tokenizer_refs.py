@@ -14,9 +14,12 @@ llama.cpp build tree). Written to tests/fixtures/gguf_tokenizer/:
 - vocabs.json for the real vocabularies of tests/tokenizer_vocab.py in GGUF form (Mistral's
   SentencePiece, all-MiniLM-L6-v2's WordPiece, the test Unigram one, and a cut-down Llama-3
   byte-level one under every `tokenizer.ggml.pre` llama.cpp accepts).
+- gemma4.json for gguf_synthetic's Gemma 4 vocabulary ("gemma4" tokenizer model): llama.cpp's
+  answers for GEMMA4_TEXTS, and transformers' (the `tokenizers` pipeline transformers builds for
+  Gemma: BPE with byte fallback, " " -> "▁") on the same vocabulary and merges.
 
     python tools/make_gguf_tokenizer_refs.py --llama-cpp /tmp/llamacpp [--model NAME=PATH.gguf ...]
-        [--only models|synthetic|vocabs]
+        [--only models|synthetic|vocabs|gemma4]
 
 Needs transformers>=5, gguf, tokenizers, torch (transformers' GGUF loader) and a llama.cpp build.
 Without --model, the catalog models come from py_engine.model_cache.ensure_model.
@@ -254,6 +257,49 @@ def vocabs_reference(oracle) -> dict:
     return out
 
 
+def gemma4_hf_tokenizer(spec: dict):
+    """The synthetic Gemma 4 vocabulary as a `tokenizers` tokenizer the way transformers' GemmaTokenizer
+    builds one (tokenization_gemma.py); control tokens are its special added tokens, user-defined
+    ones plain added tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+
+    vocab = {token: index for index, token in enumerate(spec["tokens"])}
+    merges = [tuple(merge.split(" ", 1)) for merge in spec["merges"]]
+    hf = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    hf.normalizer = normalizers.Replace(" ", "\u2581")
+    hf.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
+    hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    added = [(token, kind) for token, kind in zip(spec["tokens"], spec["types"]) if kind in (2, 3, 4)]
+    hf.add_special_tokens([AddedToken(t, normalized=False, special=True) for t, kind in added if kind != 4])
+    hf.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind in added if kind == 4])
+    return hf
+
+
+def gemma4_reference(oracle) -> dict:
+    """llama.cpp's and transformers' answers for gguf_synthetic's Gemma 4 vocabulary."""
+    import gguf_synthetic as syn
+    import tokenizers
+
+    spec = syn.gemma4_tokenizer(320)
+    hf = gemma4_hf_tokenizer(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = syn.write_gguf(Path(tmp) / "gemma4.gguf", tokenizer=spec)
+        with oracle.open(path) as vocab:
+            encode = []
+            for text in syn.GEMMA4_TEXTS:
+                ids = hf.encode(text, add_special_tokens=False).ids
+                theirs = {"hf_ids": ids, "hf_decoded": hf.decode(ids, skip_special_tokens=False)}
+                encode.append({"text": text, **vocab.tokenize(text), **theirs})
+            return {
+                "recipe_sha256": syn.tokenizer_digest(spec),
+                "tokenizers": tokenizers.__version__,
+                "load": vocab.info,
+                "tokens": vocab.tokens(),
+                "encode": encode,
+            }
+
+
 def write(name: str, data: dict) -> None:
     out = OUT_DIR / name
     out.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
@@ -270,7 +316,9 @@ def main(argv=None) -> int:
         metavar="NAME=PATH.gguf",
         help="a model and its file (default: the catalog models via ensure_model)",
     )
-    parser.add_argument("--only", choices=("models", "synthetic", "vocabs"), help="write only these references")
+    parser.add_argument(
+        "--only", choices=("models", "synthetic", "vocabs", "gemma4"), help="write only these references"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from make_tokenizer_oracle import Oracle
@@ -290,6 +338,8 @@ def main(argv=None) -> int:
         write("synthetic.json", synthetic_reference(oracle))
     if args.only in (None, "vocabs"):
         write("vocabs.json", vocabs_reference(oracle))
+    if args.only in (None, "gemma4"):
+        write("gemma4.json", gemma4_reference(oracle))
     return 0
 
 

@@ -29,7 +29,11 @@ _MODELS = {
     "gpt2": ("bpe", {"bos": 11, "eos": 11}),
     "bert": ("wpm", {"bos": 101, "unk": 100, "sep": 102, "pad": 0, "mask": 103}),
     "t5": ("ugm", {"eos": 1, "unk": 2, "pad": 0}),
+    # Gemma 4: BPE over raw UTF-8 with "▁" for spaces and <0xNN> byte tokens; no default ids.
+    "gemma4": ("bpe", {}),
 }
+# Models whose pre-tokenizer llama.cpp fixes, whatever tokenizer.ggml.pre says.
+_FIXED_PRE = {"gemma4": "gemma4"}
 
 # Our name of a special token -> its key (after "tokenizer.ggml."); later keys win.
 _SPECIAL_KEYS = (
@@ -80,6 +84,7 @@ def read_vocab(meta: Metadata, types: dict | None = None) -> LlamaVocab:
     kind, special = _MODELS[model]
     special = dict(special)
     pre_name = meta.string(KEY + "pre", None) or "default"
+    pre_name = _FIXED_PRE.get(model, pre_name)
     tokens = meta.array(KEY + "tokens", types=(str,), what="strings")
     if not tokens:
         meta.fail(KEY + "tokens", "is an empty array")

@@ -3,9 +3,10 @@
 Each token becomes its piece (llama_token_to_piece): control and unknown tokens their text, or
 nothing when special tokens are not rendered; user-defined tokens their text; normal tokens their
 text with "▁" as a space (SentencePiece-style) or their GPT-2 byte characters as bytes; byte
-tokens their byte; unused and undefined tokens nothing. Where the vocabulary prepends a space
-when encoding, one leading space of the first piece goes. Byte-level and WordPiece vocabularies
-then "clean up" spaces before punctuation and contractions, as llama.cpp does.
+tokens their byte (Gemma 4's BPE <0xNN> ones too); unused and undefined tokens nothing. Where the
+vocabulary prepends a space when encoding, one leading space of the first piece goes. BPE and
+WordPiece vocabularies then "clean up" spaces before punctuation and contractions, as llama.cpp
+does.
 """
 
 import re
@@ -32,6 +33,17 @@ def _byte_level_bytes(token: str) -> bytes:
     return bytes(out)
 
 
+_STRTOL_HEX = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9A-Fa-f]*)")
+
+
+def _token_byte(text: str) -> int:
+    """llama.cpp's token_to_byte for a BPE byte token: strtol(text.substr(3, 2), 16) as a char,
+    which is NN for <0xNN> and whatever C makes of other spellings."""
+    sign, digits = _STRTOL_HEX.match(text.encode("utf-8")[3:5].decode("latin-1")).groups()
+    value = int(digits or "0", 16)
+    return (-value if sign == "-" else value) & 0xFF
+
+
 class Detokenizer:
     def __init__(self, vocab: LlamaVocab):
         self._vocab = vocab
@@ -55,9 +67,10 @@ class Detokenizer:
             if self._spelled_as_bytes:
                 return _byte_level_bytes(text)
             return text.replace("\u2581", " ").encode("utf-8")
-        if attr & BYTE and self._vocab.kind != "bpe":  # llama.cpp renders a BPE byte token as nothing
-            # Spelled <0xNN>: formats/gguf_tokenizer.py refuses other spellings.
-            return bytes([int(text[3:5], 16)])
+        if attr & BYTE:
+            # Spelled <0xNN> (formats/gguf_tokenizer.py refuses other spellings but in BPE
+            # vocabularies, which llama.cpp reads as it reads Gemma 4's <0xNN>: see _token_byte).
+            return bytes([int(text[3:5], 16) if self._vocab.kind != "bpe" else _token_byte(text)])
         return b""
 
     def __call__(self, ids: list[int], special: bool) -> str:

@@ -190,6 +190,9 @@ class PreTokenizer:
     escape_whitespaces: bool = False  # spaces become "▁" before splitting
     no_bos_token: bool = False  # the default BOS id is none (GLM)
     force_bos: bool = False  # BOS is added even where the file says not to (Gemma 4)
+    # A piece of newlines alone that is itself a token is that token, whatever the merges make of
+    # it (llama.cpp's Gemma 4 special case, llm_tokenizer_bpe_session::tokenize).
+    newline_runs_whole: bool = False
 
 
 def _pre(split: str, **flags) -> PreTokenizer:
@@ -226,7 +229,10 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     ),
     **dict.fromkeys(("command-r", "smollm"), _pre("starcoder", **_KEEP)),
     "jais-2": _pre("jais2"),
-    **dict.fromkeys(("gemma4", "granite-embed-multi-311m"), _pre("gemma4", escape_whitespaces=True, force_bos=True)),
+    **dict.fromkeys(
+        ("gemma4", "granite-embed-multi-311m"),
+        _pre("gemma4", escape_whitespaces=True, force_bos=True, newline_runs_whole=True),
+    ),
     "sarvam-moe": _pre("gemma4", escape_whitespaces=True, **_KEEP),
     "whitespace": _pre("whitespace"),
     **dict.fromkeys(

@@ -164,11 +164,19 @@ def _byte_pair(vocab: LlamaVocab):
         ids, vocab.merges, where="tokenizer.ggml.merges", ignore_merges=vocab.ignore_merges, spell_unknown=spell
     )
 
+    newline_runs = vocab.pre.newline_runs_whole
+
+    def word_ids(word: str) -> tuple[int, ...]:
+        # Gemma 4: a run of newlines that is a token is taken whole, not merged from "\n"s.
+        if newline_runs and word in ids and not word.strip("\n"):
+            return (ids[word],)
+        return model.tokenize(word)
+
     def tokenize(fragment: str, after_token: bool) -> list[int]:
         if vocab.escape_whitespaces:
             fragment = fragment.replace(" ", "\u2581")
         words = (text_to_byte_chars(word) if byte_encode else word for word in split(fragment))
-        return [token for word in words for token in model.tokenize(word)]
+        return [token for word in words for token in word_ids(word)]
 
     return tokenize
 
