@@ -66,3 +66,13 @@ def test_edges():
     assert [c.text for c in chunk_text("one two", words, 5, 1)] == ["one two"]
     with pytest.raises(ValueError, match="overlap < window"):
         chunk_text("text", words, 8, 8)
+
+
+def test_long_pieces_are_cut_finer_without_being_counted():
+    """A 200-page PDF's pages were each counted before being cut at lines: a third of the work."""
+    page = "\n".join(" ".join(["river"] * 12) for _ in range(40))  # 40 lines, ~2,900 characters
+    text = "\n\n".join([page] * 3)
+    counted = []
+    chunks = chunk_text(text, lambda t: counted.append(len(t)) or words(t), 32, 4)
+    check(text, chunks, 32, 4)
+    assert max(counted) <= 8 * 32
