@@ -6,7 +6,8 @@ four norms), Llama Q/K rows permuted for interleaved RoPE, Gemma norm weights st
 of (1 + w) added, Phi-3's LongRoPE factors as tensors, matrices quantized by gguf-py to a mix of
 block formats (a fused QKV spanning two), and only the metadata llama.cpp reads (Gemma's
 attention scale is not stored: llama.cpp derives it from head_dim, so the dequantized config says
-the same). The hybrids (Qwen3.5, LFM2) are converted by gguf_convert_hybrids.py."""
+the same). The hybrids (Qwen3.5, LFM2) are converted by gguf_convert_hybrids.py, Gemma 4 by
+gguf_convert_gemma4.py."""
 
 import json
 import math
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from gguf_convert_gemma4 import convert_gemma4
 from gguf_convert_hybrids import HYBRID_ARCHS, convert_hybrid
 from safetensors.numpy import load_file, save_file
 
@@ -123,10 +125,12 @@ def write_metadata(writer, arch: str, cfg: dict) -> None:
 
 def convert(fixture: Path, out: Path, quantize: bool = True) -> Path:
     """Write out/model.gguf and, with the dequantized weights, out/dequantized/ (f32 safetensors).
-    quantize=False (hybrids only): matrices keep the checkpoint's dtype."""
+    quantize=False (hybrids and Gemma 4 only): matrices keep the checkpoint's dtype."""
     cfg = json.loads((fixture / "config.json").read_text())
     if cfg["architectures"][0] in HYBRID_ARCHS:
         return convert_hybrid(fixture, out, quantize, TYPES)
+    if cfg["architectures"][0] == "Gemma4ForCausalLM":
+        return convert_gemma4(fixture, out, quantize, TYPES)
     arch = ARCHS[cfg["architectures"][0]]
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     writer = gguf.GGUFWriter(out / "model.gguf", arch)

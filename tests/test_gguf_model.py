@@ -41,6 +41,7 @@ GGUF_FIXTURES = {
     "gemma-f32": {"q4_1"},
     "gemma2-f32": {"q4_1"},
     "gemma3-f32": {"q4_1"},
+    "gemma4-f32": {"q4_1"},  # gguf_gemma4.py: per-layer embeddings, KV sharing, rope_freqs
     "phi3-f32": {"q8_0", "q4_1", "q5_1", "q5_0"},
     "qwen3_5-f32": {
         "q5_0",

@@ -14,6 +14,7 @@ from ..errors import ModelFileError, UnsupportedArchitectureError
 from ..models.config import ModelConfig
 from ..tokenizer.llama.vocab import END_OF_GENERATION
 from .gguf import GGUFFile
+from .gguf_gemma4 import gemma4_config, gemma4_tensor_name, proportional_rope
 from .gguf_hybrids import (
     HYBRID_ARCHITECTURES,
     hybrid_config,
@@ -27,7 +28,14 @@ from .gguf_tensor_check import check_tensor_shapes
 from .gguf_values import MAX_LAYERS, Metadata, is_flag, is_int
 from .safetensors import TensorInfo
 
-__all__ = ["config_from_gguf", "hf_tensors", "hf_tensor_name", "longrope_scaling", "gguf_rope_interleaved"]
+__all__ = [
+    "config_from_gguf",
+    "hf_tensors",
+    "hf_tensor_name",
+    "longrope_scaling",
+    "proportional_rope",
+    "gguf_rope_interleaved",
+]
 
 # ---- config ----
 
@@ -39,6 +47,7 @@ HF_ARCHITECTURE = {  # GGUF general.architecture -> the HF class of the same mod
     "gemma2": "Gemma2ForCausalLM",
     "gemma3": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    "gemma4": "Gemma4ForCausalLM",  # gguf_gemma4.py
     **HYBRID_ARCHITECTURES,  # gguf_hybrids.py
 }
 GEMMAS = ("gemma", "gemma2", "gemma3")
@@ -58,7 +67,8 @@ def gguf_rope_interleaved(arch: str | None) -> bool:
 def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
     """The ModelConfig of a GGUF model (HF_ARCHITECTURE's). Raises ModelFileError naming a missing
     or malformed key or a tensor whose shape disagrees with the keys, UnsupportedArchitectureError
-    for other architectures. A Phi-3's LongRoPE factors are tensors: longrope_scaling reads them."""
+    for other architectures. A Phi-3's LongRoPE factors and a Gemma 4's proportional RoPE are
+    tensors: longrope_scaling and proportional_rope read them."""
     meta, path = Metadata(gguf.metadata, gguf.path), gguf.path
     arch = meta.string("general.architecture")
     if arch == "clip":  # llama.cpp's vision projector: the picture side of a text model, not a model
@@ -94,7 +104,7 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         architecture=HF_ARCHITECTURE[arch],
         vocab_size=vocab_size,
         hidden_size=hidden,
-        intermediate_size=meta.shared(k + "feed_forward_length", layers, minimum=1),
+        intermediate_size=_feed_forward(meta, k, layers, arch),
         num_layers=layers,
         num_heads=heads,
         num_kv_heads=kv_heads,
@@ -117,8 +127,18 @@ def config_from_gguf(gguf: GGUFFile) -> ModelConfig:
         _gemma_attention(cfg, meta, arch)
     if arch in HYBRID_ARCHITECTURES:
         hybrid_config(cfg, gguf, meta)
+    if arch == "gemma4":
+        gemma4_config(cfg, meta)
     check_tensor_shapes(gguf, cfg, arch)
     return cfg
+
+
+def _feed_forward(meta: Metadata, k: str, layers: int, arch: str) -> int:
+    """feed_forward_length: one width for all layers (Gemma 4's first layer's: gemma4_config reads
+    the rest, twice as wide in its shared-KV layers)."""
+    if arch == "gemma4":
+        return meta.per_layer(k + "feed_forward_length", layers, minimum=1)[0]
+    return meta.shared(k + "feed_forward_length", layers, minimum=1)
 
 
 def _vocab_size(gguf: GGUFFile, meta: Metadata, k: str) -> int:
@@ -184,9 +204,12 @@ def end_of_generation_ids(meta: dict, vocab_size: int) -> list[int]:
             ids.append(token_id)
     tokens = meta.get("tokenizer.ggml.tokens")
     if isinstance(tokens, list):
-        ends = (
+        ends = [
             i for i, token in enumerate(tokens[:vocab_size]) if isinstance(token, str) and token in END_OF_GENERATION
-        )
+        ]
+        texts = {tokens[i] for i in ends}
+        if "<|tool_response>" in texts or "<|plamo:eos|>" in texts:  # Gemma 4's and PLaMo's </s> is a normal token
+            ends = [i for i in ends if tokens[i] != "</s>"]
         ids += [i for i in ends if i not in ids]
     return ids
 
@@ -234,6 +257,8 @@ def hf_tensor_name(gguf_name: str, arch: str = "llama", model_layers: int = 1 <<
     Hybrids: blocks from `model_layers` on (Qwen3.5's MTP blocks) have none."""
     if arch in HYBRID_ARCHITECTURES:
         return hybrid_tensor_name(gguf_name, arch, model_layers)
+    if arch == "gemma4":
+        return gemma4_tensor_name(gguf_name)
     if gguf_name in HF_GLOBAL_NAMES:
         return HF_GLOBAL_NAMES[gguf_name]
     match = _BLOCK_NAME.fullmatch(gguf_name)

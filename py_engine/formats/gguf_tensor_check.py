@@ -50,8 +50,9 @@ def _fail(gguf: GGUFFile, name: str, shape, expected) -> None:
 
 
 def _block_shape(cfg: ModelConfig, arch: str, layer: int, part: str) -> tuple | None:
-    """The [rows, columns] (or [length]) of a block tensor, or None for one not checked here."""
-    hidden, head_dim, ffn = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+    """The [rows, columns] (or [length]) of a block tensor, or None for one not checked here.
+    Gemma 4's layers have head dims and MLP widths of their own."""
+    hidden, head_dim, ffn = cfg.hidden_size, cfg.layer_head_dim(layer), cfg.layer_intermediate(layer)
     q_rows, kv_rows = cfg.num_heads * head_dim, cfg.num_kv_heads * head_dim
     kind = cfg.layer_type(layer)
     if part.split(".")[0] in _NORMS:

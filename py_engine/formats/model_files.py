@@ -11,7 +11,7 @@ from ..models.config import TEXT_TOWERS, architecture_of, config_from_hf
 from ..models.config_check import check_config
 from ..models.tensor_check import check_tensors
 from .gguf import parse_gguf
-from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling
+from .gguf_model import config_from_gguf, hf_tensors, longrope_scaling, proportional_rope
 from .hf_dir import read_tensor_index
 from .json_file import read_json
 from .mlx import mlx_tensors
@@ -46,9 +46,14 @@ def read_model(source):
         path = source.locate(name)
         gguf = parse_gguf(lambda start, length: source.read(name, start, length), source.size(name), path)
         cfg = config_from_gguf(gguf)  # with the RoPE layout
-        longrope = longrope_scaling(gguf, lambda start, length: source.read(name, start, length))
-        if longrope is not None:
-            cfg.rope_scaling = longrope
+
+        def read(start, length):
+            return source.read(name, start, length)
+
+        # Phi-3's LongRoPE factors and Gemma 4's proportional RoPE are tensors.
+        rope = longrope_scaling(gguf, read) or proportional_rope(gguf, cfg, read)
+        if rope is not None:
+            cfg.rope_scaling = rope
         graph_generator(cfg.architecture, path)  # UnsupportedArchitectureError unless one of ours
         check_config(cfg, path)
         tensors = hf_tensors(gguf)

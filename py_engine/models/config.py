@@ -66,12 +66,14 @@ class ModelConfig:
     # are equal, so it turns as plain RoPE; a picture's tokens differ (runtime/picture_layout.py).
     mrope_section: tuple = ()
     # Gemma 4: the full layers' own head_dim (0: head_dim), the per-layer embeddings' width a layer
-    # (hidden_size_per_layer_input; 0: none) and their table's rows, and how many last layers read
-    # an earlier layer's K/V instead of computing their own (kv_owner).
+    # (hidden_size_per_layer_input; 0: none) and their table's rows, how many last layers read an
+    # earlier layer's K/V instead of computing their own (kv_owner), and whether those layers' MLPs
+    # are twice as wide (use_double_wide_mlp: E2B's; layer_intermediate).
     global_head_dim: int = 0
     per_layer_input_size: int = 0
     per_layer_vocab: int = 0
     kv_shared_layers: int = 0
+    double_wide_mlp: bool = False
 
     @property
     def rotary_dim(self) -> int:
@@ -90,6 +92,12 @@ class ModelConfig:
         if self.global_head_dim and self.layer_type(layer) == "full_attention":
             return self.global_head_dim
         return self.head_dim
+
+    def layer_intermediate(self, layer: int) -> int:
+        """A layer's MLP width: intermediate_size, twice it in Gemma 4's shared-KV layers where
+        double_wide_mlp (the graph reads widths from the tensors; the GGUF shape checks use this)."""
+        shared = layer >= self.num_layers - self.kv_shared_layers
+        return self.intermediate_size * (2 if self.double_wide_mlp and shared else 1)
 
     def kv_owner(self, layer: int) -> int | None:
         """The layer whose K/V cache `layer` attends over: itself, or for one of the last
@@ -292,6 +300,7 @@ def _gemma4(keys: ConfigKeys, layer_types: list) -> dict:
         "per_layer_input_size": 0 if per_layer_input is None else keys.int("hidden_size_per_layer_input"),
         "per_layer_vocab": keys.int("vocab_size_per_layer_input", 262_144),
         "kv_shared_layers": keys.int("num_kv_shared_layers", 0),
+        "double_wide_mlp": keys.bool("use_double_wide_mlp", False),
     }
 
 
