@@ -8,7 +8,9 @@ the layouts of SmolLM2-135M and of a Llama-3-8B-shaped Q4_0 model, and the loade
                                    [--models smollm2,llama8b] [--depths 0,4000] [--precision fast|exact]
 
 It builds the random-weight GGUFs from the layouts (real tensor shapes and types; speed does not depend
-on the values), builds llama-bench for each backend (`.gpu-bench/llamacpp.sh`, which also benches pp128
+on the values; a tensor whose layout row lists its "values" gets them: Gemma 4's RoPE divisors, which
+Wisp checks). The layouts are .gpu-bench/layouts/<model>.json; those of GENERATED are written there
+when missing (gemma4_e2b: Gemma-4-E2B's text model, Q4_K_M, by tools/make_gemma4_layout.py). It builds llama-bench for each backend (`.gpu-bench/llamacpp.sh`, which also benches pp128
 and tg256 / tg128 for the 8B: reported as "short"), then runs llama-bench's pp512 and tg128 at each
 depth (`-d`: tokens already in the KV cache; flash attention on, 3 repetitions) and
 benchmarks/decode.py on the same files at the same depths (`--depth D --prompt-tokens 512
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -29,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT, NEW = 512, 128  # pp512 and tg128 at each depth
+# Models whose layout a tool of ours writes (no such model is reachable from the GPU machine).
+GENERATED = {"gemma4_e2b": ROOT / "tools" / "make_gemma4_layout.py"}
 
 
 def gguf_py(bench: Path) -> Path:
@@ -40,22 +45,48 @@ def gguf_py(bench: Path) -> Path:
     return target / "gguf-py"
 
 
+def layout(bench: Path, model: str) -> Path:
+    path = bench / "layouts" / f"{model}.json"
+    if not path.exists() and model in GENERATED:
+        subprocess.run([sys.executable, str(GENERATED[model]), str(path.parent), "--name", model], check=True)
+    return path
+
+
+def set_values(path: Path, layout_path: Path) -> None:
+    """Write the f32 values a layout row lists over the random ones gguf_shape.py gave that tensor."""
+    sys.path.insert(0, str(ROOT))
+    from py_engine.formats.gguf import read_gguf
+
+    rows = [row for row in json.loads(layout_path.read_text())["tensors"] if "values" in row]
+    if not rows:
+        return
+    tensors = read_gguf(path).tensors
+    with path.open("r+b") as file:
+        for row in rows:
+            info = tensors[row["name"]]
+            assert info.dtype == "F32" and info.nbytes == 4 * len(row["values"]), row["name"]
+            file.seek(info.start)
+            file.write(struct.pack(f"<{len(row['values'])}f", *row["values"]))
+
+
 def build_gguf(bench: Path, model: str) -> Path:
     path = Path(f"/tmp/{model}.gguf")
     if not path.exists():
+        layout_path = layout(bench, model)
         env = dict(os.environ, PYTHONPATH=f"{gguf_py(bench)}:{os.environ.get('PYTHONPATH', '')}")
         subprocess.run(
             [
                 sys.executable,
                 str(bench / "gguf_shape.py"),
                 "build",
-                str(bench / "layouts" / f"{model}.json"),
+                str(layout_path),
                 str(path),
             ],
             check=True,
             env=env,
             stdout=subprocess.DEVNULL,
         )
+        set_values(path, layout_path)
     return path
 
 
