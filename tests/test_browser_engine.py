@@ -19,7 +19,7 @@ DESKTOP_PARIS = [504, 3575, 282, 4649, 314, 7042, 30, 2]  # SmolLM2, greedy, des
 # One fixture per graph family (Llama's decoder, Gemma's, Gemma 2's and 3's four-norm layers, Phi-3's
 # fused weights, the hybrids' recurrent layers), bf16 and f16 among them: without shader-f16 those
 # weights are read as packed pairs.
-TINY = ["llama-f32", "gemma-f32", "gemma2-f32", "gemma3-bf16", "phi3-f16", "qwen3_5-f32", "lfm2-bf16"]
+TINY = ["llama-f32", "gemma-f32", "gemma2-f32", "gemma3-bf16", "gemma4-bf16", "phi3-f16", "qwen3_5-f32", "lfm2-bf16"]
 
 # The answer's tokens from a generation's stats: every token generated but a final stop id.
 ANSWER_TOKENS = "const answerTokens = (done) => done.stop === 'eos' ? done.tokens.slice(0, -1) : done.tokens;"
