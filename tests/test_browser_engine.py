@@ -43,13 +43,23 @@ RUN = (
 )
 
 
+# Converted to GGUF as llama.cpp's converter writes it (tests/gguf_convert.py), served as <name>-gguf.
+TINY_GGUF = ["gemma4-f32"]
+
+
 @pytest.fixture(scope="module")
-def server():
+def server(tmp_path_factory):
+    from gguf_convert import convert
+
     from py_engine.model_cache import ensure_model
 
     ensure_model("smollm2-135m-instruct")
     ensure_model("gemma-3-270m")
-    with app_server(*(arg for name in TINY for arg in ("--model", str(FIXTURES / name)))) as (url, _):
+    models = [str(FIXTURES / name) for name in TINY]
+    for name in TINY_GGUF:
+        written = convert(FIXTURES / name, tmp_path_factory.mktemp(name), quantize=False)
+        models.append(str(written.rename(written.with_name(f"{name}-gguf.gguf"))))
+    with app_server(*(arg for model in models for arg in ("--model", model))) as (url, _):
         yield url
 
 
@@ -94,6 +104,7 @@ RUN_EACH = (
 
 def test_tiny_fixtures_greedy_tokens_match_desktop(page):
     refs = {name: json.loads((FIXTURES / name / "reference.json").read_text()) for name in TINY}
+    refs |= {f"{name}-gguf": json.loads((FIXTURES / name / "reference.json").read_text()) for name in TINY_GGUF}
     runs = {
         name: {"ids": ref["prompt_ids"], "sampling": {"temperature": 0, "max_new_tokens": len(ref["greedy"])}}
         for name, ref in refs.items()
