@@ -33,9 +33,10 @@
 //           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
 // Defines: GROUP_HEADS (attention_grid.group_heads: q heads per workgroup, <= 8, and <= 4 when
 //           head_dim > 128). SUBGROUPS (kernels.py, from the device): a key's two halves and the
-//           tile's max by subgroup operations. ROPE_KV. RING.
+//           tile's max by subgroup operations. ROPE_KV. RING. WIDE_HEADS (attention_grid.wide_heads:
+//           head_dim > 256; below).
 // Dispatch: attention_grid.attention_grid: (n_heads / GROUP_HEADS, step.rows, splits) workgroups of
-//           256 threads, splits = ceil(capacity / split_len); head_dim <= 256, even.
+//           256 threads, splits = ceil(capacity / split_len); head_dim <= 256 (WIDE_HEADS: <= 512), even.
 // A tile's scores: four threads per key, each every fourth pair of it for every head of the group;
 // its values: `parts` groups of threads each take a share of the tile's keys, a thread one output
 // dimension, merged once at the end of the split (not per tile), adding up the tile's weights as
@@ -43,7 +44,12 @@
 // memory, not arithmetic (an 8B's decode token reads 4,500 keys from few workgroups), so each
 // thread issues 8 pairs' or 8 keys' loads before it uses them, and loops over few of them.
 // Its speed and the variants measured against it: docs/attention-kernels.md.
-// Workgroup storage: exactly 16 KiB.
+// WIDE_HEADS (Gemma 4's full layers, 512 dimensions): q (one vec4 of at most 4 heads), the new key
+// and value take 512 dimensions each, so the score quarters and the max have a quarter of the
+// room: without subgroups a key's quarters are added in two steps through 128 vec4s and the max
+// is a tree over the tile's 64 keys (not its 256 threads); and each thread owns two output
+// dimensions, dim and dim + THREADS (parts is 1). Otherwise the same steps.
+// Workgroup storage: exactly 16 KiB (WIDE_HEADS too: 8 KiB of q, 2 of part, 2 of weights, 4 of new k, v).
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, q_stride: u32,
     capacity: u32, window: u32, scale: f32, softcap: f32,
@@ -66,15 +72,25 @@ const THREADS: u32 = 256u;
 const TILE: u32 = 64u;  // keys per tile
 const LANES: u32 = THREADS / TILE;  // threads per key's score
 const QV: u32 = (GROUP_HEADS + 3u) / 4u;  // vec4s of heads per dimension (1 or 2)
+const HEAD_MAX: u32 = 256u << u32(WIDE_HEADS);  // the widest head (attention_grid.HEAD_DIM_MAX)
+const_assert !WIDE_HEADS || QV == 1u;
 // The group's q heads: qg[v * head_dim + d][c] is dimension d of head 4v + c (zeros past the
-// group), scaled by p.scale. QV * head_dim <= 256 (attention_grid.group_heads).
-var<workgroup> qg: array<vec4<f32>, 256>;
+// group), scaled by p.scale. QV * head_dim <= HEAD_MAX (attention_grid.group_heads).
+var<workgroup> qg: array<vec4<f32>, HEAD_MAX>;
 // A tile's scores' quarters [v * THREADS + thread] (then the max's, by subgroup or tree; after the
-// last tile, the parts' outputs); ROPE_KV: a head's sum of squares per thread.
-var<workgroup> part: array<vec4<f32>, 2 * THREADS>;
+// last tile, the parts' outputs); ROPE_KV: a head's sum of squares per thread (128 of them).
+// WIDE_HEADS: 128 vec4s, no b half (QV is 1): part_b.
+const PART_VEC4S: u32 = (2u * THREADS) >> (2u * u32(WIDE_HEADS));
+var<workgroup> part: array<vec4<f32>, PART_VEC4S>;
 var<workgroup> weights: array<vec4<f32>, 2 * TILE>;  // [v * TILE + key]: exp(score - max)
-var<workgroup> new_k: array<f32, 256>;  // ROPE_KV: the new key, normalised and rotated
-var<workgroup> new_v: array<f32, 256>;  // ROPE_KV: the new value
+var<workgroup> new_k: array<f32, HEAD_MAX>;  // ROPE_KV: the new key, normalised and rotated
+var<workgroup> new_v: array<f32, HEAD_MAX>;  // ROPE_KV: the new value
+
+// part[THREADS + i], the b heads' half; WIDE_HEADS has none (QV is 1: b is never used).
+fn part_b(i: u32) -> vec4<f32> {
+    if (WIDE_HEADS) { return vec4<f32>(0.0); }
+    return part[THREADS + i];
+}
 
 // Pair e of cache row `row`'s key. The cache is read for every row, before the branch that takes
 // the new key instead (a stale row is read and dropped): with the load inside the branch, an f16
@@ -107,11 +123,41 @@ fn pair_dot(e: u32, k2: vec2<f32>, s: Heads) -> Heads {
 
 // Key shares of the value sums: `parts` groups of threads (the largest power of two, at most 8,
 // with parts * head_dim <= THREADS) each take TILE / parts of a tile's keys; within a part,
-// thread `dim` owns dimension dim.
+// thread `dim` owns dimension dim (and WIDE_HEADS, where parts is 1, dim + THREADS).
 fn value_parts(hd: u32) -> u32 {
     var parts = 1u;
     while (parts < 8u && 2u * parts * hd <= THREADS) { parts *= 2u; }
     return parts;
+}
+
+// WIDE_HEADS without subgroups: key lid / LANES's score from its lanes' quarters s (heads 0-3),
+// added as (lane 0 + lane 2) + (lane 1 + lane 3) through 128 vec4s of part: on lane 0 only (the
+// other lanes' return is not the score). Its last read of part[key] is lane 0's, which wide_max's
+// first write there is too: no barrier at the end.
+fn wide_score(s: vec4<f32>, lid: u32, lane: u32) -> vec4<f32> {
+    let key = lid / LANES;
+    if (lane >= 2u) { part[2u * key + lane - 2u] = s; }
+    workgroupBarrier();
+    var half = s;
+    if (lane < 2u) { half = s + part[2u * key + lane]; }
+    workgroupBarrier();
+    if (lane == 1u) { part[key] = half; }
+    workgroupBarrier();
+    var total = half;
+    if (lane == 0u) { total = half + part[key]; }
+    return total;
+}
+
+// WIDE_HEADS without subgroups: the tile's max of lane 0's scores (one a key), by a tree over
+// TILE keys in part (written next after the weights' barrier: none at the end).
+fn wide_max(score: vec4<f32>, lid: u32, lane: u32) -> vec4<f32> {
+    if (lane == 0u) { part[lid / LANES] = score; }
+    workgroupBarrier();
+    for (var stride = TILE / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) { part[lid] = max(part[lid], part[lid + stride]); }
+        workgroupBarrier();
+    }
+    return part[0];
 }
 
 @compute @workgroup_size(THREADS)
@@ -170,11 +216,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let dim = lid % part_threads;
     let keys_per_part = TILE / parts;
     let dim_active = dim < hd;
+    let far_active = WIDE_HEADS && dim + THREADS < hd;  // WIDE_HEADS: this thread's second dimension
     // Per head: the running max (every thread alike), this part's running sum and its output
-    // accumulator for dimension dim.
+    // accumulator for dimension dim (far_acc: dim + THREADS).
     var running_max = heads_splat(-3.0e38);
     var running_sum = heads_splat(0.0);
     var acc = heads_splat(0.0);
+    var far_acc = heads_splat(0.0);
     for (var start = first; start < end; start += TILE) {
         // This thread's first 8 values of the tile (its part's first keys, dimension dim), loaded
         // before the scores: their wait overlaps the keys' and the softmax's, not after them.
@@ -186,6 +234,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (dim_active) {
             lo = value_quad(kv_base + start + j0, last_key, dim);
             hi = value_quad(kv_base + start + j0 + 4u, last_key, dim);
+        }
+        var far_lo = vec4<f32>(0.0);  // WIDE_HEADS: the same keys' dimension dim + THREADS
+        var far_hi = vec4<f32>(0.0);
+        if (far_active) {
+            far_lo = value_quad(kv_base + start + j0, last_key, dim + THREADS);
+            far_hi = value_quad(kv_base + start + j0 + 4u, last_key, dim + THREADS);
         }
         let key = start + lid / LANES;
         var s = heads_splat(0.0);
@@ -223,13 +277,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var total = heads_add(halves, other);
         if (lane >= 2u) { total = heads_add(other, halves); }
 //#else
-        part[lid] = s.a;
-        part[THREADS + lid] = s.b;
-        workgroupBarrier();
-        let at = lid - lane;
-        let total = heads_add(heads_add(Heads(part[at], part[THREADS + at]), Heads(part[at + 1u], part[THREADS + at + 1u])),
+        var total: Heads;
+        if (WIDE_HEADS) {  // a const: uniform
+            total = Heads(wide_score(s.a, lid, lane), vec4<f32>(0.0));
+        } else {
+            part[lid] = s.a;
+            part[THREADS + lid] = s.b;
+            workgroupBarrier();
+            let at = lid - lane;
+            total = heads_add(heads_add(Heads(part[at], part[THREADS + at]), Heads(part[at + 1u], part[THREADS + at + 1u])),
                               heads_add(Heads(part[at + 2u], part[THREADS + at + 2u]), Heads(part[at + 3u], part[THREADS + at + 3u])));
-        workgroupBarrier();  // part is the max's tree next
+            workgroupBarrier();  // part is the max's tree next
+        }
 //#endif
         var score = heads_splat(-3.0e38);
         if (key < end) {
@@ -247,23 +306,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let top = Heads(subgroupMax(score.a), subgroupMax(score.b));
         if (lid % subgroup_size == 0u) {
             part[lid / subgroup_size] = top.a;
-            part[THREADS + lid / subgroup_size] = top.b;
+            if (!WIDE_HEADS) { part[THREADS + lid / subgroup_size] = top.b; }
         }
         workgroupBarrier();
         var new_max = running_max;
-        for (var k = 0u; k < THREADS / subgroup_size; k++) { new_max = heads_max(new_max, Heads(part[k], part[THREADS + k])); }
+        for (var k = 0u; k < THREADS / subgroup_size; k++) { new_max = heads_max(new_max, Heads(part[k], part_b(k))); }
 //#else
-        part[lid] = score.a;
-        part[THREADS + lid] = score.b;
-        workgroupBarrier();
-        for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
-            if (lid < stride) {
-                part[lid] = max(part[lid], part[lid + stride]);
-                part[THREADS + lid] = max(part[THREADS + lid], part[THREADS + lid + stride]);
-            }
+        var new_max: Heads;
+        if (WIDE_HEADS) {
+            new_max = heads_max(running_max, Heads(wide_max(score.a, lid, lane), vec4<f32>(0.0)));
+        } else {
+            part[lid] = score.a;
+            part[THREADS + lid] = score.b;
             workgroupBarrier();
+            for (var stride = THREADS / 2u; stride > 0u; stride >>= 1u) {
+                if (lid < stride) {
+                    part[lid] = max(part[lid], part[lid + stride]);
+                    part[THREADS + lid] = max(part[THREADS + lid], part[THREADS + lid + stride]);
+                }
+                workgroupBarrier();
+            }
+            new_max = heads_max(running_max, Heads(part[0], part_b(0u)));
         }
-        let new_max = heads_max(running_max, Heads(part[0], part[THREADS]));
 //#endif
         if (lane == 0u) {
             var w = heads_splat(0.0);  // masked keys weigh exactly 0
@@ -278,6 +342,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // read the last key (written, finite) and weigh exactly 0.
         var tile_sum = heads_splat(0.0);
         var tile = heads_splat(0.0);
+        var far_tile = heads_splat(0.0);
         for (var j = j0; j < j0 + keys_per_part; j += 8u) {
             var next_lo = vec4<f32>(0.0);
             var next_hi = vec4<f32>(0.0);
@@ -285,28 +350,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 next_lo = value_quad(kv_base + start + j + 8u, last_key, dim);
                 next_hi = value_quad(kv_base + start + j + 12u, last_key, dim);
             }
+            var next_far_lo = vec4<f32>(0.0);
+            var next_far_hi = vec4<f32>(0.0);
+            if (far_active && j + 8u < j0 + keys_per_part) {
+                next_far_lo = value_quad(kv_base + start + j + 8u, last_key, dim + THREADS);
+                next_far_hi = value_quad(kv_base + start + j + 12u, last_key, dim + THREADS);
+            }
             for (var i = 0u; i < 4u; i++) {
                 let w = Heads(weights[j + i], weights[TILE + j + i]);
                 tile_sum = heads_add(tile_sum, w);
                 tile = heads_fma(w, lo[i], tile);
+                if (WIDE_HEADS) { far_tile = heads_fma(w, far_lo[i], far_tile); }
             }
             for (var i = 0u; i < 4u; i++) {
                 let w = Heads(weights[j + 4u + i], weights[TILE + j + 4u + i]);
                 tile_sum = heads_add(tile_sum, w);
                 tile = heads_fma(w, hi[i], tile);
+                if (WIDE_HEADS) { far_tile = heads_fma(w, far_hi[i], far_tile); }
             }
             lo = next_lo;
             hi = next_hi;
+            far_lo = next_far_lo;
+            far_hi = next_far_hi;
         }
         let correction = heads_exp(heads_add(running_max, Heads(-new_max.a, -new_max.b)));  // first tile: -3e38 - max → 0
         running_sum = heads_rescale(running_sum, correction, tile_sum);
         acc = heads_rescale(acc, correction, tile);
+        if (WIDE_HEADS) { far_acc = heads_rescale(far_acc, correction, far_tile); }
         running_max = new_max;
         workgroupBarrier();  // weights and part are rewritten by the next tile
     }
 
-    // The parts' sums and outputs added in part order, by part 0's threads.
-    if (parts > 1u) {
+    // The parts' sums and outputs added in part order, by part 0's threads (never WIDE_HEADS).
+    if (!WIDE_HEADS && parts > 1u) {
         part[lid] = acc.a;
         part[THREADS + lid] = acc.b;
         if (dim == 0u) {
@@ -327,6 +403,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var c = 0u; c < GROUP_HEADS; c++) {
             let out = p.partials_at + ((row * p.n_heads + first_head + c) * p.splits + wid.z) * (hd + 2u);
             if (dim_active) { partials[out + dim] = heads_at(acc, c); }
+            if (far_active) { partials[out + dim + THREADS] = heads_at(far_acc, c); }
             if (dim == 0u) {
                 partials[out + hd] = heads_at(running_max, c);
                 partials[out + hd + 1u] = heads_at(running_sum, c);

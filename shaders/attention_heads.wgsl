@@ -30,7 +30,7 @@ fn norm_head(lid: u32, c: u32) {
         let v = head_get(c, d);
         sum += v * v;
     }
-    part[lid].x = sum;
+    if (lid < 128u) { part[lid].x = sum; }  // (attention.wgsl WIDE_HEADS: part holds only 128)
     workgroupBarrier();
     for (var stride = 64u; stride > 0u; stride >>= 1u) {
         if (lid < stride) { part[lid].x += part[lid + stride].x; }
@@ -45,7 +45,7 @@ fn norm_head(lid: u32, c: u32) {
     workgroupBarrier();
 }
 
-// ROPE_KV: rotation `lid` (shaders/rope.wgsl; rotary_dim / 2 <= 128 of them, one a thread) of
+// ROPE_KV: rotation `lid` (shaders/rope.wgsl; rotary_dim / 2 <= THREADS of them, one a thread) of
 // group heads 0 .. heads - 1 (heads past GROUP_HEADS: the new key) by the angle whose (cos, sin)
 // is cs. A thread's rotation touches only its own two dimensions of each head: no barrier
 // between heads.

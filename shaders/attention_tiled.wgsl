@@ -10,15 +10,18 @@
 // (a and b below) of the block. A slot is LANES consecutive threads; lane l owns the head's vec4
 // chunks l, l + LANES, ... of both rows' q (in registers, scaled by p.scale) and of their output
 // accumulators, and reads those chunks of each staged key and value once for both rows. LANES is
-// 4 (8 for head_dim > 128): 4 lanes of 128 dims hold 2 x 32 floats of q and 2 x 32 of output each.
+// 4 (8 for head_dim > 128, 16 for > 256): 4 lanes of 128 dims hold 2 x 32 floats of q and 2 x 32
+// of output each.
 // A tile is KEYS keys: K then V in `tile`, each key head_dim f32 padded to STRIDE vec4s (16 KiB:
-// with SUBGROUPS 16 keys of head_dim 128, 8 of 256, 32 of 64 or less; without, 4 keys, the rest
-// holding the lanes' partial dots of both rows). Per tile:
+// with SUBGROUPS 16 keys of head_dim 128, 8 of 256, 4 of 512, 32 of 64 or less; without, 4 keys,
+// the rest holding the lanes' partial dots of both rows; past head_dim 256 those go over the K
+// tile once every lane has read it, PARTS_OVER_K). Per tile:
 //   1. each thread loads its share of the tile's K and V (all loads, then the stores); barrier;
 //   2. each lane's partial dots of both rows with the KEYS keys, 4 keys a vec4, summed over the
 //      slot's lanes: a subgroupShuffleXor butterfly (same bits in every lane), or (no SUBGROUPS)
-//      through the tile's third region after a barrier; with 8 lanes on 4-wide subgroups (WebGPU
-//      allows them) the last step goes through the K tile's room (2 barriers more);
+//      through the tile's third region after a barrier; with more lanes than a subgroup has (8 or 16
+//      on 4-wide subgroups, which WebGPU allows; 16 on 8-wide) the last step goes through the K
+//      tile's room (2 barriers more);
 //   3. per row, every lane alike: softcap, the row's mask (key <= q, q - key < window, in the
 //      split; skipped for a tile wholly inside it, most of them), the tile's max, exp weights
 //      (masked keys weigh exactly 0), running max and sum, and the rescaled accumulator plus the
@@ -49,7 +52,7 @@
 //           position, exclusive; 0 for text), which attention.wgsl does not bind (its own bind group):
 //           8 storage bindings with it, WebGPU's default maxStorageBuffersPerShaderStage.
 // Defines: HEAD_VEC4S (attention_grid.tiled_defines: ceil(head_dim / 4), sizing the registers, the
-//           lanes and the tile; head_dim <= 256, even). K_CACHE / V_CACHE. RING. SUBGROUPS
+//           lanes and the tile; head_dim <= 512, even). K_CACHE / V_CACHE. RING. SUBGROUPS
 //           (kernels.py, from the device). ROPE_KV (false: ignored). F16_MATH and ATT_MATH (f16
 //           with it, else f32; attention_grid.tiled_defines: precision "fast" with an f16 V cache).
 //           PICTURE_SPANS (optional: GraphOptions.picture_spans).
@@ -89,8 +92,8 @@ struct Params {
 
 const THREADS: u32 = 256u;  // attention_grid.TILED_THREADS
 // Threads per slot (attention_grid.tiled_lanes): 4, 8 for head_dim > 128 (whose 64 floats of q and
-// of output a lane at 4 lanes ran slower).
-const LANES: u32 = 4u << u32(HEAD_VEC4S > 32u);
+// of output a lane at 4 lanes ran slower), 16 for > 256 (the same 32 floats a lane as 8 at 256).
+const LANES: u32 = 4u << (u32(HEAD_VEC4S > 32u) + u32(HEAD_VEC4S > 64u));
 const SLOTS: u32 = THREADS / LANES;
 const VEC4S: u32 = (HEAD_VEC4S + LANES - 1u) / LANES;  // a lane's chunks of a head vector
 const STRIDE: u32 = VEC4S * LANES;  // a key's vec4s in the tile (zeros past the head's)
@@ -100,16 +103,27 @@ const TILE_VEC4S: u32 = 1024u << u32(F16_MATH);  // 16 KiB
 // F16_MATH: 32 of head_dim 128, 16 of 256 or of 64 (faster than 32 there).
 const KEYS_MOST: u32 = 32u >> u32(F16_MATH && HEAD_VEC4S < 32u);
 const KEYS: u32 = min(KEYS_MOST, TILE_VEC4S / 2u / STRIDE) / 4u * 4u;
+const K_ROOM: u32 = KEYS * STRIDE;
 //#else
 // K, V, and the lanes' partial dots (a vec4 of 4 keys per thread and row): 4 keys of head_dim 128.
-const KEYS: u32 = min(32u, TILE_VEC4S / (2u * STRIDE + THREADS / 2u)) / 4u * 4u;
+const KEYS_APART: u32 = min(32u, TILE_VEC4S / (2u * STRIDE + THREADS / 2u)) / 4u * 4u;
+// Where not even 4 keys fit so (f32 past head_dim 256), the dots go over the K tile once every
+// lane has read it (a barrier more a tile), V past them: K_ROOM, 4 keys of 512 in the whole tile.
+const PARTS_OVER_K: bool = KEYS_APART == 0u;
+const KEYS_OVER_K: u32 = min(32u, TILE_VEC4S / (STRIDE + max(STRIDE, THREADS / 2u))) / 4u * 4u;
+const KEYS: u32 = max(KEYS_APART, u32(PARTS_OVER_K) * KEYS_OVER_K);
+const K_ROOM: u32 = max(KEYS * STRIDE, u32(PARTS_OVER_K) * (KEYS / 2u) * THREADS);
+// tile[PARTS_AT + ((key / 4) * 2 + row) * THREADS + lid], row 0 for a, 1 for b.
+const PARTS_AT: u32 = 2u * KEYS * STRIDE * u32(!PARTS_OVER_K);
+const_assert KEYS >= 4u && K_ROOM + KEYS * STRIDE <= TILE_VEC4S && PARTS_AT + (KEYS / 2u) * THREADS <= TILE_VEC4S;
 //#endif
-const V_AT: u32 = KEYS * STRIDE;  // the tile's values: tile[V_AT + key * STRIDE + chunk]
-// No SUBGROUPS: tile[PARTS_AT + ((key / 4) * 2 + row) * THREADS + lid], row 0 for a, 1 for b.
-const PARTS_AT: u32 = 2u * KEYS * STRIDE;
+// The tile's values: tile[V_AT + key * STRIDE + chunk], past the keys' (K_ROOM: KEYS * STRIDE but
+// with PARTS_OVER_K).
+const V_AT: u32 = K_ROOM;
 const LOADS: u32 = (KEYS * STRIDE + THREADS - 1u) / THREADS;  // K (and V) vec4s a thread stages per tile
-// 8 lanes on 4-wide subgroups: the half-slots' sums of both rows in the K tile's room.
-const_assert LANES < 8u || (KEYS / 4u) * SLOTS * 4u <= KEYS * STRIDE;
+// More lanes than a subgroup has (at most LANES / 4 pieces of a slot: subgroups are 4 or more
+// wide): the pieces' sums of both rows in the K tile's room.
+const_assert LANES < 8u || (KEYS / 4u) * SLOTS * 2u * (LANES / 4u) <= KEYS * STRIDE;
 var<workgroup> tile: array<vec4<ATT_MATH>, TILE_VEC4S>;
 
 // Dimensions 4c .. 4c + 3 of the key (is_v false) or value at cache row `row` (zeros past
@@ -301,31 +315,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 }
             }
 //#else
-            tile[PARTS_AT + 2u * g * THREADS + lid] = ha;
-            tile[PARTS_AT + (2u * g + 1u) * THREADS + lid] = hb;
+            if (!PARTS_OVER_K) {
+                tile[PARTS_AT + 2u * g * THREADS + lid] = ha;
+                tile[PARTS_AT + (2u * g + 1u) * THREADS + lid] = hb;
+            }
 //#endif
             sa[g] = da;
             sb[g] = db;
         }
 //#if SUBGROUPS
-        if (subgroup_size < LANES) {  // uniform: 8 lanes, 4-wide subgroups (never on an H200)
-            // The two half-slots' sums, in the K tile's room once every lane is done with it.
+        if (subgroup_size < LANES) {  // uniform: 8 or 16 lanes on narrower subgroups (never on an H200)
+            // The slot's pieces' sums (a subgroup's lanes each), in the K tile's room once every
+            // lane is done with it, added in piece order.
+            let pieces = LANES / subgroup_size;
             workgroupBarrier();
             if (lane % subgroup_size == 0u) {
                 for (var g = 0u; g < KEYS / 4u; g++) {
-                    let at = ((g * SLOTS + slot) * 2u + lane / subgroup_size) * 2u;
+                    let at = ((g * SLOTS + slot) * pieces + lane / subgroup_size) * 2u;
                     tile[at] = vec4<ATT_MATH>(sa[g]);  // F16_MATH: rounded to f16 (never on an H200)
                     tile[at + 1u] = vec4<ATT_MATH>(sb[g]);
                 }
             }
             workgroupBarrier();
             for (var g = 0u; g < KEYS / 4u; g++) {
-                let at = (g * SLOTS + slot) * 4u;
+                let at = (g * SLOTS + slot) * pieces * 2u;
                 sa[g] = vec4<f32>(tile[at]) + vec4<f32>(tile[at + 2u]);
                 sb[g] = vec4<f32>(tile[at + 1u]) + vec4<f32>(tile[at + 3u]);
+                for (var k = 2u; k < pieces; k++) {
+                    sa[g] += vec4<f32>(tile[at + 2u * k]);
+                    sb[g] += vec4<f32>(tile[at + 2u * k + 1u]);
+                }
             }
         }
 //#else
+        if (PARTS_OVER_K) {  // a const: uniform
+            workgroupBarrier();  // every lane done with the K tile
+            for (var g = 0u; g < KEYS / 4u; g++) {
+                tile[2u * g * THREADS + lid] = vec4<ATT_MATH>(sa[g]);  // exactly ha, hb
+                tile[(2u * g + 1u) * THREADS + lid] = vec4<ATT_MATH>(sb[g]);
+            }
+        }
         workgroupBarrier();
         for (var g = 0u; g < KEYS / 4u; g++) {
             let at = PARTS_AT + 2u * g * THREADS + slot * LANES;

@@ -20,8 +20,8 @@
 // pairs through k_store_pair / v_store_pair, so one code path serves f32, f16 and packed f16.
 // K is f32 except on WebKit (packed f16, for memory): softmax amplifies rounding in q·k; V
 // enters the output linearly, so f16 halves its memory and bandwidth at little cost.
-// Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 256
-// and even.
+// Dispatch: (n_heads + 2 * n_kv_heads, step.rows, 1) workgroups of 128 threads; head_dim ≤ 512
+// (attention_grid.HEAD_DIM_MAX: Gemma 4's full layers) and even.
 struct Params {
     n_heads: u32, n_kv_heads: u32, head_dim: u32, rotary_dim: u32,
     qkv_stride: u32, capacity: u32, has_qk_norm: u32, interleaved: u32,
@@ -37,7 +37,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> k_cache: array<K>;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<V>;
 
-var<workgroup> head: array<f32, 256>;
+var<workgroup> head: array<f32, 512>;  // the head (2 KiB: its whole, for the norm then the rotation)
 var<workgroup> partial: array<f32, 128>;
 
 @compute @workgroup_size(128)

@@ -153,7 +153,7 @@ def attend(
     dummy = np.zeros(4, np.float32)
     fused = cos_sin is not None
     few = rows <= attention_grid.FEW_ROWS  # else the prompt's kernel, attention_tiled.wgsl
-    own = {}
+    own = {"WIDE_HEADS": attention_grid.wide_heads(hd)}  # attention.wgsl's
     if kernel == "attention_subgroups":
         own = {"HEAD_DIM": hd, "WARPS": attention_grid.subgroup_warps(hd)}
         subgroups = False

@@ -1,12 +1,13 @@
 """Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window, over a full
 cache or a sliding layer's ring), vs numpy; and a one-row forward's attention doing the first's
-work itself (ROPE_KV)."""
+work itself (ROPE_KV). Heads up to 512 wide (attention.wgsl WIDE_HEADS: Gemma 4's full layers)."""
 
 import numpy as np
 import pytest
 from gpu_harness import as_f32, attend, device, run_kernel
 
 from py_engine.models import attention_grid
+from py_engine.models.rope import Rotary
 
 
 def rope_ref(x, cos, sin, rotary_dim, interleaved):
@@ -34,6 +35,13 @@ CASES = [
     (4, 2, 16, 16, 5, 40, 8, False, False, 12),
     (4, 1, 32, 32, 3, 150, 70, True, False, 90),
     (2, 2, 24, 24, 2, 3, 6, False, True, 8),
+    # Gemma 4 E2B's layers: full ones of 512 (WIDE_HEADS: 4 of the 8 q heads a workgroup, two output
+    # dimensions a thread), one of 512 rotating 128 dims over several splits, one of 320 in a
+    # window (dimensions past the head: threads idle); its sliding layers' 256 over a ring.
+    (8, 1, 512, 512, 2, 70, 0, True, False, 0),
+    (8, 1, 512, 128, 1, 130, 0, False, True, 0),
+    (8, 2, 320, 320, 2, 9, 4, False, False, 0),
+    (8, 1, 256, 256, 2, 150, 70, True, False, 90),
 ]
 
 
@@ -52,6 +60,55 @@ KERNELS = [("attention", True), ("attention", False), ("attention_subgroups", Fa
 @pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved,ring", CASES)
 @pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
 def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups):
+    check_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups)
+
+
+@pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
+def test_proportional_rope_of_512(kv):
+    """Gemma 4's full layers (E2B: 8 q heads of 512 on one KV head, QK norms): RoPE over the whole
+    head whose last three quarters of frequencies stand still (models/rope.py "proportional"): 128
+    dims turn, paired with dims 256 on; through the kernel without subgroups (every device's)."""
+    rope = Rotary(512, 1e6, {"rope_type": "proportional", "partial_rotary_factor": 0.25})
+    assert np.count_nonzero(rope.inv_freq) == 64
+    check_rope_then_attention(8, 1, 512, 512, 1, 40, 0, True, False, 0, kv, "attention", False, rope.inv_freq)
+
+
+def test_wide_heads_take_attention_wgsl_with_fewer_heads():
+    """Heads past 256 run attention.wgsl WIDE_HEADS (never attention_subgroups.wgsl, whose value row
+    is at most 32 words), 4 q heads a workgroup (one vec4 of q a dimension in 8 KiB), and the
+    prompt's kernel 16 lanes a slot; heads of 256 as before."""
+    for kv in KV_FORMATS:
+        assert attention_grid.few_rows_kernel(8, 1, 512, kv, 32) == ("attention", {"WIDE_HEADS": True})
+        assert attention_grid.few_rows_kernel(8, 1, 256, ("f32", "f16"), 32)[0] == "attention_subgroups"
+    assert attention_grid.few_rows_kernel(8, 1, 256, ("f32", "f32"), 0) == ("attention", {"WIDE_HEADS": False})
+    assert attention_grid.attention_grid(1, 8, 1, 512, 5) == (2, 1, 5)
+    assert attention_grid.group_heads(8, 1, 256) == 4 and attention_grid.group_heads(16, 1, 64) == 8
+    assert attention_grid.group_heads(6, 1, 320) == 3
+    assert attention_grid.tiled_lanes(512) == 16 and attention_grid.tiled_block(8, 1, 512) == (8, 4)
+
+
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroups", "workgroup-memory"])
+def test_wide_heads_scores_past_the_exp_clamp(subgroups):
+    """Heads of 512 whose scores spread far past safe_exp's clamp (80; a std of 1,000, the softmax
+    about one-hot): right only with each tile's true max (WIDE_HEADS without subgroups: lane 0's
+    sums, a tree over the tile's keys), not one of a few of its keys."""
+    from test_kernel_metal_safety import attention_ref, extreme_inputs
+
+    nh, nkv, hd, rows, pos = 8, 1, 512, 2, 100
+    qkv, k_cache, v_cache, cap = extreme_inputs("wide", nh, nkv, hd, rows, pos, 1000.0, 0)
+    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "qkv_stride": qkv.shape[1], "capacity": cap}
+    params |= {"rotary_dim": hd, "has_qk_norm": 0, "interleaved": 0, "eps": 1e-6}
+    got = attend(qkv, k_cache, v_cache, params, rows, pos, 0, {"K_CACHE": "f32", "V_CACHE": "f32"}, subgroups)["y"]
+    kw = dict(nh=nh, nkv=nkv, hd=hd, rows=rows, pos=pos, window=0, scale=hd**-0.5, softcap=0.0)
+    # (f32 scores of ~1,000 carry ~1e-4 of rounding into the weights; a wrong max moves them by e^x)
+    np.testing.assert_allclose(got, attention_ref(qkv, k_cache, v_cache, **kw), rtol=1e-3, atol=1e-4)
+
+
+def check_rope_then_attention(
+    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, inv_freq=None
+):
+    """rope_kv then a few rows' attention, and the fused one-row forward (ROPE_KV), vs numpy
+    (inv_freq: the RoPE frequencies; default 10000's over rotary_dim)."""
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     if (
@@ -72,7 +129,9 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     qn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
     kn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
     positions = pos + np.arange(rows)
-    inv_freq = 1.0 / 10000 ** (np.arange(rd // 2) * 2 / rd)
+    if inv_freq is None:
+        inv_freq = 1.0 / 10000 ** (np.arange(rd // 2) * 2 / rd)
+    inv_freq = np.asarray(inv_freq)
     angles = (positions[:, None] * inv_freq[None, :]).astype(np.float32)
     cos_sin = np.stack([np.cos(angles), np.sin(angles)], -1).astype(np.float32)
 

@@ -1,10 +1,10 @@
 """attention_tiled.wgsl (a prompt's attention: blocks of (q head, row) slots sharing a KV head's
 staged key and value tiles) then attention_combine.wgsl, vs numpy: many rows in several row
 blocks (the last ragged), GQA groups of 1 to 40 q heads (more than a block's slots), head_dims
-from 16 to 256, several splits, windows, rings, softcap, the KV cache formats, subgroups on and
+from 16 to 512 (Gemma 4's full layers: 16 lanes a slot), several splits, windows, rings, softcap, the KV cache formats, subgroups on and
 off, and extreme scores. The partials are checked too: every one written (the buffer starts NaN),
 an empty split's as attention.wgsl writes it (zeros, m = -3e38, sum 0), nothing before
-partials_at touched. And the 8 lanes of a slot on 4-wide subgroups (lavapipe at 128 bits)."""
+partials_at touched. And the 8 and 16 lanes of a slot on 4-wide subgroups (lavapipe at 128 bits)."""
 
 import os
 import subprocess
@@ -49,6 +49,13 @@ CASES = [
     ("gqa80_two_head_blocks", 80, 1, 16, 3, 66, 0, 0, 0.0, F32, True, 1.0),
     ("huge_scores_windowed", 4, 1, 16, 19, 90, 7, 0, 0.0, F32, True, 1e15),
     ("huge_scores_softcap_no_subgroups", 2, 1, 16, 12, 60, 0, 0, 50.0, F32, False, 1e15),
+    # Gemma 4 E2B: its full layers' 8 q heads of 512 on one KV head (16 lanes a slot: on lavapipe's
+    # 8-wide subgroups in two pieces; without subgroups the dots over the K tile), a 320 (those
+    # past V's room), its sliding layers' 256 over a ring.
+    ("gqa8_hd512", 8, 1, 512, 9, 70, 0, 0, 0.0, F32, True, 1.0),
+    ("gqa8_hd512_packed_no_subgroups", 8, 1, 512, 9, 70, 0, 0, 0.0, PACKED, False, 1.0),
+    ("gqa2_hd320_no_subgroups", 4, 2, 320, 7, 70, 20, 0, 0.0, F32_F16, False, 1.0),
+    ("gqa8_hd256_ring", 8, 1, 256, 12, 150, 70, 90, 0.0, F32_F16, True, 1.0),
 ]
 
 
@@ -153,7 +160,10 @@ def test_tiled_attention(name, nh, nkv, hd, rows, pos, window, ring, softcap, kv
 # weighted values summed in f16. Its error on these N(0, 1) inputs is ~3e-3 (and ~0 without it);
 # a masking or indexing slip moves outputs by ~0.1-1. Not the huge-score cases: f16 holds |x| <
 # 65,504, and a model's normalised q, k, v stay far below that.
-F16_CASES = [c for c in CASES if c[-1] < 1e3 and c[0] != "gqa7_hd20_packed"]
+# Nor the 320 and the 256 ring: their F16_MATH tile layouts are other cases' (a compile each, saved).
+F16_CASES = [
+    c for c in CASES if c[-1] < 1e3 and c[0] not in ("gqa7_hd20_packed", "gqa2_hd320_no_subgroups", "gqa8_hd256_ring")
+]
 
 
 @pytest.mark.parametrize(
@@ -247,11 +257,17 @@ def test_metal_safety_cases(name, nh, nkv, hd, rows, pos, window, split_len, mag
 
 
 def test_four_wide_subgroups():
-    """head_dim > 32 takes 8 lanes a slot; on 4-wide subgroups (WebGPU's least, lavapipe with
-    LP_NATIVE_VECTOR_WIDTH=128) the last step of their sums goes through workgroup memory."""
+    """head_dim > 128 takes 8 lanes a slot, > 256 16; on 4-wide subgroups (WebGPU's least, lavapipe
+    with LP_NATIVE_VECTOR_WIDTH=128) the last step of their sums goes through workgroup memory."""
     if "llvmpipe" not in device(True)[0].caps.adapter:
         pytest.skip("needs lavapipe, whose subgroup width an environment variable sets")
-    names = ("gqa4_hd64_ragged_blocks", "gqa1_hd128_packed", "gqa2_hd256_f16", "window_empties_early_splits")
+    names = (
+        "gqa4_hd64_ragged_blocks",
+        "gqa1_hd128_packed",
+        "gqa2_hd256_f16",
+        "window_empties_early_splits",
+        "gqa8_hd512",
+    )
     code = (
         "from gpu_harness import device; import test_kernel_attention_tiled as t\n"
         "assert '128 bits' in device(True)[0].caps.adapter, device(True)[0].caps.adapter\n"

@@ -117,6 +117,7 @@ ENGINE_DEFINES = {
     "Q32_THREADS": 64,  # quantize_32.wgsl alone (its includer defines it)
     "WARPS": 8,  # attention_subgroups: the most subgroups attention_grid.subgroup_warps gives
     "HEAD_DIM": 64,
+    "WIDE_HEADS": False,  # attention: heads of at most 256 (True's, 512: test_workgroup_storage_sizes_known)
     "F16_MATH": False,  # attention_tiled: its f32 tile (F16_MATH's, of f16: test_workgroup_storage_sizes_known)
     "select": lambda f, t, cond: t if cond else f,  # WGSL's select in const expressions
     "u32": int,  # WGSL's u32(bool) in const expressions
@@ -232,6 +233,8 @@ def test_workgroup_storage_sizes_known():
     assert (
         sizes["attention"] == (256 + 2 * 256 + 2 * 64) * 16 + (256 + 256) * 4
     )  # the group's q, score parts, weights; ROPE_KV: new k, v
+    wide = workgroup_bytes(SHADER_DIR / "attention.wgsl", {"WIDE_HEADS": True})
+    assert wide == (512 + 128 + 2 * 64) * 16 + (512 + 512) * 4  # heads of 512: a quarter of the score parts
     assert (
         sizes["gemv"] == 256 * 16 + 4096 // 32 * 9 // 2 * 16 + 4 + 2 * 128 * 4 + 4 + 64 * 8 + 128 * 4 + 3 * 32 * 4
     )  # partial sums, the padded x chunk, (x sums), Q8_INPUT's scales and e * sums, (Q8_ACT's sums), heads' merge,

@@ -51,13 +51,14 @@ from py_engine.models.attention_grid import (  # noqa: E402
     tiled_block,
     tiled_defines,
     tiled_splits_most,
+    wide_heads,
 )
 from py_engine.models.attention_ops import attention_splits  # noqa: E402
 from py_engine.runtime.graph import ceil_div  # noqa: E402
 from py_engine.runtime.kernels import STEP_FORMAT, KernelCache  # noqa: E402
 
-# name: (q heads, KV heads, head_dim, the engine's max_rows)
-SHAPES = {"8b": (32, 8, 128, 512), "smollm2": (9, 3, 64, 512), "gemma3": (4, 1, 256, 512)}
+# name: (q heads, KV heads, head_dim, the engine's max_rows); e2b: Gemma 4 E2B's full layers
+SHAPES = {"8b": (32, 8, 128, 512), "smollm2": (9, 3, 64, 512), "gemma3": (4, 1, 256, 512), "e2b": (8, 1, 512, 512)}
 
 
 def parse_define(text: str):
@@ -88,6 +89,7 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
     all_defines = {"K_CACHE": "f32", "V_CACHE": "f16", "RING": False, "ROPE_KV": few, **tiled_defines(hd)}
     if few:
         all_defines["GROUP_HEADS"] = group_heads(nh, nkv, hd)
+        all_defines["WIDE_HEADS"] = wide_heads(hd)  # attention.wgsl's
     all_defines.update(defines)
     all_defines = {k: v for k, v in all_defines.items() if v != "none"}  # NAME=none drops a define
     kernel = cache.get(kernel_name, **all_defines)

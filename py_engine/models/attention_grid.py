@@ -43,8 +43,20 @@ def tiled_splits_most(max_rows: int, n_heads: int, head_dim: int) -> int:
 
 
 # attention.wgsl keeps its group's q vectors in workgroup memory as vec4s of 4 heads per
-# dimension (at most 2 vec4s, 8 heads, of at most 256 dimensions).
+# dimension (at most 2 vec4s, 8 heads, of at most 256 dimensions; WIDE_HEADS: one vec4, 4 heads, of
+# at most HEAD_DIM_MAX).
 GROUP_HEADS_MAX = 8
+# The widest head every attention path takes (config_check.MAX_HEAD_DIM): Gemma 4's full layers.
+HEAD_DIM_MAX = 512
+# attention.wgsl's heads past this many dimensions are WIDE_HEADS: its workgroup arrays sized for
+# HEAD_DIM_MAX, a thread's two value dimensions, fewer heads a workgroup (few_rows_kernel).
+NARROW_HEAD_DIM = 256
+
+
+def wide_heads(head_dim: int) -> bool:
+    """attention.wgsl's WIDE_HEADS: head_dim past NARROW_HEAD_DIM (up to HEAD_DIM_MAX)."""
+    return head_dim > NARROW_HEAD_DIM
+
 
 # attention_tiled.wgsl's threads a workgroup, and the rows each (q head, rows) slot takes.
 TILED_THREADS = 256
@@ -54,9 +66,10 @@ TILED_ROWS_PER_SLOT = 2
 def group_heads(n_heads: int, n_kv_heads: int, head_dim: int) -> int:
     """q heads one attention.wgsl workgroup takes (its GROUP_HEADS): the largest divisor of the
     GQA group size (q heads per KV head) that is at most GROUP_HEADS_MAX and whose q vectors fit
-    its workgroup array (a vec4 of 4 heads per dimension, 256 vec4s)."""
+    its workgroup array (a vec4 of 4 heads per dimension, 256 vec4s; WIDE_HEADS: HEAD_DIM_MAX)."""
     group = n_heads // n_kv_heads
-    fits = [d for d in range(1, min(group, GROUP_HEADS_MAX) + 1) if -(-d // 4) * head_dim <= 256]
+    room = HEAD_DIM_MAX if wide_heads(head_dim) else NARROW_HEAD_DIM
+    fits = [d for d in range(1, min(group, GROUP_HEADS_MAX) + 1) if -(-d // 4) * head_dim <= room]
     return max(d for d in fits if group % d == 0)
 
 
@@ -83,7 +96,8 @@ def few_rows_kernel(n_heads: int, n_kv_heads: int, head_dim: int, kv_formats: tu
     """(kernel, its own defines) of a forward of few rows: attention_subgroups.wgsl where the
     device's subgroups are at least 32 wide (subgroup_min_size, which every device known to run
     them has as a multiple of 32) and the shape fits its loads (a lane's words of a key and of the
-    values a step: 1, 2, 4 or 8; a value row at most 32 words), else attention.wgsl."""
+    values a step: 1, 2, 4 or 8; a value row at most 32 words: never a head past 256 dimensions),
+    else attention.wgsl (WIDE_HEADS: wide_heads)."""
     k_elems, v_elems = (4 if f == "f32" else 8 for f in kv_formats)
     key_words, value_words = head_dim // k_elems, head_dim // v_elems
     key_lanes = 8 if key_words > 32 else 4
@@ -98,15 +112,17 @@ def few_rows_kernel(n_heads: int, n_kv_heads: int, head_dim: int, kv_formats: tu
         and value_words in (1, 2, 4, 8, 16, 32)
         and SUBGROUP_LANES // key_lanes // (SUBGROUP_LANES // value_words) in powers
         and warps // 2 * qv * head_dim <= 512
+        and not wide_heads(head_dim)
     )
     if not fits:
-        return "attention", {}
+        return "attention", {"WIDE_HEADS": wide_heads(head_dim)}
     return "attention_subgroups", {"HEAD_DIM": head_dim, "WARPS": warps}
 
 
 def tiled_lanes(head_dim: int) -> int:
-    """attention_tiled.wgsl's threads a slot (its LANES): 4, 8 for head_dim > 128."""
-    return 8 if head_dim > 128 else 4
+    """attention_tiled.wgsl's threads a slot (its LANES): 4, 8 for head_dim > 128, 16 for > 256
+    (a lane's q and output chunks of both rows stay 4 x 32 floats)."""
+    return 16 if head_dim > 256 else 8 if head_dim > 128 else 4
 
 
 def tiled_block(n_heads: int, n_kv_heads: int, head_dim: int) -> tuple[int, int]:
