@@ -5,6 +5,7 @@ greedy tokens; and what the shared-KV layers leave out. test_parity.py runs the 
 path too (f16, f32, WebKit's); here the f32 path in chunks of 5 rows, then one row a token."""
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,13 @@ from test_graph_shape import build
 from test_parity import run
 
 from py_engine.errors import ModelFileError
+from py_engine.formats.model_files import read_model, tensor_info
+from py_engine.formats.source import open_source
+from py_engine.models import graph_generator
+from py_engine.models.builder import GraphBuilder
 from py_engine.models.config import config_from_hf
+from py_engine.models.config_check import check_config
+from py_engine.models.graph_options import GraphOptions
 from py_engine.models.rope import Rotary
 from py_engine.runtime.memory import footprint
 
@@ -83,3 +90,51 @@ def test_full_layers_head_dim_from_a_hub_config():
     hub = config_from_hf({**raw, "global_head_dim": 24}, "config.json")
     assert saved.global_head_dim == hub.global_head_dim == 24
     assert [hub.layer_head_dim(i) for i in range(5)] == [16, 16, 24, 16, 24]
+
+
+@pytest.mark.parametrize("width", [512, 514, 1024])
+def test_full_layers_of_512_are_taken_and_wider_refused(width):
+    """E2B's full layers (global_head_dim 512): every attention kernel takes heads up to 512
+    (attention.wgsl WIDE_HEADS, attention_tiled.wgsl 16 lanes, rope_kv.wgsl); wider ones are
+    refused by name, the file and the limit in the message."""
+    raw = json.loads((FIXTURE / "config.json").read_text())
+    del raw["per_layer_config"]
+    cfg = config_from_hf({**raw, "global_head_dim": width}, "config.json")
+    if width == 512:
+        check_config(cfg, "config.json")
+        assert [cfg.layer_head_dim(i) for i in range(5)] == [16, 16, 512, 16, 512]
+    else:
+        with pytest.raises(
+            ModelFileError, match=rf"^config\.json: global_head_dim must be an integer from 2 to 512.*{width}"
+        ):
+            check_config(cfg, "config.json")
+
+
+def test_full_layers_of_512_specialise_their_attention():
+    """The fixture's graph with E2B's full-layer heads of 512 (its full layers' weights' shapes
+    widened; no GPU): their rope_kv and attention take head_dim 512, attention.wgsl WIDE_HEADS and
+    attention_tiled.wgsl's 128 vec4s a head; the sliding layers' (16) are as before."""
+    source = open_source(FIXTURE)
+    cfg, tensors, _ = read_model(source)
+    cfg = dataclasses.replace(cfg, global_head_dim=512)
+    widen = {"q_proj.weight": (0, cfg.num_heads), "k_proj.weight": (0, cfg.num_kv_heads)}
+    widen |= {"v_proj.weight": (0, cfg.num_kv_heads), "o_proj.weight": (1, cfg.num_heads)}
+
+    def info(name):
+        t = tensor_info(tensors, name, source.label)
+        if not name.startswith(("model.layers.2.self_attn.", "model.layers.4.self_attn.")):
+            return t
+        shape, kind = list(t.shape), name.split(".")[-2] + ".weight"  # q_proj.weight, ...
+        if kind in widen:
+            axis, heads = widen[kind]
+            shape[axis] = heads * 512
+        elif kind in ("q_norm.weight", "k_norm.weight"):
+            shape = [512]
+        return dataclasses.replace(t, shape=tuple(shape))
+
+    graph = graph_generator(cfg.architecture)(GraphBuilder(cfg, info, GraphOptions(16, 64)))
+    attention = [op for op in graph.ops if "partials" in op.bind]
+    assert [op.params["head_dim"] for op in attention] == [16, 16, 512, 16, 512]
+    assert [op.defines["WIDE_HEADS"] for op in attention] == [False, False, True, False, True]
+    assert [op.defines["HEAD_VEC4S"] for op in attention] == [4, 4, 128, 4, 128]
+    assert [op.params["head_dim"] for op in graph.ops if op.kernel == "rope_kv"] == [16, 16, 512, 16, 512]

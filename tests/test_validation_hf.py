@@ -77,7 +77,7 @@ CONFIGS = {
     "vocab Infinity": ("llama", setter("vocab_size", float("inf")), "vocab_size"),
     "vocab a string": ("qwen2", setter("vocab_size", "384"), "vocab_size"),
     "layers huge": ("llama", setter("num_hidden_layers", 10**12), "num_hidden_layers"),
-    "head_dim too big": ("qwen3", setter("head_dim", 512), "head_dim"),
+    "head_dim too big": ("qwen3", setter("head_dim", 514), "head_dim must be an integer from 2 to 512"),
     "head_dim odd": ("qwen3", setter("head_dim", 23), "head_dim"),
     "theta 0": ("qwen3", in_rope("rope_theta", 0), "rope_theta"),
     "theta huge": ("qwen3", in_rope("rope_theta", 1e300), "rope_theta"),

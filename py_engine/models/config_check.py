@@ -12,6 +12,7 @@ import math
 
 from ..errors import ModelFileError
 from ..formats.json_file import describe
+from .attention_grid import HEAD_DIM_MAX
 from .config import ENCODER_ARCHITECTURES, MAX_LAYERS, ModelConfig
 from .config_values import is_int, is_number
 from .delta_chunk_plan import DK_MAX
@@ -20,7 +21,9 @@ from .rope import SCALINGS
 F32_MAX = 3.4028234663852886e38  # floats reach the kernels as f32 params (eps, caps, RoPE tables)
 F32_TINY = 2.0**-126  # the least normal f32: below it, a RoPE factor or an attention scale's base breaks
 MAX_COUNT = 2**31 - 1  # sizes and counts reach the kernels as u32 params and element offsets
-MAX_HEAD_DIM = 256  # attention.wgsl and rope_kv.wgsl stage one head in 256 floats, in pairs
+# rope_kv.wgsl and attention.wgsl stage one head in workgroup memory, in pairs (attention.wgsl
+# WIDE_HEADS past 256, attention_tiled.wgsl 16 lanes a slot): Gemma 4's full layers' 512.
+MAX_HEAD_DIM = HEAD_DIM_MAX
 MAX_GRID = 65535  # workgroups along one dispatch dimension: attention's heads, rope_kv's q + k + v heads
 MAX_CONV_KERNEL = 4  # delta_rule.wgsl's taps and RecurrentOps.conv_ring
 ATTENTION = ("full_attention", "sliding_attention")
