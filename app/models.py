@@ -21,6 +21,7 @@ from py_engine.catalog import DEFAULT_MODEL, EMBEDDING_MODELS, MODELS
 from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
+from py_engine.models.config import ENCODER_ARCHITECTURES
 
 
 class ModelPathError(Exception):
@@ -137,7 +138,18 @@ def hf_model(model_id: str, path: Path) -> ServedModel:
             files[weights.name] = weights
     if "config.json" not in files or not any(name.endswith(".safetensors") for name in files):
         raise ModelPathError(f"{path}: not a model directory (needs config.json and *.safetensors)")
-    return ServedModel(model_id, path.name, "hf", path, files=files)
+    return ServedModel(model_id, path.name, "hf", path, files=files, task=folder_task(path))
+
+
+def folder_task(path: Path) -> str:
+    """An encoder's folder (all-MiniLM-L6-v2, EmbeddingGemma: session.is_embedding_model's test) is an
+    "embedding" model, so one named on the command line is offered as the catalog's embedders are: to
+    memory (the page's, and --memory-model's default), not to the chat picker."""
+    try:
+        architectures = json.loads((path / "config.json").read_text()).get("architectures") or [None]
+    except (OSError, ValueError, AttributeError):
+        return "chat"  # the load says what is wrong with it
+    return "embedding" if architectures[0] in ENCODER_ARCHITECTURES else "chat"
 
 
 def slug(text: str) -> str:
