@@ -33,13 +33,22 @@ OPTIONS = {
     "group": "all",
     "probe": {"group": 64, "reason": "probed", "ceiling": "all"},
 }
+EMBEDDER = {  # the page's memory's embedding model (static/documents.js picks it from /api/models)
+    "id": "all-minilm-l6-v2",
+    "name": "all-MiniLM-L6-v2",
+    "kind": "hf",
+    "base": "/models/all-minilm-l6-v2/",
+    "files": {"config.json": 612, "model.safetensors": 90_868_376, "tokenizer.json": 466_247},
+    "hashes": {"model.safetensors": {"sha256": "ef" * 32}},
+}
 VALID = {  # one message of each type with every field the table knows
     "load": {"type": "load", "id": "load-1", "model": MODEL, "options": OPTIONS},
     "openai": {
         "type": "openai",
         "id": "api-8",
         "endpoint": "chat.completions",
-        "body": {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": True},
+        "body": {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": True, "memory": "docs"},
+        "embedder": EMBEDDER,
     },
     "cancel": {"type": "cancel", "id": "api-8"},
     "unload": {"type": "unload", "id": 7},
@@ -49,6 +58,37 @@ VALID = {  # one message of each type with every field the table knows
     "store_twin": {"type": "store_twin", "id": "store-9", "model": MODEL},
     "diagnose": {"type": "diagnose", "id": "diagnose-6", "options": OPTIONS},
     "probe": {"type": "probe", "id": "probe-7", "group": 0, "steps": 256},
+    "memory_list": {"type": "memory_list", "id": "memory-1", "collection": "documents", "embedder": EMBEDDER},
+    "memory_add": {
+        "type": "memory_add",
+        "id": "memory-2",
+        "collection": "documents",
+        "embedder": EMBEDDER,
+        "name": "notes.pdf",
+        "data": {},  # the file's ArrayBuffer (a JS object: any value passes the table)
+        "text": "or a text",
+        "media_type": "application/pdf",
+        "metadata": {"bytes": 1234},
+        "options": OPTIONS,
+    },
+    "memory_delete": {
+        "type": "memory_delete",
+        "id": "memory-3",
+        "collection": "documents",
+        "embedder": EMBEDDER,
+        "document": "0f" * 16,
+    },
+    "memory_recall": {
+        "type": "memory_recall",
+        "id": "memory-4",
+        "collection": "documents",
+        "embedder": EMBEDDER,
+        "query": "When does the train leave?",
+        "k": 3,
+        "token_budget": 512,
+        "filter": {"kind": "pdf"},
+        "options": OPTIONS,
+    },
 }
 NOT_JSON_KINDS = [None, True, 1.5, 7, "x", ["x"], {"x": 1}]
 

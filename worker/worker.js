@@ -3,7 +3,8 @@
 // Boot: Pyodide from our own origin (/pyodide/, built by tools/build_web.py into build/web), the
 // engine wheel and its dependencies through /wisp-lock.json, then worker/gpu.js registered as the
 // Python module "wisp_gpu" (py_engine/gpu/browser_host.py drives it), worker/store.js as
-// "wisp_store" and worker/pictures.js as "wisp_pictures". Then {type: "booted"}.
+// "wisp_store", worker/pictures.js as "wisp_pictures" and worker/memory_files.js as
+// "wisp_memory_files". Then {type: "booted"}.
 //
 // The protocol (page <-> worker; static/client.js is the page side): py_engine/web/protocol.py's
 // table lists every message and event with its fields; the Python handler checks each message
@@ -19,6 +20,7 @@
 // the code itself) or {type:"test_result", id, error}. tests/test_browser_gpu.py uses it.
 
 import * as gpu from "./gpu.js";
+import * as memoryFiles from "./memory_files.js";
 import * as pictures from "./pictures.js";
 import * as store from "./store.js";
 import { attach } from "./remote.js";
@@ -41,6 +43,7 @@ async function boot() {
   pyodide.registerJsModule("wisp_gpu", gpu);
   pyodide.registerJsModule("wisp_store", store);  // the weight store (worker/store.js)
   pyodide.registerJsModule("wisp_pictures", pictures);  // a chat's pictures decoded (worker/pictures.js)
+  pyodide.registerJsModule("wisp_memory_files", memoryFiles);  // the documents' store in OPFS (worker/memory_files.js)
   // ---- the Python entry point (py_engine/web/worker.py) ----
   const entry = pyodide.pyimport("py_engine.web.worker");
   entry.init((event) => postMessage(event));

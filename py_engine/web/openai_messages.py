@@ -4,11 +4,14 @@ through py_engine/api/ exactly as the desktop's /v1 answers it. Streams are post
 events (the usage chunk only when stream_options asked for it), and every request ends with one
 `response`: the whole completion (chunks added up) or embeddings; a completion's with its `stats`
 (the page's stats line, benchmarks/browser.py's numbers). A chat's pictures (image_url parts) are
-decoded here, by the worker's JavaScript (pictures.py), and handed to the OpenAI layer decoded."""
+decoded here, by the worker's JavaScript (pictures.py), and handed to the OpenAI layer decoded. A
+chat's `memory` (Wisp's extension) recalls passages of the page's documents (memory.py) before the
+conversation, and the answer cites them as the desktop's does (api/memory.py)."""
 
 from __future__ import annotations
 
 from ..api import completions, embeddings
+from ..api.memory import citations, last_user_text, with_passages
 from ..api.request import RequestError, parse_chat, parse_completion, parse_embeddings
 from ..decode.answer_stream import AnswerStream
 from ..errors import WispError
@@ -34,8 +37,15 @@ async def answer(state, message: dict) -> None:
         raise RequestError(f"'{model.id}' is an embedding model: it writes no text", "model")
     if body.precision not in (None, model.engine.precision):  # static/openai.js loads it so first
         raise RequestError(f"'{model.id}' is loaded with precision '{model.engine.precision}'", "precision")
-    if getattr(body, "memory", None) is not None:  # (issue 31: the page's store comes next)
-        raise RequestError("'memory' is served by the desktop's /v1 only, not yet by the page", "memory")
+    recalled = None  # Wisp's memory extension: passages of the user's documents before the conversation
+    if getattr(body, "memory", None) is not None:
+        from .memory import recall
+
+        hits = await recall(
+            state, body.memory, last_user_text(body.messages), message.get("embedder"), request, message
+        )
+        body.messages = with_passages(body.messages, hits)
+        recalled = citations(body.memory.collection, hits)
 
     def cancelled() -> bool:
         return request in state.cancelled
@@ -49,13 +59,15 @@ async def answer(state, message: dict) -> None:
         answer = completions.chat_chunks(model, body, cancelled, lambda *args: ended.append(args), pictures=pictures)
     else:
         answer = completions.completion_chunks(model, body, cancelled, lambda *args: ended.append(args))
-    chunks = _posted(state, request, answer, body.stream, body.include_usage)
+    chunks = _posted(state, request, answer, body.stream, body.include_usage, recalled)
     try:
         response = await completions.collect(chunks)
     finally:
         state.cancelled.discard(request)
     state.losses = 0  # an answer completed: the device works again
     stats = generation_stats(*ended[0], model, _command_buffers(state) - buffers_before, decode_s)
+    if recalled:  # as the desktop's: the whole response, and a stream's first chunk, carry the citations
+        response = {**response, "memory": recalled}
     state.emit("response", request, body=response, stats=stats)
 
 
@@ -93,9 +105,11 @@ def _command_buffers(state) -> int:
     return state.device.command_buffers() if hasattr(state.device, "command_buffers") else 0
 
 
-async def _posted(state, request, chunks, stream: bool, include_usage: bool):
-    """The chunks, each posted as it comes when the page asked for a stream."""
+async def _posted(state, request, chunks, stream: bool, include_usage: bool, recalled=None):
+    """The chunks, each posted as it comes when the page asked for a stream (the first with the
+    memory's citations, when recalled)."""
     async for chunk in chunks:
         if stream and (chunk["choices"] or include_usage):
-            state.emit("chunk", request, chunk=chunk)
+            state.emit("chunk", request, chunk={**chunk, "memory": recalled} if recalled else chunk)
+            recalled = None
         yield chunk

@@ -80,7 +80,12 @@ MESSAGES = {  # page -> worker
     # the loaded model answers. A chat's image_url parts (a vision model's: `loaded`'s vision) name
     # their pictures by data: URL, by a blob: URL the page made of the user's file, or by http(s)
     # where CORS allows; the worker decodes them itself (worker/pictures.js, web/pictures.py).
-    "openai": {"id": ID, "endpoint": Enum("chat.completions", "completions", "embeddings"), "body": dict},
+    "openai": {
+        "id": ID,
+        "endpoint": Enum("chat.completions", "completions", "embeddings"),
+        "body": dict,
+        "embedder?": MODEL,  # a body with `memory` (Wisp's extension): the embedding model that recalls
+    },
     "cancel": {"id": ID},
     "unload": {"id?": ID},
     "store_list": {"id": ID},
@@ -90,6 +95,34 @@ MESSAGES = {  # page -> worker
     "store_twin": {"id": ID, "model": MODEL},
     "diagnose": {"id": ID, "options?": DEVICE_OPTIONS},  # "Check this device": no model needed
     "probe": {"id": ID, "group": int, "steps?": int},  # WebKit's submit probe; group 0: all in one
+    # Memory (web/memory.py): a collection of the user's documents in OPFS, embedded by `embedder` (an
+    # embedding model, loaded beside the chat model on first use; the store refuses another model's).
+    # Each is answered by one `memory` event; an add narrates itself in `memory_progress` events, and
+    # the embedder's first load in `progress` events as any load does.
+    "memory_list": {"id": ID, "collection": str, "embedder": MODEL},
+    # a file's bytes (data: the page's ArrayBuffer, transferred; read by read_document) or a text
+    "memory_add": {
+        "id": ID,
+        "collection": str,
+        "embedder": MODEL,
+        "name": str,
+        "data?": object,
+        "text?": str,
+        "media_type?": Or(str, None),
+        "metadata?": dict,
+        "options?": DEVICE_OPTIONS,  # the device to open when no model holds one yet
+    },
+    "memory_delete": {"id": ID, "collection": str, "embedder": MODEL, "document": str},
+    "memory_recall": {
+        "id": ID,
+        "collection": str,
+        "embedder": MODEL,
+        "query": str,
+        "k?": int,
+        "token_budget?": int,
+        "filter?": Or(dict, None),
+        "options?": DEVICE_OPTIONS,
+    },
 }
 SUBMIT = {
     "strategy": Enum("single-pass", "grouped"),
@@ -127,6 +160,7 @@ STATS = {  # a completion's numbers (web/openai_messages.py generation_stats): t
     "picture_tokens?": int,
     "picture_ms?": float,
 }
+MEMORY_DOCUMENT = {"id": str, "source": str, "metadata": dict, "chars": int, "passages": int}
 STORED = {
     "model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
     "files": [{"name": str, "size": int, "written": int, "complete": bool}],
@@ -200,6 +234,29 @@ EVENTS = {  # worker -> page
         "reason": str,
         "message": str,
     },
+    # A memory message's answer: the collection's documents (list, add, delete: `added` / `deleted` say
+    # what changed), the store's bytes and the origin's usage and quota, records that did not read
+    # (`damaged`: the rest is there); a recall's passages (memory.collection.Recalled's fields).
+    "memory": {
+        "id": ID,
+        "collection": str,
+        "documents?": [MEMORY_DOCUMENT],
+        "bytes?": int,
+        "usage?": float,
+        "quota?": float,
+        "damaged?": [str],
+        "added?": MEMORY_DOCUMENT,
+        "deleted?": str,
+        "hits?": [dict],
+    },
+    # an add's steps: read (the file), embedder (its first load), embed (done of total passages)
+    "memory_progress": {
+        "id": ID,
+        "file": str,
+        "phase": Enum("read", "embedder", "embed"),
+        "done": int,
+        "total": int,
+    },
     "diagnostic": {"id": ID, "result": RESULT},  # one per self-test, as it finishes
     "diagnostics": {"id": ID, "adapter": ADAPTER, "results": [RESULT]},
     "error": {
@@ -214,6 +271,8 @@ EVENTS = {  # worker -> page
             "generate",
             "request",  # an OpenAI request the API refuses (api/request.py RequestError): its message names the field
             "store",
+            "document",  # a document memory cannot read (memory.documents' DocumentError, naming it)
+            "memory",  # a memory message that failed otherwise (the collection's store: its message says)
             "probe",
             "diagnose",
             "device-lost",

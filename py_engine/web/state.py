@@ -1,7 +1,8 @@
 """What the browser worker holds between page messages, in one object (worker.py keeps the one the
 worker uses): how events leave, the open device and the settings it was opened with, the loaded
-model, the request being served and the requests cancelled, and what recovering from a lost device
-takes (recovery.py: the load to run again, the losses in a row, the recovery under way). Also the
+model (and memory's embedder beside it), the request being served and the requests cancelled, and
+what recovering from a lost device takes (recovery.py: the load to run again, the losses in a row,
+the recovery under way). Also the
 device a request runs on (device_for) and the adapter reply that `loaded` and `diagnostics` share."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class WorkerState:
     reload: dict | None = None  # the load message of the model held: a lost device runs it again
     losses: int = 0  # device losses since an answer last completed (recovery.py gives up after a few)
     recovery: object = None  # the recovery task after a device loss (recovery.py)
+    memory: object = None  # memory.py's PageMemory once used: the embedder beside the model, the stores
 
     def emit(self, kind: str, request, /, **fields) -> None:
         """An event of protocol.py's table: its type, the request it answers, its fields (an
@@ -34,6 +36,8 @@ class WorkerState:
     def drop_device(self) -> None:
         """Forget the device and all that lives on it (a new one replaces it, or it failed)."""
         self.device = self.device_key = self.model = self.probe_chain = None
+        if self.memory is not None:
+            self.memory.drop_gpu()  # the embedder and the vector indexes lived on it
 
     @contextlib.contextmanager
     def busy(self, request):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import traceback
 
-from ..errors import StorageQuotaError, WispError
+from ..errors import DocumentError, StorageQuotaError, WispError
 from ..gpu.device import GpuError
 from . import recovery
 from .protocol import ProtocolError, check_message
@@ -70,6 +70,10 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
             state.reload = None  # nothing to reload after a loss
         elif kind.startswith("store_"):
             await store_message(state, message)
+        elif kind.startswith("memory_"):  # memory.py: the adds and recalls take the busy guard themselves
+            from .memory import memory_message
+
+            await memory_message(state, message)
         elif kind in ("probe", "diagnose"):  # checks.py; each takes the busy guard itself
             from . import checks
 
@@ -103,10 +107,14 @@ def error_kind(exc: WispError, message_type: str | None) -> str:
         return "no-webgpu"
     if isinstance(exc, StorageQuotaError):
         return "quota"
+    if isinstance(exc, DocumentError):
+        return "document"
     if message_type in ("load", "probe", "diagnose"):
         return message_type
     if message_type == "openai":
         return "generate"
+    if message_type.startswith("memory_"):
+        return "memory"
     return "store" if message_type.startswith("store_") else "internal"
 
 
