@@ -3,7 +3,8 @@
 // reloads the model after a GPU reset) and its event wiring; the views live beside it: ui.js
 // (elements), progress.js (the loading card), gpu_panel.js, error_banner.js, fallback_notice.js (a
 // CPU fallback adapter), messages.js (the conversation), settings.js (sampling), format.js (numbers),
-// attachments.js (a message's pictures, for a model that reads them).
+// attachments.js (a message's pictures, for a model that reads them), documents.js (the Documents
+// panel and "Use my documents") and citations.js (an answer's sources).
 // Protocol handling lives in client.js.
 import { fetchModels, sharedClient, webgpuSupport } from "./client.js";
 import { $, ui, announce } from "./ui.js";
@@ -20,6 +21,8 @@ import { fillPicker, updateWelcome } from "./picker.js";
 import { broughtModels, initByo } from "./byo.js";
 import { checkAdapter, renderFallbackNotice } from "./fallback_notice.js";
 import { clearPictures, initAttachments, pictureCount, takePictures } from "./attachments.js";
+import { documentsIdle, documentsRequest, initDocuments, setModels, toggleDocuments } from "./documents.js";
+import { initCitations, showCitations } from "./citations.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
@@ -242,10 +245,12 @@ async function send(rawText) {
   setPhase("generating");
   scrollToBottom();
 
+  await documentsIdle(); // a document being added holds the worker's GPU: the answer comes after it
+  const recall = documentsRequest(state.loadedEvent?.context); // "Use my documents": {memory, embedder}
   const t0 = performance.now();
   let firstAt = null;
   const gen = client().generate(
-    { messages: state.history.map((m) => forModel(m, state.loadedEvent?.vision)), sampling: requestSampling() },
+    { messages: state.history.map((m) => forModel(m, state.loadedEvent?.vision)), sampling: requestSampling(), ...recall },
     { onToken: (_msg, g) => { firstAt ??= performance.now(); view.setText(g.text); } },
   );
   state.gen = gen;
@@ -256,6 +261,7 @@ async function send(rawText) {
     const local = { tokens: gen.tokens, ttft: firstAt === null ? null : firstAt - t0, decodeMs: firstAt === null ? 0 : end - firstAt };
     const [line, title] = statsLine(done, local);
     view.finish(line, title, gen.text);
+    showCitations(view.article, done.response?.memory ?? gen.memory);
     announce(done.stop === "cancel" ? "Stopped." : "Answer complete.");
   } catch (err) {
     if (state.history.length - 1 === userTurn) state.history.pop(); // the model never answered this turn
@@ -367,6 +373,10 @@ async function init() {
   ui.gpuPanel.addEventListener("toggle", () => { if (ui.gpuPanel.open) { toggleSettings(false); toggleStorage(false); } });
   ui.settingsButton.addEventListener("click", () => { if (!ui.settings.hidden) toggleStorage(false); });
   initDiagnostics({ client }); // "Check this device" (the GPU panel's button)
+  initDocuments({ client, showError, busy: () => state.phase === "loading" || state.phase === "recovering" || state.gen !== null });
+  initCitations();
+  $("documents-button").addEventListener("click", () => { toggleSettings(false); ui.gpuPanel.open = false; });
+  ui.settingsButton.addEventListener("click", () => toggleDocuments(false));
   initStorage({
     client, models: () => state.models, busyId: () => state.loadingId,
     onChange: () => { fillPicker(state.models); updateWelcome(selectedModel()); },
@@ -387,8 +397,10 @@ async function init() {
   window.addEventListener("resize", render);
   render();
   try {
-    // embedding models (task "embedding") answer static/openai.js, not the chat
-    state.models = [...(await fetchModels()).filter((m) => m.task !== "embedding"), ...broughtModels()];
+    // embedding models (task "embedding") answer static/openai.js and the memory, not the chat
+    const listed = await fetchModels();
+    setModels(listed); // the Documents panel, where one of them embeds
+    state.models = [...listed.filter((m) => m.task !== "embedding"), ...broughtModels()];
   } catch (err) {
     ui.select.replaceChildren(new Option("No models available"));
     showError("models", err.message);

@@ -12,6 +12,8 @@
 //
 // The worker has one generation message, `openai` (an OpenAI request body: static/openai.js sends
 // them through client.openai); generate() is the same request seen as text, for the page's chat.
+// Memory (the user's documents, kept by the worker in OPFS): memoryList / memoryAdd / memoryDelete /
+// memoryRecall, each naming the collection and the embedding model (memoryModel() picks it).
 //
 // Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
 // an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
@@ -61,6 +63,14 @@ export async function fetchModels(url = "/api/models") {
   return models.map((m) => ({ ...m, size: modelSize(m) }));
 }
 
+/** The embedding model the page's memory uses: all-MiniLM-L6-v2 where served, else the first
+ *  embedding model of the list (null: none, so no memory here). */
+export const MEMORY_MODEL = "all-minilm-l6-v2";
+export function memoryModel(models) {
+  const embedders = (models || []).filter((m) => m.task === "embedding");
+  return embedders.find((m) => m.id === MEMORY_MODEL) || embedders[0] || null;
+}
+
 export function modelSize(model) {
   return Object.values(model.files || {}).reduce((a, b) => a + Number(b || 0), 0);
 }
@@ -105,6 +115,7 @@ export class Generation {
   }
 
   _chunk(chunk) {
+    if (chunk.memory) this.memory = chunk.memory;  // the first chunk of an answer from the user's documents
     if (!this.asText) { this._push({ value: chunk, done: false }); return; }
     const choice = chunk.choices[0];
     const text = choice?.delta?.content ?? choice?.text ?? "";
@@ -229,33 +240,39 @@ export class WispClient extends EventTarget {
   /** Start a generation on the loaded model: {messages:[{role, content}]} (a chat completion),
    *  {prompt} or {ids} (a text completion; token ids for models without a tokenizer), plus sampling
    *  {temperature (default 0), top_k, top_p, repetition_penalty, seed, lookup, max_new_tokens
-   *  (default 512)}; ignoreEos: no stop id ends it (benchmarks decode a fixed count). An `openai`
+   *  (default 512)}; ignoreEos: no stop id ends it (benchmarks decode a fixed count); memory (a chat's,
+   *  Wisp's extension) with embedder (the memory's embedding model): passages of the user's documents
+   *  go before the conversation and the response cites them (`done`'s response.memory). An `openai`
    *  request seen as text: a Generation over text pieces, whose `done` has the answer's stats. */
-  generate({ messages = null, prompt = null, ids = null, sampling = {}, ignoreEos = false } = {}, { onToken = null } = {}) {
+  generate({ messages = null, prompt = null, ids = null, sampling = {}, ignoreEos = false, memory = null, embedder = null } = {},
+           { onToken = null } = {}) {
     const { max_new_tokens: maxTokens = 512, ...rest } = Object.fromEntries(
       Object.entries(sampling).filter(([, v]) => v != null));  // absent: the defaults
     const body = { model: this.loaded?.model ?? "", stream: true, temperature: 0, ...rest, max_tokens: maxTokens };
     if (ignoreEos) body.ignore_eos = true;
     if (messages) body.messages = messages; else body.prompt = ids ?? prompt ?? "";
-    const gen = this._request(messages ? "chat.completions" : "completions", body, "gen", true);
+    if (memory) body.memory = memory;
+    const extra = embedder ? { embedder: modelRef(embedder) } : {};
+    const gen = this._request(messages ? "chat.completions" : "completions", body, "gen", true, extra);
     gen.onToken = onToken;
     return gen;
   }
 
   /** An OpenAI request to the loaded model (static/openai.js): endpoint "chat.completions",
-   *  "completions" or "embeddings", body as OpenAI's. Returns a Generation whose iteration yields
-   *  the stream's chunks and whose `done` resolves with the whole response. */
-  openai(endpoint, body) {
-    return this._request(endpoint, body, "api", false);
+   *  "completions" or "embeddings", body as OpenAI's (embedder: the memory's embedding model, for a
+   *  body with `memory`). Returns a Generation whose iteration yields the stream's chunks and whose
+   *  `done` resolves with the whole response. */
+  openai(endpoint, body, { embedder = null } = {}) {
+    return this._request(endpoint, body, "api", false, embedder ? { embedder: modelRef(embedder) } : {});
   }
 
-  _request(endpoint, body, prefix, asText) {
+  _request(endpoint, body, prefix, asText, extra = {}) {
     if (!this.worker) throw new WispError("internal", "No model is loaded.");
     const id = `${prefix}-${nextId++}`;
     const gen = new Generation(this, id, { asText });
     gen._release = this._submit.guardFirstForward();  // WebKit: the calibrated size's first forward
     this._pending.set(id, { kind: "generate", gen });
-    this._post({ type: "openai", id, endpoint, body });
+    this._post({ type: "openai", id, endpoint, body, ...extra });
     return gen;
   }
 
@@ -281,6 +298,40 @@ export class WispClient extends EventTarget {
     return new Promise((resolve, reject) => {
       this._pending.set(id, { kind: "store", resolve, reject });
       this._post({ ...msg, id });
+    });
+  }
+
+  /** Memory (py_engine/web/memory.py): the collection `collection` of the user's documents, embedded
+   *  by `embedder` (an embedding model of /api/models: memoryModel()). Each resolves with the `memory`
+   *  event ({documents, bytes, usage, quota, damaged}, a recall's {hits}). memoryAdd's document:
+   *  {name, data (an ArrayBuffer: transferred, so the caller's is emptied) | text, media_type, metadata};
+   *  onProgress hears its `memory_progress` events (read, embedder, embed: done of total passages) and
+   *  the embedder's first load's `progress` events. */
+  memoryList(collection, embedder) {
+    return this._memory({ type: "memory_list", collection, embedder: modelRef(embedder) });
+  }
+  memoryAdd(collection, embedder, document, { onProgress = null } = {}) {
+    const msg = { type: "memory_add", collection, embedder: modelRef(embedder), options: pageLoadOptions() };
+    for (const key of ["name", "data", "text", "media_type", "metadata"]) if (document[key] != null) msg[key] = document[key];
+    return this._memory(msg, { onProgress, transfer: document.data instanceof ArrayBuffer ? [document.data] : [] });
+  }
+  memoryDelete(collection, embedder, document) {
+    return this._memory({ type: "memory_delete", collection, embedder: modelRef(embedder), document });
+  }
+  memoryRecall(collection, embedder, { query, k, token_budget: budget, filter } = {}) {
+    const msg = { type: "memory_recall", collection, embedder: modelRef(embedder), query, options: pageLoadOptions() };
+    if (k != null) msg.k = k;
+    if (budget != null) msg.token_budget = budget;
+    if (filter != null) msg.filter = filter;
+    return this._memory(msg);
+  }
+
+  _memory(msg, { onProgress = null, transfer = [] } = {}) {
+    this.start();
+    const id = `memory-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "memory", resolve, reject, onProgress });
+      this._post({ ...msg, id }, transfer);
     });
   }
 
@@ -317,7 +368,7 @@ export class WispClient extends EventTarget {
     this._rejectAll(new WispError("terminated", reason));
   }
 
-  _post(msg) { if (this.worker) this.worker.postMessage(msg); }
+  _post(msg, transfer = []) { if (this.worker) this.worker.postMessage(msg, transfer); }
 
   _emit(type, detail) { this.dispatchEvent(new CustomEvent(type, { detail })); }
 
@@ -354,8 +405,10 @@ export class WispClient extends EventTarget {
         break;
       case "store":
       case "probe":
+      case "memory":
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
+      case "memory_progress": if (p?.onProgress) p.onProgress(msg); break;
       case "device_lost":  // a pending load goes on (the worker loads again); "failed": nothing is loaded
         if (msg.status === "failed") this.loaded = null;
         break;

@@ -15,6 +15,8 @@ const ERROR_TITLES = {
   "device-lost": "The GPU stopped working",
   "gpu-reset": "The GPU was reset",  // a notice: the worker reloads the model by itself
   picture: "Couldn’t attach the picture",  // attachments.js: not a picture, too large, or a model that reads none
+  memory: "Your documents couldn’t be used",  // documents.js, and a chat's recall (web/memory.py)
+  document: "Couldn’t read a document",
 };
 
 const hint = $("error-hint");

@@ -13,25 +13,59 @@
 // one loaded (downloaded into the weight store once; onProgress hears the load's progress events). Errors are WispErrors whose
 // kind is the worker's ("request": a body the API refuses; "load", "quota", "no-webgpu", ...).
 // Breaking out of a stream's loop (or stream.controller.abort()) stops the generation.
+//
+// Memory, Wisp's extension (the desktop's /v1/memory routes, docs/memory.md): a collection of the
+// user's documents, kept in this browser (OPFS) and embedded by the server's embedding model
+// (all-MiniLM-L6-v2 where served; `memoryModel` names another), recalled into a chat by its `memory`:
+//
+//   await wisp.memory.documents.create({ collection: "notes", name: "trains.pdf", data: file });  // or text
+//   const { data: docs } = await wisp.memory.documents.list({ collection: "notes" });
+//   await wisp.memory.documents.delete({ collection: "notes", id: docs[0].id });
+//   const { data: hits } = await wisp.memory.recall({ collection: "notes", query: "When does it leave?", k: 3 });
+//   const answer = await wisp.chat.completions.create({ model, messages, memory: "notes" });
+//   answer.memory.citations;  // [{n, source, place, document, start, end, text, score}]: what [n] cites
 
-import { fetchModels, sharedClient, WispError } from "./client.js";
+import { fetchModels, memoryModel, sharedClient, WispError } from "./client.js";
 
 export { WispError };
 
 export class Wisp {
   /** client: a WispClient (default: the page's, sharedClient()); models: the list URL or the list itself
    *  ([{id, kind, files, ...}] as /api/models gives); loadOptions: WispClient.load's options. */
-  constructor({ client = null, models = "/api/models", loadOptions = {}, onProgress = null } = {}) {
+  constructor({ client = null, models = "/api/models", loadOptions = {}, onProgress = null, memoryModel: memoryId = null } = {}) {
     this.client = client || sharedClient();
     this._models = models;
     this._loadOptions = loadOptions;
     this._onProgress = onProgress;
+    this._memoryId = memoryId;  // the embedding model memory uses (default: memoryModel()'s pick)
     this._loading = null;  // the load under way: {key (model id / precision), promise}
     this._queue = Promise.resolve();  // one request at a time, in order (one GPU, one model)
     this.chat = { completions: { create: (body) => this._create("chat.completions", body) } };
     this.completions = { create: (body) => this._create("completions", body) };
     this.embeddings = { create: (body) => this._create("embeddings", body) };
     this.models = { list: async () => ({ object: "list", data: (await this._list()).map(modelObject) }) };
+    this.memory = {
+      documents: {
+        create: (body) => this._memory(body, async (c, e, name) => (await c.memoryAdd(name, e, await documentOf(body))).added),
+        list: (body) => this._memory(body, async (c, e, name) => listOf((await c.memoryList(name, e)).documents)),
+        delete: (body) => this._memory(body, async (c, e, name) => ({ id: (await c.memoryDelete(name, e, body.id)).deleted, deleted: true })),
+      },
+      recall: (body) => this._memory(body, async (c, e, name) => listOf((await c.memoryRecall(name, e, body)).hits)),
+    };
+  }
+
+  async _embedder() {
+    const models = await this._list();
+    const model = this._memoryId ? models.find((m) => m.id === this._memoryId) : memoryModel(models);
+    if (!model) throw new WispError("request", this._memoryId ? `No model '${this._memoryId}' here for memory.` : "No embedding model here for memory: the server must serve one (python -m py_engine fetch all-minilm-l6-v2).");
+    return model;
+  }
+
+  // A memory request, in turn with the others (one GPU); `collection` defaults to "documents".
+  _memory(body, work) {
+    const turn = this._queue.then(async () => work(this.client, await this._embedder(), body?.collection ?? "documents"));
+    this._queue = turn.catch(() => {});
+    return turn;
   }
 
   async _list() {
@@ -60,8 +94,9 @@ export class Wisp {
    *  whole completion, a promise) and controller.abort(). Without stream: the response. */
   _create(endpoint, body) {
     const turn = this._queue.then(async () => {
+      const embedder = body?.memory != null ? await this._embedder() : null;  // Wisp's memory: it recalls
       await this._ensure(body?.model, body?.precision);
-      return this.client.openai(endpoint, body);
+      return this.client.openai(endpoint, body, { embedder });
     });
     this._queue = turn.then((gen) => gen.done, () => {}).catch(() => {});
     if (!body?.stream) return turn.then((gen) => gen.done);
@@ -75,6 +110,22 @@ function streamOf(gen) {
     controller: { abort: () => gen.cancel() },
     [Symbol.asyncIterator]: () => gen[Symbol.asyncIterator](),
   };
+}
+
+const listOf = (data) => ({ object: "list", data });
+
+/** A document to add: {name, text} or {name, data}, data a File or Blob, an ArrayBuffer or typed
+ *  array (copied: the worker takes the copy), or base64 (as the desktop's route takes it). */
+async function documentOf(body) {
+  const { name, text, data, media_type: type, metadata } = body || {};
+  if (typeof name !== "string" || !name) throw new WispError("request", "'name' must be the document's name");
+  const out = { name, media_type: type ?? (typeof Blob !== "undefined" && data instanceof Blob && data.type ? data.type : null), metadata };
+  if (typeof text === "string") return { ...out, text };
+  if (typeof data === "string") return { ...out, data: Uint8Array.from(atob(data), (c) => c.charCodeAt(0)).buffer };
+  if (typeof Blob !== "undefined" && data instanceof Blob) return { ...out, data: await data.arrayBuffer() };
+  if (ArrayBuffer.isView(data)) return { ...out, data: data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) };
+  if (data instanceof ArrayBuffer) return { ...out, data: data.slice(0) };
+  throw new WispError("request", "a document needs 'text' or 'data' (its file: a File, bytes or base64)");
 }
 
 function modelObject(model) {
