@@ -132,8 +132,8 @@ async function run() {
 
 function progress(job, p) {
   if (p.type === "memory_progress") {
-    job.status = p.phase === "embed" ? "embedding" : p.phase === "embedder" && p.done === 0 ? "embedder" : "reading";
-    if (p.phase === "embed") Object.assign(job, { done: p.done, total: p.total });
+    job.status = p.phase === "read" ? "reading" : p.phase === "embedder" && p.done === 0 ? "embedder" : "embedding";
+    Object.assign(job, p.phase === "embed" ? { done: p.done, total: p.total } : { done: 0, total: 0 }); // not the download's bytes
   } else if (p.type === "progress" && p.total > 0 && ["download", "verify", "upload"].includes(p.phase)) {
     Object.assign(job, { status: "embedder", done: p.done, total: p.total });
   }
@@ -214,7 +214,7 @@ const STATUS = {
   queued: () => "Waiting…",
   reading: () => "Reading…",
   embedder: (j) => j.total ? `Loading the embedding model… ${Math.round((100 * j.done) / j.total)}%` : "Loading the embedding model…",
-  embedding: (j) => `Embedding: ${j.done} of ${j.total} passages`,
+  embedding: (j) => (j.total ? `Embedding: ${j.done} of ${j.total} passages` : "Cutting it into passages…"),
   failed: (j) => (j.message.startsWith(`${j.name}: `) ? j.message.slice(j.name.length + 2) : j.message),
 };
 

@@ -74,7 +74,8 @@ def test_documents_added_recalled_deleted_and_kept(folder):
     state = worker()
     assert send(state, "memory_list")[-1]["documents"] == []
     *steps, done = send(state, "memory_add", name="trains.pdf", data=document([f"BT ({TRAIN}) Tj ET".encode()]))
-    assert [s["type"] for s in steps] == ["memory_progress"] * 2 and steps[-1] | {"id": None} == {
+    assert [(s["type"], s["phase"]) for s in steps] == [("memory_progress", p) for p in ("read", "embed", "embed")]
+    assert steps[-1] | {"id": None} == {
         "type": "memory_progress",
         "id": None,
         "file": "trains.pdf",

@@ -137,6 +137,7 @@ async def add(state, message: dict, name: str, model: dict) -> None:
         shelf = state.memory.shelf(name, files, model["id"], embedder.dimensions)
         collection = await indexed(state, shelf)
         shelf.store.room = (await room())[2]  # an add that would not fit is refused before it writes
+        progress("embed")  # cutting it into passages: their count comes with the first batch embedded
         added = await collection.add(
             text, metadata, source=source, places=places, progress=lambda done, total: progress("embed", done, total)
         )
