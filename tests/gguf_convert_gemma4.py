@@ -18,9 +18,8 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-from gguf_convert_hybrids import STORED_AS, load_checkpoint
+from gguf_convert_hybrids import STORED_AS, finish, load_checkpoint
 from gguf_synthetic import add_tokenizer, gemma4_tokenizer
-from safetensors.numpy import save_file
 
 Q = gguf.GGMLQuantizationType
 A = "gemma4."
@@ -126,12 +125,4 @@ def convert_gemma4(fixture: Path, out: Path, quantize: bool, types: dict) -> Pat
         writer.add_tensor(name, data, raw_dtype=qtype)
         dequantized[hf] = gguf.quants.dequantize(data, qtype).reshape(w.shape).astype(np.float32)
     writer.add_tensor("rope_freqs.weight", rope_freqs(cfg), raw_dtype=Q.F32)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    plain = out / "dequantized"
-    plain.mkdir()
-    (plain / "config.json").write_text(json.dumps(cfg))
-    save_file(dequantized, plain / "model.safetensors")
-    return out / "model.gguf"
+    return finish(writer, out, cfg, dequantized)

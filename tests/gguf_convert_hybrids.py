@@ -176,6 +176,11 @@ def convert_hybrid(fixture: Path, out: Path, quantize: bool, mix: dict) -> Path:
         writer.add_tensor(name, data, raw_dtype=qtype)
         restored = gguf.quants.dequantize(data, qtype).reshape(stored.shape)
         dequantized[hf] = hf_values(hf, restored, arch, cfg, w.shape)
+    return finish(writer, out, cfg, dequantized)
+
+
+def finish(writer, out: Path, cfg: dict, dequantized: dict) -> Path:
+    """The GGUF written and closed; out/dequantized/ the values it holds (f32 safetensors, the HF config)."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
