@@ -3,7 +3,7 @@ dropped files, a PDF (tests/pdf_writer.py), Markdown, HTML and text files, an em
 one; the good four are read, embedded by a tiny random BERT (tests/fixtures/embed_bert_tiny with a
 made-up WordPiece vocabulary, served by `python -m app` as an embedding model) and kept in OPFS
 (py_engine/memory/log_store.py), while the bad two fail on their own rows with the reader's
-DocumentError. One is removed. After a reload the other three are listed again (the removed one
+DocumentError; a folder chosen with the folder picker adds its readable files. One is removed. After a reload the other three are listed again (the removed one
 is not), and the tiny chat model (test_openai_server's) answers a question about the PDF with "Use
 my documents" on, its index built again from the stored vectors: its words are noise (a random
 model), so the answer is held to a few tokens and the test checks its citations (the PDF's passage
@@ -164,15 +164,22 @@ def test_documents_are_kept_recalled_and_cited(server, tmp_path):
         expect(failed.locator(".doc-status")).to_have_text(["is empty", re.compile("^is binary data, not text")])
         assert failed.locator(".doc-name").all_text_contents() == ["empty.txt", "noise.bin"]
         assert listed(page) == ["trains.pdf", "garden.md", "recipes.txt", "birds.html"]
+        folder = tmp_path / "notes"  # the folder picker: its readable files, by their paths in it
+        (folder / "deeper").mkdir(parents=True)
+        (folder / "deeper" / "swifts.txt").write_text("Swifts can stay in the air for ten months.")
+        (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+        tid(page, "documents-folder-input").set_input_files(folder)
+        expect(tid(page, "documents-item")).to_have_count(5)
+        assert listed(page)[-1] == "notes/deeper/swifts.txt"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "memory-documents.png"))
         tid(page, "documents-item").filter(has_text="recipes.txt").get_by_test_id("documents-remove").click()
-        expect(tid(page, "documents-item")).to_have_count(3)
+        expect(tid(page, "documents-item")).to_have_count(4)
 
         page.reload()  # the store is in OPFS: the documents are still there, the removed one is not
         open_documents(page, server)
-        expect(tid(page, "documents-item")).to_have_count(3)
-        assert listed(page) == ["trains.pdf", "garden.md", "birds.html"]
+        expect(tid(page, "documents-item")).to_have_count(4)
+        assert listed(page) == ["trains.pdf", "garden.md", "birds.html", "notes/deeper/swifts.txt"]
         expect(tid(page, "documents-item").first).to_contain_text("1 passage")
         page.keyboard.press("Escape")
 
@@ -199,12 +206,12 @@ def test_documents_are_kept_recalled_and_cited(server, tmp_path):
         api = page.evaluate(API, {"tiny": TINY})  # static/openai.js: the loaded models answer
         context.close()
     assert not errors, errors
-    assert api["listed"] == ["trains.pdf", "garden.md", "birds.html"]
+    assert api["listed"] == ["trains.pdf", "garden.md", "birds.html", "notes/deeper/swifts.txt"]
     assert {hit["source"] for hit in api["recalled"]} == set(api["listed"])
     train = next(hit for hit in api["recalled"] if hit["source"] == "trains.pdf")
     assert (train["text"], train["place"], train["start"]) == (TRAIN, "page 1", 0)
     citations = api["answer"]["memory"]["citations"]
-    assert api["answer"]["memory"]["collection"] == "documents" and len(citations) == 3
-    assert [c["n"] for c in citations] == [1, 2, 3] and api["answer"]["usage"]["completion_tokens"] <= 2
+    assert api["answer"]["memory"]["collection"] == "documents" and len(citations) == 4
+    assert [c["n"] for c in citations] == [1, 2, 3, 4] and api["answer"]["usage"]["completion_tokens"] <= 2
     seen = check_protocol(traffic)
     assert {"memory_add", "memory_list", "memory_delete", "memory", "memory_progress"} <= set(seen), seen
