@@ -3,11 +3,12 @@ dropped files, a PDF (tests/pdf_writer.py), Markdown, HTML and text files, an em
 one; the good four are read, embedded by a tiny random BERT (tests/fixtures/embed_bert_tiny with a
 made-up WordPiece vocabulary, served by `python -m app` as an embedding model) and kept in OPFS
 (py_engine/memory/log_store.py), while the bad two fail on their own rows with the reader's
-DocumentError; a folder chosen with the folder picker adds its readable files. One is removed. After a reload the other three are listed again (the removed one
-is not), and the tiny chat model (test_openai_server's) answers a question about the PDF with "Use
-my documents" on, its index built again from the stored vectors: its words are noise (a random
-model), so the answer is held to a few tokens and the test checks its citations (the PDF's passage
-among them, "page 1") and the passage a click on its citation shows. Then static/openai.js's memory
+DocumentError; a folder chosen with the folder picker adds its readable files. One document is
+removed. After a reload the other four are listed again (the removed one is not), and the tiny chat
+model (test_openai_server's) answers a question about the PDF with "Use my documents" on, its index
+built again from the stored vectors: its words are noise (a random model), so the answer is held to
+a few tokens and the test checks its citations (the PDF's passage among them, "page 1") and the
+passage a click on its citation shows. Then static/openai.js's memory
 methods on the same page: a list, a recall, a chat completion with `memory`. One page session (two
 Pyodide boots: the reload); screenshots of the panel and of a cited passage in tests/artifacts/."""
 
