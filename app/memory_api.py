@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from py_engine.api.memory import MemoryOptions, collection_name, parse_memory
+from py_engine.api.memory import MemoryOptions, collection_name, document_json, parse_memory
 from py_engine.api.request import RequestError
 from py_engine.memory.collection import Collection
 from py_engine.memory.sqlite_store import SQLiteStore
@@ -71,16 +71,6 @@ class Memories:
     async def recall(self, options: MemoryOptions, query: str):
         memory = await self.collection(options.collection)
         return await memory.recall(query, options.k, options.token_budget, options.filter)
-
-
-def document_json(document) -> dict:
-    return {
-        "id": document.id,
-        "source": document.source,
-        "metadata": document.metadata,
-        "chars": document.chars,
-        "passages": len(document.passages),
-    }
 
 
 def document_text(body: dict) -> tuple[str, str, object]:

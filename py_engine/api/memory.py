@@ -109,3 +109,14 @@ def citations(collection: str, hits) -> dict:
             for n, hit in enumerate(hits, 1)
         ],
     }
+
+
+def document_json(document) -> dict:
+    """A stored document as /v1/memory and the page's panel list it (its passages counted, not sent)."""
+    return {
+        "id": document.id,
+        "source": document.source,
+        "metadata": document.metadata,
+        "chars": document.chars,
+        "passages": len(document.passages),
+    }

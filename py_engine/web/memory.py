@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass, field
 
-from ..api.memory import collection_name, parse_memory
+from ..api.memory import collection_name, document_json, parse_memory
 from ..api.request_error import RequestError
 from ..errors import WispError
 from ..memory.log_store import LogStore
@@ -61,17 +61,6 @@ class PageMemory:
                 where(name), f"holds vectors of {shelf.store.dimensions} values, not {model!r}'s {dimensions}"
             )
         return shelf
-
-
-def document_json(document) -> dict:
-    """A document as the page lists it (app/memory_api.py's document_json: the same fields)."""
-    return {
-        "id": document.id,
-        "source": document.source,
-        "metadata": document.metadata,
-        "chars": document.chars,
-        "passages": len(document.passages),
-    }
 
 
 async def memory_message(state, message: dict) -> None:
