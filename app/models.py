@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.files import safe_path
 from py_engine.catalog import DEFAULT_MODEL, EMBEDDING_MODELS, MODELS
+from py_engine.embedding.settings import dense_module_files
 from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
@@ -133,6 +134,8 @@ def paired(model: ServedModel, mmproj: Path) -> ServedModel:
 
 def hf_model(model_id: str, path: Path) -> ServedModel:
     files = {name: path / name for name in SMALL_FILES if (path / name).is_file()}
+    if "modules.json" in files:  # a sentence-transformers model's Dense projections (EmbeddingGemma's two)
+        files |= {rel: path / rel for rel in dense_module_files(path / "modules.json") if (path / rel).is_file()}
     for weights in sorted(path.glob("*.safetensors")):
         if weights.is_file():
             files[weights.name] = weights

@@ -8,6 +8,7 @@ and each other request loads the model it names there (the chat follows)."""
 
 import base64
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,9 @@ from browser_harness import app_server, check_protocol, launch, record_protocol
 from test_openai_server import MINILM, REFERENCE, TINY, WEATHER, tiny_tool_model
 
 from py_engine.model_cache import ensure_model
+
+GEMMA = Path(__file__).parent / "fixtures" / "embed_gemma"  # tests/test_embedding_gemma.py's
+GEMMA_REF = json.loads((GEMMA / "embedding_reference.json").read_text())
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 jsonschema = pytest.importorskip("jsonschema")
@@ -28,11 +32,11 @@ SCHEMA = {
     "additionalProperties": False,
 }
 
-RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
+RUN = """async ({tiny, minilm, weather, schema, sentences, gemma}) => {
   const {Wisp} = await import("/static/openai.js");
   const phases = [];
   const wisp = new Wisp({loadOptions: {context: 256}, onProgress: (p) => phases.push(p.phase)});
-  const out = {models: (await wisp.models.list()).data.map((m) => m.id), phases};
+  const out = {models: (await wisp.models.list()).data.map((m) => m.id)};
   const ask = [{role: "user", content: "hello"}];
 
   const stream = await wisp.chat.completions.create(
@@ -56,6 +60,8 @@ RUN = """async ({tiny, minilm, weather, schema, sentences}) => {
   catch (err) { out.error = {kind: err.kind, message: err.message}; }
 
   out.embeddings = await wisp.embeddings.create({model: minilm, input: sentences, encoding_format: "float"});
+  out.phases = phases.slice();  // the loads' steps until here (EmbeddingGemma's load starts over)
+  out.gemma = await wisp.embeddings.create({model: "embed_gemma", input: gemma, encoding_format: "float", dimensions: 256});
   return out;
 }"""
 # The page's workers of the engine, counted as they start.
@@ -74,7 +80,8 @@ COUNT_WORKERS = """(() => {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tiny = tiny_tool_model(tmp_path_factory.mktemp("api"))
-    with app_server("--no-default", "--model", str(tiny), str(ensure_model(MINILM))) as (url, _):
+    models = [str(tiny), str(ensure_model(MINILM)), str(GEMMA)]
+    with app_server("--no-default", "--model", *models) as (url, _):
         yield url
 
 
@@ -92,6 +99,7 @@ def test_the_pages_openai_api(server, tmp_path):
         page.get_by_test_id("load-button").click()  # the chat loads the tiny model
         playwright_api.expect(label).to_have_text("Loaded", timeout=120_000)
         args = {"tiny": TINY, "minilm": MINILM, "weather": WEATHER, "schema": SCHEMA, "sentences": ref["sentences"]}
+        args["gemma"] = GEMMA_REF["texts"]
         out = page.evaluate(RUN, args)
         # The chat follows the worker's model: MiniLM's folder is an embedding model (app/models.py
         # folder_task), which the chat picker does not list, so the chat has no model now.
@@ -100,9 +108,12 @@ def test_the_pages_openai_api(server, tmp_path):
         assert page.get_by_test_id("model-select").locator("option").count() == 1
         workers = page.evaluate("window.__engineWorkers")
         context.close()
-    assert set(out["models"]) == {TINY, MINILM}
+    assert set(out["models"]) == {TINY, MINILM, "embed_gemma"}
     loads = [data["model"]["id"] for to, data in traffic if to == "worker" and data.get("type") == "load"]
-    assert workers == 1 and loads == [TINY, MINILM], (workers, loads)  # Wisp loaded only what the chat had not
+    assert workers == 1 and loads == [TINY, MINILM, "embed_gemma"], (
+        workers,
+        loads,
+    )  # Wisp loaded only what the chat had not
     assert out["phases"] == sorted(out["phases"], key=PHASES.index) and "upload" in out["phases"], out["phases"]
     assert not [text for text in console if "before prepare()" in text], console  # the mask's kernel too
 
@@ -127,5 +138,10 @@ def test_the_pages_openai_api(server, tmp_path):
     got = np.array([item["embedding"] for item in out["embeddings"]["data"]])
     assert (got * want).sum(1).min() >= 0.999  # sentence-transformers' vectors, as on the desktop
     assert out["embeddings"]["usage"]["prompt_tokens"] == sum(map(len, ref["input_ids"]))
+    # EmbeddingGemma (its two Dense modules in folders of their own), cut to 256 values
+    gemma = GEMMA_REF["runs"]["none/256"]
+    want = np.array([np.frombuffer(base64.b64decode(v), "<f4") for v in gemma["vectors_f32"]])
+    got = np.array([item["embedding"] for item in out["gemma"]["data"]])
+    assert got.shape == want.shape and (got * want).sum(1).min() >= 0.999
     seen = check_protocol(traffic)
     assert {"openai", "chunk", "response"} <= set(seen), seen

@@ -12,7 +12,9 @@ ModelFileError naming it, never silently another vector."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ModelFileError, WispError
@@ -222,3 +224,17 @@ def _pooling_mode(path) -> str:
             path, f"pooling {', '.join(chosen) or 'none'}: one of {', '.join(POOLINGS)} is supported, alone"
         )
     return _POOLING_FLAGS[chosen[0]]
+
+
+def dense_module_files(modules_json: Path) -> list[str]:
+    """The files of the Dense modules a modules.json names (`2_Dense/config.json`, `2_Dense/model.safetensors`,
+    ...), for a server that lists exactly what it serves and a page that fetches them: only modules in a
+    plain folder of the model's own (no nesting, nothing hidden); a file that cannot be read names none
+    (the load then says what is wrong)."""
+    try:
+        modules = _module_list(modules_json)
+    except ModelFileError:
+        return []
+    folders = [m["path"] for m in modules if m["type"].rpartition(".")[2] == "Dense"]
+    plain = [f for f in folders if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", f)]
+    return [f"{folder}/{name}" for folder in plain for name in ("config.json", "model.safetensors")]

@@ -17,6 +17,7 @@ import asyncio
 import re
 from pathlib import Path
 
+from ..embedding.settings import dense_module_files
 from ..errors import ModelFileError, StorageQuotaError, WispError
 from ..formats.hf_dir import SMALL_FILES
 from ..formats.source import ModelSource
@@ -88,8 +89,11 @@ class RemoteModel(ModelSource):
         else:
             for rel in SMALL_FILES:
                 if rel in source.sizes:  # some are in a folder (an embedding model's 1_Pooling/config.json)
-                    (source.dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (source.dir / rel).write_bytes(await fetch_bytes(source.url(rel)))
+                    await source._fetch_small(rel)
+            if "modules.json" in source.sizes:  # its Dense modules' configs (EmbeddingGemma's 2_Dense, 3_Dense)
+                for rel in dense_module_files(source.dir / "modules.json"):
+                    if rel.endswith("config.json") and rel in source.sizes:
+                        await source._fetch_small(rel)
             for rel in source.files():
                 if rel.endswith(".safetensors"):
                     head = await fetch_bytes(source.url(rel), 0, 8)
@@ -98,6 +102,10 @@ class RemoteModel(ModelSource):
                         raise ModelFileError(source.url(rel), f"header length {header_len} is not plausible")
                     source.prefixes[rel] = head + await fetch_bytes(source.url(rel), 8, header_len)
         return source
+
+    async def _fetch_small(self, rel: str) -> None:
+        (self.dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (self.dir / rel).write_bytes(await fetch_bytes(self.url(rel)))
 
     async def _fetch_gguf_header(self, rel: str) -> None:
         """Fetch a prefix that holds the whole header: parse, and on running out fetch as much again
