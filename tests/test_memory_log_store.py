@@ -1,9 +1,10 @@
 """memory/log_store.py, the page's store (an append-only log in OPFS), over plain files here: the
 documents read back as they were stored, another model's store refused, a write cut short (a crash,
-a full disk) leaves the state before it, a record damaged in the middle is skipped and named while
-the others read, the host's quota refuses an add before any byte is written, compaction moves the
-live records to the other file (a compaction cut short leaves the old one current), a second writer
-(another tab) is noticed, and a Collection over it recalls as over SQLite."""
+a full disk) leaves the state before it (of a batch's one append, the whole records before the cut),
+a record damaged in the middle is skipped and named while the others read, the host's quota refuses
+an add before any byte is written, compaction moves the live records to the other file (a compaction
+cut short leaves the old one current), a second writer (another tab) is noticed, and a Collection over
+it recalls as over SQLite."""
 
 import asyncio
 import os
@@ -108,6 +109,23 @@ def test_a_write_cut_short_leaves_the_state_before_it(tmp_path, landed):
     assert again.files[0].size() == size
     again.add(doc("three.txt"))
     assert [d.source for d in LogStore("notes", files(tmp_path), "model-a").documents()] == ["one.pdf", "three.txt"]
+
+
+def test_a_batch_is_one_append_and_a_crash_keeps_its_whole_records(tmp_path):
+    store = LogStore("notes", files(tmp_path), "model-a")
+    batch = [doc("one.pdf"), doc("two.md", 3), doc("three.txt", 1)]
+    with pytest.raises(WispError, match="'id-one.pdf' is stored already"):
+        store.add_many([batch[0], batch[0]])  # nothing written
+    assert store.bytes == 0
+    store.add_many(batch)
+    assert [d.source for d in LogStore("notes", files(tmp_path), "model-a").documents()] == [
+        "one.pdf",
+        "two.md",
+        "three.txt",
+    ]
+    raw = (tmp_path / "a.log").read_bytes()
+    (tmp_path / "a.log").write_bytes(raw[:-10])  # a crash mid-append: the records before the cut are whole
+    assert [d.source for d in LogStore("notes", files(tmp_path), "model-a").documents()] == ["one.pdf", "two.md"]
 
 
 def test_a_damaged_record_is_skipped_and_named(tmp_path):

@@ -89,6 +89,18 @@ VALID = {  # one message of each type with every field the table knows
         "filter": {"kind": "pdf"},
         "options": OPTIONS,
     },
+    "memory_export": {"type": "memory_export", "id": "memory-5", "collection": "documents", "embedder": EMBEDDER},
+    "memory_import": {
+        "type": "memory_import",
+        "id": "memory-6",
+        "collection": "documents",
+        "embedder": EMBEDDER,
+        "header": '{"format": "wisp-memory", "version": 1, "model": "all-minilm-l6-v2", "dimensions": 384}',
+        "lines": ['{"id": "0f", "source": "notes.md", "metadata": {}, "chars": 5, "passages": []}'],
+        "line": 2,
+        "name": "backup.jsonl",
+        "options": OPTIONS,
+    },
 }
 NOT_JSON_KINDS = [None, True, 1.5, 7, "x", ["x"], {"x": 1}]
 

@@ -97,10 +97,17 @@ class Collection:
 
     def restore(self, document: StoredDocument) -> None:
         """A document embedded before (an import: memory/transfer.py), stored and indexed as it is."""
-        if not document.passages:
-            raise WispError(f"{document.source}: a document without passages")
-        self.store.add(document)
-        self._place(document)
+        self.restore_many([document])
+
+    def restore_many(self, documents: list[StoredDocument]) -> None:
+        """Documents embedded before (an import's batch), stored at once (the store's add_many: all or
+        none), then indexed."""
+        for document in documents:
+            if not document.passages:
+                raise WispError(f"{document.source}: a document without passages")
+        self.store.add_many(documents)
+        for document in documents:
+            self._place(document)
 
     def delete(self, document_id: str) -> None:
         if document_id not in self._documents:

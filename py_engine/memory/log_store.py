@@ -190,26 +190,40 @@ class LogStore:
         return list(self._docs.values())
 
     def add(self, document: StoredDocument) -> None:
-        if document.id in self._docs:
-            raise WispError(f"{self.name}: a document {document.id!r} is stored already")
-        dims = {len(p.vector) for p in document.passages}
-        if self.dimensions is None and len(dims) == 1:
-            self.dimensions = dims.pop()
-            dims = {self.dimensions}
-        if dims != {self.dimensions}:
-            raise WispError(f"{document.source}: vectors of {sorted(dims)} values for a store of {self.dimensions}")
-        record = _record(b"A", _add_payload(document))
-        needed = len(record) + (HEADER if self.end == 0 else 0)
+        self.add_many([document])
+
+    def add_many(self, documents: list[StoredDocument]) -> None:
+        """Documents (an import's batch) appended in one write and one flush: all of them, or (an
+        error reported) none; a crash mid-write keeps the whole records before the cut."""
+        seen = set()
+        for doc_id in (d.id for d in documents):
+            if doc_id in self._docs or doc_id in seen:
+                raise WispError(f"{self.name}: a document {doc_id!r} is stored already")
+            seen.add(doc_id)
+        dimensions = self.dimensions
+        for document in documents:
+            dims = {len(p.vector) for p in document.passages}
+            if dimensions is None and len(dims) == 1:
+                dimensions = next(iter(dims))
+            if dims != {dimensions}:
+                raise WispError(f"{document.source}: vectors of {sorted(dims)} values for a store of {dimensions}")
+        records = [_record(b"A", _add_payload(document)) for document in documents]
+        needed = sum(map(len, records)) + (HEADER if self.end == 0 else 0)
         if self.room is not None and needed > self.room:
+            what = documents[0].source if len(documents) == 1 else f"{len(documents)} documents"
             raise StorageQuotaError(
-                f"Not enough storage for {document.source}: its passages need {_mib(needed)}, "
-                f"{_mib(max(0, self.room))} available; nothing was stored"
+                f"Not enough storage for {what}: {'its' if len(documents) == 1 else 'their'} passages need "
+                f"{_mib(needed)}, {_mib(max(0, self.room))} available; nothing was stored"
             )
+        if not records:
+            return
+        self.dimensions = dimensions
         if self.end == 0:  # a new collection: its header first, the first record after it
             self._write_header(self.files[self.current], 1)
             self.generation, self.end = 1, HEADER
-        self._append(record)
-        self._docs[document.id], self._sizes[document.id] = document, len(record)
+        self._append(b"".join(records))
+        for document, record in zip(documents, records):
+            self._docs[document.id], self._sizes[document.id] = document, len(record)
 
     def delete(self, document_id: str) -> None:
         if document_id not in self._docs:

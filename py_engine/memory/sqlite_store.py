@@ -89,18 +89,32 @@ class SQLiteStore:
         return list(docs.values())
 
     def add(self, document: StoredDocument) -> None:
+        self.add_many([document])
+
+    def add_many(self, documents: list[StoredDocument]) -> None:
+        """Documents (an import's batch) in one transaction: all of them, or none."""
         with self._db:
-            self._db.execute(
-                "INSERT INTO documents VALUES (?, ?, ?, ?)",
-                (document.id, document.source, json.dumps(document.metadata), document.chars),
-            )
-            self._db.executemany(
-                "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (document.id, p.number, p.start, p.end, p.text, p.tokens, array("f", p.vector).tobytes(), p.place)
-                    for p in document.passages
-                ],
-            )
+            for document in documents:
+                self._db.execute(
+                    "INSERT INTO documents VALUES (?, ?, ?, ?)",
+                    (document.id, document.source, json.dumps(document.metadata), document.chars),
+                )
+                self._db.executemany(
+                    "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            document.id,
+                            p.number,
+                            p.start,
+                            p.end,
+                            p.text,
+                            p.tokens,
+                            array("f", p.vector).tobytes(),
+                            p.place,
+                        )
+                        for p in document.passages
+                    ],
+                )
 
     def delete(self, document_id: str) -> None:
         with self._db:

@@ -64,24 +64,30 @@ class PageMemory:
 
 
 async def memory_message(state, message: dict) -> None:
-    """memory_list / memory_delete (the store alone) and memory_add / memory_recall (the embedder too),
-    each answered by one `memory` event."""
+    """memory_list / memory_delete / memory_export (the store alone) and memory_add / memory_import /
+    memory_recall (the embedder too, where they need it), each answered by one `memory` event (an
+    export's lines come before it: memory_transfer.py)."""
     kind, request = message["type"], message["id"]
     state.memory = state.memory or PageMemory()
     name = collection_name(message["collection"], "collection")
     model = message["embedder"]
-    if kind in ("memory_list", "memory_delete"):
+    if kind in ("memory_list", "memory_delete", "memory_export"):
+        from .memory_transfer import export
+
         async with state.memory.lock, opened(name) as files:
             shelf = state.memory.shelf(name, files, model["id"])
             done = {"deleted": delete(shelf, str(message["document"]))} if kind == "memory_delete" else {}
+            if kind == "memory_export":
+                done = {"exported": export(state, request, shelf)}
             state.emit("memory", request, **await report(name, shelf), **done)
         return
+    from .memory_transfer import import_batch
     from .recovery import settled
 
     await settled(state)  # after a device loss: on the reloaded device
     with state.busy(request):
-        if kind == "memory_add":
-            await add(state, message, name, model)
+        if kind in ("memory_add", "memory_import"):
+            await (add if kind == "memory_add" else import_batch)(state, message, name, model)
             return
         query = message["query"]
         if not query.strip():

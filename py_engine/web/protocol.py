@@ -123,6 +123,21 @@ MESSAGES = {  # page -> worker
         "filter?": Or(dict, None),
         "options?": DEVICE_OPTIONS,
     },
+    # memory/transfer.py's JSON lines (web/memory_transfer.py): an export comes back in `memory_lines`
+    # events, then its `memory` event (`exported`); an import is sent in batches, each one message
+    # carrying the export's header line and some of its lines (`line`: the number of the first, for
+    # errors; `name`: the file's), answered by a `memory` event (`imported`, `skipped`)
+    "memory_export": {"id": ID, "collection": str, "embedder": MODEL},
+    "memory_import": {
+        "id": ID,
+        "collection": str,
+        "embedder": MODEL,
+        "header": str,
+        "lines": [str],
+        "line": int,
+        "name?": str,
+        "options?": DEVICE_OPTIONS,  # another model's export is embedded again: the device to open
+    },
 }
 SUBMIT = {
     "strategy": Enum("single-pass", "grouped"),
@@ -248,7 +263,12 @@ EVENTS = {  # worker -> page
         "added?": MEMORY_DOCUMENT,
         "deleted?": str,
         "hits?": [dict],
+        "exported?": int,  # documents (their lines came in `memory_lines` events before)
+        "imported?": int,  # an import batch's documents added, and those already there
+        "skipped?": int,
     },
+    # a part of an export: whole lines (the header first), `done` of `total` documents written
+    "memory_lines": {"id": ID, "text": str, "done": int, "total": int},
     # an add's steps: read (the file), embedder (its first load), embed (done of total passages)
     "memory_progress": {
         "id": ID,
