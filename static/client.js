@@ -13,7 +13,8 @@
 // The worker has one generation message, `openai` (an OpenAI request body: static/openai.js sends
 // them through client.openai); generate() is the same request seen as text, for the page's chat.
 // Memory (the user's documents, kept by the worker in OPFS): memoryList / memoryAdd / memoryDelete /
-// memoryRecall, each naming the collection and the embedding model (memoryModel() picks it).
+// memoryRecall / memoryExport / memoryImport, each naming the collection and the embedding model
+// (memoryModel() picks it).
 //
 // Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
 // an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
@@ -23,6 +24,7 @@
 // Every worker message is also dispatched as an event of its own type (detail: the message), e.g.
 // client.addEventListener("progress", ...).
 
+import { importBatches } from "./memory_import.js";
 import { detectPlatform } from "./platform.js";
 import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
 
@@ -326,11 +328,34 @@ export class WispClient extends EventTarget {
     return this._memory(msg);
   }
 
-  _memory(msg, { onProgress = null, transfer = [] } = {}) {
+  /** The collection as memory/transfer.py's JSON lines (the desktop's /v1/memory/{c}/export): resolves
+   *  with the `memory` event and `blob`, the lines (they came in `memory_lines` events, never whole in
+   *  the worker). onProgress hears each part ({type: "memory_lines", done, total} documents). */
+  async memoryExport(collection, embedder, { onProgress = null } = {}) {
+    const parts = [];
+    const onLines = (msg) => { parts.push(msg.text); if (onProgress) onProgress(msg); };
+    const event = await this._memory({ type: "memory_export", collection, embedder: modelRef(embedder) }, { onLines });
+    return { ...event, blob: new Blob(parts, { type: "application/x-ndjson" }) };
+  }
+
+  /** An export's lines (a File or Blob, read in pieces; or a string) added to the collection (the
+   *  desktop's /v1/memory/{c}/import), sent in batches of at most IMPORT_LINES lines or IMPORT_CHARS
+   *  characters, each with the export's header line: the worker never holds the whole file. Another
+   *  embedding model's export is embedded again (onProgress hears the `memory_progress` embed steps).
+   *  Resolves with {imported, skipped} (documents added, and already there); a malformed line rejects
+   *  with an error naming `name` and the line, the documents before it imported. onProgress also hears
+   *  {type: "memory_import", done, total, imported, skipped} (the file's bytes) after each batch. */
+  async memoryImport(collection, embedder, source, { name = "the import", onProgress = null } = {}) {
+    const ref = modelRef(embedder), options = pageLoadOptions();
+    return importBatches(source, name, onProgress, (header, lines, line) =>
+      this._memory({ type: "memory_import", collection, embedder: ref, header, lines, line, name, options }, { onProgress }));
+  }
+
+  _memory(msg, { onProgress = null, onLines = null, transfer = [] } = {}) {
     this.start();
     const id = `memory-${nextId++}`;
     return new Promise((resolve, reject) => {
-      this._pending.set(id, { kind: "memory", resolve, reject, onProgress });
+      this._pending.set(id, { kind: "memory", resolve, reject, onProgress, onLines });
       this._post({ ...msg, id }, transfer);
     });
   }
@@ -409,6 +434,7 @@ export class WispClient extends EventTarget {
         if (p) { this._pending.delete(msg.id); p.resolve(msg); }
         break;
       case "memory_progress": if (p?.onProgress) p.onProgress(msg); break;
+      case "memory_lines": if (p?.onLines) p.onLines(msg); break;
       case "device_lost":  // a pending load goes on (the worker loads again); "failed": nothing is loaded
         if (msg.status === "failed") this.loaded = null;
         break;

@@ -4,7 +4,9 @@
 // come by the pickers (a file, a folder) or a drop on the page while the panel is open (a dropped folder
 // is walked). Each goes to the worker as its bytes (a transferred ArrayBuffer), one at a time, its row
 // saying what happens (read, the embedder's first load, passages embedded) until it is listed, or why
-// it failed (the reader's DocumentError) while the others go on.
+// it failed (the reader's DocumentError) while the others go on. Export downloads the collection as
+// JSON lines (memory/transfer.py's, as the desktop's /v1/memory export); Import takes such a file,
+// read and sent in pieces (client.js memoryImport), its row saying how far it is.
 import { $, el, announce } from "./ui.js";
 import { fmtBytes } from "./format.js";
 import { memoryModel } from "./client.js";
@@ -18,9 +20,10 @@ const view = {
   button: $("documents-button"), panel: $("documents-panel"), drop: $("documents-drop"), list: $("documents-list"),
   jobs: $("documents-jobs"), usage: $("documents-usage"), note: $("documents-note"),
   fileInput: $("documents-file-input"), folderInput: $("documents-folder-input"),
+  exportButton: $("documents-export"), importInput: $("documents-import-input"),
   toggle: $("use-documents"), toggleWrap: $("use-documents-wrap"), count: $("use-documents-count"),
 };
-const state = { embedder: null, event: null, error: null, jobs: [], running: null, asked: false };
+const state = { embedder: null, event: null, error: null, jobs: [], running: null, asked: false, exporting: false };
 let deps = { client: null, busy: () => false, showError: () => {} };
 
 /** Wire the panel and the chat's toggle. client(): the WispClient; busy(): the chat is generating or
@@ -30,6 +33,13 @@ export function initDocuments(options) {
   view.button.addEventListener("click", () => toggleDocuments());
   $("documents-add-files").addEventListener("click", () => view.fileInput.click());
   $("documents-add-folder").addEventListener("click", () => view.folderInput.click());
+  view.exportButton.addEventListener("click", () => exportDocuments());
+  $("documents-import").addEventListener("click", () => view.importInput.click());
+  view.importInput.addEventListener("change", () => {
+    const [file] = view.importInput.files || [];
+    view.importInput.value = "";
+    if (file) enqueue([{ path: file.name, file, kind: "import" }]);
+  });
   for (const input of [view.fileInput, view.folderInput]) {
     input.addEventListener("change", () => {
       const files = Array.from(input.files || []);
@@ -100,8 +110,8 @@ function accept(event) {
 function enqueue(entries) {
   if (!state.embedder || !entries.length) return;
   askPersistence();
-  for (const { path, file } of entries.slice(0, MAX_FILES)) {
-    state.jobs.push({ name: path, file, status: "queued", done: 0, total: 0, message: "" });
+  for (const { path, file, kind = "add" } of entries.slice(0, MAX_FILES)) {
+    state.jobs.push({ name: path, file, kind, status: "queued", done: 0, total: 0, message: "" });
   }
   if (entries.length > MAX_FILES) deps.showError("memory", `Only the first ${MAX_FILES} of ${entries.length} files were taken.`);
   render();
@@ -113,9 +123,13 @@ async function run() {
     const job = state.jobs.find((j) => j.status === "queued");
     if (!job) return;
     while (deps.busy()) await new Promise((resolve) => setTimeout(resolve, 250)); // the chat's answer first
-    job.status = "reading";
+    job.status = job.kind === "import" ? "importing" : "reading";
     render();
     try {
+      if (job.kind === "import") {
+        await importFile(job);
+        continue;
+      }
       const data = await job.file.arrayBuffer();
       const event = await deps.client().memoryAdd(COLLECTION, state.embedder,
         { name: job.name, data, media_type: job.file.type || null, metadata: { bytes: job.file.size } },
@@ -130,7 +144,45 @@ async function run() {
   }
 }
 
+async function importFile(job) {
+  const { imported, skipped } = await deps.client().memoryImport(COLLECTION, state.embedder, job.file,
+    { name: job.name, onProgress: (p) => progress(job, p) });
+  state.jobs = state.jobs.filter((j) => j !== job);
+  await refreshDocuments();
+  announce(`${job.name}: ${imported} document${imported === 1 ? "" : "s"} imported${skipped ? `, ${skipped} already here` : ""}.`);
+}
+
+// Export: the lines come from the worker in parts, joined in a Blob, downloaded as a .jsonl file.
+async function exportDocuments() {
+  state.exporting = true;
+  render();
+  try {
+    const { blob, exported } = await deps.client().memoryExport(COLLECTION, state.embedder);
+    const url = URL.createObjectURL(blob);
+    const link = el("a");
+    link.href = url;
+    link.download = `${COLLECTION}-${new Date().toISOString().slice(0, 10)}.jsonl`;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    announce(`${exported} document${exported === 1 ? "" : "s"} exported.`);
+  } catch (err) {
+    state.error = err.message;
+  } finally {
+    state.exporting = false;
+    render();
+  }
+}
+
 function progress(job, p) {
+  if (job.kind === "import") {  // the file's bytes sent; another model's export: its passages embedded again
+    const again = p.type === "memory_progress" && p.phase === "embed";
+    if (p.type === "memory_import" || again) Object.assign(job, { status: again ? "reembedding" : "importing", done: p.done, total: p.total });
+    else if (p.type === "memory_progress" || p.type === "progress") job.status = "embedder";
+    render();
+    return;
+  }
   if (p.type === "memory_progress") {
     job.status = p.phase === "read" ? "reading" : p.phase === "embedder" && p.done === 0 ? "embedder" : "embedding";
     Object.assign(job, p.phase === "embed" ? { done: p.done, total: p.total } : { done: 0, total: 0 }); // not the download's bytes
@@ -215,6 +267,9 @@ const STATUS = {
   reading: () => "Reading…",
   embedder: (j) => j.total ? `Loading the embedding model… ${Math.round((100 * j.done) / j.total)}%` : "Loading the embedding model…",
   embedding: (j) => (j.total ? `Embedding: ${j.done} of ${j.total} passages` : "Cutting it into passages…"),
+  importing: (j) => (j.total ? `Importing: ${Math.round((100 * j.done) / j.total)}%` : "Importing…"),
+  reembedding: (j) => (j.total ? `Another embedding model’s export: embedding ${j.done} of ${j.total} passages again`
+    : "Another embedding model’s export: embedding it again…"),
   failed: (j) => (j.message.startsWith(`${j.name}: `) ? j.message.slice(j.name.length + 2) : j.message),
 };
 
@@ -231,6 +286,8 @@ function render() {
   view.usage.textContent = !state.event ? "" : quota > 0
     ? `Your documents take ${fmtBytes(bytes)} · this site uses ${fmtBytes(usage)} of ${fmtBytes(quota)}`
     : `Your documents take ${fmtBytes(bytes)}`;
+  view.exportButton.disabled = state.exporting || !docs.length;
+  view.exportButton.textContent = state.exporting ? "Exporting…" : "Export";
   view.note.hidden = !damaged.length;
   view.note.textContent = damaged.length ? `Some stored records could not be read (${damaged.join("; ")}); the others are here.` : "";
 }
@@ -240,7 +297,7 @@ function renderJob(job) {
   li.dataset.testid = "documents-job";
   li.dataset.status = job.status;
   li.append(el("div", "doc-name", job.name), el("div", "doc-status", STATUS[job.status](job)));
-  if (["reading", "embedder", "embedding"].includes(job.status)) { // reading: a long PDF takes a while
+  if (["reading", "embedder", "embedding", "importing", "reembedding"].includes(job.status)) { // reading: a long PDF takes a while
     const bar = el("div", `bar${job.total ? "" : " indeterminate"}`);
     const fill = el("div", "bar-fill");
     fill.style.width = job.total ? `${(100 * job.done) / job.total}%` : "";

@@ -24,6 +24,11 @@
 //   const { data: hits } = await wisp.memory.recall({ collection: "notes", query: "When does it leave?", k: 3 });
 //   const answer = await wisp.chat.completions.create({ model, messages, memory: "notes" });
 //   answer.memory.citations;  // [{n, source, place, document, start, end, text, score}]: what [n] cites
+//   const lines = await wisp.memory.export({ collection: "notes" });   // a Blob of JSON lines (the desktop's export)
+//   await wisp.memory.import({ collection: "copy", data: lines });     // a File, Blob or text: {imported, skipped}
+//   await wisp.memory.import(text);                                     // into "documents"
+// An export moves between the page and the desktop's /v1/memory/{c}/export and import (another embedding
+// model's is embedded again); an import is read and sent in pieces, so a large file never sits whole.
 
 import { fetchModels, memoryModel, sharedClient, WispError } from "./client.js";
 
@@ -51,6 +56,12 @@ export class Wisp {
         delete: (body) => this._memory(body, async (c, e, name) => ({ id: (await c.memoryDelete(name, e, body.id)).deleted, deleted: true })),
       },
       recall: (body) => this._memory(body, async (c, e, name) => listOf((await c.memoryRecall(name, e, body)).hits)),
+      export: (body) => this._memory(body, async (c, e, name) => (await c.memoryExport(name, e)).blob),
+      import: (body) => {
+        const asked = typeof body === "string" || isBlob(body) ? { data: body } : body || {};
+        return this._memory(asked, async (c, e, name) => c.memoryImport(name, e, linesOfImport(asked.data),
+          { name: asked.name ?? asked.data?.name ?? "the import" }));
+      },
     };
   }
 
@@ -126,6 +137,15 @@ async function documentOf(body) {
   if (ArrayBuffer.isView(data)) return { ...out, data: data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) };
   if (data instanceof ArrayBuffer) return { ...out, data: data.slice(0) };
   throw new WispError("request", "a document needs 'text' or 'data' (its file: a File, bytes or base64)");
+}
+
+const isBlob = (value) => typeof Blob !== "undefined" && value instanceof Blob;
+
+/** An import's export: a File or Blob (read in pieces), a text, or bytes. */
+function linesOfImport(data) {
+  if (typeof data === "string" || isBlob(data)) return data;
+  if (ArrayBuffer.isView(data) || data instanceof ArrayBuffer) return new Blob([data]);
+  throw new WispError("request", "an import needs 'data': the export's JSON lines (a File, a Blob, text or bytes)");
 }
 
 function modelObject(model) {

@@ -9,8 +9,10 @@ model (test_openai_server's) answers a question about the PDF with "Use my docum
 built again from the stored vectors: its words are noise (a random model), so the answer is held to
 a few tokens and the test checks its citations (the PDF's passage among them, "page 1") and the
 passage a click on its citation shows. Then static/openai.js's memory
-methods on the same page: a list, a recall, a chat completion with `memory`. One page session (two
-Pyodide boots: the reload); screenshots of the panel and of a cited passage in tests/artifacts/."""
+methods on the same page: a list, a recall, a chat completion with `memory`, an export imported into
+another collection (and again: every document already there); then the panel's Export downloads the
+documents, one is removed, and its Import brings it back. One page session (two Pyodide boots: the
+reload); screenshots of the panel and of a cited passage in tests/artifacts/."""
 
 import base64
 import json
@@ -141,7 +143,12 @@ API = """async ({tiny}) => {
   const recalled = await wisp.memory.recall({query: "night train to Vienna", k: 5});
   const answer = await wisp.chat.completions.create({model: tiny, max_tokens: 2, temperature: 0, memory: {collection: "documents", k: 5},
     messages: [{role: "user", content: "When does the train leave?"}]});
-  return {listed: listed.data.map((d) => d.source), recalled: recalled.data, answer};
+  const lines = await wisp.memory.export();  // a Blob of JSON lines, into another collection
+  const copied = await wisp.memory.import({collection: "copy", data: lines});
+  const again = await wisp.memory.import({collection: "copy", data: await lines.text()});
+  const copy = await wisp.memory.documents.list({collection: "copy"});
+  return {listed: listed.data.map((d) => d.source), recalled: recalled.data, answer, copied, again,
+          copy: copy.data.map((d) => d.source)};
 }"""
 
 
@@ -205,6 +212,17 @@ def test_documents_are_kept_recalled_and_cited(server, tmp_path):
         assert stats.split(" token")[0] in ("1", "2", "3", "4"), stats  # held to max_tokens
 
         api = page.evaluate(API, {"tiny": TINY})  # static/openai.js: the loaded models answer
+
+        tid(page, "documents-button").click()  # the panel's Export, then its Import after a removal
+        with page.expect_download() as download:
+            tid(page, "documents-export").click()
+        exported = tmp_path / download.value.suggested_filename
+        download.value.save_as(exported)
+        tid(page, "documents-item").filter(has_text="birds.html").get_by_test_id("documents-remove").click()
+        expect(tid(page, "documents-item")).to_have_count(3)
+        tid(page, "documents-import-input").set_input_files(exported)
+        expect(tid(page, "documents-item")).to_have_count(4)
+        imported = listed(page)
         context.close()
     assert not errors, errors
     assert api["listed"] == ["trains.pdf", "garden.md", "birds.html", "notes/deeper/swifts.txt"]
@@ -214,5 +232,14 @@ def test_documents_are_kept_recalled_and_cited(server, tmp_path):
     citations = api["answer"]["memory"]["citations"]
     assert api["answer"]["memory"]["collection"] == "documents" and len(citations) == 4
     assert [c["n"] for c in citations] == [1, 2, 3, 4] and api["answer"]["usage"]["completion_tokens"] <= 2
+    assert (api["copied"], api["again"], api["copy"]) == (
+        {"imported": 4, "skipped": 0},
+        {"imported": 0, "skipped": 4},
+        api["listed"],
+    )
+    assert exported.name.startswith("documents-") and exported.suffix == ".jsonl"
+    assert len(exported.read_text().splitlines()) == 1 + 4  # the header, a document a line
+    assert imported == ["trains.pdf", "garden.md", "notes/deeper/swifts.txt", "birds.html"]
     seen = check_protocol(traffic)
-    assert {"memory_add", "memory_list", "memory_delete", "memory", "memory_progress"} <= set(seen), seen
+    expected = {"memory_add", "memory_list", "memory_delete", "memory", "memory_progress", "memory_export"}
+    assert expected | {"memory_lines", "memory_import"} <= set(seen), seen
