@@ -81,13 +81,12 @@ async def memory_message(state, message: dict) -> None:
                 done = {"exported": export(state, request, shelf)}
             state.emit("memory", request, **await report(name, shelf), **done)
         return
-    from .memory_transfer import import_batch
     from .recovery import settled
 
     await settled(state)  # after a device loss: on the reloaded device
     with state.busy(request):
         if kind in ("memory_add", "memory_import"):
-            await (add if kind == "memory_add" else import_batch)(state, message, name, model)
+            await (add if kind == "memory_add" else import_lines)(state, message, name, model)
             return
         query = message["query"]
         if not query.strip():
@@ -137,6 +136,23 @@ async def add(state, message: dict, name: str, model: dict) -> None:
             text, metadata, source=source, places=places, progress=lambda done, total: progress("embed", done, total)
         )
         state.emit("memory", request, **await report(name, shelf), added=document_json(added))
+
+
+async def import_lines(state, message: dict, name: str, model: dict) -> None:
+    """One batch of an export's lines (memory_transfer.py): the embedder only for another model's."""
+    from .memory_transfer import ImportBatch
+
+    batch = ImportBatch(message, model["id"])
+    embedder = None if batch.same else await ensure_embedder(state, model, message, batch.request)
+    async with state.memory.lock, opened(name) as files:
+        shelf = state.memory.shelf(name, files, model["id"], embedder.dimensions if embedder else batch.dimensions)
+        # where the index is built (or must be, to embed), it takes the documents too
+        collection = await indexed(state, shelf) if embedder else shelf.collection
+        shelf.store.room = (await room())[2]  # a batch that would not fit is refused before it writes
+        imported, skipped = await batch.store(state, shelf, collection, embedder)
+        state.emit(
+            "memory", batch.request, collection=name, imported=imported, skipped=skipped, bytes=shelf.store.bytes
+        )
 
 
 async def recall(state, options, query: str, model: dict | None, request, message: dict):

@@ -11,7 +11,8 @@ import keeps them), the line's own document is not, and a document already there
 same file imported again after a fix adds only what is missing. An export of another embedding model
 has its passages' texts embedded again (progress as an add's `embed` steps); the same model's needs
 no GPU at all where the collection's index is not built yet (the records go to the store, the index
-is built from them at the next recall)."""
+is built from them at the next recall). Here the lines' work; memory.py's export and import_lines
+open the collection's files and the embedder around it."""
 
 from __future__ import annotations
 
@@ -37,26 +38,26 @@ def export(state, request, shelf) -> int:
     return len(documents)
 
 
-async def import_batch(state, message: dict, name: str, model: dict) -> None:
-    """One batch of an export's lines into the collection `name`, answered by a `memory` event with
-    `imported` (documents added) and `skipped` (already there)."""
-    from . import memory  # its opened() and room(): the files' seam (tests put plain files there)
+class ImportBatch:
+    """One memory_import message: its header read (ExportReader), then its lines stored by store()."""
 
-    request, label = message["id"], message.get("name") or "the import"
-    reader = ExportReader(message["header"], model["id"], f"{label}: its first line")
-    embedder = None if reader.same else await memory.ensure_embedder(state, model, message, request)
-    async with state.memory.lock, memory.opened(name) as files:
-        dimensions = embedder.dimensions if embedder else reader.dimensions or None
-        shelf = state.memory.shelf(name, files, model["id"], dimensions)
-        # where the index is built (or must be, to embed), it takes the documents too
-        collection = await memory.indexed(state, shelf) if embedder else shelf.collection
+    def __init__(self, message: dict, model: str):
+        self.request, self.label = message["id"], message.get("name") or "the import"
+        self.lines, self.first = message["lines"], message["line"]
+        self.reader = ExportReader(message["header"], model, f"{self.label}: its first line")
+        self.same = self.reader.same  # the collection's model: the vectors are taken as they are
+        self.dimensions = self.reader.dimensions or None
+
+    async def store(self, state, shelf, collection, embedder) -> tuple[int, int]:
+        """The batch's documents into the shelf's store (through `collection`, the index, where it is
+        built), another model's embedded again by `embedder` first; (imported, skipped)."""
         known = {doc.id for doc in shelf.store.documents()}
         documents, skipped, problem = [], 0, None
-        for number, line in enumerate(message["lines"], message["line"]):
+        for number, line in enumerate(self.lines, self.first):
             if not line.strip():
                 continue
             try:
-                doc = reader.document(line, f"{label}: line {number}")
+                doc = self.reader.document(line, f"{self.label}: line {number}")
             except WispError as exc:
                 problem = exc  # the documents before it go in; it and the lines after it do not
                 break
@@ -65,25 +66,17 @@ async def import_batch(state, message: dict, name: str, model: dict) -> None:
                 continue
             known.add(doc.id)
             documents.append(doc)
-        if embedder and documents:
+        if not self.same and documents:
 
             def progress(done: int, total: int) -> None:
-                state.emit("memory_progress", request, file=label, phase="embed", done=done, total=total)
+                state.emit("memory_progress", self.request, file=self.label, phase="embed", done=done, total=total)
 
             progress(0, 0)
             await embed_again(embedder, collection.prompts["document"], documents, progress)
-        shelf.store.room = (await memory.room())[2]  # a batch that would not fit is refused before it writes
         if collection is not None:
             collection.restore_many(documents)
         else:
             shelf.store.add_many(documents)
         if problem is not None:
             raise problem
-        state.emit(
-            "memory",
-            request,
-            collection=name,
-            imported=len(documents),
-            skipped=skipped,
-            bytes=shelf.store.bytes,
-        )
+        return len(documents), skipped
