@@ -4,10 +4,11 @@
 // client (static/client.js's WispClient) talking to the real worker/worker.js in this process.
 // run.mjs measures with it; tests/test_dawn_harness.py boots it without a GPU.
 //
-//   openPage({model, gpu, storeDir, inlineFetch}) -> {origin, client, model, modelRef, close(), threadsCpu()}
+//   openPage({model, gpu, storeDir, inlineFetch, test}) -> {origin, client, model, modelRef, close(), threadsCpu()}
 //     model: a .gguf file or an HF directory; gpu: navigator.gpu (Dawn's, or undefined: no WebGPU);
 //     storeDir: the directory behind the origin's OPFS; inlineFetch: Node's fetch on the worker's thread
-//     (worker_shim.mjs). `model` of the result is the /api/models entry.
+//     (worker_shim.mjs); test: the worker as worker.js?test (its test_exec hook runs Python: memory.mjs
+//     reads the wasm memory's size through it). `model` of the result is the /api/models entry.
 //     threadsCpu(): CPU seconds so far of the worker's thread (this one), its network thread, the
 //     server's and the store writers' (cpu.mjs; null off Linux).
 
@@ -22,7 +23,7 @@ import { installWorkerScope, networkCpu, startWorker } from "./worker_shim.mjs";
 const ROOT = new URL("../../", import.meta.url);
 let opened = false;
 
-export async function openPage({ model, gpu, storeDir, inlineFetch = false }) {
+export async function openPage({ model, gpu, storeDir, inlineFetch = false, test = false }) {
   if (opened) throw new Error("openPage: one page (one worker scope) per process");
   opened = true;
   const server = await serve({ model, root: fileURLToPath(ROOT) });
@@ -33,7 +34,7 @@ export async function openPage({ model, gpu, storeDir, inlineFetch = false }) {
     [`${server.origin}/${hashWasm}`]: { url: new URL(`build/web/${hashWasm}`, ROOT).href, format: "module" } } } };
   register(hooks.url, { data: hooks.data });
   installOpfsGlobals();
-  installWorkerScope({ url: `${server.origin}/worker/worker.js`, gpu, storage: diskStorage(storeDir), hooks, inlineFetch });
+  installWorkerScope({ url: `${server.origin}/worker/worker.js${test ? "?test" : ""}`, gpu, storage: diskStorage(storeDir), hooks, inlineFetch });
   const { WispClient, fetchModels, modelRef } = await import(new URL("static/client.js", ROOT).href);
   const client = new WispClient({ createWorker: () => startWorker() });
   const entry = (await fetchModels(`${server.origin}/api/models`))[0];

@@ -24,9 +24,11 @@ import { Worker, isMainThread, parentPort, workerData } from "node:worker_thread
 
 import { threadCpu } from "./cpu.mjs";
 
-// What app/models.py serves of an HF directory (besides *.safetensors).
+// What app/models.py serves of an HF directory (besides *.safetensors): formats/hf_dir.py's SMALL_FILES
+// of a text model, and an embedding model's sentence-transformers files (its pooling, its prompts).
 const HF_FILES = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                  "chat_template.jinja", "model.safetensors.index.json"];
+                  "chat_template.jinja", "model.safetensors.index.json", "modules.json", "sentence_bert_config.json",
+                  "1_Pooling/config.json", "config_sentence_transformers.json"];
 const MIME = { ".wasm": "application/wasm", ".mjs": "text/javascript", ".js": "text/javascript",
                ".json": "application/json", ".whl": "application/zip", ".zip": "application/zip" };
 
