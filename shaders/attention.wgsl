@@ -19,9 +19,14 @@
 // full layer's kernel is as before) position k is row k.
 // ROPE_KV (a one-row forward: decode): rope_kv.wgsl's work is done here instead, saving its
 // dispatch: the q heads are normalised (has_qk_norm) and rotated in workgroup memory, and the new
-// key and value (position q) come from qkv: the split holding q reads them from workgroup memory
-// in place of the cache's row q, and the KV head's first group writes them to the caches (nothing
-// in this dispatch reads them there). Without it, rope_kv ran first: q rotated in qkv, k/v cached.
+// key and value (position q) come from qkv, the key normalised and rotated, the value
+// RMS-normalised without a weight where has_v_norm (Gemma 4): the split holding q reads them from
+// workgroup memory in place of the cache's row q, and the KV head's first group writes them to the
+// caches (nothing in this dispatch reads them there). A layer with owns_kv 0 (Gemma 4's shared-KV
+// layers: qkv holds only q heads, the caches are an earlier layer's, which cached position q
+// earlier in this forward) appends nothing: only its q heads are normalised and rotated, and
+// row q is read from the cache like any other. Without it, rope_kv ran first: q rotated in qkv,
+// k/v cached.
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 qkv (read, f32 [rows, q_stride]; the
 //           q heads come first, then k and v), 3 k_cache (read_write, K words: [n_kv_heads,
 //           capacity, head_dim] elements; capacity: the context's positions, or RING's rows),
@@ -30,7 +35,8 @@
 //           5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]: weighted V, max, sum;
 //           from element partials_at),
 //           6 cos_sin (read, f32 [rows, rotary_dim / 2, 2]), 7 q_norm, 8 k_norm (read, f32
-//           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there).
+//           [head_dim]): read only with ROPE_KV (rope_kv.wgsl's, as there; k_norm only where
+//           owns_kv).
 // Defines: GROUP_HEADS (attention_grid.group_heads: q heads per workgroup, <= 8, and <= 4 when
 //           head_dim > 128). SUBGROUPS (kernels.py, from the device): a key's two halves and the
 //           tile's max by subgroup operations. ROPE_KV. RING. WIDE_HEADS (attention_grid.wide_heads:
@@ -55,7 +61,8 @@ struct Params {
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
     interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
-    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, pad2: u32,  // tiled_*: attention_tiled.wgsl's
+    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, has_v_norm: u32,  // tiled_*: attention_tiled.wgsl's
+    owns_kv: u32, pad0: u32, pad1: u32, pad2: u32,  // has_v_norm, owns_kv: ROPE_KV's (attention_heads.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;

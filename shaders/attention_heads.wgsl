@@ -1,28 +1,36 @@
 // Not a kernel: the group-of-heads helpers of a decode token's attention (attention.wgsl,
 // attention_subgroups.wgsl), which py_engine/runtime/kernels.py appends to kernels that call
 // load_heads. They use the kernel's GROUP_HEADS, QV, THREADS, ROPE_KV and RING, its Step, Params p
-// and qkv, cos_sin, q_norm, k_norm bindings, and its
+// (with has_v_norm and owns_kv) and qkv, cos_sin, q_norm, k_norm bindings, and its
 // workgroup arrays qg (the group's q: qg[v * head_dim + d][c] is dimension d of head 4v + c),
 // new_k, new_v (ROPE_KV: the new key and value) and part (at least 128 vec4s: norm_head's sums).
 
-// Dimension d of group head c (c == GROUP_HEADS: the new key), for ROPE_KV's norm and rotation.
-// One thread writes a dimension's vec4 at a time, so component writes never race.
+// Dimension d of group head c (c == GROUP_HEADS: the new key, GROUP_HEADS + 1: the new value),
+// for ROPE_KV's norms and rotation. One thread writes a dimension's vec4 at a time, so component
+// writes never race.
+const NEW_KEY: u32 = GROUP_HEADS;
+const NEW_VALUE: u32 = GROUP_HEADS + 1u;
+
 fn head_get(c: u32, d: u32) -> f32 {
-    if (c == GROUP_HEADS) { return new_k[d]; }
+    if (c == NEW_KEY) { return new_k[d]; }
+    if (c == NEW_VALUE) { return new_v[d]; }
     return qg[(c / 4u) * p.head_dim + d][c % 4u];
 }
 
 fn head_set(c: u32, d: u32, value: f32) {
-    if (c == GROUP_HEADS) {
+    if (c == NEW_KEY) {
         new_k[d] = value;
+    } else if (c == NEW_VALUE) {
+        new_v[d] = value;
     } else {
         qg[(c / 4u) * p.head_dim + d][c % 4u] = value;
     }
 }
 
-// ROPE_KV: group head c (or the new key) normalised by its norm weight (a model with q/k norms):
-// rope_kv.wgsl's operations in its order (its 128 threads' sums, then their tree), so a decode
-// token's q and k equal a prefill's. Ends with a barrier.
+// ROPE_KV: group head c (or the new key) normalised by its norm weight (a model with q/k norms),
+// or the new value by none (has_v_norm: Gemma 4): rope_kv.wgsl's operations in its order (its 128
+// threads' sums, then their tree, then x * scale * weight, the value's weight 1), so a decode
+// token's q, k and v equal a prefill's bit for bit. Ends with a barrier.
 fn norm_head(lid: u32, c: u32) {
     let hd = p.head_dim;
     var sum = 0.0;
@@ -39,8 +47,9 @@ fn norm_head(lid: u32, c: u32) {
     let scale = inverseSqrt(part[0].x / f32(hd) + p.eps);
     workgroupBarrier();  // part[0] read by all before it is reused
     for (var d = lid; d < hd; d += THREADS) {
-        if (c == GROUP_HEADS) { head_set(c, d, head_get(c, d) * scale * (k_norm[d] + p.norm_offset)); }
-        else { head_set(c, d, head_get(c, d) * scale * (q_norm[d] + p.norm_offset)); }
+        var w = 1.0;  // a V norm has no weight
+        if (c < GROUP_HEADS) { w = q_norm[d] + p.norm_offset; } else if (c == NEW_KEY) { w = k_norm[d] + p.norm_offset; }
+        head_set(c, d, head_get(c, d) * scale * w);
     }
     workgroupBarrier();
 }
@@ -61,15 +70,20 @@ fn rotate_heads(lid: u32, heads: u32, cs: vec2<f32>) {
 }
 
 // ROPE_KV: the cache row (kv_head * capacity + position, RING: cache_row's) of the new key, which
-// is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it there).
+// is read from new_k / new_v instead (this dispatch writes it to the caches; nothing here reads it
+// there). A layer that appends nothing (owns_kv 0) has none: NO_ROW, which no row equals, and
+// its current position's key and value are read from the cache like the others (the layer that
+// owns the caches wrote them earlier in the forward).
+const NO_ROW: u32 = 0xffffffffu;
 var<private> new_row: u32;
 
 // A workgroup's keys: split `split` of KV head kvh for the query at position q_pos. kv_base + a
 // key position is its row (shaders/kv_ring.wgsl's ring_start); end is exclusive
-// (first >= end: no key here); holds_new: ROPE_KV and the split holds the query's own key, which
-// is not in the cache yet: the split reads it from workgroup memory where the cache would hold it,
-// with the same arithmetic as the other keys, so a decode token's attention equals that of a
-// forward of a few rows, where rope_kv cached it first. Sets ring_end and new_row.
+// (first >= end: no key here); holds_new: ROPE_KV, the layer appends its own K/V (owns_kv) and the
+// split holds the query's own key, which is not in the cache yet: the split reads it from
+// workgroup memory where the cache would hold it, with the same arithmetic as the other keys, so
+// a decode token's attention equals that of a forward of a few rows, where rope_kv cached it
+// first. Sets ring_end and new_row.
 struct Split { kv_base: u32, first: u32, end: u32, holds_new: bool }
 
 // Whether split `split` holds any of the forward's keys: those past them are never read (the
@@ -85,13 +99,16 @@ fn split_keys(kvh: u32, q_pos: u32, split: u32) -> Split {
     var first = oldest + split * p.split_len;
     if (p.window > 0u && q_pos + 1u > p.window) { first = max(first, q_pos + 1u - p.window); }
     let split_end = oldest + (split + 1u) * p.split_len;
-    new_row = cache_row(kv_base + q_pos);
-    return Split(kv_base, first, min(q_pos + 1u, split_end), ROPE_KV && first <= q_pos && q_pos < split_end);
+    let appends = ROPE_KV && p.owns_kv == 1u;
+    new_row = NO_ROW;
+    if (appends) { new_row = cache_row(kv_base + q_pos); }
+    return Split(kv_base, first, min(q_pos + 1u, split_end), appends && first <= q_pos && q_pos < split_end);
 }
 
 // The group's q heads (row `row`, from first_head) into qg, zeros past GROUP_HEADS, and where the
 // split holds the new key (ROPE_KV) the new key and value into new_k / new_v; ROPE_KV: the heads
-// and the new key normalised (has_qk_norm) and rotated as rope_kv.wgsl does. Ends with a barrier.
+// and the new key normalised (has_qk_norm) and rotated, the new value normalised (has_v_norm), as
+// rope_kv.wgsl does. Ends with a barrier.
 fn load_heads(row: u32, first_head: u32, kvh: u32, holds_new: bool, lid: u32) {
     let hd = p.head_dim;
     // ROPE_KV: this thread's rotation's (cos, sin), loaded with the q heads: one wait for both.
@@ -121,6 +138,7 @@ fn load_heads(row: u32, first_head: u32, kvh: u32, holds_new: bool, lid: u32) {
         if (p.has_qk_norm == 1u) {  // uniform: the barriers inside are reached by every thread or none
             for (var c = 0u; c < heads; c++) { norm_head(lid, c); }
         }
+        if (holds_new && p.has_v_norm == 1u) { norm_head(lid, NEW_VALUE); }  // uniform too
         rotate_heads(lid, heads, cs);
         workgroupBarrier();
     }

@@ -1,10 +1,10 @@
 // A few query rows' causal multi-head attention over the KV cache (a decode token's: what
-// attention.wgsl computes, with the same bindings, grid, split partials and ROPE_KV / RING /
-// window / softcap), for devices whose subgroups are at least 32 invocations wide, a multiple of
-// 32 (attention_grid.few_rows_kernel): no workgroup barrier between its keys. Each 32
-// consecutive invocations (a "warp": a subgroup, or part of a wider one) run their own online
-// softmax over steps of STEP_KEYS keys (8, or 4 where a key row has more than 32 words), and the
-// workgroup's warps merge once, after their last keys.
+// attention.wgsl computes, with the same bindings, grid, split partials and ROPE_KV (its V norm
+// and shared-KV layers too: attention_heads.wgsl) / RING / window / softcap), for devices whose
+// subgroups are at least 32 invocations wide, a multiple of 32 (attention_grid.few_rows_kernel):
+// no workgroup barrier between its keys. Each 32 consecutive invocations (a "warp": a subgroup, or
+// part of a wider one) run their own online softmax over steps of STEP_KEYS keys (8, or 4 where a
+// key row has more than 32 words), and the workgroup's warps merge once, after their last keys.
 // A step: every lane loads its 16-byte words of the step's keys and values first (KEY_LANES lanes
 // a key, then VALUE_WORDS lanes a value row), then the keys' scores (4 heads a vec4, summed over
 // the key's lanes by shuffles), the step's max, the weights, and the values weighed by them (a
@@ -26,7 +26,8 @@ struct Params {
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
     interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
-    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, pad2: u32,  // tiled_*: attention_tiled.wgsl's
+    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, has_v_norm: u32,  // tiled_*: attention_tiled.wgsl's
+    owns_kv: u32, pad0: u32, pad1: u32, pad2: u32,  // has_v_norm, owns_kv: ROPE_KV's (attention_heads.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;

@@ -73,7 +73,8 @@ struct Params {
     capacity: u32, window: u32, scale: f32, softcap: f32,
     split_len: u32, splits: u32, rotary_dim: u32, has_qk_norm: u32,
     interleaved: u32, eps: f32, norm_offset: f32, partials_at: u32,
-    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, pad2: u32,
+    q_head_stride: u32, tiled_split_len: u32, tiled_splits: u32, has_v_norm: u32,
+    owns_kv: u32, pad0: u32, pad1: u32, pad2: u32,  // has_v_norm, owns_kv: attention.wgsl's ROPE_KV's (unused)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;

@@ -142,10 +142,11 @@ def attend(
 ):
     """attention + attention_combine over `rows` rows from position pos: y [rows, heads, hd], the
     partials and the caches after it. cos_sin given: ROPE_KV (one row; qkv not yet rotated, the
-    row's k/v not yet cached). scale: head_dim ** -0.5 unless given. ring: the caches' capacity
-    rows are a sliding layer's ring (RING: position k at row k % capacity). kernel: a few rows'
-    kernel, attention.wgsl or attention_subgroups.wgsl (run without subgroups: its lanes'
-    exchanges through workgroup memory, the arithmetic of 32-wide subgroups)."""
+    row's k/v not yet cached; rope_params' has_v_norm and owns_kv, default 0 and 1, as rope_kv's).
+    scale: head_dim ** -0.5 unless given. ring: the caches' capacity rows are a sliding layer's
+    ring (RING: position k at row k % capacity). kernel: a few rows' kernel, attention.wgsl or
+    attention_subgroups.wgsl (run without subgroups: its lanes' exchanges through workgroup
+    memory, the arithmetic of 32-wide subgroups)."""
     p = rope_params
     nh, hd, cap = p["n_heads"], p["head_dim"], p["capacity"]
     splits = -(-cap // split_len)  # several splits once pos > split_len
@@ -188,6 +189,10 @@ def attend(
             "q_head_stride": hd,
             "tiled_split_len": split_len,
             "tiled_splits": splits,
+            "has_v_norm": p.get("has_v_norm", 0),
+            "owns_kv": p.get("owns_kv", 1),
+            "pad0": 0,
+            "pad1": 0,
             "pad2": 0,
         },
         grid=attention_grid.grid(rows, nh, p["n_kv_heads"], hd, splits, splits),

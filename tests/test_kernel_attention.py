@@ -1,6 +1,7 @@
 """Fused QK-norm + RoPE + KV append, then causal GQA attention (with sliding window, over a full
 cache or a sliding layer's ring), vs numpy; and a one-row forward's attention doing the first's
-work itself (ROPE_KV). Heads up to 512 wide (attention.wgsl WIDE_HEADS: Gemma 4's full layers)."""
+work itself (ROPE_KV), Gemma 4's V norm and shared-KV layers (no K/V of their own) included.
+Heads up to 512 wide (attention.wgsl WIDE_HEADS: Gemma 4's full layers)."""
 
 import numpy as np
 import pytest
@@ -63,6 +64,112 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     check_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups)
 
 
+# Gemma 4 E2B's decode layers (8 q heads on one KV head, QK norms; cheap: one row): a sliding
+# layer's heads of 256 over a ring in its second lap, a full layer's 512 in the second split.
+GEMMA4_LAYERS = [(8, 1, 256, 256, 1, 150, 70, True, False, 90), (8, 1, 512, 512, 1, 70, 0, True, False, 0)]
+
+
+@pytest.mark.parametrize("kernel,subgroups", KERNELS, ids=["subgroups", "workgroup-memory", "attention_subgroups"])
+@pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved,ring", GEMMA4_LAYERS)
+@pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
+def test_v_norm_in_the_fused_decode(
+    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups
+):
+    """Gemma 4's V norm (values RMS-normalised without a weight before they are cached,
+    rope_kv.wgsl has_v_norm): a one-row forward's attention (ROPE_KV) normalises the new value
+    itself, caching the very bits rope_kv.wgsl caches."""
+    check_rope_then_attention(
+        nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, v_norm=True
+    )
+
+
+@pytest.mark.parametrize("kernel,subgroups", KERNELS, ids=["subgroups", "workgroup-memory", "attention_subgroups"])
+@pytest.mark.parametrize("nh,nkv,hd,rd,rows,pos,window,qk_norm,interleaved,ring", GEMMA4_LAYERS)
+@pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
+def test_shared_kv_layer_in_the_fused_decode(
+    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups
+):
+    """Gemma 4's shared-KV layers (owns_kv 0: qkv holds only q heads, the caches are an earlier
+    layer's, which cached this position earlier in the forward): ROPE_KV normalises and rotates
+    the q heads only, appends nothing, and reads the position's key and value from the cache:
+    the output of rope_kv.wgsl (q heads only) then attention, bit for bit; the caches as they were."""
+    if "f16" in kv and not device(True)[0].caps.shader_f16:
+        pytest.skip("no shader-f16")
+    if (
+        kernel != "attention"
+        and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel
+    ):
+        pytest.skip(f"{kernel}.wgsl does not take this shape")
+    split_len = 64 if kernel == "attention" else 128
+    rng = np.random.default_rng(hd + pos)
+    cap = ring or pos + 3
+    stride = nh * hd
+    # The row's q heads, then what a pool slot might hold past them (a layer that appended would
+    # cache it: the caches must stay as they were).
+    qkv = rng.standard_normal((1, stride + 2 * nkv * hd)).astype(np.float32)
+    k_dtype, v_dtype = NUMPY[kv[0]], NUMPY[kv[1]]
+    defines = {"K_CACHE": kv[0], "V_CACHE": kv[1]}
+    k_cache = rng.standard_normal((nkv, cap, hd)).astype(k_dtype)
+    v_cache = rng.standard_normal((nkv, cap, hd)).astype(v_dtype)
+    qn = (1 + 0.3 * rng.standard_normal(hd)).astype(np.float32)
+    inv_freq = 1.0 / 10000 ** (np.arange(rd // 2) * 2 / rd)
+    angles = (pos * inv_freq)[None, :].astype(np.float32)
+    cos_sin = np.stack([np.cos(angles), np.sin(angles)], -1).astype(np.float32)
+    params = {"n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "rotary_dim": rd, "qkv_stride": stride}
+    params |= {"capacity": cap, "has_qk_norm": int(qk_norm), "interleaved": int(interleaved), "eps": 1e-6}
+    params |= {"norm_offset": 0.0, "q_head_stride": hd, "has_v_norm": 0}
+    # The layer's rope_kv dispatch: its q heads only (k_norm unbound: a dummy).
+    dummy = np.zeros(4, np.float32)
+    out = run_kernel(
+        "rope_kv",
+        {"cos_sin": cos_sin, "q_norm": qn, "k_norm": dummy, "qkv": qkv, "k_cache": k_cache, "v_cache": v_cache},
+        params,
+        grid=(nh, 1, 1),
+        step=(1, pos, pos + 1),
+        defines=defines,
+    )
+    rotated = np.frombuffer(out["qkv"], np.float32).reshape(qkv.shape)
+    attn = attend(
+        rotated,
+        k_cache,
+        v_cache,
+        params,
+        1,
+        pos,
+        window,
+        defines,
+        subgroups,
+        ring=bool(ring),
+        kernel=kernel,
+        split_len=split_len,
+    )
+    fused = attend(
+        qkv,
+        k_cache,
+        v_cache,
+        {**params, "owns_kv": 0},
+        1,
+        pos,
+        window,
+        defines,
+        subgroups,
+        cos_sin=cos_sin,
+        qn=qn,
+        kn=dummy,
+        ring=bool(ring),
+        kernel=kernel,
+        split_len=split_len,
+    )
+    np.testing.assert_array_equal(fused["k_cache"], k_cache.astype(np.float64))
+    np.testing.assert_array_equal(fused["v_cache"], v_cache.astype(np.float64))
+    np.testing.assert_array_equal(fused["y"], attn["y"])
+    q = qkv[:, :stride].reshape(1, nh, hd).astype(np.float64)
+    q = q / np.sqrt((q**2).mean(-1, keepdims=True) + 1e-6) * qn
+    q = rope_ref(q, cos_sin[:, None, :, 0], cos_sin[:, None, :, 1], rd, interleaved)
+    by_position = [in_positions(c.astype(np.float64), pos + 1) for c in (k_cache, v_cache)]
+    np.testing.assert_allclose(fused["y"], attention_reference(q, *by_position, pos, window), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("kv", KV_FORMATS, ids="/".join)
 def test_proportional_rope_of_512(kv):
     """Gemma 4's full layers (E2B: 8 q heads of 512 on one KV head, QK norms): RoPE over the whole
@@ -105,10 +212,11 @@ def test_wide_heads_scores_past_the_exp_clamp(subgroups):
 
 
 def check_rope_then_attention(
-    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, inv_freq=None
+    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, inv_freq=None, v_norm=False
 ):
     """rope_kv then a few rows' attention, and the fused one-row forward (ROPE_KV), vs numpy
-    (inv_freq: the RoPE frequencies; default 10000's over rotary_dim)."""
+    (inv_freq: the RoPE frequencies; default 10000's over rotary_dim; v_norm: the values
+    RMS-normalised without a weight before they are cached, Gemma 4's)."""
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     if (
@@ -147,7 +255,7 @@ def check_rope_then_attention(
         "eps": 1e-6,
         "norm_offset": 0.0,
         "q_head_stride": hd,
-        "has_v_norm": 0,
+        "has_v_norm": int(v_norm),
     }
     out = run_kernel(
         "rope_kv",
@@ -163,6 +271,8 @@ def check_rope_then_attention(
     if qk_norm:
         q = q / np.sqrt((q**2).mean(-1, keepdims=True) + 1e-6) * qn
         k = k / np.sqrt((k**2).mean(-1, keepdims=True) + 1e-6) * kn
+    if v_norm:
+        v = v / np.sqrt((v**2).mean(-1, keepdims=True) + 1e-6)
     c, s = cos_sin[:, None, :, 0], cos_sin[:, None, :, 1]
     q, k = rope_ref(q, c, s, rd, interleaved), rope_ref(k, c, s, rd, interleaved)
     want_k = k_cache.astype(np.float64)
@@ -223,6 +333,9 @@ def check_rope_then_attention(
     )
     np.testing.assert_allclose(fused["k_cache"], got_k, rtol=k_tol, atol=k_tol)
     np.testing.assert_allclose(fused["v_cache"], got_v, rtol=v_tol, atol=v_tol)
+    if v_norm:  # the very bits rope_kv.wgsl cached (its norm's sums in its order, one rounding)
+        np.testing.assert_array_equal(fused["k_cache"], got_k)
+        np.testing.assert_array_equal(fused["v_cache"], got_v)
     np.testing.assert_allclose(
         fused["y"],
         attention_reference(got_qkv[last:, :nh], by_position["k"], by_position["v"], pos + last, window),

@@ -97,7 +97,8 @@ def attention_time(device, cache, timer, shape, rows, depth, kernel_name, define
         "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "q_stride": stride, "capacity": keys, "window": 0,
         "scale": hd**-0.5, "softcap": 0.0, "split_len": split_len, "splits": splits, "rotary_dim": hd,
         "has_qk_norm": 0, "interleaved": 0, "eps": 1e-6, "norm_offset": 0.0, "partials_at": 0,
-        "q_head_stride": hd, "tiled_split_len": split_len, "tiled_splits": splits, "pad2": 0,
+        "q_head_stride": hd, "tiled_split_len": split_len, "tiled_splits": splits, "has_v_norm": 0,
+        "owns_kv": 1, "pad0": 0, "pad1": 0, "pad2": 0,
     }  # fmt: skip
     resources, partials = [], None
     for b in kernel.bindings:
