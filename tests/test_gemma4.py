@@ -63,6 +63,19 @@ def test_shared_layers_own_no_kv():
     assert caches["k_cache.2"].nbytes * 16 * ring == caches["k_cache.1"].nbytes * 24 * 64
 
 
+def test_decode_runs_no_rope_kv():
+    """A decode token (one row) dispatches no rope_kv: every layer's attention does its work
+    (attention.wgsl ROPE_KV), the owners' V norm included and the shared layers appending nothing;
+    a prompt's forward keeps the 5 rope_kv ops, one a layer. One dispatch fewer a layer (E2B: 35)."""
+    cfg, graph = build("gemma4-f32", kv_capacity=64, ring_slack=16)
+    attention = [op for op in graph.ops if "partials" in op.bind]
+    assert all(op.decode_defines == {"ROPE_KV": True} for op in attention)
+    assert [(op.params["has_v_norm"], op.params["owns_kv"]) for op in attention] == [(1, 1)] * 3 + [(0, 0)] * 2
+    kernels = lambda rows: [op.kernel for op in graph.ops if graph.dispatched(op, rows)]  # noqa: E731
+    assert "rope_kv" not in kernels(1) and kernels(5).count("rope_kv") == cfg.num_layers
+    assert len(kernels(5)) - len(kernels(1)) == cfg.num_layers
+
+
 def test_proportional_rope_turns_a_share_of_frequencies_over_the_whole_head():
     """transformers' "proportional" RoPE: the first 0.25 x 24 / 2 = 3 frequencies, with exponents
     over 24 (not over the 6 dims that turn), the other 9 still."""

@@ -31,7 +31,8 @@ def attention_splits(capacity: int, most: int) -> tuple[int, int]:
 
 class KVLayer(NamedTuple):
     """A layer's qkv and how rope_kv() normalises, rotates and caches its keys: attention() takes
-    it (and in a one-row forward does rope_kv's work itself, with these norms and RoPE params)."""
+    it (and in a one-row forward does rope_kv's work itself, with these norms and RoPE params:
+    attention.wgsl ROPE_KV, the V norm and a layer without K/V of its own included)."""
 
     qkv: Tensor
     norms: dict  # cos_sin, q_norm, k_norm bindings
@@ -51,12 +52,6 @@ class KVLayer(NamedTuple):
         """qkv's row: the q heads (and their gates), then the k and v heads."""
         kv = 2 * self.rope["n_kv_heads"] * self.rope["head_dim"] if self.owns_kv else 0
         return self.rope["n_heads"] * self.q_head_stride + kv
-
-    @property
-    def fused_decode(self) -> bool:
-        """Whether a one-row forward's attention does rope_kv's work itself (attention.wgsl
-        ROPE_KV): not where it has no K/V of its own to append, nor values to normalise."""
-        return self.owns_kv and not self.v_norm
 
 
 class AttentionOps:
@@ -79,8 +74,7 @@ class AttentionOps:
         """A layer's Q/K norm (+ norm_offset: Gemma 3's 1 + w), RoPE (the cos_sin table:
         rope_table's, default the model's) and KV append of qkv, for attention(): it sizes the
         layer's caches by its window and emits this op before its own (a forward of many rows
-        runs it; in a one-row forward the attention does its work where it can, ROPE_KV, and it
-        is skipped: KVLayer.fused_decode).
+        runs it; in a one-row forward the attention does its work, ROPE_KV, and it is skipped).
         gated: each q head is followed by its output gate (Qwen3.5: attention() multiplies its
         output by sigmoid(gate)). head_dim: the layer's (default the config's; Gemma 4's full layers
         have their own), rotated over the cos_sin table's rotary_dim. v_norm: the values are
@@ -124,8 +118,8 @@ class AttentionOps:
 
     def _rope_kv_op(self, kv: KVLayer, k_cache: Tensor, v_cache: Tensor, cache_rows: int) -> None:
         """The rope_kv op of kv's layer: its q heads rotated in place and, where it owns its
-        caches, its keys and values appended to them (in a one-row forward the attention does
-        this instead where it can: KVLayer.fused_decode)."""
+        caches, its keys and values appended to them (not in a one-row forward, whose attention
+        does this itself: attention.wgsl ROPE_KV)."""
         heads = kv.rope["n_heads"] + (2 * kv.rope["n_kv_heads"] if kv.owns_kv else 0)
         self.g.op(
             "rope_kv",
@@ -139,7 +133,7 @@ class AttentionOps:
             },
             lambda rows: (heads, rows, 1),
             self.kv_defines(),
-            decode_skip=kv.fused_decode,
+            decode_skip=True,
         )
 
     def kv_defines(self) -> dict:
@@ -225,7 +219,7 @@ class AttentionOps:
                 **kernel_defines,
                 **({"PICTURE_SPANS": True} if spans else {}),
             },
-            decode_defines={"ROPE_KV": True} if kv.fused_decode else None,
+            decode_defines={"ROPE_KV": True},
             many_rows=(attention_grid.FEW_ROWS, "attention_tiled"),  # a prompt's: K/V tiles shared by its rows
         )
         gate = {"gate_stride": kv.stride if kv.gated else 0, "gate_head_stride": kv.q_head_stride, "gate_offset": hd}
