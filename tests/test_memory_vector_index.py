@@ -65,3 +65,39 @@ def test_a_small_index_gives_what_it_has():
             asyncio.run(index.search([1.0] * 7, 5))
     finally:
         index.destroy()
+
+
+class Watched:
+    """The device with its prepare() and submit() calls logged."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def prepare(self):
+        self.calls.append("prepare")
+        await self.inner.prepare()
+
+    def submit(self, commands):
+        self.calls.append("submit")
+        return self.inner.submit(commands)
+
+
+def test_new_kernels_are_prepared_before_their_first_submit():
+    """The page compiles pipelines asynchronously: a kernel submitted before device.prepare() is
+    compiled synchronously, stalling the worker (its console said so at a recall's first search)."""
+    dev, kernels = device()
+    watched = Watched(dev)
+    index = VectorIndex(watched, kernels, 16, shard_rows=8)
+    try:
+        index.add(unit_rows(5, 16).tolist())
+        query = unit_rows(1, 16)[0].tolist()
+        asyncio.run(index.search(query, 3))
+        asyncio.run(index.search(query, 3))
+        index.add(unit_rows(6, 16).tolist())  # a second shard: a new plan
+        asyncio.run(index.scores(query))
+        assert watched.calls == ["prepare", "submit", "submit", "prepare", "submit"]
+    finally:
+        index.destroy()

@@ -45,6 +45,7 @@ class VectorIndex:
         self._result = device.create_buffer(8 * CANDIDATES + 4, label="memory top")
         self._topk_params = device.create_buffer(16, "uniform", label="memory topk params")
         self._planned_for: list = []  # the shard buffers the scores row and dispatches were made for
+        self._unprepared = True  # kernels made since the last device.prepare() (the GEMV, a plan's top-k)
         self._made: list = []  # buffers of the current plan
         self._parts = None
 
@@ -98,7 +99,7 @@ class VectorIndex:
         self.device.write_buffer(self._topk_params, 0, topk)
         _, chunks_group, merge, _ = self._plan()
         commands += [Dispatch(self._chunks.handle, chunks_group, (-(-self.count // TILE), 1, 1)), merge]
-        read = self.device.submit(commands + [Read(self._result, 0, 8 * CANDIDATES)])[0]
+        read = (await self._submit(commands + [Read(self._result, 0, 8 * CANDIDATES)]))[0]
         found = struct.unpack("<" + "fI" * CANDIDATES, await self.device.fetch(read))
         pairs = [(found[i + 1], found[i]) for i in range(0, 2 * CANDIDATES, 2)]
         return [(slot, score) for slot, score in pairs if slot < self.count][:k]
@@ -109,7 +110,7 @@ class VectorIndex:
             return []
         commands = self._score_commands(query)
         scores = self._plan()[0]
-        read = self.device.submit(commands + [Read(scores, 0, 4 * self.count)])[0]
+        read = (await self._submit(commands + [Read(scores, 0, 4 * self.count)]))[0]
         return array("f", await self.device.fetch(read)).tolist()
 
     def destroy(self) -> None:
@@ -166,7 +167,16 @@ class VectorIndex:
         if len(shards) != len(self._planned_for) or any(a is not b for a, b in zip(shards, self._planned_for)):
             self._parts = self._make_plan()
             self._planned_for = shards
+            self._unprepared = True
         return self._parts
+
+    async def _submit(self, commands: list) -> list:
+        """submit, the kernels of a new plan awaited first (the page compiles them asynchronously:
+        submitted before that, they are compiled synchronously, stalling the worker)."""
+        if self._unprepared:
+            await self.device.prepare()
+            self._unprepared = False
+        return self.device.submit(commands)
 
     def _make_plan(self) -> tuple:
         device, capacity = self.device, self.capacity
