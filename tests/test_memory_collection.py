@@ -165,3 +165,30 @@ def test_progress_after_each_batch(tmp_path):
     doc = asyncio.run(memory.add(text, source="long.txt", progress=lambda done, total: seen.append((done, total))))
     total = len(doc.passages)
     assert total > 128 and seen == [(64, total), (128, total), (total, total)]
+
+
+def test_passages_are_embedded_from_the_ids_chunking_counted(tmp_path):
+    """A real (tiny) embedder reads the chunker's ids, its special tokens added, not each passage's
+    text tokenized again: the same vectors as embedding the passages' texts."""
+    from test_embedding_gemma import MODEL
+
+    from py_engine.embedding import load_embedder
+
+    dev, kernels = device()
+    embedder = asyncio.run(load_embedder(MODEL, dev, model_id="tiny-gemma"))
+    given = []
+    embed = embedder.embed
+
+    async def watched(inputs, **options):
+        given.extend(inputs)
+        return await embed(inputs, **options)
+
+    embedder.embed = watched
+    store = SQLiteStore(tmp_path / "ids.sqlite", "tiny-gemma", embedder.dimensions)
+    index = VectorIndex(dev, kernels, embedder.dimensions)
+    memory = asyncio.run(Collection.open(embedder, store, index, window=12, overlap=2))
+    doc = asyncio.run(memory.add(" ".join(DOCS.values()), source="all"))
+    assert len(doc.passages) > 2 and all(isinstance(item, list) for item in given)
+    want = asyncio.run(embed([p.text for p in doc.passages])).vectors
+    got = [list(p.vector) for p in doc.passages]
+    assert max(abs(a - b) for v, w in zip(got, want) for a, b in zip(v, w)) < 1e-6

@@ -211,6 +211,17 @@ class Embedder:
     def pooling(self) -> str:
         return self.files.settings.pooling
 
+    def text_ids(self, ids: list[int]) -> list[int] | None:
+        """The ids embed() reads for a text whose tokenizer.encode(text) is `ids` (its special tokens
+        added, cut to max_tokens), so a caller that tokenized the text already (memory's chunking)
+        need not again; None where embed() would read that text otherwise: a lowercasing model (it
+        encodes the lowered text) or a default prompt (put before the text)."""
+        settings = self.files.settings
+        if self.tokenizer is None or settings.lowercase or settings.default_prompt is not None:
+            return None
+        prefix, suffix = self._affixes
+        return prefix + list(ids[: max(self.max_tokens - len(prefix) - len(suffix), 0)]) + suffix
+
     def tokens(self, item, truncate: bool = True, prompt: str = "") -> list[int]:
         """The token ids the model reads for one input: a text (after `prompt`, its special tokens
         added, as sentence-transformers does) or a list of token ids (taken as they are), cut to

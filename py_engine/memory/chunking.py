@@ -32,11 +32,16 @@ class Chunk:
     end: int
     text: str
     tokens: int  # the embedding model's tokens in it (its special tokens not counted)
+    ids: tuple | None = None  # those tokens, where count_tokens gave them (embedded without encoding again)
+
+
+def _count(counted) -> int:
+    return counted if isinstance(counted, int) else len(counted)
 
 
 def chunk_text(text: str, count_tokens: Callable[[str], int], window: int = 256, overlap: int = 32) -> list[Chunk]:
     """The passages of `text`. count_tokens(text): the embedding model's tokens in a text (without
-    its special tokens). 0 <= overlap < window."""
+    its special tokens), a count or the ids themselves (then each Chunk keeps its ids). 0 <= overlap < window."""
     if window < 1 or not 0 <= overlap < window:
         raise ValueError(
             f"chunking needs a window of at least 1 token and 0 <= overlap < window, not {window}, {overlap}"
@@ -53,11 +58,13 @@ def chunk_text(text: str, count_tokens: Callable[[str], int], window: int = 256,
         # The join's own count: shrink from the end while the packed text is over the window.
         while True:
             start, stop = units[first][0], units[end - 1][1]
-            tokens = count_tokens(text[start:stop])
+            counted = count_tokens(text[start:stop])
+            tokens = _count(counted)
             if tokens <= window or end - first == 1:
                 break
             end -= 1
-        chunks.append(Chunk(start, stop, text[start:stop], tokens))
+        ids = None if isinstance(counted, int) else tuple(counted)
+        chunks.append(Chunk(start, stop, text[start:stop], tokens, ids))
         if end == len(units):
             break
         # The next window starts with the last units of this one that fit in `overlap` tokens, but
@@ -89,7 +96,7 @@ def _units(text: str, start: int, end: int, level: int, count_tokens, window: in
         # A piece of more than LONG_PIECE characters a token of the window is over it in any text
         # people write: cut finer without counting it (counting a 200-page PDF's pages was a third of
         # its chunking time).
-        tokens = count_tokens(piece) if len(piece) <= LONG_PIECE * window else window + 1
+        tokens = _count(count_tokens(piece)) if len(piece) <= LONG_PIECE * window else window + 1
         if tokens <= window:
             units.append((a, b, tokens))
         elif level < len(_BOUNDARIES):
@@ -106,10 +113,10 @@ def _characters(text: str, start: int, end: int, count_tokens, window: int) -> l
         low, high = start + 1, end  # the longest stop in [low, high] whose prefix fits
         while low < high:
             middle = (low + high + 1) // 2
-            if count_tokens(text[start:middle]) <= window:
+            if _count(count_tokens(text[start:middle])) <= window:
                 low = middle
             else:
                 high = middle - 1
-        units.append((start, low, count_tokens(text[start:low])))
+        units.append((start, low, _count(count_tokens(text[start:low]))))
         start = low
     return units
