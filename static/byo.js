@@ -3,6 +3,7 @@
 // server's. What a URL or files are made into is byo_source.js; the load itself is the page's own
 // (app.js), so a brought model is stored, verified, checked for fit and narrated like a hosted one.
 import { $, announce } from "./ui.js";
+import { children, fileOf } from "./dropped.js";
 import { fromFiles, fromUrl, pickedFiles } from "./byo_source.js";
 import { refreshStore } from "./storage.js";
 
@@ -160,13 +161,3 @@ async function walk(entries) {
   return out;
 }
 
-const fileOf = (entry) => new Promise((resolve, reject) => entry.file(resolve, reject));
-
-async function children(dir) {
-  const reader = dir.createReader(), all = [];
-  for (;;) {  // readEntries answers in batches (100 in Chrome) until an empty one
-    const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
-    if (!batch.length) return all;
-    all.push(...batch);
-  }
-}

@@ -8,6 +8,7 @@
 // JSON lines (memory/transfer.py's, as the desktop's /v1/memory export); Import takes such a file,
 // read and sent in pieces (client.js memoryImport), its row saying how far it is.
 import { $, el, announce } from "./ui.js";
+import { children, fileOf } from "./dropped.js";
 import { fmtBytes } from "./format.js";
 import { memoryModel } from "./client.js";
 
@@ -243,7 +244,7 @@ async function walk(entries, prefix = "", out = []) {
   for (const entry of entries) {
     if (out.length >= MAX_FILES + 1) break;
     if (entry.isFile && (!prefix || READABLE.test(entry.name))) {
-      out.push({ path: prefix + entry.name, file: await new Promise((resolve, reject) => entry.file(resolve, reject)) });
+      out.push({ path: prefix + entry.name, file: await fileOf(entry) });
     } else if (entry.isDirectory) {
       await walk(await children(entry), `${prefix}${entry.name}/`, out);
     }
@@ -251,14 +252,6 @@ async function walk(entries, prefix = "", out = []) {
   return out;
 }
 
-async function children(dir) {
-  const reader = dir.createReader(), all = [];
-  for (;;) { // readEntries answers in batches (100 in Chrome) until an empty one
-    const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
-    if (!batch.length) return all;
-    all.push(...batch);
-  }
-}
 
 // ---------- the view ----------
 
