@@ -1,6 +1,7 @@
 """Normalizers: text -> text rewrites run before pre-tokenization (HF `normalizer` section)."""
 
 import base64
+import re
 import unicodedata
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ _WHITE_SPACE = frozenset(chr(c) for start, end in WHITE_SPACE for c in range(sta
 # BERT's "Chinese characters" (HF keeps 0x2B920 where 0x2B820 was meant).
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F))
 _CJK += ((0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_CJK_CHAR = re.compile("([" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK) + "])")
 
 
 def lowercase(text: str) -> str:
@@ -70,10 +72,12 @@ def _bert(config: dict) -> Normalizer:
         return " " if char in _WHITE_SPACE else char
 
     def normalize(text: str) -> str:
+        # Character by character in Python was most of a long document's tokenizing (memory's
+        # chunking of a 200-page PDF): each distinct character is cleaned once, then str.translate.
         if config.get("clean_text", True):
-            text = "".join(map(clean, text))
+            text = text.translate({ord(c): clean(c) for c in set(text) if clean(c) != c})
         if config.get("handle_chinese_chars", True):
-            text = "".join(f" {c} " if any(a <= ord(c) <= b for a, b in _CJK) else c for c in text)
+            text = _CJK_CHAR.sub(r" \1 ", text)
         if strip_accents:
             text = _strip_marks(unicodedata.normalize("NFD", text))
         return lowercase(text) if lower else text
