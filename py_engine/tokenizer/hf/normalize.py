@@ -52,7 +52,7 @@ def lowercase(text: str) -> str:
 
 
 def _strip_marks(text: str) -> str:
-    return "".join(char for char in text if unicodedata.category(char) != "Mn")
+    return text.translate({ord(c): None for c in set(text) if unicodedata.category(c) == "Mn"})
 
 
 def _bert(config: dict) -> Normalizer:

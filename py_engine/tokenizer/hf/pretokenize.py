@@ -19,6 +19,8 @@ _BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Co
 
 def split_on_pattern(text: str, regex: re.Pattern, behavior: str, invert: bool = False) -> list[str]:
     """Split `text` on the matches of `regex` the way HF's NormalizedString::split does."""
+    if not invert and regex.search(text) is None:  # most words of a text: one piece, whatever the behavior
+        return [text] if text else []
     # Segments covering the text in order, each flagged as a match or as text between matches.
     segments: list[tuple[int, int, bool]] = []
     previous_end = 0

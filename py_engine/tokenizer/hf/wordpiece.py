@@ -7,6 +7,8 @@ longer than `max_input_chars_per_word` characters, becomes the unknown token.
 
 from ..spec_error import SpecError
 
+CACHE_WORDS = 50_000
+
 
 class WordPiece:
     def __init__(self, vocab: dict[str, int], unk_token: str, prefix: str = "##", max_input_chars_per_word: int = 100):
@@ -17,8 +19,18 @@ class WordPiece:
         self._prefix = prefix
         self._max_chars = max_input_chars_per_word
         self._longest = max(map(len, vocab), default=1)
+        self._cache: dict[str, tuple] = {}
 
     def tokenize(self, word: str) -> list[int]:
+        # A text repeats its words: each is matched once (a bounded cache, emptied when full).
+        ids = self._cache.get(word)
+        if ids is None:
+            if len(self._cache) >= CACHE_WORDS:
+                self._cache.clear()
+            ids = self._cache[word] = tuple(self._match(word))
+        return list(ids)
+
+    def _match(self, word: str) -> list[int]:
         if len(word) > self._max_chars:
             return [self._unk_id]
         ids: list[int] = []
