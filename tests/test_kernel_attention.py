@@ -63,12 +63,9 @@ def test_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interl
     check_rope_then_attention(nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups)
 
 
-def check_rope_then_attention(
-    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, inv_freq=None, v_norm=False
-):
-    """rope_kv then a few rows' attention, and the fused one-row forward (ROPE_KV), vs numpy
-    (inv_freq: the RoPE frequencies; default 10000's over rotary_dim; v_norm: the values
-    RMS-normalised without a weight before they are cached, Gemma 4's)."""
+def skip_unless_runnable(nh, nkv, hd, kv, kernel):
+    """Skips a case this device or kernel cannot run: f16 caches without shader-f16, a shape the
+    few-rows kernel would not be given."""
     if "f16" in kv and not device(True)[0].caps.shader_f16:
         pytest.skip("no shader-f16")
     if (
@@ -76,6 +73,15 @@ def check_rope_then_attention(
         and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel
     ):
         pytest.skip(f"{kernel}.wgsl does not take this shape")
+
+
+def check_rope_then_attention(
+    nh, nkv, hd, rd, rows, pos, window, qk_norm, interleaved, ring, kv, kernel, subgroups, inv_freq=None, v_norm=False
+):
+    """rope_kv then a few rows' attention, and the fused one-row forward (ROPE_KV), vs numpy
+    (inv_freq: the RoPE frequencies; default 10000's over rotary_dim; v_norm: the values
+    RMS-normalised without a weight before they are cached, Gemma 4's)."""
+    skip_unless_runnable(nh, nkv, hd, kv, kernel)
     # attention_subgroups: splits of 128 keys, two or more steps of a subgroup's (its rescaling).
     split_len = 64 if kernel == "attention" else 128
     rng = np.random.default_rng(nh * hd + rows + pos)

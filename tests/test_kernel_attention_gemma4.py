@@ -4,7 +4,7 @@ with a V norm and the shared-KV ones."""
 
 import numpy as np
 import pytest
-from gpu_harness import attend, device, run_kernel
+from gpu_harness import attend, run_kernel
 from test_kernel_attention import (
     KERNELS,
     KV_FORMATS,
@@ -13,6 +13,7 @@ from test_kernel_attention import (
     check_rope_then_attention,
     in_positions,
     rope_ref,
+    skip_unless_runnable,
 )
 
 from py_engine.models import attention_grid
@@ -47,13 +48,7 @@ def test_shared_kv_layer_in_the_fused_decode(
     layer's, which cached this position earlier in the forward): ROPE_KV normalises and rotates
     the q heads only, appends nothing, and reads the position's key and value from the cache:
     the output of rope_kv.wgsl (q heads only) then attention, bit for bit; the caches as they were."""
-    if "f16" in kv and not device(True)[0].caps.shader_f16:
-        pytest.skip("no shader-f16")
-    if (
-        kernel != "attention"
-        and attention_grid.few_rows_kernel(nh, nkv, hd, kv, attention_grid.SUBGROUP_LANES)[0] != kernel
-    ):
-        pytest.skip(f"{kernel}.wgsl does not take this shape")
+    skip_unless_runnable(nh, nkv, hd, kv, kernel)
     split_len = 64 if kernel == "attention" else 128
     rng = np.random.default_rng(hd + pos)
     cap = ring or pos + 3
