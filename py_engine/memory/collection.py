@@ -59,9 +59,6 @@ class Collection:
             memory._place(document)
         return memory
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.embedder.tokenizer.encode(text))
-
     def _passage_input(self, chunk):
         """What embed() is given for a passage: the ids chunking counted where the embedder reads
         them as it would the text (tokenizing a passage again cost a third of an ingest's time in
