@@ -183,10 +183,13 @@ def encoder_rope(
     q_norm: Tensor | None = None,
     k_norm: Tensor | None = None,
     offset=0.0,
+    rotary_dim: int | None = None,
+    interleaved: bool = False,
 ) -> Tensor:
     """RoPE in place over an encoder's q|k|v rows (rope_rows.wgsl: no KV cache) by `cos_sin`, an
     input of each row's angles; with the q_norm and k_norm weights (+ offset: Gemma 3's 1 + w),
-    each q and k head RMS-normalised first. Its qkv, for encoder_attention."""
+    each q and k head RMS-normalised first. rotary_dim: the dims of a head that turn (default all);
+    interleaved: adjacent pairs (Moonshine) instead of split-half. Its qkv, for encoder_attention."""
     cfg = b.cfg
     heads, kv_heads, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     b.g.op(
@@ -200,10 +203,10 @@ def encoder_rope(
             "n_kv_heads": kv_heads,
             "eps": cfg.rms_norm_eps,
             "norm_offset": offset,
-            "pad0": 0,
+            "rotary_dim": rotary_dim or hd,
         },
         lambda rows: (heads + kv_heads, rows, 1),
-        {"QK_NORM": q_norm is not None},
+        {"QK_NORM": q_norm is not None, "INTERLEAVED": interleaved},
     )
     return qkv
 
