@@ -16,22 +16,27 @@ def group_norm_reference(x: np.ndarray, groups: int, w, b, eps: float) -> np.nda
     return ((grouped - mean) / np.sqrt(var + eps)).reshape(rows, channels) * w + b
 
 
-@pytest.mark.parametrize("rows,channels,groups", [(249, 36, 1), (7, 48, 4), (300, 20, 20)])
-def test_group_norm(rows, channels, groups):
+@pytest.mark.parametrize(
+    "rows,channels,groups,most", [(249, 36, 1, 0), (7, 48, 4, 0), (300, 20, 20, 0), (40, 36, 1, 64)]
+)
+def test_group_norm(rows, channels, groups, most):
+    """most: a graph's Params rows, the forward's own rows from the lengths input (0: static rows)."""
     rng = np.random.default_rng(rows)
     x = np.tanh(rng.standard_normal((rows, channels)) * 2 + 0.5).astype(np.float32)  # Moonshine's: tanh(conv1)
     w = (1 + 0.1 * rng.standard_normal(channels)).astype(np.float32)
     b = (0.2 * rng.standard_normal(channels)).astype(np.float32)
-    params = {"channels": channels, "groups": groups, "eps": 1e-5, "pad0": 0}
-    step = (rows, 0, rows)
-    stats = run_kernel("group_norm", {"x": x, "stats": groups * 8}, params, (groups, 1, 1), step, {"STATS": True})
+    lengths = np.array([7, rows], np.uint32)
+    params = {"rows": most or rows, "channels": channels, "groups": groups, "eps": 1e-5}
+    params |= {"length_at": 1 if most else 0xFFFFFFFF, "pad0": 0, "pad1": 0, "pad2": 0}
+    padded = np.concatenate([x, np.full((most - rows if most else 0, channels), 9, np.float32)])  # never read
+    bound = {"lengths": lengths, "x": padded}
+    stats = run_kernel("group_norm", bound | {"stats": groups * 8}, params, (groups, 1, 1), defines={"STATS": True})
     out = run_kernel(
         "group_norm",
-        {"x": x, "stats": np.frombuffer(stats["stats"], np.float32), "w": w, "b": b, "y": x.nbytes},
+        bound | {"stats": np.frombuffer(stats["stats"], np.float32), "w": w, "b": b, "y": padded.nbytes},
         params,
-        (-(-channels // 256), rows, 1),
-        step,
-        {"STATS": False},
+        (-(-channels // 256), most or rows, 1),
+        defines={"STATS": False},
     )
     got = as_f32(out["y"], (rows, channels))
     np.testing.assert_allclose(got, group_norm_reference(x, groups, w, b, 1e-5), rtol=1e-5, atol=2e-6)
