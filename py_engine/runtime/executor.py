@@ -29,11 +29,13 @@ def step_bytes(rows: int, pos: int, logit_rows: int = 1) -> bytes:
 
 
 class Executor:
-    def __init__(self, device, kernels, graph: Graph, weights):
+    def __init__(self, device, kernels, graph: Graph, weights, shared: dict | None = None):
+        """shared: buffers another executor holds (Tensor -> buffer), which this graph's ops bind
+        where they bind the same Tensor (a speech decoder reads the cross K/V its encoder wrote)."""
         self.device = device
         self.kernels = kernels
         self.graph = graph
-        self.buffers = {}
+        self.buffers = dict(shared or {})
         self.activation_bytes = self._allocate(weights)
         self.step = device.create_buffer(16, "uniform", label="step")
         self._last_step = None

@@ -58,17 +58,24 @@ def vision_plan(cfg, geometry: dict, tensors: dict, label: str, options: GraphOp
     return Plan(graph, footprint(graph, 0, 0))
 
 
-async def upload(device, graph: Graph, tensors: dict, source, make, progress=None):
+async def upload(device, graph: Graph | tuple, tensors: dict, source, make, progress=None):
     """make(executor, kernels, weight bytes) on `device`: what runs the graph (an Engine, an
     embedding runner), made before the kernels are awaited so that its own compile with the
     graph's (the browser compiles asynchronously: all before any submit); returned once every
-    weight of `tensors` (read from `source`) has landed. progress: (bytes landed, bytes expected)."""
+    weight of `tensors` (read from `source`) has landed. progress: (bytes landed, bytes expected).
+    A tuple of graphs (a speech model's encoder and decoder): make gets a tuple of executors, a
+    Tensor that several graphs bind held in one buffer (Executor's shared)."""
+    graphs = graph if isinstance(graph, tuple) else (graph,)
     kernels = KernelCache(device)
     uploader = WeightUploader(device, kernels, tensors, source, progress)
-    uploader.expect(t for t in graph.tensors if t.kind == "weight")
-    executor = Executor(device, kernels, graph, uploader)
-    made = make(executor, kernels, uploader.bytes_uploaded)
+    uploader.expect(t for g in graphs for t in g.tensors if t.kind == "weight")
+    executors, held = [], {}
+    for g in graphs:
+        executors.append(Executor(device, kernels, g, uploader, shared=held))
+        held.update(executors[-1].buffers)
+    made = make(executors[0] if len(graphs) == 1 else tuple(executors), kernels, uploader.bytes_uploaded)
     await device.prepare()
     await uploader.finish()
-    await device.read_buffer(executor.buffer(next(iter(graph.outputs))), 0, 4)  # every upload landed
+    for executor, g in zip(executors, graphs):
+        await device.read_buffer(executor.buffer(next(iter(g.outputs))), 0, 4)  # every upload landed
     return made
