@@ -3,11 +3,13 @@
 //          the encoder's embeddings add the word, position and token type rows here, then normalise.
 // Mean and variance in two passes over the row (the variance of v - mean, as torch computes it: a
 // single pass of sums and sums of squares loses digits where the mean is large next to the spread).
+// NO_BIAS (optional define): no "+ b" (Moonshine's LayerNorms have none; b is not read).
 // Bindings: 0 step (uniform Step), 1 p (uniform Params), 2 x (read, f32 [rows, dim]),
 //           3 residual (read, f32 [rows, dim]; read only with add_residual), 4 shift (read, f32
 //           [dim]; read only with add_shift), 5 w (read, f32 [dim]), 6 b (read, f32 [dim]),
 //           7 y (read_write, f32 [rows, dim]).
 // Dispatch: (step.rows, 1, 1) workgroups of 256 threads, one row each.
+//#optional NO_BIAS
 struct Params { dim: u32, eps: f32, add_residual: u32, add_shift: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -55,6 +57,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let scale = inverseSqrt(workgroup_sum(lid, squares) / f32(p.dim) + p.eps);
     for (var j = lid; j < p.dim; j += 256u) {
+//#if NO_BIAS
+        y[at + j] = (value(at, j) - mean) * scale * w[j];
+//#else
         y[at + j] = (value(at, j) - mean) * scale * w[j] + b[j];
+//#endif
     }
 }

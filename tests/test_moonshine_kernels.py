@@ -78,3 +78,23 @@ def test_rope_rows(interleaved, rotary_dim):
     got = as_f32(out["qkv"], (rows, stride))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got[:, (heads + kv_heads) * hd :], qkv[:, (heads + kv_heads) * hd :])  # v
+
+
+def test_layernorm_without_bias():
+    """layernorm.wgsl NO_BIAS (Moonshine's LayerNorms): b is bound but never read."""
+    rows, dim = 4, 36
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((rows, dim)) * 3 + 2).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
+    unused = np.full(4, np.nan, np.float32)
+    res = run_kernel(
+        "layernorm",
+        {"x": x, "residual": unused, "shift": unused, "w": w, "b": unused, "y": x.nbytes},
+        {"dim": dim, "eps": 1e-5, "add_residual": 0, "add_shift": 0},
+        grid=(rows, 1, 1),
+        step=(rows, 0, rows),
+        defines={"NO_BIAS": True},
+    )
+    v = x.astype(np.float64)
+    want = (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + 1e-5) * w
+    np.testing.assert_allclose(as_f32(res["y"], (rows, dim)), want, rtol=1e-5, atol=2e-6)
