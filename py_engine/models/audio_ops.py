@@ -10,6 +10,12 @@ Interfaces (what a speech graph calls):
   in_len, out_len then size the buffers and the grid as the most).
 - conv_weight(b, name): a checkpoint's convolution weight [out, in / groups, kernel] as an f32
   tensor (conv1d reads it so, whatever the checkpoint stores).
+- cross_kv(b, x, k, v, v_bias, frames): an encoder's output x [frames, hidden] projected by a decoder
+  layer's cross-attention K and V weights (v_bias: V's bias, or None): two "state" tensors, which
+  the decoder graph binds too (loader.upload of both graphs keeps them in one buffer each).
+- cross_attention(b, q, keys, values, ...): each query row of q over every frame of the frozen K/V
+  (no mask): shaders/cross_attention.wgsl (a workgroup per head, row and split of the frames) and
+  cross_attention_merge.wgsl -> [rows, heads * head_dim].
 - projections(b, x, parts): x times several (weight, bias or None) into one row, side by side:
   Whisper's q|k|v, whose k has no bias.
 """
@@ -26,6 +32,8 @@ from .builder import GraphBuilder
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "tanh": 3}  # conv1d.wgsl's ACTIVATION
 NO_LENGTH = 0xFFFFFFFF
 CONV_TILE = 64  # conv1d.wgsl's TILE
+CROSS_CHUNK = 256  # cross_attention.wgsl's CHUNK: a split is a multiple of it
+CROSS_SPLITS_MAX = 256  # cross_attention_merge.wgsl's SPLITS_MAX
 
 
 def conv_out_len(in_len: int, kernel: int, stride: int = 1, dilation: int = 1, pad: tuple = (0, 0)) -> int:
@@ -132,4 +140,69 @@ def projections(b: GraphBuilder, x: Tensor, parts: list[tuple[str, str | None]])
                 defines,
             )
         at += width
+    return y
+
+
+def cross_kv(
+    b: GraphBuilder, x: Tensor, k: str, v: str, v_bias: str | None, frames: int, name: str
+) -> tuple[Tensor, Tensor]:
+    """A decoder layer's frozen cross-attention keys and values (no K bias: Whisper's k_proj has
+    none; Moonshine's neither) from the encoder's output x of at most `frames` rows: "state"
+    tensors named name.k / name.v, also the encoder graph's outputs."""
+    out = []
+    for part, weight, bias in (("k", k, None), ("v", v, v_bias)):
+        width = b.shape(weight)[0]
+        state = b.g.tensor(f"{name}.{part}", frames * width * 4, "state")
+        b.g.outputs[state.name] = state
+        out.append(b.linear(x, [weight], bias=[bias] if bias else None, out=state))
+    return out[0], out[1]
+
+
+def cross_attention(
+    b: GraphBuilder,
+    q: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    *,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    frames: int,
+    scale: float | None = None,
+    lengths: tuple | None = None,
+) -> Tensor:
+    """Every query row of q [rows, heads * head_dim] over the frames of the frozen keys and values
+    ([frames, kv_heads * head_dim], cross_kv's): [rows, heads * head_dim]. frames: the most;
+    lengths: (a u32 input tensor, slot) holding a window's own count. scale: default head_dim^-0.5.
+    The frames go in splits of CROSS_CHUNK (one split on a CPU adapter, whose every workgroup costs),
+    merged by cross_attention_merge.wgsl."""
+    splits = 1 if b.cpu else min(ceil_div(frames, CROSS_CHUNK), CROSS_SPLITS_MAX)
+    split_len = ceil_div(ceil_div(frames, splits), CROSS_CHUNK) * CROSS_CHUNK
+    partials = b.act("cross_partials", heads * splits * (head_dim + 2))
+    b.g.op(
+        "cross_attention",
+        {"q": q, "k": keys, "v": values, "lengths": lengths[0] if lengths else b.dummy, "partials": partials},
+        {
+            "n_heads": heads,
+            "head_dim": head_dim,
+            "kv_group": heads // kv_heads,
+            "frames": frames,
+            "q_stride": heads * head_dim,
+            "q_offset": 0,
+            "kv_stride": kv_heads * head_dim,
+            "scale": head_dim**-0.5 if scale is None else scale,
+            "split_len": split_len,
+            "splits": splits,
+            "frames_at": lengths[1] if lengths else NO_LENGTH,
+            "pad0": 0,
+        },
+        lambda rows: (heads, rows, splits),
+    )
+    y = b.act("cross", heads * head_dim)
+    b.g.op(
+        "cross_attention_merge",
+        {"partials": partials, "y": y},
+        {"n_heads": heads, "head_dim": head_dim, "splits": splits, "pad0": 0},
+        lambda rows: (heads, rows, 1),
+    )
     return y

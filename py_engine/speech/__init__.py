@@ -1,0 +1,2 @@
+"""Speech in and out: speech-to-text (transcriber.py: Whisper, Moonshine; the encoder-once,
+decoder-over-frozen-K/V loop of seq2seq.py) and text-to-speech (speaker.py)."""
