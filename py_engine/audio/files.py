@@ -19,6 +19,7 @@ from pathlib import Path
 from .pcm import rechunked
 from .wav import AudioFileError
 
+DEFAULT_RATE = 16000  # Whisper's and Moonshine's
 CHUNK_SECONDS = 30  # Whisper's window: a chunk is ~1.9 MB of float32 at 16 kHz
 KINDS = "wav, mp3, ogg/opus, flac, m4a, webm or aac"
 
@@ -48,9 +49,9 @@ def container_format(head: bytes) -> str | None:
 class AudioFile:
     """An audio file opened for decoding: open_audio(...). `chunks()` streams its samples once."""
 
-    def __init__(self, name: str, file, container, stream, sample_rate: int):
+    def __init__(self, name: str, file, container, stream):
         self.name, self._file, self._container, self._stream = name, file, container, stream
-        self.sample_rate = sample_rate  # of the samples chunks() yields
+        self.sample_rate = DEFAULT_RATE  # of the samples chunks() yields
         self.source_rate = stream.codec_context.sample_rate
         self.source_channels = stream.codec_context.channels
         self.samples = 0  # yielded so far
@@ -60,10 +61,11 @@ class AudioFile:
         """The duration of what chunks() has yielded so far (all of it once it has ended)."""
         return self.samples / self.sample_rate
 
-    async def chunks(self, chunk_samples: int | None = None) -> AsyncIterator[array]:
-        """Mono float32 samples at sample_rate, array('f') of chunk_samples each (default 30 s),
-        the last one shorter; the file is closed at the end."""
-        size = chunk_samples or CHUNK_SECONDS * self.sample_rate
+    async def chunks(self, sample_rate: int = DEFAULT_RATE, chunk_samples: int | None = None) -> AsyncIterator[array]:
+        """Mono float32 samples at `sample_rate` (the model's), array('f') of chunk_samples each
+        (default 30 s), the last one shorter; the file is closed at the end."""
+        self.sample_rate = sample_rate
+        size = chunk_samples or CHUNK_SECONDS * sample_rate
         try:
             async for chunk in rechunked(self._decoded(), size):
                 self.samples += len(chunk)
@@ -132,11 +134,27 @@ def _reason(exc) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
-def open_audio(source, name: str | None = None, sample_rate: int = 16000) -> AudioFile:
-    """Open an audio file for decoding to mono float32 at `sample_rate`: `source` is a path or a
-    binary file object (an upload), `name` labels errors (default the path). Checks what can be
-    checked before decoding: the file is not empty, its container is one read here, FFmpeg reads
-    its header, and it has an audio stream FFmpeg decodes."""
+class _Reader:
+    """What FFmpeg is given of a file object: read, seek and tell, and no write. An upload's
+    SpooledTemporaryFile handed to PyAV 18 as it is shows FFmpeg no stream at all (the same bytes
+    in any other file object, or these methods of it, read well)."""
+
+    def __init__(self, file):
+        self.read, self.tell, self._file = file.read, file.tell, file
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self._file.seek(offset, whence)
+        return self._file.tell()
+
+    def seekable(self) -> bool:
+        return self._file.seekable()
+
+
+def open_audio(source, name: str | None = None) -> AudioFile:
+    """Open an audio file for decoding (AudioFile.chunks): `source` is a path or a binary file
+    object (an upload), `name` labels errors (default the path). Checks what can be checked before
+    a model is loaded: the file is not empty, its container is one read here, FFmpeg reads its
+    header, and it has an audio stream."""
     if isinstance(source, str | os.PathLike):
         name = name or str(source)
         try:
@@ -146,13 +164,13 @@ def open_audio(source, name: str | None = None, sample_rate: int = 16000) -> Aud
     else:
         name, file = name or "audio", source
     try:
-        return _open(file, name, sample_rate)
+        return _open(file, name)
     except BaseException:
         file.close()
         raise
 
 
-def _open(file, name: str, sample_rate: int) -> AudioFile:
+def _open(file, name: str) -> AudioFile:
     head = file.read(16)
     if not head:
         raise AudioFileError(name, "the file is empty (0 bytes)")
@@ -165,7 +183,7 @@ def _open(file, name: str, sample_rate: int) -> AudioFile:
     except ImportError:
         raise AudioFileError(name, "decoding audio files needs PyAV (pip install av)") from None
     try:
-        container = av.open(file, format=kind, metadata_errors="ignore")
+        container = av.open(_Reader(file), format=kind, metadata_errors="ignore")
     except av.error.FFmpegError as exc:
         raise AudioFileError(name, f"a damaged or unreadable {kind} file ({_reason(exc)})") from None
     try:
@@ -177,4 +195,4 @@ def _open(file, name: str, sample_rate: int) -> AudioFile:
     except BaseException:
         container.close()
         raise
-    return AudioFile(name, file, container, stream, sample_rate)
+    return AudioFile(name, file, container, stream)
