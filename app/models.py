@@ -24,6 +24,12 @@ from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
 from py_engine.models.config import ENCODER_ARCHITECTURES
 
+# Speech models' folders (py_engine.speech's loaders), by their config's architecture.
+SPEECH_ARCHITECTURES = {
+    "WhisperForConditionalGeneration": "transcription",
+    "MoonshineForConditionalGeneration": "transcription",
+}
+
 
 class ModelPathError(Exception):
     pass
@@ -39,7 +45,7 @@ class ServedModel:
     default: bool = False
     files: dict[str, Path] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)  # file -> the catalog's hash
-    task: str = "chat"  # or "embedding": the page's chat picker leaves those out
+    task: str = "chat"  # or "embedding" (the page's chat picker leaves those out), "transcription", "speech"
     mmproj: str | None = None  # a GGUF model's vision projector: which of `files` it is
 
     def file(self, rel: str) -> Path | None:
@@ -147,11 +153,14 @@ def hf_model(model_id: str, path: Path) -> ServedModel:
 def folder_task(path: Path) -> str:
     """An encoder's folder (all-MiniLM-L6-v2, EmbeddingGemma: session.is_embedding_model's test) is an
     "embedding" model, so one named on the command line is offered as the catalog's embedders are: to
-    memory (the page's, and --memory-model's default), not to the chat picker."""
+    memory (the page's, and --memory-model's default), not to the chat picker; a speech model's is
+    "transcription" or "speech" (/v1/audio)."""
     try:
         architectures = json.loads((path / "config.json").read_text()).get("architectures") or [None]
     except (OSError, ValueError, AttributeError):
         return "chat"  # the load says what is wrong with it
+    if architectures[0] in SPEECH_ARCHITECTURES:
+        return SPEECH_ARCHITECTURES[architectures[0]]
     return "embedding" if architectures[0] in ENCODER_ARCHITECTURES else "chat"
 
 

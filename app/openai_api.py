@@ -22,6 +22,7 @@ from py_engine.api.request import RequestError, parse_chat, parse_completion, pa
 from py_engine.errors import WispError
 from py_engine.runtime.memory import ModelTooLargeError
 
+from .audio_api import audio_routes
 from .memory_api import Memories, memory_routes
 from .models import ModelRegistry
 from .pictures import fetch_pictures
@@ -42,6 +43,7 @@ class Models:
         self.device = None
         self.chat = None  # the chat model's session.LoadedModel
         self.embedder = None
+        self.speech = {}  # "transcriber" / "speaker" -> py_engine.speech's Transcriber / Speaker
 
     def _find(self, model_id: str):
         served = self.registry.find(model_id)
@@ -83,6 +85,18 @@ class Models:
             served, self.embedder = self._find(model_id), None
             self.embedder = await load_embedder(served.path, await self._device(), model_id=model_id)
         return self.embedder
+
+    async def speech_model(self, kind: str, model_id: str):
+        """The speech-to-text ("transcriber") or text-to-speech ("speaker") model: py_engine.speech's
+        load_transcriber / load_speaker, as embedding_model loads an embedder."""
+        held = self.speech.get(kind)
+        if held is None or held.model_id != model_id:
+            import py_engine.speech as speech
+
+            served, self.speech[kind] = self._find(model_id), None
+            load = getattr(speech, f"load_{kind}")
+            self.speech[kind] = await load(served.path, await self._device(), model_id=model_id)
+        return self.speech[kind]
 
 
 def error_response(exc: Exception) -> JSONResponse:
@@ -156,6 +170,7 @@ def openai_routes(
         Route("/v1/completions", complete, methods=["POST"]),
         Route("/v1/embeddings", embed, methods=["POST"]),
         *memory_routes(models, memories, error_response, json_body),
+        *audio_routes(models, error_response),
     ]
 
 

@@ -17,6 +17,8 @@ this machine's own GPU for apps that call it (app/openai_api.py).
 /models/<id>/<file>    the listed files of one model, with Range requests
 /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings
                        OpenAI's API over the same models, run here with wgpu-py (app/openai_api.py)
+/v1/audio/transcriptions, /v1/audio/speech
+                       speech to text and text to speech (app/audio_api.py)
 """
 
 from __future__ import annotations
