@@ -1,0 +1,112 @@
+"""Moonshine on the tiny random fixture (tests/fixtures/moonshine-f32, tools/make_moonshine_fixture.py)
+against transformers: the encoder's output and the greedy ids of three clips (a chirp of no whole
+number of strides, 0.1 s, 2.5 s of speech), exact precision; the front-end's lengths, the token limit,
+and malformed files as typed errors naming the file."""
+
+import asyncio
+import json
+import shutil
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gpu_harness import device
+
+from py_engine.errors import ModelFileError
+from py_engine.gpu import Read
+from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths
+from py_engine.speech.moonshine_generation import max_new_tokens
+from py_engine.speech.moonshine_model import encode_window, load_moonshine, read_moonshine_files
+
+MODEL = Path(__file__).parent / "fixtures" / "moonshine-f32"
+REFERENCE = json.loads((MODEL / "reference.json").read_text())
+ARRAYS = np.load(MODEL / "reference.npz")
+
+
+def pcm(name: str) -> np.ndarray:
+    with wave.open(str(MODEL / REFERENCE["clips"][name]["file"])) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+
+
+@pytest.fixture(scope="module")
+def model():
+    return asyncio.run(load_moonshine(read_moonshine_files(MODEL), device(False)[0], window=3.0))
+
+
+def argmax(tokens, logits) -> int:
+    return max(range(len(logits)), key=logits.__getitem__)
+
+
+async def greedy(model, start: int, limit: int) -> list[int]:
+    return [start] + [token async for token in model.generate([start], argmax, limit)]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["clips"]))
+def test_clips_match_transformers(model, name):
+    """The encoder's output within 1e-4, the first step's logits too, and every greedy id as
+    transformers' generate."""
+    clip = REFERENCE["clips"][name]
+    audio = pcm(name)
+    assert len(audio) == clip["samples"]
+    frames = encode_window(model, audio.tolist())
+    assert frames == clip["encoder_frames"] == front_end_lengths(len(audio))[-1]
+    read = Read(model.encoder.buffer("encoder_hidden"), 0, frames * 36 * 4)
+    hidden = np.frombuffer(asyncio.run(model.device.fetch(model.device.submit([read])[0])), np.float32)
+    np.testing.assert_allclose(hidden.reshape(frames, -1), ARRAYS[f"{name}_encoder"], atol=1e-4)
+    np.testing.assert_allclose(asyncio.run(model.logits_after([1], 0)), clip["first_logits"], atol=1e-4)
+    assert asyncio.run(greedy(model, 1, max_new_tokens(len(audio)))) == clip["greedy"]
+
+
+def test_front_end_lengths():
+    """transformers' floor at each stride (MoonshinePreTrainedModel._get_feat_extract_output_lengths):
+    1 s and 37 samples is 249, 81, 40 frames; the first encoder frame needs 895 samples."""
+    assert front_end_lengths(16037) == (16037, 249, 81, 40)
+    assert front_end_lengths(MIN_SAMPLES)[-1] == 1 and front_end_lengths(MIN_SAMPLES - 1)[-1] == 0
+    assert front_end_lengths(100) == (100, 0, 0, 0)
+    for clip in REFERENCE["clips"].values():
+        assert max_new_tokens(clip["samples"]) == clip["max_new_tokens"]
+
+
+def copy_with(tmp_path: Path, **changes) -> Path:
+    """The fixture's config.json and model.safetensors in tmp_path, config keys changed (None: removed)."""
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(MODEL / name, tmp_path / name)
+    config = json.loads((MODEL / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"decoder_num_attention_heads": 6}, "decoder_num_attention_heads should be"),
+        ({"encoder_num_key_value_heads": 1}, "encoder_num_key_value_heads should be"),
+        ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.75}}, "turns 9 of head_dim 12"),
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, "only the default RoPE"),
+        ({"decoder_hidden_act": "gelu"}, "decoder_hidden_act should be silu"),
+        ({"hidden_size": 35}, "hidden_size should be"),
+        ({"eos_token_id": 4000}, "not in the vocabulary"),
+        ({"attention_bias": True}, "attention_bias should be false"),
+        ({"architectures": ["WhisperForConditionalGeneration"]}, "MoonshineForConditionalGeneration"),
+        ({"intermediate_size": 80}, "has shape [72, 36]"),
+        ({"encoder_num_hidden_layers": 3}, "missing tensor 'model.encoder.layers.2."),
+    ],
+)
+def test_malformed_files_are_named(tmp_path, changes, message):
+    with pytest.raises(ModelFileError) as err:
+        read_moonshine_files(copy_with(tmp_path, **changes))
+    assert message in str(err.value) and "config.json" in str(err.value)
+
+
+def test_hub_style_rope_keys(tmp_path):
+    """The hub's configs (transformers 4.48) spell RoPE at the top level: the same model."""
+    model = copy_with(tmp_path, rope_parameters=None, rope_theta=10000.0, partial_rotary_factor=0.9, rope_scaling=None)
+    files = read_moonshine_files(model)
+    assert files.config.rotary_dim == REFERENCE["rotary_dim"] == 10 and files.config.cfg.rope_theta == 10000.0
+    assert read_moonshine_files(copy_with(tmp_path, rope_parameters=None)).config.rotary_dim == 10  # 0.9: the default
