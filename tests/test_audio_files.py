@@ -57,7 +57,7 @@ def encoded(container: str, codec: str, rate: int, layout: str = "stereo", secon
 def decode(source, name=None, chunk_samples=None) -> np.ndarray:
     async def run():
         audio = open_audio(source, name)
-        return [np.asarray(c) for c in [chunk async for chunk in audio.chunks(chunk_samples)]]
+        return [np.asarray(c) for c in [chunk async for chunk in audio.chunks(chunk_samples=chunk_samples)]]
 
     chunks = asyncio.run(run())
     return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
@@ -168,7 +168,7 @@ def test_a_2_hour_file_is_read_a_chunk_at_a_time():
     async def first_chunks():
         audio = open_audio(source, "long.wav")
         got = []
-        async for samples in audio.chunks(chunk):
+        async for samples in audio.chunks(chunk_samples=chunk):
             got.append(len(samples))
             if len(got) == 3:
                 break
@@ -184,7 +184,7 @@ def test_a_long_file_streams_in_bounded_memory():
 
     async def count():
         total = 0
-        async for samples in open_audio(LongWav(seconds), "ten-minutes.wav").chunks(chunk):
+        async for samples in open_audio(LongWav(seconds), "ten-minutes.wav").chunks(chunk_samples=chunk):
             assert len(samples) <= chunk
             total += len(samples)
         return total
