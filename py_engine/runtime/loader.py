@@ -58,6 +58,13 @@ def vision_plan(cfg, geometry: dict, tensors: dict, label: str, options: GraphOp
     return Plan(graph, footprint(graph, 0, 0))
 
 
+def built_plan(build, cfg, tensors: dict, label: str, options: GraphOptions) -> Plan:
+    """The graph build(builder) emits over `tensors` (a graph of no text or vision family: NanoCodec's
+    decoder, models/nanocodec.py) and its footprint."""
+    graph = build(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options))
+    return Plan(graph, footprint(graph, 0, 0))
+
+
 async def upload(device, graph: Graph | tuple, tensors: dict, source, make, progress=None):
     """make(executor, kernels, weight bytes) on `device`: what runs the graph (an Engine, an
     embedding runner), made before the kernels are awaited so that its own compile with the
