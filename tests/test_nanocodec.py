@@ -1,0 +1,104 @@
+"""NanoCodec's decoder (models/nanocodec.py, speech/nanocodec.py) against NeMo's own decode of the
+tiny random fixture (tools/make_nanocodec_fixture.py: nemo-toolkit 3.0.0's GroupFiniteScalarQuantizer
+and CausalHiFiGANDecoder), streamed windows against one whole decode, and its config's checks."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gpu_harness import device
+
+from py_engine.errors import ModelFileError, WispError
+from py_engine.models.nanocodec import codec_config
+from py_engine.speech.nanocodec import load_codec, read_codec_files
+
+FIXTURE = Path(__file__).parent / "fixtures" / "nanocodec-f32"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
+# nvidia/nemo-nano-codec-22khz-0.6kbps-12.5fps's decoder, as tools/nanocodec_to_safetensors.py writes it.
+REAL = {
+    "model_type": "nanocodec",
+    "sample_rate": 22050,
+    "samples_per_frame": 1764,
+    "num_groups": 4,
+    "num_levels_per_group": [9, 8, 8, 7],
+    "input_dim": 16,
+    "base_channels": 864,
+    "up_sample_rates": [7, 7, 6, 3, 2],
+    "in_kernel_size": 7,
+    "out_kernel_size": 3,
+    "resblock_kernel_sizes": [3, 7, 11],
+    "resblock_dilation_sizes": [1, 3, 5],
+    "activation": "half_snake",
+    "output_activation": "clamp",
+}
+
+
+@pytest.fixture(scope="module")
+def codecs():
+    """The fixture's decoder twice: windows of all 40 frames (one forward), and of 3 new frames."""
+    dev, _ = device()
+    files = read_codec_files(FIXTURE)
+    whole = asyncio.run(load_codec(files, dev, new_frames=len(REFERENCE["codes"])))
+    small = asyncio.run(load_codec(files, dev, new_frames=3))
+    return whole, small
+
+
+def test_decode_matches_nemo(codecs):
+    whole, _ = codecs
+    pcm = np.array(asyncio.run(whole.decode(REFERENCE["codes"])))
+    ref = np.array(REFERENCE["pcm"])
+    assert pcm.shape == ref.shape == (len(REFERENCE["codes"]) * whole.hop,)
+    assert np.abs(pcm - ref).max() < 1e-3  # measured 1.1e-6 on lavapipe
+    assert np.abs(pcm).max() == 1.0  # the fixture is loud enough that the clamp cuts
+
+
+def test_streamed_windows_equal_the_whole_decode(codecs):
+    """Frames arriving 3 at a time, each decoded in a window with its context: the whole decode's
+    samples (the decoder is causal; context_frames is its receptive field)."""
+    whole, small = codecs
+    codes = REFERENCE["codes"]
+    assert small.max_rows == small.context_frames + 3 < len(codes)
+    full = np.array(asyncio.run(whole.decode(codes)))
+    pieces, first = [], 0
+    for end in [*range(3, len(codes), 3), len(codes)]:
+        pieces.append(np.array(asyncio.run(small.decode(codes[:end], first))))
+        first = end
+    assert [len(p) for p in pieces[:2]] == [3 * small.hop] * 2
+    assert np.abs(np.concatenate(pieces) - full).max() < 1e-5
+
+
+def test_codes_outside_the_codebook_are_refused(codecs):
+    whole, _ = codecs
+    with pytest.raises(WispError, match="frame 1"):
+        asyncio.run(whole.decode([[0, 0, 0, 0], [0, 4032, 0, 0]]))
+    with pytest.raises(WispError, match="frame 0"):
+        asyncio.run(whole.decode([[0, 0, 0]]))
+
+
+def test_context_frames_is_the_receptive_field():
+    """NanoCodec's: 2 samples (post conv) + 120 per residual layer (kernel 11: 10 (1 + 3 + 5) + 3 x 10)
+    walked back through strides 2, 3, 6, 7, 7 (+1 input each: the transposed conv's second tap), + 6
+    frames (pre conv): 28 frames, 2.24 s."""
+    assert codec_config(REAL, "config.json").context_frames == 28
+    tiny = read_codec_files(FIXTURE).cfg
+    assert (tiny.hop, tiny.context_frames, tiny.codebook_size) == (84, 29, 4032)
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"model_type": "nemo"}, "model_type"),
+        ({"num_levels_per_group": [9, 8, 8, 7, 5]}, "num_levels_per_group"),
+        ({"input_dim": 12}, "input_dim"),
+        ({"base_channels": 100}, "base_channels"),
+        ({"activation": "snake"}, "activation"),
+        ({"up_sample_rates": [7, 0]}, "up_sample_rates"),
+        ({"samples_per_frame": 1000}, "samples_per_frame"),
+        ({"pad_mode": "reflect"}, "zero padding"),
+    ],
+)
+def test_bad_configs_name_the_key(change, problem):
+    with pytest.raises(ModelFileError, match=problem):
+        codec_config(REAL | change, "config.json")
