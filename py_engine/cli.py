@@ -1,5 +1,5 @@
-"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check|kernel …`. Bad input → one line on
-stderr, exit 2."""
+"""Desktop CLI: `python -m py_engine chat|generate|fetch|tokenize|check|kernel|transcribe|speak …`. Bad input →
+one line on stderr, exit 2."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from .audio.commands import add_speech_commands
 from .catalog import DEFAULT_MODEL
 from .chat import CHAT_MAX_NEW_TOKENS, CHAT_REPETITION_PENALTY, CHAT_TEMPERATURE, CHAT_TOP_P, chat
 from .errors import WispError
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     tok = sub.add_parser("tokenize", help='read text on stdin, print {"ids": [...]}')
     tok.add_argument("--model", required=True, help="a GGUF file, a model directory or a tokenizer.json")
     tok.add_argument("--special", action="store_true", help="add the tokenizer's special tokens (e.g. BOS)")
+    add_speech_commands(sub)
     return parser
 
 
@@ -121,6 +123,10 @@ def main(argv=None) -> int:
             return asyncio.run(check_device(args))
         if args.command == "kernel":
             return print_kernel(args)
+        if args.command in ("transcribe", "speak"):
+            from .audio import commands
+
+            return asyncio.run(getattr(commands, args.command)(args))
         check_sampling_args(args)
         if args.command == "chat":
             return run_chat(args)
