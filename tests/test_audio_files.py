@@ -179,6 +179,23 @@ def test_a_2_hour_file_is_read_a_chunk_at_a_time():
     assert source.closed
 
 
+def test_closed_while_streaming():
+    """A model that stops listening early (its token budget spent) closes the file; the stream then ends
+    (FFmpeg's demuxer is freed: reading it on crashed the process) and closing again is nothing."""
+
+    async def run():
+        audio = open_audio(LongWav(60), "minute.wav")
+        chunks = audio.chunks(chunk_samples=16000)
+        first = await anext(chunks)
+        audio.close()
+        audio.close()
+        rest = [len(c) async for c in chunks]
+        return len(first), rest
+
+    first, rest = asyncio.run(run())
+    assert first == 16000 and sum(rest) < 16000
+
+
 def test_a_long_file_streams_in_bounded_memory():
     seconds, chunk = 600, 16000 * 30
 

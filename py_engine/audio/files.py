@@ -55,6 +55,7 @@ class AudioFile:
         self.source_rate = stream.codec_context.sample_rate
         self.source_channels = stream.codec_context.channels
         self.samples = 0  # yielded so far
+        self.closed = False
 
     @property
     def seconds(self) -> float:
@@ -82,6 +83,8 @@ class AudioFile:
                 graph.push(frame)
                 for out in _pulled(graph):
                     yield out
+                    if self.closed:  # closed while this waited: FFmpeg's demuxer is freed (reading on would crash)
+                        return
             graph.push(None)  # what the resampler's filter still holds
             for out in _pulled(graph):
                 yield out
@@ -108,8 +111,11 @@ class AudioFile:
         return graph
 
     def close(self) -> None:
-        self._container.close()
-        self._file.close()
+        """Free FFmpeg's demuxer and close the file (again: nothing); chunks() then ends."""
+        if not self.closed:
+            self.closed = True
+            self._container.close()
+            self._file.close()
 
 
 def _pulled(graph):
