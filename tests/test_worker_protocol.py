@@ -101,6 +101,31 @@ VALID = {  # one message of each type with every field the table knows
         "name": "backup.jsonl",
         "options": OPTIONS,
     },
+    "speech_load": {
+        "type": "speech_load",
+        "id": "speech_load-1",
+        "model": EMBEDDER,
+        "task": "speech",
+        "options": OPTIONS,
+    },
+    "transcribe": {
+        "type": "transcribe",
+        "id": "transcribe-2",
+        "model": EMBEDDER,
+        "audio": {},  # a Float32Array of 16 kHz samples (a JS object: any value passes the table)
+        "body": {"model": "whisper-base", "language": "en", "response_format": "verbose_json"},
+        "max_tokens": 64,
+        "options": OPTIONS,
+    },
+    "speak": {
+        "type": "speak",
+        "id": "speak-3",
+        "model": EMBEDDER,
+        "body": {"model": "kani-tts-2", "input": "Hello there.", "voice": None, "response_format": "wav"},
+        "float32": True,
+        "max_frames": 40,
+        "options": OPTIONS,
+    },
 }
 NOT_JSON_KINDS = [None, True, 1.5, 7, "x", ["x"], {"x": 1}]
 

@@ -191,10 +191,10 @@ async def ensure_embedder(state, model: dict, message: dict, request):
     from .files import RemoteModel
 
     memory.drop_gpu()  # another embedder's vectors would not compare
-    device = state.device or await _open_device(state, message.get("options") or {})
+    device = state.device or await open_device_for(state, message.get("options") or {})
     label = model.get("name", model["id"])
     state.emit("memory_progress", request, file=label, phase="embedder", done=0, total=0)
-    await _begin_store(model, request)
+    await begin_store_for(model, request)
     source = await RemoteModel.open(model["id"], label, model["kind"], model["base"], dict(model["files"]))
     if not session.is_embedding_model(source):
         raise WispError(
@@ -210,7 +210,9 @@ async def ensure_embedder(state, model: dict, message: dict, request):
     return memory.embedder
 
 
-async def _open_device(state, options: dict):
+async def open_device_for(state, options: dict):
+    """The worker's device for a model loaded beside the chat's (the embedder, speech.py's models)
+    when no load has opened one: as a load message with these options would open it."""
     from ..gpu.submit_strategy import submit_strategy
     from .state import device_for
     from .webkit import load_policy
@@ -222,8 +224,9 @@ async def _open_device(state, options: dict):
     return device
 
 
-async def _begin_store(model: dict, request) -> None:
-    """The weight store's begin for the embedder's files (as worker.begin_store for a load)."""
+async def begin_store_for(model: dict, request) -> None:
+    """The weight store's begin for the files of a model loaded beside the chat's (the embedder,
+    speech.py's models), as worker.begin_store for a load."""
     import wisp_store
     from js import Object
     from pyodide.ffi import JsException, to_js

@@ -55,6 +55,7 @@ MODEL = {  # what /api/models lists, plus where its files are served (client.js 
     # mmproj GGUF, read beside the text GGUF (worker.py's load), so the model reads pictures.
     "mmproj?": str,
 }
+SPEECH_TASK = Enum("transcription", "speech")
 MESSAGES = {  # page -> worker
     "load": {"id": ID, "model": MODEL, "options?": LOAD_OPTIONS},
     # The one generation message: OpenAI's API (py_engine/api/; static/openai.js, and the page's chat
@@ -120,6 +121,33 @@ MESSAGES = {  # page -> worker
         "line": int,
         "name?": str,
         "options?": DEVICE_OPTIONS,  # another model's export is embedded again: the device to open
+    },
+    # Speech (web/speech.py): a transcription model (Whisper, Moonshine) or a speech model (Kani-TTS-2),
+    # loaded on its first request through the weight store onto the worker's device (opened with
+    # `options` when no model holds one) and kept; one speech request at a time, beside a chat answer.
+    # Each is answered by one `speech` event; a first load narrates itself in `progress` events.
+    "speech_load": {"id": ID, "model": MODEL, "task": SPEECH_TASK, "options?": DEVICE_OPTIONS},
+    # OpenAI's request bodies (/v1/audio's, checked by audio/requests.py as the desktop checks them).
+    # audio: 16 kHz mono float32 samples (a Float32Array); segments come as `transcript_segment` events
+    # and the `speech` event has the transcript in the body's response_format; max_tokens: Wisp's bound
+    "transcribe": {
+        "id": ID,
+        "model": MODEL,
+        "audio": object,
+        "body": dict,
+        "max_tokens?": int,
+        "options?": DEVICE_OPTIONS,
+    },
+    # the PCM comes in `speech_audio` events: the bytes of the body's response_format (pcm: PCM16
+    # little-endian; wav: a stream's header first) or, float32, the samples (the page's player);
+    # max_frames: Wisp's bound on the codec frames
+    "speak": {
+        "id": ID,
+        "model": MODEL,
+        "body": dict,
+        "float32?": bool,
+        "max_frames?": int,
+        "options?": DEVICE_OPTIONS,
     },
 }
 SUBMIT = {
@@ -260,6 +288,29 @@ EVENTS = {  # worker -> page
         "done": int,
         "total": int,
     },
+    # a transcription's segment, as the model finishes it (seconds from the audio's start)
+    "transcript_segment": {"id": ID, "start": float, "end": float, "text": str},
+    # a speak's chunk of audio (a Uint8Array: float32 samples or the response_format's bytes) as the
+    # codec decodes it; samples: how many it holds
+    "speech_audio": {"id": ID, "audio": object, "samples": int, "sample_rate": int},
+    # A speech message's answer: the model (load_ms when this request loaded it; a speech model's voices);
+    # a transcription's text, segments, language, the audio's seconds and its body in the response_format
+    # asked; a speech's samples, and whether it ended or was cancelled
+    "speech": {
+        "id": ID,
+        "model": str,
+        "task": SPEECH_TASK,
+        "sample_rate": int,
+        "load_ms?": float,
+        "voices?": [str],
+        "text?": str,
+        "segments?": [{"start": float, "end": float, "text": str}],
+        "language?": Or(str, None),
+        "duration?": float,
+        "body?": Or(dict, str),
+        "samples?": int,
+        "stop?": Enum("end", "cancel"),
+    },
     "diagnostic": {"id": ID, "result": RESULT},  # one per self-test, as it finishes
     "diagnostics": {"id": ID, "adapter": ADAPTER, "results": [RESULT]},
     "error": {
@@ -276,6 +327,7 @@ EVENTS = {  # worker -> page
             "store",
             "document",  # a document memory cannot read (memory.documents' DocumentError, naming it)
             "memory",  # a memory message that failed otherwise (the collection's store: its message says)
+            "speech",  # a speech message that failed (its model's load, or its audio or text: the message says)
             "probe",
             "diagnose",
             "device-lost",

@@ -27,6 +27,7 @@ class WorkerState:
     losses: int = 0  # device losses since an answer last completed (recovery.py gives up after a few)
     recovery: object = None  # the recovery task after a device loss (recovery.py)
     memory: object = None  # memory.py's PageMemory once used: the embedder beside the model, the stores
+    speech: object = None  # speech.py's PageSpeech once used: the transcription and speech models
 
     def emit(self, kind: str, request, /, **fields) -> None:
         """An event of protocol.py's table: its type, the request it answers, its fields (an
@@ -38,6 +39,8 @@ class WorkerState:
         self.device = self.device_key = self.model = self.probe_chain = None
         if self.memory is not None:
             self.memory.drop_gpu()  # the embedder and the vector indexes lived on it
+        if self.speech is not None:
+            self.speech.drop_gpu()
 
     @contextlib.contextmanager
     def busy(self, request):

@@ -74,6 +74,10 @@ async def handle(message: dict, state: WorkerState | None = None) -> None:
             from .memory import memory_message
 
             await memory_message(state, message)
+        elif kind in ("speech_load", "transcribe", "speak"):  # speech.py: its own lock, beside a chat answer
+            from .speech import speech_message
+
+            await speech_message(state, message)
         elif kind in ("probe", "diagnose"):  # checks.py; each takes the busy guard itself
             from . import checks
 
@@ -115,6 +119,8 @@ def error_kind(exc: WispError, message_type: str | None) -> str:
         return "generate"
     if message_type.startswith("memory_"):
         return "memory"
+    if message_type in ("speech_load", "transcribe", "speak"):
+        return "speech"
     return "store" if message_type.startswith("store_") else "internal"
 
 

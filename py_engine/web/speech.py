@@ -1,0 +1,204 @@
+"""The page's speech (issue 32): the worker's speech_load / transcribe / speak messages (protocol.py).
+
+A transcription model (py_engine.speech.load_transcriber: Whisper, Moonshine) and a speech model
+(load_speaker: Kani-TTS-2 with its codec) load on first use, their files through the weight store
+as any model's, onto the worker's device (the chat model's; one opened with the message's options
+when none is open), and stay until that device goes (state.drop_device). One speech request runs at
+a time (the lock), and not under the chat's busy guard: a sentence of an answer is spoken while the
+rest of it is still being generated, the two interleaving at their GPU awaits.
+
+Both take OpenAI's request body (static/openai.js's, or the page's own), checked by the desktop's
+audio/requests.py, so a field is refused in the page as /v1/audio refuses it. transcribe takes
+16 kHz mono float32 samples (the page's microphone worklet, or a file the browser decoded) and hands
+them to the transcriber in 30-second pieces, so a long recording never reaches the GPU whole; each
+segment is a `transcript_segment` event as it is finished, and the `speech` event has the whole
+transcript, its body in the response_format asked (audio/transcript.py, as the desktop renders it).
+speak streams the speaker's PCM chunks as `speech_audio` events: float32 samples for the page's
+player, or the bytes of the body's pcm / wav (audio/wav.py, as the desktop sends them); a `cancel`
+stops it after the chunk under way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from array import array
+from dataclasses import dataclass, field
+
+from ..api.request_error import RequestError
+from ..audio.pcm import float32_bytes, int16_bytes
+from ..audio.transcript import plain_text, render
+from ..audio.wav import wav_header
+
+SAMPLE_RATE = 16000  # what transcribe's audio is sampled at (the page resamples to it)
+WINDOW = 30 * SAMPLE_RATE  # the pieces handed to the transcriber
+TASK_OF = {"transcribe": "transcription", "speak": "speech"}
+
+
+@dataclass
+class PageSpeech:
+    """What the worker holds for speech (WorkerState.speech)."""
+
+    loaded: dict = field(default_factory=dict)  # task -> (model id, its device, Transcriber | Speaker)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one speech request at a time
+
+    def drop_gpu(self) -> None:
+        """The device went: the models on it with it."""
+        self.loaded.clear()
+
+
+async def speech_message(state, message: dict) -> None:
+    """speech_load, transcribe or speak, answered by one `speech` event."""
+    from .recovery import settled
+
+    kind, request = message["type"], message["id"]
+    task = message.get("task") or TASK_OF[kind]
+    state.speech = state.speech or PageSpeech()
+    await settled(state)  # after a device loss: on the new device
+    try:
+        async with state.speech.lock:
+            model, load_ms = await ensure_model(state, task, message)
+            reply = {"model": message["model"]["id"], "task": task, "sample_rate": model.sample_rate}
+            if load_ms is not None:
+                reply["load_ms"] = load_ms
+            if task == "speech":
+                reply["voices"] = list(model.voices)
+            if kind == "transcribe":
+                reply |= await transcribe(state, model, message)
+            elif kind == "speak":
+                reply |= await speak(state, model, message)
+            state.emit("speech", request, **reply)
+    finally:
+        state.cancelled.discard(request)
+
+
+async def ensure_model(state, task: str, message: dict) -> tuple:
+    """(the model, its load's ms or None when it was loaded already) for `task`."""
+    from .files import RemoteModel
+    from .memory import begin_store_for, open_device_for
+
+    model, request = message["model"], message["id"]
+    held = state.speech.loaded.get(task)
+    if held is not None and held[0] == model["id"] and held[1] is state.device:
+        return held[2], None
+    start = time.perf_counter()
+    state.speech.loaded.pop(task, None)
+    device = state.device or await open_device_for(state, message.get("options") or {})
+    await begin_store_for(model, request)
+    source = await RemoteModel.open(
+        model["id"], model.get("name", model["id"]), model["kind"], model["base"], dict(model["files"])
+    )
+    try:
+        if task == "transcription":
+            from ..speech.transcriber import load_transcriber as load
+        else:
+            from ..speech.speaker import load_speaker as load
+        loaded = await load(source, device, model_id=model["id"])
+    except BaseException:
+        await source.settle()  # its upload stops with the load
+        raise
+    state.speech.loaded[task] = (model["id"], device, loaded)
+    return loaded, round(1000 * (time.perf_counter() - start))
+
+
+def samples_of(audio) -> array:
+    """The message's audio (a Float32Array: Pyodide hands it over as a buffer of floats) as array('f')."""
+    if hasattr(audio, "to_py"):
+        audio = audio.to_py()
+    try:
+        view = memoryview(audio)
+    except TypeError:
+        raise RequestError("'audio' must be a Float32Array of 16 kHz mono samples", "audio") from None
+    if view.format != "f":
+        raise RequestError(f"'audio' must hold float32 samples, not {view.format!r} items", "audio")
+    samples = array("f")
+    samples.frombytes(view.cast("B"))
+    if not samples:
+        raise RequestError("'audio' holds no samples", "audio")
+    if not all(math.isfinite(v) for v in samples):
+        raise RequestError("'audio' holds a sample that is not a number (NaN or infinity)", "audio")
+    return samples
+
+
+async def windows(samples: array):
+    """The samples in WINDOW-long pieces, as the transcriber takes a long recording."""
+    for start in range(0, len(samples), WINDOW):
+        yield samples[start : start + WINDOW]
+
+
+def body_of(message: dict) -> dict:
+    """The message's OpenAI body, its `model` the message's model where it names none."""
+    body = message["body"]
+    return {"model": message["model"]["id"], **body} if isinstance(body, dict) else body
+
+
+def transcription_fields(body: dict) -> dict:
+    """An OpenAI transcription body (static/openai.js: the desktop's form fields as JSON values) as
+    form fields, name -> its values as text, for audio/requests.parse_transcription."""
+    if not isinstance(body, dict):
+        raise RequestError("the transcription's body must be an object")
+    return {
+        name: [str(v) for v in (value if isinstance(value, list) else [value])]
+        for name, value in body.items()
+        if value is not None
+    }
+
+
+async def transcribe(state, transcriber, message: dict) -> dict:
+    from ..audio.requests import parse_transcription
+
+    request = message["id"]
+    asked = parse_transcription(transcription_fields(body_of(message)))  # the desktop's checks, its errors
+    samples = samples_of(message["audio"])
+    segments = []
+    pieces = transcriber.transcribe(
+        windows(samples),
+        language=asked.language,
+        timestamps=asked.timestamps,
+        prompt=asked.prompt,
+        max_tokens=message.get("max_tokens"),
+    )
+    async with contextlib.aclosing(pieces):
+        async for segment in pieces:
+            segments.append(segment)
+            state.emit("transcript_segment", request, start=segment.start, end=segment.end, text=segment.text)
+            if request in state.cancelled:
+                break
+    language = asked.language or getattr(transcriber, "language", None)  # the one it detected, where it says
+    duration = len(samples) / SAMPLE_RATE
+    return {
+        "text": plain_text(segments),
+        "segments": [{"start": s.start, "end": s.end, "text": s.text} for s in segments],
+        "language": language,
+        "duration": duration,
+        "body": render(segments, asked.response_format, language, duration),
+    }
+
+
+async def speak(state, speaker, message: dict) -> dict:
+    """The body's speech, streamed: float32 samples (the page's player: `float32`), or the bytes of
+    its response_format (pcm: PCM16 little-endian; wav: a stream's header first, as the desktop's)."""
+    from ..audio.requests import choose_voice, parse_speech
+
+    request = message["id"]
+    asked = parse_speech(body_of(message))  # the desktop's checks, its errors
+    voice = choose_voice(asked.voice, tuple(speaker.voices), message["model"]["id"])
+    rate = speaker.sample_rate
+    float32 = bool(message.get("float32"))
+
+    def send(data: bytes, samples: int) -> None:
+        state.emit("speech_audio", request, audio=data, samples=samples, sample_rate=rate)
+
+    if asked.response_format == "wav" and not float32:
+        send(wav_header(rate), 0)  # its length is not known yet: a live stream's sizes
+    total, stop = 0, "end"
+    chunks = speaker.speak(asked.input, voice=voice, max_frames=message.get("max_frames"))
+    async with contextlib.aclosing(chunks):
+        async for chunk in chunks:
+            send(float32_bytes(chunk) if float32 else int16_bytes(chunk), len(chunk))
+            total += len(chunk)
+            if request in state.cancelled:
+                stop = "cancel"
+                break
+    return {"samples": total, "stop": stop}
