@@ -23,6 +23,9 @@ import { checkAdapter, renderFallbackNotice } from "./fallback_notice.js";
 import { clearPictures, initAttachments, pictureCount, takePictures } from "./attachments.js";
 import { documentsIdle, documentsRequest, initDocuments, setModels, toggleDocuments } from "./documents.js";
 import { initCitations, showCitations } from "./citations.js";
+import { initMicrophone, renderMicrophone } from "./microphone.js";
+import { initSpeaker, withSpeaker } from "./speaker.js";
+import { speechModel } from "./speech_client.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
@@ -44,6 +47,7 @@ const state = {
   client: null,
   noGpu: false,
   loadingId: null,      // the model being loaded (the Storage panel won't delete it meanwhile)
+  voice: { transcriber: null, speaker: null },  // the server's speech models (microphone.js, speaker.js)
 };
 
 // ---------- view state ----------
@@ -241,7 +245,7 @@ async function send(rawText) {
   const userTurn = state.history.length - 1;
   addUserMessage(text, pictures);
   if (rawText === undefined) { ui.prompt.value = ""; autosize(); }
-  const view = addAssistantMessage(model);
+  const view = withSpeaker(addAssistantMessage(model));  // its speaker button reads it aloud, even while it streams
   setPhase("generating");
   scrollToBottom();
 
@@ -375,6 +379,8 @@ async function init() {
   initDiagnostics({ client }); // "Check this device" (the GPU panel's button)
   initDocuments({ client, showError, busy: () => state.phase === "loading" || state.phase === "recovering" || state.gen !== null });
   initCitations();
+  initMicrophone({ client, prompt: ui.prompt, showError, transcriber: () => (state.noGpu ? null : state.voice.transcriber) });
+  initSpeaker({ client, showError, speaker: () => (state.noGpu ? null : state.voice.speaker) });
   $("documents-button").addEventListener("click", () => { toggleSettings(false); ui.gpuPanel.open = false; });
   ui.settingsButton.addEventListener("click", () => toggleDocuments(false));
   initStorage({
@@ -397,10 +403,13 @@ async function init() {
   window.addEventListener("resize", render);
   render();
   try {
-    // embedding models (task "embedding") answer static/openai.js and the memory, not the chat
+    // embedding models (task "embedding") answer static/openai.js and the memory, speech models
+    // ("transcription", "speech") the microphone and the speaker buttons: none of them chats
     const listed = await fetchModels();
     setModels(listed); // the Documents panel, where one of them embeds
-    state.models = [...listed.filter((m) => m.task !== "embedding"), ...broughtModels()];
+    state.voice = { transcriber: speechModel(listed, "transcription"), speaker: speechModel(listed, "speech") };
+    renderMicrophone();
+    state.models = [...listed.filter((m) => (m.task ?? "chat") === "chat"), ...broughtModels()];
   } catch (err) {
     ui.select.replaceChildren(new Option("No models available"));
     showError("models", err.message);

@@ -14,7 +14,7 @@
 // them through client.openai); generate() is the same request seen as text, for the page's chat.
 // Memory (the user's documents, kept by the worker in OPFS): memoryList / memoryAdd / memoryDelete /
 // memoryRecall / memoryExport / memoryImport, each naming the collection and the embedding model
-// (memoryModel() picks it).
+// (memoryModel() picks it). Speech (transcribe, speak: static/speech_client.js) goes through request().
 //
 // Errors: a request's `error` event rejects its promise with a WispError {kind, message, id};
 // an `error` without a known id, and a worker crash (kind "crash", every pending request rejected
@@ -278,6 +278,20 @@ export class WispClient extends EventTarget {
     return gen;
   }
 
+  /** A request answered by one event of type `answer` (static/speech_client.js's speech messages):
+   *  posts {...msg, id}; `done` resolves with that event (an `error` rejects it), onEvent hears the
+   *  request's other events as they come (stream pieces, its model's load progress); cancel() asks
+   *  the worker to stop it. */
+  request(msg, answer, { onEvent = null, transfer = [] } = {}) {
+    this.start();
+    const id = `${msg.type}-${nextId++}`;
+    const done = new Promise((resolve, reject) => {
+      this._pending.set(id, { kind: "request", answer, resolve, reject, onEvent });
+      this._post({ ...msg, id }, transfer);
+    });
+    return { id, done, cancel: () => this._post({ type: "cancel", id }) };
+  }
+
   /** Cancel a generation by id (or every running one). */
   cancel(id = null) {
     for (const [pid, p] of this._pending) {
@@ -417,6 +431,14 @@ export class WispClient extends EventTarget {
   _onMessage(msg) {
     if (!msg || typeof msg !== "object") return;
     const p = msg.id != null ? this._pending.get(msg.id) : undefined;
+    if (p?.kind === "request" && msg.type !== "error") {
+      if (msg.type === p.answer) {
+        this._pending.delete(msg.id);
+        p.resolve(msg);
+      } else if (p.onEvent) p.onEvent(msg);
+      this._emit(msg.type, msg);
+      return;
+    }
     switch (msg.type) {
       case "booted": this.booted = msg; break;
       case "progress": { // boot progress comes before any request: id null, it belongs to the pending load

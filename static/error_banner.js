@@ -17,6 +17,7 @@ const ERROR_TITLES = {
   picture: "Couldn’t attach the picture",  // attachments.js: not a picture, too large, or a model that reads none
   memory: "Your documents couldn’t be used",  // documents.js, and a chat's recall (web/memory.py)
   document: "Couldn’t read a document",
+  speech: "Speech didn’t work",  // microphone.js and speaker.js (web/speech.py's errors)
 };
 
 const hint = $("error-hint");

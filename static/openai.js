@@ -29,8 +29,17 @@
 //   await wisp.memory.import(text);                                     // into "documents"
 // An export moves between the page and the desktop's /v1/memory/{c}/export and import (another embedding
 // model's is embedded again); an import is read and sent in pieces, so a large file never sits whole.
+//
+// Audio, as the desktop's /v1/audio (static/openai_audio.js): the server's speech-to-text model
+// (Whisper, Moonshine) and text-to-speech model (Kani-TTS-2), each loaded on its first request:
+//
+//   const { text } = await wisp.audio.transcriptions.create({ file, model: "whisper-base" });  // a File / Blob
+//   const srt = await wisp.audio.transcriptions.create({ file, model, response_format: "srt" });
+//   const res = await wisp.audio.speech.create({ model: "kani-tts-2", input: "Hello!", response_format: "wav" });
+//   const wav = await res.arrayBuffer();                 // or res.body: the audio streams as it is made
 
 import { fetchModels, memoryModel, sharedClient, WispError } from "./client.js";
+import { createSpeech, createTranscription } from "./openai_audio.js";
 
 export { WispError };
 
@@ -49,6 +58,11 @@ export class Wisp {
     this.completions = { create: (body) => this._create("completions", body) };
     this.embeddings = { create: (body) => this._create("embeddings", body) };
     this.models = { list: async () => ({ object: "list", data: (await this._list()).map(modelObject) }) };
+    // speech (static/openai_audio.js): beside a chat, not queued behind it (the worker has its own turn for speech)
+    this.audio = {
+      transcriptions: { create: (body) => createTranscription(this, body) },
+      speech: { create: (body) => createSpeech(this, body) },
+    };
     this.memory = {
       documents: {
         create: (body) => this._memory(body, async (c, e, name) => (await c.memoryAdd(name, e, await documentOf(body))).added),

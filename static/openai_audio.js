@@ -1,0 +1,87 @@
+// wisp.audio (static/openai.js): OpenAI's audio endpoints over the page's worker, in the shapes of
+// OpenAI's JS SDK: transcriptions.create resolves with the transcript (an object for json /
+// verbose_json, a string for text / srt / vtt) and speech.create with a fetch Response whose body
+// streams the audio as the model makes it (wav: a stream's header, sizes unknown, then PCM16; pcm:
+// the bare PCM16), its rate in the X-Sample-Rate header, as the desktop's /v1/audio/speech sends it.
+// The worker checks both bodies with the desktop's Python (py_engine/audio/requests.py).
+//
+// A file to transcribe is decoded by the browser's own decoder: decodeAudioData in an
+// OfflineAudioContext at 16 kHz (the browser resamples each channel with its band-limited
+// resampler), then the channels averaged into one (a surround file too: Web Audio's down-mix
+// drops the channels of layouts it does not know).
+
+import { WispError } from "./client.js";
+import { CAPTURE_RATE } from "./capture_worklet.js";
+import { speak, speechModel, transcribe } from "./speech_client.js";
+
+/** A file's samples as 16 kHz mono: a File or Blob, a fetch Response, an ArrayBuffer or bytes. */
+export async function decodeAudio(file) {
+  const name = file?.name ?? "the file";
+  let bytes;
+  if (typeof Blob !== "undefined" && file instanceof Blob) bytes = await file.arrayBuffer();
+  else if (typeof Response !== "undefined" && file instanceof Response) bytes = await file.arrayBuffer();
+  else if (file instanceof ArrayBuffer) bytes = file.slice(0);
+  else if (ArrayBuffer.isView(file)) bytes = file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength);
+  else throw new WispError("request", "'file' is required: the audio (a File, Blob, Response or bytes)");
+  if (!bytes.byteLength) throw new WispError("request", `${name} is empty: there is no audio in it`);
+  let decoded;
+  try {
+    decoded = await new OfflineAudioContext(1, 1, CAPTURE_RATE).decodeAudioData(bytes);
+  } catch (err) {
+    throw new WispError("request", `${name} could not be decoded as audio by this browser (${err.message || err.name})`);
+  }
+  const mono = new Float32Array(decoded.length);
+  for (let c = 0; c < decoded.numberOfChannels; c++) {
+    const channel = decoded.getChannelData(c);
+    for (let i = 0; i < mono.length; i++) mono[i] += channel[i] / decoded.numberOfChannels;
+  }
+  return mono;
+}
+
+async function modelFor(wisp, id, task) {
+  const models = await wisp._list();
+  const model = models.find((m) => m.id === id);
+  if (!id || !model || model.task !== task) {
+    const served = speechModel(models, task);
+    const what = task === "transcription" ? "speech-to-text" : "text-to-speech";
+    throw new WispError("request", `'model' must be a ${what} model served here${served ? ` (e.g. '${served.id}')` : ": there is none"}`);
+  }
+  return model;
+}
+
+/** wisp.audio.transcriptions.create({file, model, language, prompt, response_format, temperature,
+ *  timestamp_granularities}): OpenAI's transcription (the json, text, srt, vtt or verbose_json body). */
+export async function createTranscription(wisp, { file, ...body } = {}) {
+  const model = await modelFor(wisp, body.model, "transcription");
+  const pcm = await decodeAudio(file);
+  const done = await transcribe(wisp.client, model, pcm, body);
+  return done.body;
+}
+
+/** wisp.audio.speech.create({model, input, voice, response_format}): a Response streaming the audio. */
+export async function createSpeech(wisp, body = {}) {
+  const model = await modelFor(wisp, body.model, "speech");
+  let controller = null;
+  let speech = null;
+  const stream = new ReadableStream({
+    start: (c) => { controller = c; },
+    cancel: () => speech?.cancel(),
+  });
+  return new Promise((resolve, reject) => {
+    const answer = (rate) => resolve(new Response(stream, { headers: {
+      "Content-Type": body.response_format === "pcm" ? "audio/pcm" : "audio/wav", "X-Sample-Rate": String(rate) } }));
+    speech = speak(wisp.client, model, body, {
+      onAudio: (bytes, rate) => {  // the first chunk: the Response (its headers), as an HTTP answer's
+        answer(rate);
+        controller.enqueue(bytes);
+      },
+    });
+    speech.done.then((done) => {
+      answer(done.sample_rate);
+      controller.close();
+    }, (err) => {
+      reject(err);  // before any audio: the request fails, as the desktop's with its status
+      controller.error(err);
+    });
+  });
+}
