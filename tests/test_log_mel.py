@@ -1,16 +1,19 @@
 """Whisper's log-mel front-end on the GPU (models/log_mel.py's ops over speech/log_mel.py's constants)
 against transformers' WhisperFeatureExtractor (its numpy path here: the test environment has no torch)
 on 30-s windows: a short tone mix, silence (the 1e-10 floor everywhere), a clipped signal, a chirp that
-fills the whole window (the reflect padding at its end reads real samples), and 128 mels (large-v3).
+fills the whole window (the reflect padding at its end reads real samples), real speech (the clips of
+tests/fixtures/speech/) and 128 mels (large-v3).
 Also the pure-Python plan against transformers' own mel_filter_bank and window."""
 
 import asyncio
 from array import array
+from pathlib import Path
 
 import numpy as np
 import pytest
 from gpu_harness import device
 
+from py_engine.audio.wav import read_wav
 from py_engine.gpu import Read
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.config import ModelConfig
@@ -23,6 +26,8 @@ from py_engine.speech.log_mel import dft_basis, hann_window, mel_filters, window
 transformers = pytest.importorskip("transformers")
 from transformers import WhisperFeatureExtractor  # noqa: E402
 from transformers.audio_utils import mel_filter_bank, window_function  # noqa: E402
+
+CLIPS = sorted((Path(__file__).parent / "fixtures" / "speech").glob("*.wav"))  # real speech, 16 kHz mono
 
 # f32 on the GPU against HF's float64 STFT, on the (x + 4) / 4 scale: at most 3.3e-5 measured on lavapipe
 # (HF's own numpy and torch paths differ by up to 5e-5 on these signals).
@@ -129,6 +134,16 @@ def test_features_match_whisper_feature_extractor(name):
     assert error < TOLERANCE, f"{name}: max abs error {error:.2e}"
     if name == "silence":
         np.testing.assert_allclose(got, -1.5, atol=1e-6)  # log10(1e-10) = -10, (-10 + 4) / 4
+
+
+@pytest.mark.parametrize("clip", CLIPS, ids=lambda p: p.stem)
+def test_features_of_real_speech_match_whisper_feature_extractor(clip):
+    wav = read_wav(clip.read_bytes(), clip.name)
+    assert (wav.sample_rate, wav.channels) == (SAMPLE_RATE, 1)
+    samples = np.frombuffer(wav.samples.tobytes(), np.float32)
+    error = np.abs(front_end(80)(samples) - reference(samples, 80)).max()
+    print(f"log-mel {clip.name}: max abs error {error:.2e}")
+    assert error < TOLERANCE
 
 
 def test_128_mels_match_whisper_feature_extractor():
