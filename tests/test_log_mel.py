@@ -18,7 +18,7 @@ from py_engine.gpu import Read
 from py_engine.models.builder import GraphBuilder
 from py_engine.models.config import ModelConfig
 from py_engine.models.graph_options import GraphOptions
-from py_engine.models.log_mel import FRAMES, N_SAMPLES, SAMPLE_RATE, log_mel
+from py_engine.models.log_mel import FRAMES, HOP, N_SAMPLES, SAMPLE_RATE, log_mel
 from py_engine.runtime.executor import Executor
 from py_engine.runtime.kernels import KernelCache
 from py_engine.speech.log_mel import dft_basis, hann_window, mel_filters, window_bytes, write_tables
@@ -59,24 +59,25 @@ def test_dft_basis_is_the_windowed_one_sided_dft():
 class FrontEnd:
     """A graph of the front-end alone, its features a graph output, on the test session's device."""
 
-    def __init__(self, n_mels: int):
+    def __init__(self, n_mels: int, frames: int = FRAMES):
         self.device, _ = device()
         cfg = ModelConfig("WhisperFrontEnd", 0, 64, 64, 1, 1, 1, 64, 1e-5, 1e4)  # only the graph's shell
-        b = GraphBuilder(cfg, None, GraphOptions(FRAMES, FRAMES, cpu=self.device.caps.cpu, precision="exact"))
-        pcm = b.g.inputs["pcm"] = b.g.tensor("pcm", N_SAMPLES * 4, "input")
-        out = b.g.outputs["features"] = b.g.tensor("features", FRAMES * n_mels * 4, "output")
-        assert log_mel(b, pcm, n_mels, out=out) is out
+        b = GraphBuilder(cfg, None, GraphOptions(frames, frames, cpu=self.device.caps.cpu, precision="exact"))
+        pcm = b.g.inputs["pcm"] = b.g.tensor("pcm", frames * HOP * 4, "input")
+        out = b.g.outputs["features"] = b.g.tensor("features", frames * n_mels * 4, "output")
+        assert log_mel(b, pcm, n_mels, frames, out=out) is out
         self.executor = Executor(self.device, KernelCache(self.device), b.g, None)
         write_tables(self.device, self.executor)
-        self.n_mels = n_mels
+        self.n_mels, self.frames = n_mels, frames
 
     def __call__(self, samples: np.ndarray) -> np.ndarray:
-        self.device.write_buffer(self.executor.buffer("pcm"), 0, window_bytes(array_f32(samples)))
-        read = Read(self.executor.buffer("features"), 0, FRAMES * self.n_mels * 4)
-        # A forward of the encoder's 1,500 rows: the front-end's ops keep their FRAMES (fixed_rows).
-        read = self.device.submit(self.executor.commands(FRAMES // 2, 0) + [read])[0]
+        pcm = window_bytes(array_f32(samples), 0, self.frames * HOP)
+        self.device.write_buffer(self.executor.buffer("pcm"), 0, pcm)
+        read = Read(self.executor.buffer("features"), 0, self.frames * self.n_mels * 4)
+        # A forward of the encoder's rows (half the frames): the front-end's ops keep theirs (fixed_rows).
+        read = self.device.submit(self.executor.commands(self.frames // 2, 0) + [read])[0]
         raw = asyncio.run(self.device.fetch(read))
-        return np.frombuffer(raw, np.float32).reshape(FRAMES, self.n_mels)
+        return np.frombuffer(raw, np.float32).reshape(self.frames, self.n_mels)
 
 
 def array_f32(samples: np.ndarray) -> array:
@@ -86,17 +87,17 @@ def array_f32(samples: np.ndarray) -> array:
 _front_ends = {}
 
 
-def front_end(n_mels: int) -> FrontEnd:
-    if n_mels not in _front_ends:
-        _front_ends[n_mels] = FrontEnd(n_mels)
-    return _front_ends[n_mels]
+def front_end(n_mels: int, frames: int = FRAMES) -> FrontEnd:
+    if (n_mels, frames) not in _front_ends:
+        _front_ends[n_mels, frames] = FrontEnd(n_mels, frames)
+    return _front_ends[n_mels, frames]
 
 
-def reference(samples: np.ndarray, n_mels: int) -> np.ndarray:
-    """WhisperFeatureExtractor's features, time-major [FRAMES, n_mels]."""
-    extractor = WhisperFeatureExtractor(feature_size=n_mels)
+def reference(samples: np.ndarray, n_mels: int, chunk_length: int = 30) -> np.ndarray:
+    """WhisperFeatureExtractor's features of a window of chunk_length seconds, time-major [frames, n_mels]."""
+    extractor = WhisperFeatureExtractor(feature_size=n_mels, chunk_length=chunk_length)
     features = extractor(samples, sampling_rate=SAMPLE_RATE, return_tensors="np").input_features[0]
-    assert features.shape == (n_mels, FRAMES)
+    assert features.shape == (n_mels, chunk_length * SAMPLE_RATE // HOP)
     return features.T
 
 
@@ -150,6 +151,13 @@ def test_128_mels_match_whisper_feature_extractor():
     samples = tones()
     error = np.abs(front_end(128)(samples) - reference(samples, 128)).max()
     print(f"log-mel tones, 128 mels: max abs error {error:.2e}")
+    assert error < TOLERANCE
+
+
+def test_a_shorter_window_matches_a_feature_extractor_of_its_chunk_length():
+    """A tiny fixture's window: 1 s (100 frames), cut from a longer signal (HF truncates), 16 mels."""
+    samples = tones()
+    error = np.abs(front_end(16, 100)(samples) - reference(samples, 16, chunk_length=1)).max()
     assert error < TOLERANCE
 
 

@@ -5,12 +5,17 @@ How the Whisper graph calls it (H1, models/whisper.py):
 
     pcm = b.g.inputs["pcm"] = b.g.tensor("pcm", N_SAMPLES * 4, "input")   # or bert.input_tensor's like
     features = log_mel(b, pcm, n_mels)          # [FRAMES, n_mels] f32, time-major: row t = frame t
-    # conv1 (kernel 3, padding 1) then reads `features` as FRAMES rows of n_mels channels.
+    # conv1 (kernel 3, padding 1) then reads `features` as FRAMES rows of n_mels channels:
+    # conv1d(b, features, "model.encoder.conv1.weight", ..., in_len=FRAMES, pad=(1, 1), activation="gelu")
 
 and the model's runner, once after upload (speech/log_mel.py, pure Python):
 
     write_tables(device, executor)              # the DFT basis and the mel filter bank, uploaded once
-    device.write_buffer(executor.buffer("pcm"), 0, window_bytes(samples))   # each window
+    device.write_buffer(executor.buffer("pcm"), 0, window_bytes(samples, start))   # each window
+
+n_mels: config.json's num_mel_bins (80; large-v3's 128; at most MAX_MELS). A window of other than 30 s
+(a tiny fixture's feature extractor with a shorter chunk_length: frames = 2 x max_source_positions)
+is log_mel(b, pcm, n_mels, frames) over a pcm input of frames x HOP samples.
 
 The steps (HF's _np_extract_fbank_features / _torch_extract_fbank_features):
 - frames (shaders/log_mel_frames.wgsl): the window (N_SAMPLES samples, zero-padded by the caller)
@@ -25,8 +30,8 @@ The steps (HF's _np_extract_fbank_features / _torch_extract_fbank_features):
 
 The two constants are graph inputs (BASIS and FILTERS) that the runner writes once: the plan is
 computed in pure Python at load (no numpy in the engine; speech/log_mel.py), not read from the model's
-files. Every op here is sized for FRAMES rows whatever the graph's max_rows (fixed_rows), so the
-graph's forwards may be of any rows (the encoder's 1,500 positions).
+files. Every op here is sized for the window's frames whatever the graph's max_rows (fixed_rows), so
+the graph's forwards may be of any rows (the encoder's 1,500 positions).
 """
 
 from __future__ import annotations
@@ -49,45 +54,49 @@ BASIS = "log_mel_basis"  # the graph input [2 BINS, N_FFT] f32 (speech/log_mel.p
 FILTERS = "log_mel_filters"  # the graph input [n_mels, BINS] f32 (speech/log_mel.py mel_filters)
 
 
-def log_mel(b: GraphBuilder, pcm: Tensor, n_mels: int = 80, out: Tensor | None = None) -> Tensor:
-    """The log-mel features of the window in `pcm` (an input of N_SAMPLES f32): [FRAMES, n_mels] f32,
-    frame-major, written into `out` where given (e.g. a graph output), else a new activation."""
+def log_mel(b: GraphBuilder, pcm: Tensor, n_mels: int = 80, frames: int = FRAMES, out: Tensor | None = None) -> Tensor:
+    """The log-mel features of the window in `pcm` (an input of frames x HOP f32: N_SAMPLES for
+    Whisper's 30 s; a tiny fixture's feature extractor may have a shorter chunk_length): [frames,
+    n_mels] f32, frame-major, written into `out` where given (e.g. a graph output), else a new
+    activation."""
     if not 1 <= n_mels <= MAX_MELS:
         raise ValueError(f"log_mel: n_mels {n_mels} must be from 1 to {MAX_MELS}")
-    g = b.g
-    frames = b.act("stft_frames", N_FFT, FRAMES)
+    if not 2 <= frames <= 65535:  # reflect padding needs N_FFT / 2 samples; a grid line a frame
+        raise ValueError(f"log_mel: a window of {frames} frames (from 2 to 65535)")
+    g, samples = b.g, frames * HOP
+    stft_frames = b.act("stft_frames", N_FFT, frames)
     g.op(
         "log_mel_frames",
-        {"pcm": pcm, "frames": frames},
-        {"n_samples": N_SAMPLES, "n_fft": N_FFT, "hop": HOP, "frames": FRAMES},
-        lambda rows: (ceil_div(N_FFT, 256), FRAMES, 1),
-        fixed_rows=FRAMES,
+        {"pcm": pcm, "frames": stft_frames},
+        {"n_samples": samples, "n_fft": N_FFT, "hop": HOP, "frames": frames},
+        lambda rows: (ceil_div(N_FFT, 256), frames, 1),
+        fixed_rows=frames,
     )
     basis = constant(b, BASIS, 2 * BINS * N_FFT * 4)
-    spectrum = b.act("stft", 2 * BINS, FRAMES)
+    spectrum = b.act("stft", 2 * BINS, frames)
     b._linear_op(
-        {"x": frames, "w": basis, "bias": b.dummy, "residual": b.dummy, "y": spectrum, "norm": b.dummy},
-        linear_params(N_FFT, 2 * BINS, rows=FRAMES),
+        {"x": stft_frames, "w": basis, "bias": b.dummy, "residual": b.dummy, "y": spectrum, "norm": b.dummy},
+        linear_params(N_FFT, 2 * BINS, rows=frames),
         linear_defines(N_FFT, 2 * BINS, "f32", precision="exact", cpu=b.cpu),
-        fixed_rows=FRAMES,
+        fixed_rows=frames,
     )
-    y = out or b.act("log_mel", n_mels, FRAMES)
-    row_max = b.act("log_mel_row_max", 1, FRAMES)
+    y = out or b.act("log_mel", n_mels, frames)
+    row_max = b.act("log_mel_row_max", 1, frames)
     g.op(
         "log_mel",
         {"spectrum": spectrum, "filters": constant(b, FILTERS, n_mels * BINS * 4), "y": y, "row_max": row_max},
-        {"bins": BINS, "n_mels": n_mels, "frames": FRAMES, "pad0": 0},
-        lambda rows: (FRAMES, 1, 1),
-        fixed_rows=FRAMES,
+        {"bins": BINS, "n_mels": n_mels, "frames": frames, "pad0": 0},
+        lambda rows: (frames, 1, 1),
+        fixed_rows=frames,
     )
-    count = FRAMES * n_mels
+    count = frames * n_mels
     g.op(
         "log_mel_norm",
         {"row_max": row_max, "y": y},
-        {"frames": FRAMES, "count": count, "pad0": 0, "pad1": 0},
+        {"frames": frames, "count": count, "pad0": 0, "pad1": 0},
         lambda rows: (ceil_div(count, 256 * NORM_PER_THREAD), 1, 1),
         {"PER_THREAD": NORM_PER_THREAD},
-        fixed_rows=FRAMES,
+        fixed_rows=frames,
     )
     return y
 

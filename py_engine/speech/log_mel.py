@@ -86,11 +86,12 @@ def write_tables(device, executor) -> None:
         device.write_buffer(executor.buffer(name), 0, data)
 
 
-def window_bytes(samples, start: int = 0) -> bytes:
-    """The 30-s window of `samples` (mono float PCM at 16 kHz: an array('f') or a sequence of floats)
-    from sample `start`, as float32 bytes zero-padded to N_SAMPLES (HF pads with 0.0 and truncates)."""
-    piece = samples[start : start + N_SAMPLES]
+def window_bytes(samples, start: int = 0, length: int = N_SAMPLES) -> bytes:
+    """The window of `samples` (mono float PCM at 16 kHz: an array('f') or a sequence of floats) from
+    sample `start`, as float32 bytes zero-padded to `length` samples (HF pads with 0.0 and truncates;
+    Whisper's window: 30 s)."""
+    piece = samples[start : start + length]
     if not (isinstance(piece, array) and piece.typecode == "f"):
         piece = array("f", piece)
     data = piece.tobytes()
-    return data + bytes(4 * N_SAMPLES - len(data))
+    return data + bytes(4 * length - len(data))
