@@ -28,6 +28,7 @@ from py_engine.models.config import ENCODER_ARCHITECTURES
 SPEECH_ARCHITECTURES = {
     "WhisperForConditionalGeneration": "transcription",
     "MoonshineForConditionalGeneration": "transcription",
+    "KaniTTS2ForCausalLM": "speech",
 }
 
 
