@@ -146,6 +146,10 @@ def hf_model(model_id: str, path: Path) -> ServedModel:
     for weights in sorted(path.glob("*.safetensors")):
         if weights.is_file():
             files[weights.name] = weights
+    codec = path / "nanocodec"  # a Kani-TTS-2 folder's NanoCodec decoder (speech/kani_files.py's CODEC_DIR)
+    for part in [codec / "config.json", *sorted(codec.glob("*.safetensors"))]:
+        if part.is_file():
+            files[f"nanocodec/{part.name}"] = part
     if "config.json" not in files or not any(name.endswith(".safetensors") for name in files):
         raise ModelPathError(f"{path}: not a model directory (needs config.json and *.safetensors)")
     return ServedModel(model_id, path.name, "hf", path, files=files, task=folder_task(path))

@@ -228,3 +228,23 @@ def test_speech_models_are_not_chat_models(server):
     with urllib.request.urlopen(str(client.base_url).replace("/v1/", "/api/models")) as response:
         served = {m["id"]: m.get("task", "chat") for m in json.load(response)}
     assert served["whisper-fake"] == "transcription"  # the page's chat picker leaves it out
+
+
+def test_a_kani_folder_is_served_with_its_codec(tmp_path):
+    """The page loads Kani-TTS-2 from /models/<id>/...: its codec's files (nanocodec/) are listed too."""
+    folder = tmp_path / "kani"
+    (folder / "nanocodec").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["KaniTTS2ForCausalLM"]}))
+    for name in ("model.safetensors", "voices.safetensors", "nanocodec/config.json", "nanocodec/model.safetensors"):
+        (folder / name).write_bytes(b"{}")
+    (folder / "nanocodec" / "notes.txt").write_text("not served")
+    served = ModelRegistry([folder], include_cache=False).models()[0]
+    assert served.task == "speech"
+    assert sorted(served.files) == [
+        "config.json",
+        "model.safetensors",
+        "nanocodec/config.json",
+        "nanocodec/model.safetensors",
+        "voices.safetensors",
+    ]
+    assert served.file("nanocodec/model.safetensors") == folder / "nanocodec" / "model.safetensors"
