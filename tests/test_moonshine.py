@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 import wave
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from gpu_harness import device
 from py_engine.errors import ModelFileError
 from py_engine.gpu import Read
 from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths
-from py_engine.speech.moonshine_generation import max_new_tokens
+from py_engine.speech.moonshine_generation import max_new_tokens, windows
 from py_engine.speech.moonshine_model import encode_window, load_moonshine, read_moonshine_files
 
 MODEL = Path(__file__).parent / "fixtures" / "moonshine-f32"
@@ -110,3 +111,27 @@ def test_hub_style_rope_keys(tmp_path):
     files = read_moonshine_files(model)
     assert files.config.rotary_dim == REFERENCE["rotary_dim"] == 10 and files.config.cfg.rope_theta == 10000.0
     assert read_moonshine_files(copy_with(tmp_path, rope_parameters=None)).config.rotary_dim == 10  # 0.9: the default
+
+
+def test_long_audio_is_cut_at_quiet_places():
+    """Windows of at most 30 s that put the audio back together, each cut (where more follows) in the
+    quiet 0.1 s of its last 5 s; the same from a stream of odd chunks as from one array."""
+    rng = np.random.default_rng(1)
+    audio = (0.3 * rng.standard_normal(16000 * 70)).astype(np.float32)
+    for quiet in (27.5, 55.0):  # seconds: one gap in each of the first two windows' last sixth
+        audio[int(quiet * 16000) : int(quiet * 16000) + 1600] = 0
+    window = 30 * 16000
+
+    async def cut(source):
+        return [(start, np.array(pcm)) async for start, pcm in windows(source, window)]
+
+    async def stream():
+        for at in range(0, len(audio), 12345):
+            yield array("f", audio[at : at + 12345])
+
+    whole = asyncio.run(cut(audio))
+    assert [start for start, _ in whole] == [0, 27.5 * 16000 + 800, 55.0 * 16000 + 800]  # the quiet frames' middles
+    assert all(len(pcm) <= window for _, pcm in whole)
+    np.testing.assert_array_equal(np.concatenate([pcm for _, pcm in whole]), audio)
+    streamed = asyncio.run(cut(stream()))
+    assert [s for s, _ in streamed] == [s for s, _ in whole]
