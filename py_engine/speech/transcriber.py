@@ -1,0 +1,48 @@
+"""Speech to text: `transcriber = await load_transcriber(model, device)`, then
+`async for segment in transcriber.transcribe(audio): ...` (a Segment as each piece is decoded).
+
+A Transcriber has model_id, sample_rate (16000) and transcribe(audio, *, language=None,
+timestamps=False, prompt=None, max_tokens=None): audio is mono float PCM at sample_rate in [-1, 1],
+a sequence of floats or an async iterable of array('f') chunks of any size (a long file streamed).
+load_transcriber picks the family by config.json's architectures[0] (TRANSCRIBERS: the module of
+this package and the loader in it, imported when asked for, so that no family's module loads
+another's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+
+from ..errors import UnsupportedArchitectureError
+from ..formats.json_file import read_json
+from ..formats.source import open_source
+from ..models.config import architecture_of
+
+
+@dataclass
+class Segment:
+    """One piece of a transcript."""
+
+    start: float  # seconds from the start of the audio
+    end: float
+    text: str
+
+
+# config.json's architectures[0] -> (module of py_engine.speech, its loader: async (model, device, **options)).
+TRANSCRIBERS = {
+    "MoonshineForConditionalGeneration": ("moonshine_transcriber", "load_moonshine_transcriber"),
+}
+
+
+async def load_transcriber(model, device, **options):
+    """A Transcriber of `model` (an HF folder, or its ModelSource) on `device`; options: the family
+    loader's (model_id, progress, f32, max_binding, ...)."""
+    source = open_source(model)
+    config_path = source.small_dir() / "config.json"
+    architecture = architecture_of(read_json(config_path), config_path)
+    if architecture not in TRANSCRIBERS:
+        raise UnsupportedArchitectureError(
+            f"{config_path}: {architecture} does not transcribe (known: {', '.join(sorted(TRANSCRIBERS))})"
+        )
+    module, loader = TRANSCRIBERS[architecture]
+    return await getattr(import_module(f"{__package__}.{module}"), loader)(source, device, **options)
