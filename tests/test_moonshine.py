@@ -19,6 +19,7 @@ from py_engine.gpu import Read
 from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths
 from py_engine.speech.moonshine_generation import max_new_tokens, windows
 from py_engine.speech.moonshine_model import encode_window, load_moonshine, read_moonshine_files
+from py_engine.speech.transcriber import load_transcriber
 
 MODEL = Path(__file__).parent / "fixtures" / "moonshine-f32"
 REFERENCE = json.loads((MODEL / "reference.json").read_text())
@@ -135,3 +136,38 @@ def test_long_audio_is_cut_at_quiet_places():
     np.testing.assert_array_equal(np.concatenate([pcm for _, pcm in whole]), audio)
     streamed = asyncio.run(cut(stream()))
     assert [s for s, _ in streamed] == [s for s, _ in whole]
+
+
+@pytest.fixture(scope="module")
+def transcriber():
+    return asyncio.run(load_transcriber(MODEL, device(False)[0], window=3.0))
+
+
+async def segments(transcriber, audio, **options):
+    return [s async for s in transcriber.transcribe(audio, **options)]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["clips"]))
+def test_transcriber(transcriber, name):
+    """load_transcriber picks Moonshine by its config; a clip within a window is one segment of
+    transformers' text, from an array or a stream of chunks alike."""
+    clip = REFERENCE["clips"][name]
+    audio = pcm(name)
+    got = asyncio.run(segments(transcriber, audio.tolist()))
+    assert [(s.start, s.end, s.text) for s in got] == [(0.0, len(audio) / 16000, clip["text"])]
+
+    async def stream():
+        for at in range(0, len(audio), 1000):
+            yield array("f", audio[at : at + 1000])
+
+    assert asyncio.run(segments(transcriber, stream(), language="en")) == got
+    assert transcriber.model_id == "moonshine-f32" and transcriber.sample_rate == 16000
+
+
+def test_transcriber_limits(transcriber):
+    """max_tokens cuts the transcript; audio too short for an encoder frame (and none) says nothing."""
+    clip = REFERENCE["clips"]["speech"]
+    (cut,) = asyncio.run(segments(transcriber, pcm("speech").tolist(), max_tokens=3))
+    assert cut.text == transcriber.text(clip["greedy"][1:4])
+    assert asyncio.run(segments(transcriber, [0.1] * (MIN_SAMPLES - 1))) == []
+    assert asyncio.run(segments(transcriber, [])) == []
