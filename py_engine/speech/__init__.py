@@ -1,2 +1,6 @@
 """Speech in and out: speech-to-text (transcriber.py: Whisper, Moonshine; the encoder-once,
 decoder-over-frozen-K/V loop of seq2seq.py) and text-to-speech (speaker.py)."""
+
+from .transcriber import Segment, load_transcriber
+
+__all__ = ["Segment", "load_transcriber"]
