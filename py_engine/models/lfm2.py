@@ -1,12 +1,14 @@
 """LFM2 / LFM2.5 (Liquid): a hybrid of gated short-convolution blocks (in_proj gives B, C and X;
 y = C * conv(B * X) over a window of conv_L_cache tokens, its rolling state in the graph:
 models/recurrent_ops.py) and GQA attention blocks with q/k RMSNorms, each followed by a SwiGLU
-feed-forward (w1 gate, w3 up, w2 down). The final norm is `embedding_norm`; the LM head is tied."""
+feed-forward (w1 gate, w3 up, w2 down). The final norm is `embedding_norm`; the LM head is tied.
+Kani-TTS-2's checkpoints (models/kani_tts.py) give each attention layer a RoPE table of its own."""
 
 from __future__ import annotations
 
 from .builder import GraphBuilder
 from .gemma import lm_head
+from .kani_tts import learnable_rope_table
 
 
 def build_lfm2(b: GraphBuilder):
@@ -24,7 +26,8 @@ def build_lfm2(b: GraphBuilder):
         else:
             attn = p + "self_attn."
             qkv = b.linear(x, [attn + f"{n}_proj.weight" for n in "qkv"], norm=norm)
-            kv = b.rope_kv(qkv, q_norm=attn + "q_layernorm.weight", k_norm=attn + "k_layernorm.weight")
+            norms = {"q_norm": attn + "q_layernorm.weight", "k_norm": attn + "k_layernorm.weight"}
+            kv = b.rope_kv(qkv, **norms, cos_sin=learnable_rope_table(b, i))
             x = b.linear(b.attention(kv), [attn + "out_proj.weight"], residual=x)
         m = b.gated_mlp(x, [p + "feed_forward.w1.weight", p + "feed_forward.w3.weight"], p + "ffn_norm.weight")
         x = b.linear(m, [p + "feed_forward.w2.weight"], residual=x)
