@@ -62,6 +62,7 @@ SAMPLE_RATE = 22050
 POST_GAIN = 14.0
 # What audio_codec_modules.py imports from nemo.core.neural_types.elements (annotations only).
 ELEMENT_TYPES = ("AudioSignal", "EncodedRepresentation", "LengthsType", "MelSpectrogramType", "TokenIndex", "VoidType")
+NEMO_VERSION = "nemo-toolkit 3.0.0 (audio_codec_modules.py, common/parts/utils.py)"
 NEMO_PATHS = ("collections/common/parts/utils.py", "collections/tts/modules/audio_codec_modules.py")
 
 
@@ -106,7 +107,7 @@ def nemo_modules() -> types.ModuleType:
     return loaded
 
 
-def randomised(decoder: torch.nn.Module, generator: torch.Generator) -> None:
+def randomised(decoder: torch.nn.Module, generator: torch.Generator, post_gain: float) -> None:
     """Weight norm's g, the snakes' alphas and the biases random (see the module docstring)."""
     with torch.no_grad():
         for name, param in decoder.named_parameters():
@@ -117,18 +118,20 @@ def randomised(decoder: torch.nn.Module, generator: torch.Generator) -> None:
             elif name.endswith("bias"):
                 param.copy_(0.1 * torch.randn(param.shape, generator=generator))
         # Loud enough that the output clamp cuts a few percent of the samples (a missing clamp shows).
-        decoder.post_conv.conv.parametrizations.weight.original0.mul_(POST_GAIN)
+        decoder.post_conv.conv.parametrizations.weight.original0.mul_(post_gain)
 
 
-def write_nemo(path: Path, decoder: torch.nn.Module, quantizer: torch.nn.Module) -> None:
+def write_nemo(
+    path: Path, decoder: torch.nn.Module, quantizer: torch.nn.Module, decoder_cfg: dict, quantizer_cfg: dict
+):
     """A .nemo archive as NeMo saves one: model_config.yaml and model_weights.ckpt in a tar."""
     config = {
         "sample_rate": SAMPLE_RATE,
-        "samples_per_frame": math.prod(DECODER["up_sample_rates"]),
+        "samples_per_frame": math.prod(decoder_cfg["up_sample_rates"]),
         "audio_decoder": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.CausalHiFiGANDecoder"}
-        | DECODER,
+        | decoder_cfg,
         "vector_quantizer": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.GroupFiniteScalarQuantizer"}
-        | QUANTIZER,
+        | quantizer_cfg,
     }
     state = {"audio_decoder." + k: v for k, v in decoder.state_dict().items()}
     state |= {"vector_quantizer." + k: v for k, v in quantizer.state_dict().items()}
@@ -144,36 +147,58 @@ def write_nemo(path: Path, decoder: torch.nn.Module, quantizer: torch.nn.Module)
             tar.addfile(info, io.BytesIO(data))
 
 
+class Codec:
+    """A random codec made with NeMo's modules, written to `out` as the converter writes a .nemo
+    (make_kani_fixture.py makes a smaller one with this)."""
+
+    def __init__(self, out: Path, decoder_cfg: dict, quantizer_cfg: dict, seed: int, post_gain: float):
+        torch.manual_seed(seed)
+        nemo = nemo_modules()
+        self.quantizer = nemo.GroupFiniteScalarQuantizer(**quantizer_cfg).eval()
+        self.decoder = nemo.CausalHiFiGANDecoder(**decoder_cfg).eval()
+        randomised(self.decoder, torch.Generator().manual_seed(seed), post_gain)
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "nanocodec.nemo"
+            write_nemo(archive, self.decoder, self.quantizer, decoder_cfg, quantizer_cfg)
+            argv, sys.argv = sys.argv, ["nanocodec_to_safetensors.py", str(archive), str(out)]
+            try:
+                convert()
+            finally:
+                sys.argv = argv
+        (out / "model.safetensors").chmod(0o644)
+
+    def decode(self, codes: list[list[int]]) -> torch.Tensor:
+        """AudioCodecModel.decode of frames [frames][groups]: dequantize ([B, C, T] -> [C, B, T]),
+        then the decoder; the float32 PCM."""
+        tokens = torch.tensor(codes).T[:, None, :]
+        lengths = torch.tensor([len(codes)])
+        with torch.inference_mode():
+            dequantized = self.quantizer.decode(indices=tokens, input_len=lengths)
+            audio, audio_len = self.decoder(inputs=dequantized, input_len=lengths)
+        return audio[0, : int(audio_len[0])]
+
+
+def pcm_list(pcm: torch.Tensor) -> list[float]:
+    return [float(f"{v:.8g}") for v in pcm.tolist()]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent.parent / "tests/fixtures/nanocodec-f32")
     args = parser.parse_args()
-    torch.manual_seed(SEED)
-    nemo = nemo_modules()
-    quantizer = nemo.GroupFiniteScalarQuantizer(**QUANTIZER).eval()
-    decoder = nemo.CausalHiFiGANDecoder(**DECODER).eval()
-    randomised(decoder, torch.Generator().manual_seed(SEED))
+    codec = Codec(args.out, DECODER, QUANTIZER, SEED, POST_GAIN)
     levels = math.prod(QUANTIZER["num_levels_per_group"])
     codes = torch.randint(
-        0, levels, (1, QUANTIZER["num_groups"], FRAMES), generator=torch.Generator().manual_seed(SEED + 1)
+        0, levels, (FRAMES, QUANTIZER["num_groups"]), generator=torch.Generator().manual_seed(SEED + 1)
     )
-    lengths = torch.tensor([FRAMES])
-    with torch.inference_mode():  # AudioCodecModel.decode: dequantize ([B, C, T] -> [C, B, T]), then the decoder
-        dequantized = quantizer.decode(indices=codes.transpose(0, 1), input_len=lengths)
-        audio, audio_len = decoder(inputs=dequantized, input_len=lengths)
-    pcm = audio[0, : int(audio_len[0])]
+    pcm = codec.decode(codes.tolist())
     clipped = float((pcm.abs() >= 1).float().mean())
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = Path(tmp) / "nanocodec.nemo"
-        write_nemo(archive, decoder, quantizer)
-        sys.argv = ["nanocodec_to_safetensors.py", str(archive), str(args.out)]
-        convert()
     reference = {
-        "codes": codes[0].T.tolist(),  # [frames][groups]: the order Kani-TTS-2 emits them
-        "pcm": [float(f"{v:.8g}") for v in pcm.tolist()],
+        "codes": codes.tolist(),  # [frames][groups]: the order Kani-TTS-2 emits them
+        "pcm": pcm_list(pcm),
         "clipped_fraction": clipped,
         "torch": torch.__version__,
-        "nemo": "nemo-toolkit 3.0.0 (audio_codec_modules.py, common/parts/utils.py)",
+        "nemo": NEMO_VERSION,
         "notes": "PCM of NeMo's GroupFiniteScalarQuantizer.decode + CausalHiFiGANDecoder in float32 (CPU)",
     }
     (args.out / "reference.json").write_text(json.dumps(reference) + "\n")
