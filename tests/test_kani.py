@@ -4,6 +4,7 @@ the PCM its Speaker streams, against the reference."""
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,10 @@ import pytest
 from gpu_harness import device
 
 from py_engine.decode.token_choice import SamplingParams
-from py_engine.errors import WispError
+from py_engine.errors import ModelFileError, WispError
 from py_engine.models.kani_tts import frame_positions
 from py_engine.speech.kani_files import read_kani_files
+from py_engine.speech.kani_frames import FrameGrammar
 from py_engine.speech.speaker import FIRST_CHUNK, load_speaker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kani-f32"
@@ -108,3 +110,50 @@ def test_files_read_without_a_device():
     assert (k.text_vocab, k.audio_start, k.per_frame, k.codebook, k.audio_step) == (300, 310, 4, 48, 0.5)
     assert sorted(files.alphas) == [1, 3] and len(set(files.alphas.values())) == 2
     assert sorted(files.voices) == ["ash", "birch"] and "ash" not in files.tensors
+
+
+def test_frame_grammar():
+    """Slot k takes codebook k's tokens; END_OF_SPEECH only at a frame's start; after max_frames,
+    END_OF_SPEECH alone."""
+    grammar = FrameGrammar(vocab=502, audio_start=310, per_frame=4, codebook=48, end_of_speech=302, max_frames=2)
+
+    def allowed() -> set:
+        bits = int.from_bytes(grammar.mask(), "little")
+        return {i for i in range(502) if bits >> i & 1}
+
+    assert allowed() == {302, *range(310, 358)}
+    for slot, code in enumerate([5, 0, 47, 9]):
+        grammar.advance(310 + slot * 48 + code)
+        assert allowed() == (
+            {302, *range(310, 358)} if slot == 3 else set(range(310 + 48 * (slot + 1), 358 + 48 * (slot + 1)))
+        )
+    assert grammar.frames == [[5, 0, 47, 9]]
+    grammar.advance(310)
+    with pytest.raises(ValueError):
+        grammar.advance(302)  # END_OF_SPEECH inside a frame
+    for slot in range(1, 4):
+        grammar.advance(310 + slot * 48)
+    assert allowed() == {302} and not grammar.finished
+    grammar.advance(302)
+    assert grammar.finished and grammar.frames == [[5, 0, 47, 9], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"architectures": ["Lfm2ForCausalLM"]}, "KaniTTS2ForCausalLM"),
+        ({"tokens_per_frame": 8}, "tokens_per_frame"),
+        ({"audio_tokens_start": 320}, "audio_tokens_start"),
+        ({"text_vocab_size": 400, "audio_tokens_start": 410}, "vocab_size should be at least 602"),
+        (
+            {"use_learnable_rope": True, "layer_types": ["full_attention", "full_attention", "conv", "full_attention"]},
+            "alpha_weight",
+        ),
+    ],
+)
+def test_bad_folders_name_the_problem(tmp_path, change, problem):
+    shutil.copytree(FIXTURE, tmp_path / "kani")
+    config = json.loads((FIXTURE / "config.json").read_text()) | change
+    (tmp_path / "kani" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=problem):
+        read_kani_files(tmp_path / "kani")

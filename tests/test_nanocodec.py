@@ -11,8 +11,10 @@ import pytest
 from gpu_harness import device
 
 from py_engine.errors import ModelFileError, WispError
+from py_engine.formats.safetensors import TensorInfo
+from py_engine.models.graph_options import DEFAULT_MAX_BINDING
 from py_engine.models.nanocodec import codec_config
-from py_engine.speech.nanocodec import load_codec, read_codec_files
+from py_engine.speech.nanocodec import NEW_FRAMES, CodecFiles, codec_plan, load_codec, read_codec_files
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nanocodec-f32"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
@@ -102,3 +104,37 @@ def test_context_frames_is_the_receptive_field():
 def test_bad_configs_name_the_key(change, problem):
     with pytest.raises(ModelFileError, match=problem):
         codec_config(REAL | change, "config.json")
+
+
+def real_tensors(cfg) -> dict:
+    """NanoCodec's decoder tensors by name and shape (no data: for planning)."""
+    shapes = {"pre_conv.conv.weight": (cfg.base_channels, 16, 7), "pre_conv.conv.bias": (cfg.base_channels,)}
+    channels = cfg.base_channels
+    for stage, rate in enumerate(cfg.rates):
+        shapes[f"activations.{stage}.activation.snake_act.alpha"] = (1, channels // 2, 1)
+        up = f"up_sample_conv_layers.{stage}.conv."
+        shapes |= {up + "weight": (channels, 1, 2 * rate), up + "bias": (channels // 2,)}
+        channels //= 2
+        for i, kernel in enumerate(cfg.res_kernels):
+            for d in range(len(cfg.dilations)):
+                for part in ("input", "skip"):
+                    p = f"res_layers.{stage}.res_blocks.{i}.res_blocks.{d}.{part}_"
+                    shapes[p + "activation.activation.snake_act.alpha"] = (1, channels // 2, 1)
+                    shapes |= {p + "conv.conv.weight": (channels, channels, kernel), p + "conv.conv.bias": (channels,)}
+    shapes["post_activation.activation.snake_act.alpha"] = (1, channels // 2, 1)
+    shapes |= {"post_conv.conv.weight": (1, channels, 3), "post_conv.conv.bias": (1,)}
+    return {name: TensorInfo(name, "F32", shape, 0, 4, "model.safetensors") for name, shape in shapes.items()}
+
+
+def test_the_real_decoder_plans_within_browser_limits():
+    """NanoCodec's own shape, a window of its 28 context frames and 32 new ones: every tensor within a
+    storage binding, every grid within 65,535 workgroups a dimension."""
+    cfg = codec_config(REAL, "config.json")
+
+    class Source:
+        label = "nanocodec"
+
+    graph, need = codec_plan(CodecFiles(Source, cfg, real_tensors(cfg)), cfg.context_frames + NEW_FRAMES)
+    assert max(t.nbytes for t in graph.tensors) <= DEFAULT_MAX_BINDING
+    assert max(max(op.grid(graph.max_rows)) for op in graph.ops) <= 65535
+    assert len(graph.ops) == 194 and need.total < 256 << 20  # 120 MB of f32 weights, 107 MB of activations

@@ -75,6 +75,9 @@ def decoder_config(cfg: dict) -> dict:
     if not str(quantizer.get("_target_", "")).endswith(QUANTIZER):
         raise SystemExit(f"vector_quantizer is {quantizer.get('_target_')!r}; this converter reads a {QUANTIZER}")
     out = {key: decoder.get(key, default) for key, default in DECODER_DEFAULTS.items()}
+    unresolved = [key for key, value in out.items() if "${" in str(value)]
+    if unresolved:  # an OmegaConf interpolation the archive's config did not resolve
+        raise SystemExit(f"audio_decoder.{unresolved[0]} is {out[unresolved[0]]!r}: resolve the config first")
     if out["pad_mode"] != "zeros":
         raise SystemExit(f"audio_decoder pad_mode {out['pad_mode']!r}: only zero padding is supported")
     rates = [int(r) for r in out["up_sample_rates"]]
