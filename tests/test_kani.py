@@ -157,3 +157,19 @@ def test_bad_folders_name_the_problem(tmp_path, change, problem):
     (tmp_path / "kani" / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelFileError, match=problem):
         read_kani_files(tmp_path / "kani")
+
+
+def test_a_cancel_leaves_the_speaker_ready(speaker):
+    """The listener stops after the first chunk: the lock is free and the next request is the reference's."""
+    request = REQUESTS[0]
+
+    async def first_chunk():
+        chunks = speaker.speak(request["text"], max_frames=request["max_frames"], sampling=SamplingParams())
+        first = await anext(chunks)
+        await chunks.aclose()
+        return first
+
+    assert len(asyncio.run(first_chunk())) == FIRST_CHUNK * speaker.codec.hop
+    chunks, _ = speak(speaker, request)
+    assert speaker.engine.tokens[len(request["prompt_ids"]) :] == request["generated"]
+    assert np.abs(np.concatenate(chunks) - np.array(request["pcm"])).max() < 1e-3

@@ -17,8 +17,10 @@ checked against tiny random fixtures made with kani-tts-2's and NeMo's own code 
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from ..decode.token_choice import SamplingParams
 from ..errors import WispError
@@ -85,6 +87,7 @@ class Speaker:
         self.voices = tuple(files.voices)
         self.languages = files.settings.languages
         self._rows = {name: self._speaker_row(vector) for name, vector in files.voices.items()}
+        self._lock = asyncio.Lock()  # one request at a time: they share the engine's caches
 
     def _speaker_row(self, vector: list[float]) -> bytes:
         """speaker_emb_projection(vector): the hidden-size row the model reads after its first token."""
@@ -130,19 +133,19 @@ class Speaker:
         frames = room if max_frames is None else min(max_frames, room)
         if frames < 1:
             raise ValueError(f"max_frames must be at least 1, not {max_frames}")
+        async with self._lock, aclosing(self._speak(prompt, fed, voice, frames, sampling or KANI_SAMPLING)) as chunks:
+            async for pcm in chunks:  # closed with this generator (a cancel): the decode loop stops there
+                yield pcm
+
+    async def _speak(self, prompt: list[int], fed: list[int], voice, frames: int, sampling) -> AsyncIterator[array]:
         engine, k = self.engine, self.settings
         engine.reset()
-        engine.place_images(0, fed, self.settings.special(7) if voice else -1)
+        engine.place_images(0, fed, k.special(7) if voice else -1)
         if voice:
             engine.device.write_buffer(engine.image_embeds, 0, self._rows[voice])
         grammar = FrameGrammar(engine.cfg.vocab_size, k.audio_start, k.per_frame, k.codebook, k.end_of_speech, frames)
         tokens = engine.generate(
-            fed,
-            frames * k.per_frame + 1,
-            sampling or KANI_SAMPLING,
-            stop_ids=(k.end_of_speech,),
-            context_ids=prompt,
-            constraint=grammar,
+            fed, frames * k.per_frame + 1, sampling, stop_ids=(k.end_of_speech,), context_ids=prompt, constraint=grammar
         )
         decoded, chunk = 0, FIRST_CHUNK
         try:
