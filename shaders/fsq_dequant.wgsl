@@ -21,7 +21,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i >= step.rows * width) { return; }
     let d = i % p.dims;
     let code = codes[i / p.dims];  // frame t's group g: codes[t groups + g], and i / dims = t groups + g
-    let levels = array<u32, 4>(p.level0, p.level1, p.level2, p.level3);
+    var levels = array<u32, 4>(p.level0, p.level1, p.level2, p.level3);  // a var: indexed at run time
     var base = 1u;
     for (var k = 0u; k < d; k++) { base *= levels[k]; }
     let mid = levels[d] / 2u;
