@@ -14,6 +14,7 @@ from gpu_harness import device
 from py_engine.decode.token_choice import SamplingParams
 from py_engine.errors import ModelFileError, WispError
 from py_engine.models.kani_tts import frame_positions
+from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.speech.kani_files import read_kani_files
 from py_engine.speech.kani_frames import FrameGrammar
 from py_engine.speech.speaker import FIRST_CHUNK, load_speaker
@@ -173,3 +174,9 @@ def test_a_cancel_leaves_the_speaker_ready(speaker):
     chunks, _ = speak(speaker, request)
     assert speaker.engine.tokens[len(request["prompt_ids"]) :] == request["generated"]
     assert np.abs(np.concatenate(chunks) - np.array(request["pcm"])).max() < 1e-3
+
+
+def test_a_budget_too_small_is_refused_before_any_upload():
+    dev, _ = device()
+    with pytest.raises(ModelTooLargeError):
+        asyncio.run(load_speaker(FIXTURE, dev, gpu_budget=200_000))  # the codec alone plans 132 KB

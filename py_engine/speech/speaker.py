@@ -24,11 +24,10 @@ from contextlib import aclosing
 
 from ..decode.token_choice import SamplingParams
 from ..errors import WispError
-from ..runtime.memory import ModelTooLargeError, size
 from .kani_engine import KaniEngine
 from .kani_files import END_OF_TEXT, SPEAKER_PROJECTION, KaniFiles, host_floats, read_kani_files
 from .kani_frames import FrameGrammar
-from .nanocodec import load_codec
+from .nanocodec import NEW_FRAMES, codec_plan, load_codec
 
 CONTEXT = 4096  # the KV cache's tokens: a prompt and ~1000 frames (80 s of speech)
 PREFILL_ROWS = 128
@@ -52,8 +51,10 @@ async def load_speaker(
     """A Speaker of `model` (a Kani-TTS-2 folder, or read_kani_files' KaniFiles) on `device`. codec:
     NanoCodec's converted folder (default the model's nanocodec/). context: the KV cache's tokens (the
     longest prompt plus 4 per frame). model_id: the name Speaker.model_id reports (default the folder's).
-    progress, gpu_budget, packed_kv, max_binding: as Engine.load's (gpu_budget covers both models)."""
+    progress, gpu_budget, packed_kv, max_binding: as Engine.load's, over both models (the codec's share
+    of gpu_budget is planned first; progress counts the codec's bytes after the codec-LM's)."""
     files = model if isinstance(model, KaniFiles) else read_kani_files(model, codec)
+    codec_need = codec_plan(files.codec, files.codec.cfg.context_frames + NEW_FRAMES).footprint.total
     engine = await KaniEngine.load(
         files.source,
         device,
@@ -63,17 +64,17 @@ async def load_speaker(
         max_binding=max_binding,
         progress=progress,
         packed_kv=packed_kv,
-        gpu_budget=gpu_budget,
+        gpu_budget=None if gpu_budget is None else gpu_budget - codec_need,
         precision="exact",
         image_rows=1,  # the speaker embedding's row, spliced in as a picture's (GraphBuilder.splice_images)
     )
     engine.use_kani(files.settings, files.alphas)
-    decoder = await load_codec(files.codec, device)
-    if gpu_budget is not None and engine.footprint.total + decoder.footprint.total > gpu_budget:
-        raise ModelTooLargeError(
-            f"{files.source.label} and its codec need {size(engine.footprint.total + decoder.footprint.total)} of GPU "
-            f"memory, more than this device's budget of {size(gpu_budget)}"
-        )
+    landed = engine.weight_bytes
+
+    def codec_progress(done: int, expected: int) -> None:
+        progress(landed + done, landed + expected)
+
+    decoder = await load_codec(files.codec, device, progress=codec_progress if progress else None)
     name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
     return Speaker(files, engine, decoder, name)
 
