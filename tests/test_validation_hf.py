@@ -326,9 +326,14 @@ def test_cli_one_line_without_xdg_runtime_dir(tmp_path):
     assert result.stderr.startswith(f"error: {model / 'config.json'}: num_key_value_heads")
 
 
+# Speech models' fixtures: read by py_engine.speech's loaders (their own tests), not as chat models.
+SPEECH_FIXTURES = ("moonshine-", "whisper-", "kani-", "nanocodec-")
+
+
 def test_the_fixtures_pass():
     for model in [*FIXTURES.glob("*-*/config.json"), *FIXTURES.glob("*-f32/pattern/config.json")]:
-        read_model_files(model.parent, with_tokenizer=False)
+        if not model.parent.name.startswith(SPEECH_FIXTURES):
+            read_model_files(model.parent, with_tokenizer=False)
 
 
 @pytest.mark.parametrize(
