@@ -74,6 +74,9 @@ class ModelConfig:
     per_layer_vocab: int = 0
     kv_shared_layers: int = 0
     double_wide_mlp: bool = False
+    # Kani-TTS-2's LFM2 (py_engine/speech/kani_files.py sets it): each attention layer turns by RoPE
+    # frequencies of its own, scaled by a learnable alpha (models/kani_tts.py).
+    learnable_rope: bool = False
 
     @property
     def rotary_dim(self) -> int:
