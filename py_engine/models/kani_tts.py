@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from array import array
 
-from ..errors import ModelFileError
 from ..runtime.graph import Tensor
 from .rope import f32
 
@@ -34,12 +33,11 @@ def rope_table_name(cfg, layer: int) -> str:
 
 
 def learnable_rope_table(b, layer: int) -> Tensor | None:
-    """Attention layer `layer`'s RoPE table where the checkpoint has its learnable alpha (Kani-TTS-2);
-    None for plain LFM2 (the model's one table). Its frequencies are the base ones until the engine
-    scales them (learnable_inv_freq): the alpha is a weight, read on the host at load."""
-    try:
-        b.tensor_info(ALPHA.format(layer))
-    except ModelFileError:
+    """Attention layer `layer`'s RoPE table where the model's RoPE is learnable (Kani-TTS-2:
+    ModelConfig.learnable_rope); None for plain LFM2 (the model's one table). Its frequencies are the
+    base ones until the engine scales them (learnable_inv_freq): the alpha is a weight, read on the
+    host at load."""
+    if not b.cfg.learnable_rope:
         return None
     name = rope_table_name(b.cfg, layer)
     return b.cos_sin if name == "cos_sin" else b.rope_table(name, b.cfg.rope_theta, b.cfg.rope_scaling)

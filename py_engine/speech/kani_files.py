@@ -19,7 +19,7 @@ tensor each in `voices.safetensors` under the voice's name; the model projects o
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import ModelFileError
@@ -102,6 +102,7 @@ def read_kani_files(model, codec=None) -> KaniFiles:
         codec = Path(model) / CODEC_DIR
     codec = codec if isinstance(codec, CodecFiles) else read_codec_files(codec)
     settings = kani_settings(ConfigKeys(raw, path), cfg, codec)
+    cfg = replace(cfg, learnable_rope=settings.learnable_rope)
     files = KaniFiles(source, cfg, tensors, settings, _tokenizer(source), codec)
     files.alphas = _alphas(files, path)
     files.voices = _voices(files)
