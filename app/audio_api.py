@@ -4,7 +4,8 @@ speech-to-text and one text-to-speech model in memory, the GPU's lock shared wit
     POST /v1/audio/transcriptions   multipart: file, model, language, prompt, response_format (json, text,
                                     srt, vtt, verbose_json), temperature (0), timestamp_granularities[] (segment)
     POST /v1/audio/speech           JSON: model, input, voice, response_format (wav, pcm), speed (1),
-                                    stream_format (audio)
+                                    stream_format (audio); Wisp's: temperature, top_p, repetition_penalty,
+                                    seed (the codec tokens' sampling, default the model's), max_frames
 
 An upload is read within a cap while it arrives (starlette's multipart parser spools the file to
 disk past 1 MB), decoded by FFmpeg a chunk at a time as the model transcribes (py_engine/audio/
@@ -23,7 +24,7 @@ from starlette.routing import Route
 
 from py_engine.api.request_error import RequestError
 from py_engine.audio.files import open_audio
-from py_engine.audio.requests import choose_voice, parse_speech, parse_transcription
+from py_engine.audio.requests import choose_voice, parse_speech, parse_transcription, sampling_params
 from py_engine.audio.transcript import render
 from py_engine.audio.wav import AudioFileError, sample_bytes, wav_header
 from py_engine.memory.limits import MIB
@@ -116,7 +117,9 @@ def audio_routes(models, error_response) -> list[Route]:
         try:
             speaker = await models.speech_model("speaker", asked.model)
             voice = choose_voice(asked.voice, tuple(speaker.voices), asked.model)
-            pcm = speaker.speak(asked.input, voice=voice)
+            pcm = speaker.speak(
+                asked.input, voice=voice, max_frames=asked.max_frames, sampling=sampling_params(asked.sampling)
+            )
             first = await anext(pcm, None)  # an error before the first samples is still an HTTP status
             head = wav_header(speaker.sample_rate) if asked.response_format == "wav" else b""
             streaming = True  # the stream releases the lock when it ends

@@ -13,7 +13,7 @@ import time
 import types
 import urllib.request
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from app.models import ModelRegistry
 from app.openai_api import Models
 from app.server import create_app
 from py_engine.audio.wav import read_wav
+from py_engine.speech.speaker import KANI_SAMPLING
 
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
@@ -65,8 +66,9 @@ class FakeSpeaker:
         self.chunks = [array("f", [(i - 500) / 1000 for i in range(n)]) for n in (1000, 700, 301)]
         self.waited = []
 
-    async def speak(self, text, *, voice=None, max_frames=None):
+    async def speak(self, text, *, voice=None, max_frames=None, sampling=None):
         self.voice_asked.append(voice)
+        self.options = {"max_frames": max_frames, "sampling": sampling}
         yield self.chunks[0]
         self.waited.append(await asyncio.to_thread(self.heard.wait, 120))
         for chunk in self.chunks[1:]:
@@ -186,6 +188,7 @@ def test_speech_streams_as_it_is_made(server):
         speaker.heard.set()  # only now does the speaker make its second chunk
         body = first + b"".join(pieces)
     assert speaker.waited == [True] and speaker.voice_asked == ["leo"]
+    assert speaker.options == {"max_frames": None, "sampling": None}  # the model's own
     assert len(first) < len(body) == 2 * 2001
     samples = array("h", body)
     want = [v for chunk in speaker.chunks for v in chunk]
@@ -201,9 +204,13 @@ def test_speech_as_a_wav_file(server):
         loaded["kani-fake"].heard.set()
 
     threading.Thread(target=release_when_asked, daemon=True).start()
-    wav = read_wav(client.audio.speech.create(model="kani-fake", voice="alloy", input="Hi.").content)
+    wisp = {"temperature": 0, "seed": 7, "max_frames": 5}  # Wisp's fields: reproducible speech
+    response = client.audio.speech.create(model="kani-fake", voice="alloy", input="Hi.", extra_body=wisp)
+    wav = read_wav(response.content)
     assert (wav.sample_rate, wav.channels, wav.frames) == (22050, 1, 2001)
-    assert loaded["kani-fake"].voice_asked == [None]  # OpenAI's voice name: the model's default voice
+    speaker = loaded["kani-fake"]
+    assert speaker.voice_asked == [None]  # OpenAI's voice name: the model's default voice
+    assert speaker.options == {"max_frames": 5, "sampling": replace(KANI_SAMPLING, temperature=0, seed=7)}
 
 
 def test_bad_speech_requests(server):
@@ -215,6 +222,9 @@ def test_bad_speech_requests(server):
         ({"input": " "}, "'input' must be the text to speak"),
         ({"stream_format": "sse"}, "stream_format 'audio' only"),
         ({"instructions": "whisper"}, "instructions are not served"),
+        ({"extra_body": {"temperature": 3}}, r"'temperature' is out of range \(3\)"),
+        ({"extra_body": {"max_frames": 0}}, "'max_frames' must be a whole number"),
+        ({"extra_body": {"pitch": 2}}, "unknown field 'pitch'"),
     ]
     for change, message in refused:
         with pytest.raises(openai.BadRequestError, match=message):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import WispError
 from .files import open_audio
+from .requests import SAMPLING_LIMITS, sampling_params, speech_sampling
 from .transcript import VTT_HEADER, clock, srt_cue, verbose_json, vtt_cue
 from .wav import sample_bytes, wav_header
 
@@ -40,6 +41,10 @@ def add_speech_commands(sub) -> None:
     say.add_argument("--model", required=True, help=model_help)
     say.add_argument("--voice", help="one of the model's voices (default its own)")
     say.add_argument("--max-frames", type=int, default=None, help="stop after this many codec frames")
+    say.add_argument("--temperature", type=float, help="the codec tokens' sampling (default the model's: 1)")
+    say.add_argument("--top-p", type=float, help="default the model's (0.95)")
+    say.add_argument("--repetition-penalty", type=float, help="default the model's (1.1)")
+    say.add_argument("--seed", type=int, help="the same seed, text and voice: the same speech")
 
 
 def model_path(model: str) -> Path:
@@ -102,6 +107,8 @@ def _shown(segment, n: int, kind: str, timestamps: bool) -> str:
 
 
 async def speak(args) -> int:
+    asked = {name: getattr(args, name) for name in SAMPLING_LIMITS if getattr(args, name) is not None}
+    sampling = sampling_params(speech_sampling(asked))
     path = model_path(args.model)
     from ..gpu import open_device
     from ..speech import load_speaker
@@ -113,7 +120,7 @@ async def speak(args) -> int:
     written, start = 0, time.perf_counter()
     with open(args.output, "wb") as out:
         out.write(wav_header(speaker.sample_rate, data_bytes=0))  # its sizes written when the speech ends
-        async for chunk in speaker.speak(args.text, voice=args.voice, max_frames=args.max_frames):
+        async for chunk in speaker.speak(args.text, voice=args.voice, max_frames=args.max_frames, sampling=sampling):
             data = sample_bytes(chunk)
             out.write(data)
             written += len(data)

@@ -5,7 +5,7 @@ serve is refused by name (RequestError, HTTP 400), never silently ignored."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ..api.request_error import RequestError
 from .transcript import FORMATS
@@ -42,6 +42,8 @@ class SpeechRequest:
     input: str
     voice: str | None = None
     response_format: str = "wav"
+    sampling: dict = field(default_factory=dict)  # Wisp's: SamplingParams fields over the model's defaults
+    max_frames: int | None = None  # Wisp's: the most codec frames (the model's context by default)
 
 
 def _one(fields: dict[str, list[str]], name: str, default=None):
@@ -93,7 +95,8 @@ def parse_speech(body) -> SpeechRequest:
     """A speech request's JSON body."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
-    known = {"model", "input", "voice", "response_format", "speed", "stream_format", "instructions"}
+    known = {"model", "input", "voice", "response_format", "speed", "stream_format", "instructions", "max_frames"}
+    known |= set(SAMPLING_LIMITS)
     unknown = sorted(set(body) - known)
     if unknown:
         raise RequestError(f"unknown field '{unknown[0]}'", unknown[0])
@@ -122,7 +125,46 @@ def parse_speech(body) -> SpeechRequest:
         raise RequestError("stream_format 'audio' only: the audio itself is streamed as it is made", "stream_format")
     if body.get("instructions"):
         raise RequestError("instructions are not served: the models here take none", "instructions")
-    return SpeechRequest(model, text, voice or None, response_format)
+    max_frames = body.get("max_frames")
+    if max_frames is not None and (not _integer(max_frames) or max_frames < 1):
+        raise RequestError("'max_frames' must be a whole number of codec frames >= 1", "max_frames")
+    return SpeechRequest(model, text, voice or None, response_format, speech_sampling(body), max_frames)
+
+
+# Wisp's extensions of a speech request: the sampling of the codec's tokens (default: the model's own,
+# kani-tts-2's temperature 1, top_p 0.95, repetition penalty 1.1); temperature 0 and a seed reproduce a voice.
+SAMPLING_LIMITS = {
+    "temperature": lambda v: 0 <= v <= 2,
+    "top_p": lambda v: 0 < v <= 1,
+    "repetition_penalty": lambda v: 0 < v <= 2,
+    "seed": lambda v: _integer(v) and 0 <= v < 2**63,
+}
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def speech_sampling(body: dict) -> dict:
+    """The sampling fields a speech request gives, checked: name -> value."""
+    given = {}
+    for name, allowed in SAMPLING_LIMITS.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not allowed(value):
+            raise RequestError(f"'{name}' is out of range ({value!r})", name)
+        given[name] = value
+    return given
+
+
+def sampling_params(given: dict):
+    """SamplingParams of speech_sampling's fields over Kani-TTS-2's own, or None (the model's own)."""
+    if not given:
+        return None
+    from ..speech.speaker import KANI_SAMPLING
+
+    return replace(KANI_SAMPLING, **given)
 
 
 def choose_voice(voice: str | None, voices: tuple[str, ...], model_id: str) -> str | None:
