@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_audio_api import serving
+from test_audio_files import encoded
 
 from app.models import ModelRegistry
 from app.server import create_app
@@ -21,7 +22,7 @@ from py_engine.cli import main
 
 av = pytest.importorskip("av")
 openai = pytest.importorskip("openai")
-pytestmark = pytest.mark.slow  # whole models on lavapipe: ~13 s together
+pytestmark = pytest.mark.slow  # whole models on lavapipe: ~15 s together
 FIXTURES = Path(__file__).parent / "fixtures"
 MOONSHINE, KANI = FIXTURES / "moonshine-f32", FIXTURES / "kani-f32"
 CLIP = json.loads((MOONSHINE / "reference.json").read_text())["clips"]["speech"]
@@ -64,6 +65,20 @@ def test_moonshine_transcribes_an_uploaded_flac(client):
     )
     assert got.text == CLIP["text"].strip()
     assert [(s.start, s.end) for s in got.segments] == [(0.0, 2.5)] and got.duration == 2.5
+
+
+def test_odd_audio_gets_a_transcript(client):
+    """The issue's bad-input cases that are audio: each a transcript (whatever a random model says), no error."""
+    odd = {
+        "surround.wav": encoded("wav", "pcm_f32le", 96000, layout="7.1"),  # 96 kHz, 8 channels
+        "silence.flac": encoded("flac", "flac", 16000, layout="mono", wave=lambda t: 0 * t),
+        "clipped.wav": encoded("wav", "pcm_s16le", 16000, layout="mono", wave=lambda t: np.sign(np.sin(t * 900))),
+    }
+    for name, data in odd.items():
+        got = client.audio.transcriptions.create(
+            model="moonshine-f32", file=(name, data), response_format="verbose_json"
+        )
+        assert isinstance(got.text, str) and got.duration == 1.0, name
 
 
 def test_kani_speaks_the_references(client):
