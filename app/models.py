@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.files import safe_path
-from py_engine.catalog import DEFAULT_MODEL, EMBEDDING_MODELS, MODELS
+from py_engine.catalog import DEFAULT_MODEL, EMBEDDING_MODELS, MODELS, SPEECH_MODELS
 from py_engine.embedding.settings import dense_module_files
 from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
@@ -179,7 +179,7 @@ class ModelRegistry:
         self.include_cache = include_cache
         self.cache_dir = cache_dir
         self.explicit: list[ServedModel] = []
-        taken = set(MODELS)  # catalog names stay reserved: a model fetched later keeps its id
+        taken = {*MODELS, *SPEECH_MODELS}  # catalog names stay reserved: a model fetched later keeps its id
         for arg in paths:  # a path, or (a .gguf path, its mmproj's path)
             arg, mmproj = arg if isinstance(arg, tuple) else (arg, None)
             model = self._resolve(str(arg), taken)
@@ -190,7 +190,7 @@ class ModelRegistry:
 
     def _resolve(self, arg: str, taken: set[str]) -> ServedModel:
         path = Path(arg).expanduser()
-        if not path.exists() and arg in MODELS:
+        if not path.exists() and (arg in MODELS or arg in SPEECH_MODELS):
             model = self._catalog(arg)
             if model is None:
                 raise ModelPathError(f"{arg} is not in the model cache; run: python -m py_engine fetch {arg}")
@@ -209,13 +209,14 @@ class ModelRegistry:
         raise ModelPathError(f"{path}: expected a .gguf file or an HF model directory")
 
     def _catalog(self, name: str) -> ServedModel | None:
-        if name in EMBEDDING_MODELS:  # a folder: each file with the catalog's hash
-            entry = EMBEDDING_MODELS[name]
+        if name in EMBEDDING_MODELS or name in SPEECH_MODELS:  # a folder: each file with the catalog's hash
+            entry = EMBEDDING_MODELS.get(name) or SPEECH_MODELS[name]
             path = cached_path(name, self.cache_dir)
             if path is None:
                 return None
             served = hf_model(name, path)
-            served.description, served.task = entry.description, "embedding"
+            served.description = entry.description
+            served.task = "embedding" if name in EMBEDDING_MODELS else served.task  # speech: its folder's
             served.sha256 = {f.name: f.sha256 for f in entry.files}
             return served
         path = cached_path(name, self.cache_dir)
@@ -227,7 +228,7 @@ class ModelRegistry:
         out = list(self.explicit)
         if self.include_cache:
             listed = {m.id for m in out}
-            names = [*MODELS, *EMBEDDING_MODELS]
+            names = [*MODELS, *EMBEDDING_MODELS, *SPEECH_MODELS]
             out += [m for name in names if name not in listed and (m := self._catalog(name)) is not None]
         if out:
             chosen = out[0] if self.explicit else next((m for m in out if m.id == DEFAULT_MODEL), out[0])

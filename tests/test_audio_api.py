@@ -25,6 +25,7 @@ from app.models import ModelRegistry
 from app.openai_api import Models
 from app.server import create_app
 from py_engine.audio.wav import read_wav
+from py_engine.catalog import SPEECH_MODELS
 from py_engine.speech.speaker import KANI_SAMPLING
 
 openai = pytest.importorskip("openai")
@@ -258,3 +259,20 @@ def test_a_kani_folder_is_served_with_its_codec(tmp_path):
         "voices.safetensors",
     ]
     assert served.file("nanocodec/model.safetensors") == folder / "nanocodec" / "model.safetensors"
+
+
+def test_catalog_speech_models_are_served_from_the_cache(tmp_path, monkeypatch):
+    """A fetched whisper-base (py_engine fetch whisper-base) is listed, as the embedding models are."""
+    folder = tmp_path / "whisper-base"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["WhisperForConditionalGeneration"]}))
+    (folder / "model.safetensors").write_bytes(b"{}")
+    monkeypatch.setattr(
+        "app.models.cached_path", lambda name, cache_dir=None: folder if name == "whisper-base" else None
+    )
+    listed = {m.id: m for m in ModelRegistry().models()}
+    assert set(listed) == {"whisper-base"} and listed["whisper-base"].task == "transcription"
+    assert listed["whisper-base"].sha256["model.safetensors"] == next(
+        f.sha256 for f in SPEECH_MODELS["whisper-base"].files if f.name == "model.safetensors"
+    )
+    assert [m.id for m in ModelRegistry(["whisper-base"], include_cache=False).models()] == ["whisper-base"]
