@@ -5,6 +5,7 @@ and malformed files as typed errors naming the file."""
 
 import asyncio
 import json
+import math
 import shutil
 import wave
 from array import array
@@ -15,10 +16,19 @@ import pytest
 from gpu_harness import device
 
 from py_engine.errors import ModelFileError
+from py_engine.formats.safetensors import TensorInfo
 from py_engine.gpu import Read
-from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths
+from py_engine.models.graph_options import DEFAULT_MAX_BINDING
+from py_engine.models.moonshine import decoder_tensors
+from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths, read_moonshine_config, tensor_shapes
 from py_engine.speech.moonshine_generation import max_new_tokens, windows
-from py_engine.speech.moonshine_model import encode_window, load_moonshine, read_moonshine_files
+from py_engine.speech.moonshine_model import (
+    MoonshineFiles,
+    encode_window,
+    load_moonshine,
+    plan_moonshine,
+    read_moonshine_files,
+)
 from py_engine.speech.transcriber import load_transcriber
 
 MODEL = Path(__file__).parent / "fixtures" / "moonshine-f32"
@@ -171,3 +181,40 @@ def test_transcriber_limits(transcriber):
     assert cut.text == transcriber.text(clip["greedy"][1:4])
     assert asyncio.run(segments(transcriber, [0.1] * (MIN_SAMPLES - 1))) == []
     assert asyncio.run(segments(transcriber, [])) == []
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # UsefulSensors/moonshine-tiny's and -base's config.json (the hub's spelling: top-level RoPE keys).
+        dict(hidden_size=288, intermediate_size=1152, layers=6, max_position_embeddings=194, partial_rotary_factor=0.9),
+        dict(
+            hidden_size=416, intermediate_size=1664, layers=8, max_position_embeddings=512, partial_rotary_factor=0.62
+        ),
+    ],
+    ids=["tiny", "base"],
+)
+def test_real_shapes_plan_within_browser_limits(shape):
+    """Tiny's and base's shapes with 30-s windows: 32 dims of each head turn, every tensor within a storage
+    binding, every grid within 65,535 workgroups a dimension (the encoder's 1,248 frames at most)."""
+    layers = shape.pop("layers")
+    raw = json.loads((MODEL / "config.json").read_text()) | shape | {"vocab_size": 32768, "rope_parameters": None}
+    raw |= {f"{side}_num_{kind}": n for side in ("encoder", "decoder") for kind, n in (("hidden_layers", layers),)}
+    raw |= {
+        f"{side}_num_{kind}": 8 for side in ("encoder", "decoder") for kind in ("attention_heads", "key_value_heads")
+    }
+    config = read_moonshine_config(raw, "config.json")
+    tensors = {
+        name: TensorInfo(name, "F32", dims, 0, 4 * math.prod(dims), "model.safetensors")
+        for name, dims in tensor_shapes(config).items()
+    }
+
+    class Source:
+        label = "moonshine"
+
+    files = MoonshineFiles(Source, config, decoder_tensors(tensors, layers), None)
+    planned = plan_moonshine(files, window=30.0)
+    assert config.rotary_dim == 32 and planned.encoder.max_rows == front_end_lengths(480000)[-1] == 1248
+    for graph in (planned.encoder, planned.decoder):
+        assert max(t.nbytes for t in graph.tensors) <= DEFAULT_MAX_BINDING
+        assert max(max(op.grid(graph.max_rows)) for op in graph.ops) <= 65535
