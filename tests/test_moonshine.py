@@ -126,7 +126,7 @@ def test_hub_style_rope_keys(tmp_path):
 
 def test_long_audio_is_cut_at_quiet_places():
     """Windows of at most 30 s that put the audio back together, each cut (where more follows) in the
-    quiet 0.1 s of its last 5 s; the same from a stream of odd chunks as from one array."""
+    quiet 0.1 s of its last 5 s; the same from a stream of odd chunks, or of one chunk, as from one array."""
     rng = np.random.default_rng(1)
     audio = (0.3 * rng.standard_normal(16000 * 70)).astype(np.float32)
     for quiet in (27.5, 55.0):  # seconds: one gap in each of the first two windows' last sixth
@@ -146,6 +146,11 @@ def test_long_audio_is_cut_at_quiet_places():
     np.testing.assert_array_equal(np.concatenate([pcm for _, pcm in whole]), audio)
     streamed = asyncio.run(cut(stream()))
     assert [s for s, _ in streamed] == [s for s, _ in whole]
+
+    async def one_chunk():
+        yield array("f", audio)
+
+    assert [s for s, _ in asyncio.run(cut(one_chunk()))] == [s for s, _ in whole]
 
 
 @pytest.fixture(scope="module")

@@ -57,9 +57,12 @@ async def windows(audio, window: int):
     buffer, start = array("f"), 0
     async for chunk in _chunks(audio, window):
         buffer.extend(chunk)
-        while len(buffer) > window:
-            cut = quiet_cut(buffer, window)
-            yield start, buffer[:cut]
-            start, buffer = start + cut, buffer[cut:]
+        used = 0  # samples of buffer already yielded: dropped once a chunk's windows are out
+        while len(buffer) - used > window:
+            pcm = buffer[used : used + window]
+            cut = quiet_cut(pcm, window)
+            yield start, pcm[:cut]
+            start, used = start + cut, used + cut
+        del buffer[:used]
     if buffer:
         yield start, buffer
