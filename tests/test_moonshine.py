@@ -20,6 +20,7 @@ from py_engine.formats.safetensors import TensorInfo
 from py_engine.gpu import Read
 from py_engine.models.graph_options import DEFAULT_MAX_BINDING
 from py_engine.models.moonshine import decoder_tensors
+from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.speech.moonshine_config import MIN_SAMPLES, front_end_lengths, read_moonshine_config, tensor_shapes
 from py_engine.speech.moonshine_generation import max_new_tokens, windows
 from py_engine.speech.moonshine_model import (
@@ -223,3 +224,9 @@ def test_real_shapes_plan_within_browser_limits(shape):
     for graph in (planned.encoder, planned.decoder):
         assert max(t.nbytes for t in graph.tensors) <= DEFAULT_MAX_BINDING
         assert max(max(op.grid(graph.max_rows)) for op in graph.ops) <= 65535
+
+
+def test_gpu_budget():
+    """A budget below both graphs' footprint is refused before any upload (ModelTooLargeError)."""
+    with pytest.raises(ModelTooLargeError, match="to transcribe"):
+        asyncio.run(load_transcriber(MODEL, device(False)[0], window=3.0, gpu_budget=1 << 20))

@@ -17,6 +17,7 @@ from ..formats.model_files import tensor_info
 from ..formats.source import ModelSource, open_source
 from ..models.graph_options import GraphOptions
 from ..models.moonshine import build_decoder, build_encoder, decoder_tensors
+from ..runtime.memory import ModelTooLargeError, size
 from .moonshine_config import MIN_SAMPLES, MoonshineConfig, check_tensors, front_end_lengths, read_moonshine_config
 from .moonshine_generation import RATE, max_new_tokens
 from .seq2seq import Seq2Seq, Seq2SeqPlan, load_seq2seq, plan_seq2seq
@@ -86,9 +87,11 @@ async def load_moonshine(
     f32: bool = False,
     max_binding: int = 0,
     progress=None,
+    gpu_budget: int | None = None,
 ) -> Seq2Seq:
     """read_moonshine_files' model on `device`: a Seq2Seq whose encoder takes encode_window's inputs.
-    f32: no f16 weights even with shader-f16; max_binding, progress: as Engine.load's."""
+    f32: no f16 weights even with shader-f16; max_binding, progress, gpu_budget: as Engine.load's
+    (ModelTooLargeError where both graphs need more than gpu_budget bytes)."""
     planned = plan_moonshine(
         files,
         window,
@@ -97,6 +100,11 @@ async def load_moonshine(
         subgroup_min_size=device.caps.subgroup_min_size,
         max_binding=max_binding or device.caps.limits.max_storage_binding,
     )
+    if gpu_budget is not None and planned.footprint.total > gpu_budget:
+        raise ModelTooLargeError(
+            f"{files.source.label} needs {planned.footprint.describe()} of GPU memory to transcribe, more than "
+            f"this device's budget of {size(gpu_budget)}"
+        )
     return await load_seq2seq(device, planned, files.tensors, files.source, progress)
 
 

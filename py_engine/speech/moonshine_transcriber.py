@@ -68,20 +68,13 @@ class MoonshineTranscriber:
 
 
 async def load_moonshine_transcriber(
-    model,
-    device,
-    *,
-    model_id: str | None = None,
-    window: float = WINDOW_SECONDS,
-    progress=None,
-    f32=False,
-    max_binding=0,
+    model, device, *, model_id: str | None = None, window: float = WINDOW_SECONDS, **options
 ) -> MoonshineTranscriber:
     """A MoonshineTranscriber of `model` (an HF folder of MoonshineForConditionalGeneration, its
     ModelSource, or read_moonshine_files') on `device`. window: the longest window in seconds (the
-    encoder graph's size); model_id: the name it reports (default the folder's); progress, f32,
-    max_binding: as load_embedder's."""
+    encoder graph's size); model_id: the name it reports (default the folder's); options: load_moonshine's
+    (f32, max_binding, progress, gpu_budget: as load_embedder's)."""
     files = model if isinstance(model, MoonshineFiles) else read_moonshine_files(model)
-    loaded = await load_moonshine(files, device, window=window, f32=f32, max_binding=max_binding, progress=progress)
+    loaded = await load_moonshine(files, device, window=window, **options)
     name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
     return MoonshineTranscriber(files, loaded, name)
