@@ -3,7 +3,8 @@ footprint, with no device) and upload() (the graph on a device: its kernels, wei
 Executor). The chat engine (Engine.load), the embedder (embedding/embedder.py), a vision-language
 model's vision tower (vision/encoder.py: vision_plan) and the device-free
 check of a model's files (session.read_model_files, which the CLI runs before opening a GPU) all
-go through them, and this is the one place a graph builder is made."""
+go through them, and this is the one place a graph builder is made (graph_builders: a speech model's
+several graphs, planned by speech/seq2seq.py)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,12 @@ def built_plan(build, cfg, tensors: dict, label: str, options: GraphOptions) -> 
     decoder, models/nanocodec.py) and its footprint."""
     graph = build(GraphBuilder(cfg, lambda name: tensor_info(tensors, name, label), options))
     return Plan(graph, footprint(graph, 0, 0))
+
+
+def graph_builders(tensor_info, *plans: tuple) -> list[GraphBuilder]:
+    """A GraphBuilder for each (config, GraphOptions) of `plans` over one model's tensors (tensor_info:
+    name -> TensorInfo): the graphs of a speech model (speech/seq2seq.py: front-end, encoder, decoder)."""
+    return [GraphBuilder(cfg, tensor_info, options) for cfg, options in plans]
 
 
 async def upload(device, graph: Graph | tuple, tensors: dict, source, make, progress=None):
