@@ -15,6 +15,9 @@ Interfaces (what a model family gives and calls):
 - The encoder graph's inputs are the family's own: Seq2Seq.encode(inputs, rows) writes them (name
   -> bytes) and submits its forward of `rows` rows; the decoder's forwards after it are ordered
   after it on the queue.
+- Optionally a front-end graph before the encoder (plan_seq2seq's `front` options): Whisper's
+  log-mel features, the encoder's input written by the front-end's ops (one buffer: both graphs
+  bind the Tensor). encode() runs it first unless front=False (the features written as inputs).
 - Seq2Seq.generate(prompt, choose, max_new_tokens): the tokens choose(tokens so far, logits) picks,
   one a forward, each yielded as it is chosen; the caller stops it (an end token, a budget).
 """
@@ -26,11 +29,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..gpu import Read
-from ..models.builder import GraphBuilder
 from ..models.graph_options import GraphOptions
 from ..runtime.graph import Graph
 from ..runtime.linear_plan import LOGIT_ROWS_MAX
-from ..runtime.loader import upload
+from ..runtime.loader import graph_builders, upload
 from ..runtime.memory import Footprint, footprint
 
 
@@ -38,35 +40,55 @@ class Seq2SeqPlan(NamedTuple):
     encoder: Graph
     decoder: Graph
     footprint: Footprint
+    front: Graph | None = None  # a front-end before the encoder (Whisper's log-mel features)
+
+    @property
+    def graphs(self) -> tuple:
+        """The graphs in the order they run (and load_seq2seq uploads them)."""
+        return (self.encoder, self.decoder) if self.front is None else (self.front, self.encoder, self.decoder)
 
 
 def plan_seq2seq(
-    build: Callable, encoder_cfg, decoder_cfg, tensor_info, encoder: GraphOptions, decoder: GraphOptions
+    build: Callable,
+    encoder_cfg,
+    decoder_cfg,
+    tensor_info,
+    encoder: GraphOptions,
+    decoder: GraphOptions,
+    front: GraphOptions | None = None,
 ) -> Seq2SeqPlan:
-    """Both graphs (build(encoder builder, decoder builder)) and what they hold on a GPU together:
-    the frozen cross K/V counted once (the decoder binds the encoder's)."""
-    enc, dec = build(GraphBuilder(encoder_cfg, tensor_info, encoder), GraphBuilder(decoder_cfg, tensor_info, decoder))
-    a, b = footprint(enc, 0, 0), footprint(dec, decoder_cfg.vocab_size, decoder.kv_capacity)
-    own = set(dec.tensors)
-    shared = sum(
-        t.nbytes for t in {t for op in dec.ops for t in op.bind.values()} if t.kind == "state" and t not in own
-    )
+    """The graphs, build(encoder builder, decoder builder) -> (encoder, decoder) (with `front`'s
+    options: build(front builder, encoder builder, decoder builder) -> (front, encoder, decoder)),
+    and what they hold on a GPU together: a tensor a later graph binds but an earlier one made (the
+    cross K/V, the features) counted once."""
+    plans = [(encoder_cfg, encoder), (decoder_cfg, decoder)]
+    graphs = build(*graph_builders(tensor_info, *([(encoder_cfg, front)] if front else []), *plans))
+    prints = [footprint(g, 0, 0) for g in graphs[:-1]]
+    prints.append(footprint(graphs[-1], decoder_cfg.vocab_size, decoder.kv_capacity))
+    shared = {"state": 0, "input": 0}
+    for i, g in enumerate(graphs[1:], 1):
+        earlier = {t for e in graphs[:i] for t in e.tensors}
+        for t in {t for op in g.ops for t in op.bind.values()} & earlier:
+            if t.kind in shared:
+                shared[t.kind] += t.nbytes
     total = Footprint(
-        a.weights + b.weights, a.kv_cache + b.kv_cache - shared, a.activations + b.activations, a.other + b.other
+        sum(p.weights for p in prints),
+        sum(p.kv_cache for p in prints) - shared["state"],
+        sum(p.activations for p in prints),
+        sum(p.other for p in prints) - shared["input"],
     )
-    return Seq2SeqPlan(enc, dec, total)
+    *first, enc, dec = graphs
+    return Seq2SeqPlan(enc, dec, total, first[0] if first else None)
 
 
 async def load_seq2seq(device, planned: Seq2SeqPlan, tensors: dict, source, progress=None) -> Seq2Seq:
     """The planned graphs on `device`, their weights uploaded from `source`."""
-    return await upload(
-        device,
-        (planned.encoder, planned.decoder),
-        tensors,
-        source,
-        lambda executors, kernels, weight_bytes: Seq2Seq(device, *executors),
-        progress,
-    )
+
+    def make(executors, kernels, weight_bytes):
+        *front, encoder, decoder = executors
+        return Seq2Seq(device, encoder, decoder, front[0] if front else None)
+
+    return await upload(device, planned.graphs, tensors, source, make, progress)
 
 
 def _u32(values) -> bytes:
@@ -74,9 +96,9 @@ def _u32(values) -> bytes:
 
 
 class Seq2Seq:
-    def __init__(self, device, encoder, decoder):
+    def __init__(self, device, encoder, decoder, front=None):
         """Use load_seq2seq."""
-        self.device, self.encoder, self.decoder = device, encoder, decoder
+        self.device, self.encoder, self.decoder, self.front = device, encoder, decoder, front
         graph = decoder.graph
         self.max_rows = graph.max_rows
         # The context: the self-attention's KV cache rows (its attention ops' capacity).
@@ -89,11 +111,18 @@ class Seq2Seq:
             (decoder.buffer(n), r) for n, r in graph.rotary.items() if r.rotary_dim and id(graph.inputs[n]) in bound
         ]
 
-    def encode(self, inputs: dict, rows: int) -> None:
-        """Write the encoder graph's inputs (name -> bytes) and submit its forward of `rows` rows."""
+    def encode(self, inputs: dict, rows: int, front: bool = True) -> None:
+        """Write the inputs (name -> bytes: the front-end's or the encoder's) and submit the front-end's
+        forward (where there is one, unless front=False: its output written here) then the encoder's of
+        `rows` rows."""
+        graphs = [e for e in (self.front, self.encoder) if e is not None]
         for name, data in inputs.items():
-            self.device.write_buffer(self.encoder.buffer(name), 0, data)
-        self.device.submit(self.encoder.commands(rows, 0))
+            owner = next((e for e in graphs if name in e.graph.inputs), None)
+            if owner is None:
+                raise KeyError(f"no graph of this model has an input {name!r}")
+            self.device.write_buffer(owner.buffer(name), 0, data)
+        stages = graphs if front else [self.encoder]
+        self.device.submit([c for stage in stages for c in stage.commands(rows, 0)])
 
     def _forward(self, ids: list[int], pos: int) -> list:
         """The decoder's forward over `ids` at position pos (its inputs written now)."""

@@ -3,14 +3,18 @@
 
 A Transcriber has model_id, sample_rate (16000) and transcribe(audio, *, language=None,
 timestamps=False, prompt=None, max_tokens=None): audio is mono float PCM at sample_rate in [-1, 1],
-a sequence of floats or an async iterable of array('f') chunks of any size (a long file streamed).
+a sequence of floats or an async iterable of array('f') chunks of any size (a long file streamed:
+never whole in GPU memory); segments come as their window finishes; max_tokens bounds the whole
+transcript's tokens. The families, each a graph file and the encoder-once, decoder-over-frozen-K/V
+loop of seq2seq.py: Whisper (whisper_transcriber.py: 30-s windows that seek by timestamps,
+languages detected or given, translation, a prompt) and Moonshine (moonshine_transcriber.py).
 load_transcriber picks the family by config.json's architectures[0] (TRANSCRIBERS: the module of
 this package and the loader in it, imported when asked for, so that no family's module loads
 another's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 
 from ..errors import UnsupportedArchitectureError
@@ -26,11 +30,13 @@ class Segment:
     start: float  # seconds from the start of the audio
     end: float
     text: str
+    tokens: list = field(default_factory=list)  # the model's ids for it (Whisper's timestamps included)
 
 
 # config.json's architectures[0] -> (module of py_engine.speech, its loader: async (model, device, **options)).
 TRANSCRIBERS = {
     "MoonshineForConditionalGeneration": ("moonshine_transcriber", "load_moonshine_transcriber"),
+    "WhisperForConditionalGeneration": ("whisper_transcriber", "load_whisper_transcriber"),
 }
 
 

@@ -1,0 +1,222 @@
+"""Whisper's generation as transformers does it greedily (WhisperGenerationMixin.generate), on the host:
+the start-of-transcript tokens, the logits processors, the split of a window's tokens into timestamped
+segments and how far the next window seeks.
+
+- The prompt a window's decoder starts from: [<|startofprev|> + a prompt's tokens] + <|startoftranscript|>
+  + the language (given, or detected from the first window on a multilingual model) + the task
+  (transcribe by default where a language is known) + <|notimestamps|> unless timestamps are asked for.
+- Each step's scores (choose): SuppressTokensAtBeginLogitsProcessor (at the first generated token),
+  SuppressTokensLogitsProcessor, then with timestamps WhisperTimeStampLogitsProcessor (timestamps in
+  pairs, never decreasing, the first one at most max_initial_timestamp_index, and a timestamp forced
+  where the timestamps' total probability beats every text token's); the first of equal maxima wins,
+  as torch's argmax.
+- Every window is then split as _retrieve_segment does (whatever the mode: a model may emit timestamps
+  without being asked), and the seek advances by the window, or to its last timestamp where its last
+  segment is cut off; transformers loops so until the audio's frames are used up (3,000 for audio of at
+  most 30 s, padded to it, so even a short clip may take several windows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ModelFileError
+from ..formats.json_file import read_json
+from ..models.config_values import ConfigKeys
+
+TIME_PRECISION = 0.02  # seconds a timestamp token stands for
+INPUT_STRIDE = 2  # log-mel frames an encoder frame covers (conv2's stride)
+FEATURE_SECONDS = 0.01  # seconds a log-mel frame covers (hop 160 at 16 kHz)
+WINDOW_FRAMES = 3000  # log-mel frames of a 30-s window
+NEG_INF = float("-inf")
+
+LANGUAGE_NAMES = {"english": "en", "german": "de", "french": "fr", "spanish": "es", "italian": "it"}
+
+
+@dataclass
+class WhisperSettings:
+    """generation_config.json's ids and rules (and config.json's max_target_positions)."""
+
+    start: int  # decoder_start_token_id: <|startoftranscript|>
+    eos: int
+    no_timestamps: int | None
+    prev_sot: int | None  # <|startofprev|>: before a prompt's tokens
+    lang_to_id: dict  # "<|en|>" -> id
+    task_to_id: dict  # "transcribe" / "translate" -> id
+    suppress: tuple
+    begin_suppress: tuple
+    max_initial_timestamp: int | None
+    multilingual: bool
+    max_target_positions: int
+
+    @property
+    def timestamp_begin(self) -> int | None:
+        return None if self.no_timestamps is None else self.no_timestamps + 1
+
+    def language_id(self, language: str) -> int:
+        """A language's token id: "en", "<|en|>" or "english" (ValueError where this model has none)."""
+        name = language.lower()
+        token = name if name in self.lang_to_id else f"<|{LANGUAGE_NAMES.get(name, name)}|>"
+        if token not in self.lang_to_id:
+            raise ValueError(f"language {language!r:.40} is not one this model knows ({len(self.lang_to_id)} known)")
+        return self.lang_to_id[token]
+
+
+def read_settings(source, max_target_positions: int, vocab: int) -> WhisperSettings:
+    """The model folder's generation_config.json (a ModelFileError for a malformed one)."""
+    path = source.small_dir() / "generation_config.json"
+    if not source.exists("generation_config.json"):
+        raise ModelFileError(path, "missing: Whisper's token ids (start, languages, timestamps) are read there")
+    keys = ConfigKeys(read_json(path), path)
+
+    def token(key, default=None):
+        value = keys.int(key, default)
+        if value is not None and not 0 <= value < vocab:
+            keys.fail(key, f"a token id below the vocabulary's {vocab}", value)
+        return value
+
+    def id_map(key) -> dict:
+        raw = keys.get(key, {})
+        if not isinstance(raw, dict) or not all(isinstance(v, int) and 0 <= v < vocab for v in raw.values()):
+            keys.fail(key, "an object of token ids", raw)
+        return dict(raw)
+
+    def id_list(key) -> tuple:
+        raw = keys.get(key, [])
+        if not isinstance(raw, list) or not all(isinstance(v, int) and 0 <= v < vocab for v in raw):
+            keys.fail(key, "a list of token ids", raw)
+        return tuple(raw)
+
+    eos = keys.get("eos_token_id")
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    if not isinstance(eos, int) or not 0 <= eos < vocab:
+        keys.fail("eos_token_id", "a token id", eos)
+    return WhisperSettings(
+        start=token("decoder_start_token_id"),
+        eos=eos,
+        no_timestamps=token("no_timestamps_token_id", None),
+        prev_sot=token("prev_sot_token_id", None),
+        lang_to_id=id_map("lang_to_id"),
+        task_to_id=id_map("task_to_id"),
+        suppress=id_list("suppress_tokens"),
+        begin_suppress=id_list("begin_suppress_tokens"),
+        max_initial_timestamp=keys.int("max_initial_timestamp_index", None),
+        multilingual=keys.bool("is_multilingual", False),
+        max_target_positions=max_target_positions,
+    )
+
+
+def init_tokens(
+    settings: WhisperSettings, language: int | None, task: str | None, timestamps: bool, given: bool = True
+) -> list[int]:
+    """The start-of-transcript tokens (transformers' _retrieve_init_tokens): start, language (an id, or
+    None), task, and <|notimestamps|> without timestamps. given: the language was the caller's (a
+    detected one brings no default task: transformers adds transcribe only for a given language)."""
+    tokens = [settings.start]
+    if language is not None:
+        tokens.append(language)
+    if task is not None:
+        if task not in settings.task_to_id:
+            raise ValueError(f"task {task!r:.20} is not one of {sorted(settings.task_to_id)}")
+        tokens.append(settings.task_to_id[task])
+    elif language is not None and given and settings.task_to_id:
+        tokens.append(settings.task_to_id["transcribe"])
+    if not timestamps and settings.no_timestamps is not None:
+        tokens.append(settings.no_timestamps)
+    return tokens
+
+
+def choose(settings: WhisperSettings, tokens: list[int], logits, begin: int, timestamps: bool) -> int:
+    """The greedy pick after `tokens` (the window's decoder input, prompt included, then what it
+    generated) from the float32 logits of the last position; begin: the first generated token's
+    index (the decoder input's length)."""
+    scores = list(logits)
+    if len(tokens) == begin:
+        for t in settings.begin_suppress:
+            scores[t] = NEG_INF
+    for t in settings.suppress:
+        scores[t] = NEG_INF
+    if timestamps and settings.timestamp_begin is not None:
+        _timestamp_rules(settings, scores, tokens, begin)
+    best = max(scores)
+    return scores.index(best)
+
+
+def _timestamp_rules(settings: WhisperSettings, scores: list, tokens: list[int], begin: int) -> None:
+    """WhisperTimeStampLogitsProcessor on scores, in place."""
+    first_ts = settings.timestamp_begin
+    vocab = len(scores)
+    scores[settings.no_timestamps] = NEG_INF
+    seq = tokens[begin:]
+    last_was_ts = len(seq) >= 1 and seq[-1] >= first_ts
+    penultimate_was_ts = len(seq) < 2 or seq[-2] >= first_ts
+    if last_was_ts:
+        if penultimate_was_ts:  # a pair closed: text (or the end) next
+            scores[first_ts:] = [NEG_INF] * (vocab - first_ts)
+        else:  # a pair's first: its second next, or the end
+            scores[: settings.eos] = [NEG_INF] * settings.eos
+    stamps = [t for t in seq if t >= first_ts]
+    lowest = first_ts  # timestamps never go back
+    if stamps:
+        lowest = stamps[-1] if last_was_ts and not penultimate_was_ts else stamps[-1] + 1
+    scores[first_ts:lowest] = [NEG_INF] * (lowest - first_ts)
+    if len(tokens) == begin:
+        scores[:first_ts] = [NEG_INF] * first_ts
+        if settings.max_initial_timestamp is not None:
+            last_allowed = first_ts + settings.max_initial_timestamp
+            scores[last_allowed + 1 :] = [NEG_INF] * max(vocab - last_allowed - 1, 0)
+    # A timestamp where the timestamps' total probability beats the likeliest text token's.
+    text_best = max(scores[:first_ts])
+    stamp_scores = scores[first_ts:]
+    peak = max(stamp_scores)
+    if peak == NEG_INF:
+        return
+    total = peak + math.log(math.fsum(math.exp(s - peak) for s in stamp_scores if s != NEG_INF))
+    if total > text_best:
+        scores[:first_ts] = [NEG_INF] * first_ts
+
+
+@dataclass
+class WindowSegment:
+    start: float
+    end: float
+    tokens: list[int]
+
+
+def split_window(
+    settings: WhisperSettings, sequence: list[int], seek: int, window_frames: int
+) -> tuple[list[WindowSegment], int]:
+    """A window's generated tokens (its end token left out) as segments, and the log-mel frames the
+    next window starts after (transformers' _retrieve_segment). seek: the window's first frame;
+    window_frames: the frames it held of the audio (at most WINDOW_FRAMES)."""
+    first_ts = settings.timestamp_begin if settings.timestamp_begin is not None else 1 << 62
+    offset = seek * TIME_PRECISION / INPUT_STRIDE
+    is_ts = [t >= first_ts for t in sequence]
+    single_ending = is_ts[-2:] == [False, True]
+    cuts = [i + 1 for i in range(len(is_ts) - 1) if is_ts[i] and is_ts[i + 1]]
+    if cuts:
+        if single_ending:
+            cuts.append(len(sequence))
+        else:
+            cuts[-1] += 1  # the last pair's second timestamp stays in the last segment
+        segments, last = [], 0
+        for i, cut in enumerate(cuts):
+            piece = sequence[last:cut]
+            end_at = -1 if i < len(cuts) - 1 or single_ending else -2
+            segments.append(
+                WindowSegment(
+                    offset + (piece[0] - first_ts) * TIME_PRECISION,
+                    offset + (piece[end_at] - first_ts) * TIME_PRECISION,
+                    piece,
+                )
+            )
+            last = cut
+        if single_ending:
+            return segments, window_frames
+        return segments, (sequence[last - 2] - first_ts) * INPUT_STRIDE
+    stamps = [t for t in sequence if t >= first_ts]
+    last_position = int(window_frames * FEATURE_SECONDS / TIME_PRECISION)
+    if stamps and stamps[-1] != first_ts:
+        last_position = stamps[-1] - first_ts
+    return [WindowSegment(offset, offset + last_position * TIME_PRECISION, sequence)], window_frames
