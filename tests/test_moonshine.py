@@ -170,7 +170,9 @@ def test_transcriber(transcriber, name):
     clip = REFERENCE["clips"][name]
     audio = pcm(name)
     got = asyncio.run(segments(transcriber, audio.tolist()))
-    assert [(s.start, s.end, s.text) for s in got] == [(0.0, len(audio) / 16000, clip["text"])]
+    assert [(s.start, s.end, s.text, s.tokens) for s in got] == [
+        (0.0, len(audio) / 16000, clip["text"], clip["greedy"][1:])
+    ]
 
     async def stream():
         for at in range(0, len(audio), 1000):

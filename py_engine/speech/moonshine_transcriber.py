@@ -46,7 +46,7 @@ class MoonshineTranscriber:
             tokens = await self._decode(pcm, limit)
             if budget is not None:
                 budget -= len(tokens)
-            yield Segment(start / RATE, (start + len(pcm)) / RATE, self.text(tokens))
+            yield Segment(start / RATE, (start + len(pcm)) / RATE, self.text(tokens), tokens)
 
     async def _decode(self, pcm, limit: int) -> list[int]:
         """A window's tokens: encoded, then greedy from the start id to an end id (left out) or `limit`."""
