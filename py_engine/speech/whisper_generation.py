@@ -19,6 +19,7 @@ segments and how far the next window seeks.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 
 from ..errors import ModelFileError
@@ -130,8 +131,9 @@ def init_tokens(
 def choose(settings: WhisperSettings, tokens: list[int], logits, begin: int, timestamps: bool) -> int:
     """The greedy pick after `tokens` (the window's decoder input, prompt included, then what it
     generated) from the float32 logits of the last position; begin: the first generated token's
-    index (the decoder input's length)."""
-    scores = list(logits)
+    index (the decoder input's length). An array('f') of logits is processed in place (the scan
+    runs at C speed: whisper's 51,865 a token)."""
+    scores = logits if isinstance(logits, array) and logits.typecode == "f" else array("f", logits)
     if len(tokens) == begin:
         for t in settings.begin_suppress:
             scores[t] = NEG_INF
@@ -143,7 +145,13 @@ def choose(settings: WhisperSettings, tokens: list[int], logits, begin: int, tim
     return scores.index(best)
 
 
-def _timestamp_rules(settings: WhisperSettings, scores: list, tokens: list[int], begin: int) -> None:
+def _masked(scores: array, lo: int, hi: int) -> None:
+    """scores[lo:hi] = -inf."""
+    if hi > lo:
+        scores[lo:hi] = array("f", [NEG_INF]) * (hi - lo)
+
+
+def _timestamp_rules(settings: WhisperSettings, scores: array, tokens: list[int], begin: int) -> None:
     """WhisperTimeStampLogitsProcessor on scores, in place."""
     first_ts = settings.timestamp_begin
     vocab = len(scores)
@@ -153,19 +161,19 @@ def _timestamp_rules(settings: WhisperSettings, scores: list, tokens: list[int],
     penultimate_was_ts = len(seq) < 2 or seq[-2] >= first_ts
     if last_was_ts:
         if penultimate_was_ts:  # a pair closed: text (or the end) next
-            scores[first_ts:] = [NEG_INF] * (vocab - first_ts)
+            _masked(scores, first_ts, vocab)
         else:  # a pair's first: its second next, or the end
-            scores[: settings.eos] = [NEG_INF] * settings.eos
+            _masked(scores, 0, settings.eos)
     stamps = [t for t in seq if t >= first_ts]
     lowest = first_ts  # timestamps never go back
     if stamps:
         lowest = stamps[-1] if last_was_ts and not penultimate_was_ts else stamps[-1] + 1
-    scores[first_ts:lowest] = [NEG_INF] * (lowest - first_ts)
+    _masked(scores, first_ts, lowest)
     if len(tokens) == begin:
-        scores[:first_ts] = [NEG_INF] * first_ts
+        _masked(scores, 0, first_ts)
         if settings.max_initial_timestamp is not None:
             last_allowed = first_ts + settings.max_initial_timestamp
-            scores[last_allowed + 1 :] = [NEG_INF] * max(vocab - last_allowed - 1, 0)
+            _masked(scores, last_allowed + 1, vocab)
     # A timestamp where the timestamps' total probability beats the likeliest text token's.
     text_best = max(scores[:first_ts])
     stamp_scores = scores[first_ts:]
@@ -174,7 +182,7 @@ def _timestamp_rules(settings: WhisperSettings, scores: list, tokens: list[int],
         return
     total = peak + math.log(math.fsum(math.exp(s - peak) for s in stamp_scores if s != NEG_INF))
     if total > text_best:
-        scores[:first_ts] = [NEG_INF] * first_ts
+        _masked(scores, 0, first_ts)
 
 
 @dataclass
