@@ -2,7 +2,9 @@
 speech-to-text and one text-to-speech model in memory, the GPU's lock shared with the chat):
 
     POST /v1/audio/transcriptions   multipart: file, model, language, prompt, response_format (json, text,
-                                    srt, vtt, verbose_json), temperature (0), timestamp_granularities[] (segment)
+                                    srt, vtt, verbose_json), temperature (0), timestamp_granularities[] (segment);
+                                    Wisp's max_tokens (the most tokens of the transcript)
+    POST /v1/audio/translations     the same without language: the speech in English (Whisper's translate task)
     POST /v1/audio/speech           JSON: model, input, voice, response_format (wav, pcm), speed (1),
                                     stream_format (audio); Wisp's: temperature, top_p, repetition_penalty,
                                     seed (the codec tokens' sampling, default the model's), max_frames
@@ -24,7 +26,7 @@ from starlette.routing import Route
 
 from py_engine.api.request_error import RequestError
 from py_engine.audio.files import open_audio
-from py_engine.audio.requests import choose_voice, parse_speech, parse_transcription, sampling_params
+from py_engine.audio.requests import choose_voice, parse_speech, parse_transcription, sampling_params, transcribed
 from py_engine.audio.transcript import render
 from py_engine.audio.wav import AudioFileError, sample_bytes, wav_header
 from py_engine.memory.limits import MIB
@@ -77,25 +79,19 @@ async def upload_form(request: Request):
 
 
 def audio_routes(models, error_response) -> list[Route]:
-    async def transcriptions(request: Request) -> Response:
+    async def transcriptions(request: Request, task: str = "transcribe") -> Response:
         form = None
         try:
             form, upload, fields = await upload_form(request)
-            asked = parse_transcription(fields)
+            asked = parse_transcription(fields, task)
             audio = open_audio(upload.file, upload.filename or "file")  # checked before a model loads
             try:
                 async with models.lock:
                     transcriber = await models.speech_model("transcriber", asked.model)
-                    pcm = audio.chunks(transcriber.sample_rate)
-                    segments = [
-                        s
-                        async for s in transcriber.transcribe(
-                            pcm, language=asked.language, timestamps=asked.timestamps, prompt=asked.prompt
-                        )
-                    ]
+                    segments = await transcribed(transcriber, audio.chunks(transcriber.sample_rate), asked)
             finally:
                 audio.close()
-            body = render(segments, asked.response_format, asked.language, audio.seconds)
+            body = render(segments, asked.response_format, asked.language, audio.seconds, task)
             if isinstance(body, dict):
                 return JSONResponse(body)
             return PlainTextResponse(body, media_type=MEDIA_TYPES[asked.response_format])
@@ -132,8 +128,12 @@ def audio_routes(models, error_response) -> list[Route]:
             if not streaming:
                 models.lock.release()
 
+    async def translations(request: Request) -> Response:
+        return await transcriptions(request, "translate")
+
     return [
         Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+        Route("/v1/audio/translations", translations, methods=["POST"]),
         Route("/v1/audio/speech", speech, methods=["POST"]),
     ]
 

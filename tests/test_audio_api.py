@@ -163,6 +163,8 @@ def test_bad_transcription_requests(server, monkeypatch):
         ({"timestamp_granularities": ["word"]}, openai.BadRequestError, "granularity 'word' is not served"),
         ({"response_format": "xml"}, openai.BadRequestError, "'response_format' must be one of"),
         ({"model": "nobody"}, openai.NotFoundError, "no model 'nobody'"),
+        ({"extra_body": {"max_tokens": 0}}, openai.BadRequestError, "'max_tokens' must be a whole number"),
+        ({"extra_body": {"beam_size": 5}}, openai.BadRequestError, "unknown field 'beam_size'"),
         ({"file": ("empty.wav", b"")}, openai.BadRequestError, "empty.wav: the file is empty"),
         ({"file": ("notes.txt", b"just some text")}, openai.BadRequestError, "notes.txt: not an audio file"),
         ({"file": ("cut.wav", wav[:30])}, openai.BadRequestError, "cut.wav: a damaged or unreadable wav file"),

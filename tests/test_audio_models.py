@@ -24,15 +24,16 @@ av = pytest.importorskip("av")
 openai = pytest.importorskip("openai")
 pytestmark = pytest.mark.slow  # whole models on lavapipe: ~15 s together
 FIXTURES = Path(__file__).parent / "fixtures"
-MOONSHINE, KANI = FIXTURES / "moonshine-f32", FIXTURES / "kani-f32"
+MOONSHINE, KANI, WHISPER = FIXTURES / "moonshine-f32", FIXTURES / "kani-f32", FIXTURES / "whisper-f16"
 CLIP = json.loads((MOONSHINE / "reference.json").read_text())["clips"]["speech"]
+HEARD = json.loads((WHISPER / "reference.json").read_text())["cases"]  # on the same clip (speech)
 SPOKEN = {r["text"]: r for r in json.loads((KANI / "reference.json").read_text())["requests"]}
 PCM16 = 1 / 32768  # the wav and pcm formats' step
 
 
 @pytest.fixture(scope="module")
 def client():
-    registry = ModelRegistry([MOONSHINE, KANI], include_cache=False)
+    registry = ModelRegistry([MOONSHINE, KANI, WHISPER], include_cache=False)
     with serving(create_app(registry)) as url:
         yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
 
@@ -65,6 +66,33 @@ def test_moonshine_transcribes_an_uploaded_flac(client):
     )
     assert got.text == CLIP["text"].strip()
     assert [(s.start, s.end) for s in got.segments] == [(0.0, 2.5)] and got.duration == 2.5
+
+
+@pytest.mark.filterwarnings("ignore:deprecated:DeprecationWarning")  # the openai package's mark on translations
+def test_whisper_transcribes_and_translates(client):
+    """Whisper's reference cases on the speech clip without timestamps: a given language, a detected one
+    and a prompt, each for its case's tokens (Wisp's max_tokens); a translation; an unknown language."""
+    wav = (MOONSHINE / CLIP["file"]).read_bytes()
+    for case in ("speech_en", "speech_detect", "speech_prompt"):
+        want = HEARD[case]
+        assert want["clip"] == "speech" and len(want["segments"]) == 1
+        asked = {"language": want["args"]["language"]} if "language" in want["args"] else {}
+        asked |= {"prompt": want["prompt"]} if want["prompt"] else {}
+        got = client.audio.transcriptions.create(
+            model="whisper-f16",
+            file=("speech.wav", wav),
+            extra_body={"max_tokens": want["max_new_tokens"]},  # json: no timestamps, as the cases
+            **asked,
+        )
+        assert got.text == want["text"].strip(), case
+    english = client.audio.translations.create(
+        model="whisper-f16", file=("speech.wav", wav), response_format="text", extra_body={"max_tokens": 4}
+    )
+    assert isinstance(english, str)
+    with pytest.raises(openai.BadRequestError, match="'moonshine-f32' does not translate"):
+        client.audio.translations.create(model="moonshine-f32", file=("speech.wav", wav))
+    with pytest.raises(openai.BadRequestError, match="language 'xx' is not one this model knows"):
+        client.audio.transcriptions.create(model="whisper-f16", file=("speech.wav", wav), language="xx")
 
 
 def test_odd_audio_gets_a_transcript(client):

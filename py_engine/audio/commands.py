@@ -1,7 +1,7 @@
 """The desktop CLI's speech commands (py_engine/cli.py parses them):
 
     python -m py_engine transcribe FILE [--model M] [--language L] [--prompt P] [--timestamps]
-                                        [--format text|srt|vtt|json]
+                                        [--format text|srt|vtt|json] [--translate] [--max-tokens N]
     python -m py_engine speak TEXT -o out.wav [--model M] [--voice V]
 
 The file is opened and checked (audio/files.py) and the model found before a GPU device is opened,
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import WispError
 from .files import open_audio
-from .requests import SAMPLING_LIMITS, sampling_params, speech_sampling
+from .requests import SAMPLING_LIMITS, TranscriptionRequest, sampling_params, speech_sampling, transcribed
 from .transcript import VTT_HEADER, clock, srt_cue, verbose_json, vtt_cue
 from .wav import sample_bytes, wav_header
 
@@ -35,6 +35,8 @@ def add_speech_commands(sub) -> None:
     hear.add_argument("--prompt", help="text the speech follows on from (names, spellings)")
     hear.add_argument("--timestamps", action="store_true", help="each segment's start and end")
     hear.add_argument("--format", choices=TRANSCRIPT_FORMATS, default="text", help="default text")
+    hear.add_argument("--translate", action="store_true", help="the speech in English (Whisper's translate task)")
+    hear.add_argument("--max-tokens", type=int, help="stop after this many tokens of transcript")
     say = sub.add_parser("speak", help="say TEXT into a WAV file (16-bit, the model's sample rate)")
     say.add_argument("text", help="what to say")
     say.add_argument("-o", "--output", required=True, help="the WAV file to write")
@@ -65,6 +67,8 @@ def model_path(model: str) -> Path:
 
 
 async def transcribe(args) -> int:
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise WispError("--max-tokens must be >= 1")
     audio = open_audio(args.file)
     try:
         path = model_path(args.model)
@@ -72,21 +76,28 @@ async def transcribe(args) -> int:
         from ..speech import load_transcriber
 
         transcriber = await load_transcriber(path, await open_device())
-        timestamps = args.timestamps or args.format in ("srt", "vtt")
-        language = args.language.lower() if args.language else None
+        asked = TranscriptionRequest(
+            args.model,
+            args.language.lower() if args.language else None,
+            args.prompt,
+            timestamps=args.timestamps or args.format in ("srt", "vtt"),
+            max_tokens=args.max_tokens,
+            task="translate" if args.translate else "transcribe",
+        )
         if args.format == "vtt":
             print(VTT_HEADER, end="")
-        segments, start = [], time.perf_counter()
-        async for segment in transcriber.transcribe(
-            audio.chunks(transcriber.sample_rate), language=language, timestamps=timestamps, prompt=args.prompt
-        ):
-            segments.append(segment)
-            print(_shown(segment, len(segments), args.format, timestamps), end="", flush=True)
+        shown, start = [], time.perf_counter()
+
+        def show(segment):
+            shown.append(segment)
+            print(_shown(segment, len(shown), args.format, asked.timestamps), end="", flush=True)
+
+        segments = await transcribed(transcriber, audio.chunks(transcriber.sample_rate), asked, show)
     finally:
         audio.close()
     if args.format == "json":
-        print(json.dumps(verbose_json(segments, language, audio.seconds), ensure_ascii=False))
-    elif args.format == "text" and segments and not timestamps:
+        print(json.dumps(verbose_json(segments, asked.language, audio.seconds, asked.task), ensure_ascii=False))
+    elif args.format == "text" and segments and not asked.timestamps:
         print()
     elapsed = time.perf_counter() - start
     print(f"[{audio.seconds:.1f} s of audio in {elapsed:.1f} s]", file=sys.stderr)

@@ -4,6 +4,7 @@ serve is refused by name (RequestError, HTTP 400), never silently ignored."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field, replace
 
@@ -24,7 +25,9 @@ TRANSCRIPTION_FIELDS = {
     "timestamp_granularities[]",
     "timestamp_granularities",
     "stream",
+    "max_tokens",  # Wisp's: the most tokens of the transcript
 }
+TRANSLATION_FIELDS = {"model", "prompt", "response_format", "temperature", "max_tokens"}  # no language: it is English
 
 
 @dataclass
@@ -34,6 +37,8 @@ class TranscriptionRequest:
     prompt: str | None = None
     response_format: str = "json"
     timestamps: bool = False  # segments with their times: verbose_json, srt, vtt or timestamp_granularities
+    max_tokens: int | None = None
+    task: str = "transcribe"  # or "translate" (into English: /v1/audio/translations)
 
 
 @dataclass
@@ -55,9 +60,10 @@ def _one(fields: dict[str, list[str]], name: str, default=None):
     return values[0]
 
 
-def parse_transcription(fields: dict[str, list[str]]) -> TranscriptionRequest:
-    """A transcription's form fields other than the file (name -> its values, in order)."""
-    unknown = sorted(set(fields) - TRANSCRIPTION_FIELDS)
+def parse_transcription(fields: dict[str, list[str]], task: str = "transcribe") -> TranscriptionRequest:
+    """A transcription's (or, task "translate", a translation's) form fields other than the file
+    (name -> its values, in order)."""
+    unknown = sorted(set(fields) - (TRANSCRIPTION_FIELDS if task == "transcribe" else TRANSLATION_FIELDS))
     if unknown:
         raise RequestError(f"unknown field '{unknown[0]}'", unknown[0])
     model = _one(fields, "model")
@@ -87,8 +93,40 @@ def parse_transcription(fields: dict[str, list[str]]) -> TranscriptionRequest:
     prompt = _one(fields, "prompt") or None
     if prompt is not None and len(prompt) > MAX_PROMPT:
         raise RequestError(f"'prompt' is longer than {MAX_PROMPT} characters", "prompt")
+    max_tokens = _one(fields, "max_tokens")
+    if max_tokens is not None and not (max_tokens.isdigit() and 1 <= int(max_tokens) <= 1_000_000):
+        raise RequestError("'max_tokens' must be a whole number of tokens >= 1", "max_tokens")
     timestamps = response_format in ("verbose_json", "srt", "vtt") or bool(granularities)
-    return TranscriptionRequest(model, language and language.lower(), prompt, response_format, timestamps)
+    language = language and language.lower()
+    tokens = max_tokens and int(max_tokens)
+    return TranscriptionRequest(model, language, prompt, response_format, timestamps, tokens, task)
+
+
+def transcribe_options(transcriber, asked: TranscriptionRequest) -> dict:
+    """transcriber.transcribe's keyword arguments for `asked`; a translation needs a model that
+    translates (Whisper's task; Moonshine has none)."""
+    options = {"language": asked.language, "timestamps": asked.timestamps, "prompt": asked.prompt}
+    options["max_tokens"] = asked.max_tokens
+    if asked.task != "transcribe":
+        if "task" not in inspect.signature(transcriber.transcribe).parameters:
+            raise RequestError(f"'{transcriber.model_id}' does not translate (Whisper models do)", "model")
+        options["task"] = asked.task
+    return options
+
+
+async def transcribed(transcriber, pcm, asked: TranscriptionRequest, each=None) -> list:
+    """The segments of `pcm` (chunks at transcriber.sample_rate) as `asked`; each(segment) as each comes.
+    The model's refusal of an option (a language it does not know, a prompt it cannot take: its
+    ValueError) is the request's error."""
+    segments = []
+    try:
+        async for segment in transcriber.transcribe(pcm, **transcribe_options(transcriber, asked)):
+            segments.append(segment)
+            if each is not None:
+                each(segment)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    return segments
 
 
 def parse_speech(body) -> SpeechRequest:

@@ -40,11 +40,11 @@ def subtitles(segments, kind: str) -> str:
     return VTT_HEADER + "".join(vtt_cue(s) for s in segments)
 
 
-def verbose_json(segments, language: str | None, duration: float) -> dict:
+def verbose_json(segments, language: str | None, duration: float, task: str = "transcribe") -> dict:
     """OpenAI's verbose_json: the text, the language, the audio's duration and each segment with its
-    times. Only what the engine knows is there (no token log-probabilities or no-speech estimates)."""
+    times and token ids. Only what the engine knows is there (no log-probabilities or no-speech estimates)."""
     return {
-        "task": "transcribe",
+        "task": task,
         "language": language or "",
         "duration": round(duration, 3),
         "text": plain_text(segments),
@@ -54,6 +54,7 @@ def verbose_json(segments, language: str | None, duration: float) -> dict:
                 "start": round(s.start, 3),
                 "end": round(s.end, 3),
                 "text": s.text,
+                "tokens": list(getattr(s, "tokens", [])),
                 "temperature": 0.0,  # greedy: the only decoding served
             }
             for n, s in enumerate(segments)
@@ -61,12 +62,12 @@ def verbose_json(segments, language: str | None, duration: float) -> dict:
     }
 
 
-def render(segments, response_format: str, language: str | None = None, duration: float = 0.0):
+def render(segments, response_format: str, language: str | None = None, duration: float = 0.0, task="transcribe"):
     """The transcript in `response_format` (FORMATS): a dict for the JSON ones, else a str."""
     if response_format == "json":
         return {"text": plain_text(segments)}
     if response_format == "verbose_json":
-        return verbose_json(segments, language, duration)
+        return verbose_json(segments, language, duration, task)
     if response_format in ("srt", "vtt"):
         return subtitles(segments, response_format)
     if response_format == "text":
