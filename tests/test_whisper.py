@@ -19,6 +19,7 @@ from gpu_harness import device
 
 from py_engine.errors import ModelFileError
 from py_engine.gpu import Read
+from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.speech.transcriber import Segment, load_transcriber
 from py_engine.speech.whisper_model import read_whisper_files
 
@@ -163,3 +164,10 @@ def test_malformed_folders_are_typed_errors(tmp_path):
     (tmp_path / "generation_config.json").unlink()
     with pytest.raises(ModelFileError, match="generation_config.json"):
         read_whisper_files(tmp_path)
+
+
+def test_a_budget_too_small_is_refused_before_upload(transcriber):
+    need = transcriber.model.footprint
+    assert need.weights < need.total
+    with pytest.raises(ModelTooLargeError, match="to transcribe"):
+        asyncio.run(load_transcriber(MODEL, device(False)[0], gpu_budget=need.total - 1))

@@ -33,7 +33,7 @@ from ..models.graph_options import GraphOptions
 from ..runtime.graph import Graph
 from ..runtime.linear_plan import LOGIT_ROWS_MAX
 from ..runtime.loader import graph_builders, upload
-from ..runtime.memory import Footprint, footprint
+from ..runtime.memory import Footprint, ModelTooLargeError, footprint, size
 
 
 class Seq2SeqPlan(NamedTuple):
@@ -81,8 +81,16 @@ def plan_seq2seq(
     return Seq2SeqPlan(enc, dec, total, first[0] if first else None)
 
 
-async def load_seq2seq(device, planned: Seq2SeqPlan, tensors: dict, source, progress=None) -> Seq2Seq:
-    """The planned graphs on `device`, their weights uploaded from `source`."""
+async def load_seq2seq(
+    device, planned: Seq2SeqPlan, tensors: dict, source, progress=None, gpu_budget: int | None = None
+) -> Seq2Seq:
+    """The planned graphs on `device`, their weights uploaded from `source`. gpu_budget: as
+    Engine.load's (ModelTooLargeError, before any upload, where the graphs need more bytes)."""
+    if gpu_budget is not None and planned.footprint.total > gpu_budget:
+        raise ModelTooLargeError(
+            f"{source.label} needs {planned.footprint.describe()} of GPU memory to transcribe, more than "
+            f"this device's budget of {size(gpu_budget)}"
+        )
 
     def make(executors, kernels, weight_bytes):
         *front, encoder, decoder = executors

@@ -82,10 +82,17 @@ def plan_whisper(files: WhisperFiles, **device) -> Seq2SeqPlan:
 
 
 async def load_whisper(
-    files: WhisperFiles, device, *, f32: bool = False, max_binding: int = 0, progress=None
+    files: WhisperFiles,
+    device,
+    *,
+    f32: bool = False,
+    max_binding: int = 0,
+    progress=None,
+    gpu_budget: int | None = None,
 ) -> Seq2Seq:
     """read_whisper_files' model on `device`: a Seq2Seq whose front-end takes a window's "pcm" (its
-    constants written). f32: no f16 weights even with shader-f16; max_binding, progress: as Engine.load's."""
+    constants written). f32: no f16 weights even with shader-f16; max_binding, progress, gpu_budget:
+    as Engine.load's."""
     half = device.caps.shader_f16 and not f32
     planned = plan_whisper(
         files,
@@ -95,7 +102,7 @@ async def load_whisper(
         kv_formats=kv_formats(files.tensors, half, False),
         max_binding=max_binding or device.caps.limits.max_storage_binding,
     )
-    model = await load_seq2seq(device, planned, files.tensors, files.source, progress)
+    model = await load_seq2seq(device, planned, files.tensors, files.source, progress, gpu_budget)
     write_tables(device, model.front)
     frames = files.geometry["frames"]  # every frame's attention sees the window's frames
     device.write_buffer(model.encoder.buffer("spans"), 0, array("I", [0, frames] * frames).tobytes())

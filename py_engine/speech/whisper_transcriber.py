@@ -210,13 +210,12 @@ def settings_limit(settings, prompt_len: int, window_tokens: int | None) -> int:
     return window_tokens
 
 
-async def load_whisper_transcriber(
-    model, device, *, model_id: str | None = None, progress=None, f32: bool = False, max_binding: int = 0
-) -> WhisperTranscriber:
+async def load_whisper_transcriber(model, device, *, model_id: str | None = None, **options) -> WhisperTranscriber:
     """A WhisperTranscriber of `model` (an HF folder of WhisperForConditionalGeneration, its
-    ModelSource, or read_whisper_files' result) on `device`. f32, max_binding, progress: load_whisper's."""
+    ModelSource, or read_whisper_files' result) on `device`. options: load_whisper's (f32,
+    max_binding, progress, gpu_budget)."""
     files = model if isinstance(model, WhisperFiles) else read_whisper_files(model)
-    seq2seq = await load_whisper(files, device, f32=f32, max_binding=max_binding, progress=progress)
+    seq2seq = await load_whisper(files, device, **options)
     name = model_id or files.source.label.rstrip("/").rpartition("/")[2]
     return WhisperTranscriber(files, seq2seq, name)
 
