@@ -10,6 +10,7 @@ each window transformers' features (its numpy feature extractor) and check the s
 
 import asyncio
 import json
+import math
 import wave
 from pathlib import Path
 
@@ -18,10 +19,13 @@ import pytest
 from gpu_harness import device
 
 from py_engine.errors import ModelFileError
+from py_engine.formats.safetensors import TensorInfo
 from py_engine.gpu import Read
+from py_engine.models.graph_options import DEFAULT_MAX_BINDING
+from py_engine.models.whisper import whisper_configs, whisper_shapes
 from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.speech.transcriber import Segment, load_transcriber
-from py_engine.speech.whisper_model import read_whisper_files
+from py_engine.speech.whisper_model import WhisperFiles, plan_whisper, read_whisper_files
 
 ROOT = Path(__file__).parent
 MODEL = ROOT / "fixtures" / "whisper-f16"
@@ -171,3 +175,36 @@ def test_a_budget_too_small_is_refused_before_upload(transcriber):
     assert need.weights < need.total
     with pytest.raises(ModelTooLargeError, match="to transcribe"):
         asyncio.run(load_transcriber(MODEL, device(False)[0], gpu_budget=need.total - 1))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [  # openai/whisper-tiny's, -small's and -large-v3's config.json (d_model, layers, heads, mels, vocab)
+        dict(d_model=384, layers=4, heads=6, ffn=1536, mels=80, vocab=51865),
+        dict(d_model=768, layers=12, heads=12, ffn=3072, mels=80, vocab=51865),
+        dict(d_model=1280, layers=32, heads=20, ffn=5120, mels=128, vocab=51866),
+    ],
+    ids=["tiny", "small", "large-v3"],
+)
+def test_real_shapes_plan_within_browser_limits(shape):
+    """f16 checkpoints of the real sizes: every tensor within a storage binding (WebGPU's default
+    128 MiB: the 51,865 x 1,280 embedding of large-v3 included), every grid within 65,535 a dimension."""
+    raw = json.loads((MODEL / "config.json").read_text()) | {"d_model": shape["d_model"], "vocab_size": shape["vocab"]}
+    raw |= {"num_mel_bins": shape["mels"]}
+    for side in ("encoder", "decoder"):
+        raw |= {f"{side}_layers": shape["layers"], f"{side}_attention_heads": shape["heads"]}
+        raw |= {f"{side}_ffn_dim": shape["ffn"]}
+    encoder, decoder, geometry = whisper_configs(raw, "config.json")
+    tensors = {
+        name: TensorInfo(name, "F16", dims, 0, 2 * math.prod(dims), "model.safetensors")
+        for name, dims in whisper_shapes(encoder, decoder, geometry).items()
+    }
+
+    class Source:
+        label = "whisper"
+
+    files = WhisperFiles(Source, encoder, decoder, geometry, tensors, None, None)
+    planned = plan_whisper(files)
+    for graph in planned.graphs:
+        assert max(t.nbytes for t in graph.tensors) <= DEFAULT_MAX_BINDING
+        assert max(max(op.grid(graph.max_rows)) for op in graph.ops) <= 65535

@@ -203,6 +203,16 @@ def _add_rows(b: GraphBuilder, x: Tensor, y: Tensor, width: int) -> None:
 def check_shapes(tensors: dict, enc: ModelConfig, dec: ModelConfig, geometry: dict, path) -> None:
     """The tensors the graphs read have Whisper's shapes for this config (a mismatch would read
     past a buffer or mis-shape a matrix): ModelFileError naming the tensor."""
+    for name, shape in whisper_shapes(enc, dec, geometry).items():
+        info = tensors.get(name)
+        if info is None:
+            raise ModelFileError(path, f"missing tensor {name!r}")
+        if tuple(info.shape) != shape:
+            raise ModelFileError(info.path, f"tensor {name!r} has shape {tuple(info.shape)}, expected {shape}")
+
+
+def whisper_shapes(enc: ModelConfig, dec: ModelConfig, geometry: dict) -> dict[str, tuple]:
+    """Every tensor the graphs read -> its shape for this config."""
     d, frames = enc.hidden_size, geometry["frames"]
     want = {
         ENCODER + "conv1.weight": (d, geometry["n_mels"], 3),
@@ -228,9 +238,4 @@ def check_shapes(tensors: dict, enc: ModelConfig, dec: ModelConfig, geometry: di
             want[p + "fc2.weight"], want[p + "fc2.bias"] = (d, cfg.intermediate_size), (d,)
     for norm in norms:
         want[norm + ".weight"] = want[norm + ".bias"] = (d,)
-    for name, shape in want.items():
-        info = tensors.get(name)
-        if info is None:
-            raise ModelFileError(path, f"missing tensor {name!r}")
-        if tuple(info.shape) != shape:
-            raise ModelFileError(info.path, f"tensor {name!r} has shape {tuple(info.shape)}, expected {shape}")
+    return want
