@@ -244,18 +244,17 @@ def wisp(folder: Path, clip: Path, tokens: int, seconds: float) -> dict:
     async def run() -> dict:
         device = await open_device()
         transcriber = await load_transcriber(str(folder), device)
-        times, chars = [], []
+        times, decoded = [], []
         for _ in range(2):  # the first run compiles the pipelines
             start = time.perf_counter()
             segments = [s async for s in transcriber.transcribe(pcm, language="en", max_tokens=tokens)]
             times.append(time.perf_counter() - start)
-            chars.append(sum(len(s.text) for s in segments))
-        adapter = getattr(device, "adapter_info", None)
+            decoded.append(sum(len(s.tokens) for s in segments))
         return {
             "seconds": [round(t, 4) for t in times],
             "rtf": round(times[-1] / seconds, 4),
-            "text_chars": chars,
-            "adapter": str(adapter),
+            "decoded_tokens": decoded,
+            "adapter": device.caps.adapter,
         }
 
     return asyncio.run(run())
