@@ -52,9 +52,10 @@ def check(folder: Path, clip: Path) -> None:
     assert not problems, problems
     processor = WhisperProcessor.from_pretrained(folder)
     features = processor(read_wav_16k(clip), sampling_rate=16000, return_tensors="pt").input_features
-    with torch.no_grad():
-        plain = model.eval().generate(features, language="en", task="transcribe")
-        timed = model.generate(features, language="en", task="transcribe", return_timestamps=True)
+    english = {"language": "en", "task": "transcribe"} if model.generation_config.is_multilingual else {}
+    with torch.no_grad():  # (an English-only model takes no language)
+        plain = model.eval().generate(features, **english)
+        timed = model.generate(features, return_timestamps=True, **english)
     print("transcript:", processor.batch_decode(plain, skip_special_tokens=True)[0])
     print("timestamps:", processor.batch_decode(timed, decode_with_timestamps=True, skip_special_tokens=True)[0])
 
