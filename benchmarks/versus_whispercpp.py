@@ -162,8 +162,8 @@ def build(backend: str) -> Path:
 
 def random_model(folder: Path) -> Path:
     """Whisper base's layout with random float16 weights (HF folder) and its whisper.cpp ggml file."""
-    from py_engine.formats.ggml_whisper import whisper_shapes
     from py_engine.formats.safetensors import read_header
+    from py_engine.models.whisper import whisper_configs, whisper_shapes
 
     sys.path.insert(0, str(ROOT / "tools"))
     from make_ggml_whisper import write_ggml
@@ -173,7 +173,7 @@ def random_model(folder: Path) -> Path:
     for name in MODEL_FILES:
         shutil.copy(BENCH / "whisper-base" / name, folder / name)
     config = json.loads((folder / "config.json").read_text())
-    shapes = whisper_shapes(config)
+    shapes = whisper_shapes(*whisper_configs(config, folder / "config.json"))
     write_safetensors(folder / "model.safetensors", shapes, "f16")
     embed = read_header(folder / "model.safetensors")["model.decoder.embed_tokens.weight"]
     with open(folder / "model.safetensors", "r+b") as file:  # the special and timestamp rows: zero

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from py_engine.errors import ModelFileError
-from py_engine.formats.ggml_whisper import MAGIC, ggml_name, hf_name, read_ggml_whisper, whisper_shapes
+from py_engine.formats.ggml_whisper import MAGIC, ggml_name, hf_name, read_ggml_whisper
+from py_engine.models.whisper import whisper_configs, whisper_shapes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from make_ggml_whisper import byte_decoder, write_ggml  # noqa: E402
@@ -28,7 +29,7 @@ CONFIG = {
     "decoder_attention_heads": 2,
     "encoder_ffn_dim": 32,
     "decoder_ffn_dim": 32,
-    "max_source_positions": 6,
+    "max_source_positions": 1500,
     "max_target_positions": 5,
 }
 TOKENS = [b"!", b" the", "é".encode(), b"\xff\xfe", b""]
@@ -39,7 +40,8 @@ def folder(tmp_path_factory):
     """A random HF Whisper folder in float32, its tokenizer.json with TOKENS as GPT-2 byte strings."""
     folder = tmp_path_factory.mktemp("whisper")
     rng = np.random.default_rng(0)
-    arrays = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in whisper_shapes(CONFIG).items()}
+    shapes = whisper_shapes(*whisper_configs(CONFIG, "config.json"))
+    arrays = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
     header, offset = {}, 0
     for name, array in arrays.items():
         header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}

@@ -25,6 +25,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileError
+from ..models.whisper import whisper_configs, whisper_shapes
 from .gguf import GGML_TYPES
 from .safetensors import TensorInfo
 
@@ -117,36 +118,6 @@ class GGMLWhisper:
         return ids
 
 
-def whisper_shapes(config: dict) -> dict[str, tuple]:
-    """Every tensor of transformers' WhisperForConditionalGeneration (tied output) with its shape."""
-    d, mels, vocab = config["d_model"], config["num_mel_bins"], config["vocab_size"]
-    shapes = {
-        "model.encoder.conv1.weight": (d, mels, 3),
-        "model.encoder.conv1.bias": (d,),
-        "model.encoder.conv2.weight": (d, d, 3),
-        "model.encoder.conv2.bias": (d,),
-        "model.encoder.embed_positions.weight": (config["max_source_positions"], d),
-        "model.decoder.embed_positions.weight": (config["max_target_positions"], d),
-        "model.decoder.embed_tokens.weight": (vocab, d),
-    }
-    for side in ("encoder", "decoder"):
-        shapes[f"model.{side}.layer_norm.weight"] = shapes[f"model.{side}.layer_norm.bias"] = (d,)
-        ffn = config[f"{side}_ffn_dim"]
-        for i in range(config[f"{side}_layers"]):
-            layer = f"model.{side}.layers.{i}"
-            attentions = ("self_attn", "encoder_attn") if side == "decoder" else ("self_attn",)
-            for attn in attentions:
-                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-                    shapes[f"{layer}.{attn}.{proj}.weight"] = (d, d)
-                    if proj != "k_proj":
-                        shapes[f"{layer}.{attn}.{proj}.bias"] = (d,)
-                shapes[f"{layer}.{attn}_layer_norm.weight"] = shapes[f"{layer}.{attn}_layer_norm.bias"] = (d,)
-            shapes[f"{layer}.fc1.weight"], shapes[f"{layer}.fc1.bias"] = (ffn, d), (ffn,)
-            shapes[f"{layer}.fc2.weight"], shapes[f"{layer}.fc2.bias"] = (d, ffn), (d,)
-            shapes[f"{layer}.final_layer_norm.weight"] = shapes[f"{layer}.final_layer_norm.bias"] = (d,)
-    return shapes
-
-
 def hf_name(ggml_name: str) -> str | None:
     """transformers' name of a whisper.cpp tensor name, or None if it is none of Whisper's."""
     if ggml_name in _GLOBAL:
@@ -223,7 +194,7 @@ class _Parser:
         filters = TensorInfo("mel_filters", "F32", (n_mel, n_fft), self.file.tell(), 4 * n_mel * n_fft, self.path)
         self.take(filters.nbytes)
         model = GGMLWhisper(self.path, hparams, filters, self.vocab(hparams["n_vocab"]))
-        expected = whisper_shapes(model.config())
+        expected = whisper_shapes(*whisper_configs(model.config(), self.path))
         while self.file.tell() < self.size:
             name, info = self.tensor()
             if name in model.tensors:
