@@ -25,6 +25,7 @@ from py_engine.models.graph_options import DEFAULT_MAX_BINDING
 from py_engine.models.whisper import whisper_configs, whisper_shapes
 from py_engine.runtime.memory import ModelTooLargeError
 from py_engine.speech.transcriber import Segment, load_transcriber
+from py_engine.speech.whisper_generation import init_tokens, needs_language
 from py_engine.speech.whisper_model import WhisperFiles, plan_whisper, read_whisper_files
 
 ROOT = Path(__file__).parent
@@ -208,3 +209,25 @@ def test_real_shapes_plan_within_browser_limits(shape):
     for graph in planned.graphs:
         assert max(t.nbytes for t in graph.tensors) <= DEFAULT_MAX_BINDING
         assert max(max(op.grid(graph.max_rows)) for op in graph.ops) <= 65535
+
+
+def test_start_tokens_follow_forced_decoder_ids(transcriber):
+    """The hub's configs force [[1, None], [2, <|transcribe|>]]: where neither a language nor a task is
+    given, the detected language goes in the None's place and the task follows (transformers'
+    _retrieve_init_tokens); a language or a task given sets the forced ids aside; an English-only
+    model's forced <|notimestamps|> goes with timestamps."""
+    settings = transcriber.settings
+    sot, en, de, transcribe, translate, nots = 321, 322, 323, 422, 421, 426
+    hub = type(settings)(**{**vars(settings), "forced": ((1, None), (2, transcribe))})
+    assert needs_language(hub, None, None) and not needs_language(hub, en, None)
+    assert init_tokens(hub, None, None, False, detected=de) == [sot, de, transcribe, nots]
+    assert init_tokens(hub, None, None, True, detected=de) == [sot, de, transcribe]
+    assert init_tokens(hub, en, None, False) == [sot, en, transcribe, nots]
+    assert needs_language(hub, None, "translate")
+    assert init_tokens(hub, None, "translate", False, detected=de) == [sot, de, translate, nots]
+    # without forced ids (the fixture's config), a detected language brings no task, as transformers
+    assert init_tokens(settings, None, None, False, detected=de) == [sot, de, nots]
+    english = type(settings)(**{**vars(settings), "forced": ((1, nots),), "lang_to_id": {}, "multilingual": False})
+    assert not needs_language(english, None, None)
+    assert init_tokens(english, None, None, False) == [sot, nots]
+    assert init_tokens(english, None, None, True) == [sot]

@@ -50,6 +50,9 @@ class WhisperSettings:
     max_initial_timestamp: int | None
     multilingual: bool
     max_target_positions: int
+    # forced_decoder_ids (the hub's configs: [[1, None], [2, <|transcribe|>]]): the tokens after the
+    # start where neither a language nor a task is given, None where the language is detected.
+    forced: tuple = ()
 
     @property
     def timestamp_begin(self) -> int | None:
@@ -89,6 +92,15 @@ def read_settings(source, max_target_positions: int, vocab: int) -> WhisperSetti
             keys.fail(key, "a list of token ids", raw)
         return tuple(raw)
 
+    forced = keys.get("forced_decoder_ids", None)
+    if forced is None and source.exists("config.json"):  # transformers falls back on the model's config
+        forced = read_json(source.small_dir() / "config.json").get("forced_decoder_ids")
+    forced = forced or []
+    if not isinstance(forced, list) or not all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and (p[1] is None or 0 <= p[1] < vocab)
+        for p in forced
+    ):
+        keys.fail("forced_decoder_ids", "a list of [index, token id or null]", forced)
     eos = keys.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) and eos else eos
     if not isinstance(eos, int) or not 0 <= eos < vocab:
@@ -105,27 +117,51 @@ def read_settings(source, max_target_positions: int, vocab: int) -> WhisperSetti
         max_initial_timestamp=keys.int("max_initial_timestamp_index", None),
         multilingual=keys.bool("is_multilingual", False),
         max_target_positions=max_target_positions,
+        forced=tuple((p[0], p[1]) for p in forced),
     )
 
 
+def _forced(settings: WhisperSettings, language: int | None, task: str | None) -> list:
+    """forced_decoder_ids' tokens after the start (None: the language, to detect), taken only where
+    neither a language nor a task is given, and while their indexes follow on from 1."""
+    tokens = []
+    if task is None and language is None:
+        for index, token in settings.forced:
+            if index != len(tokens) + 1:
+                break
+            tokens.append(token)
+    return tokens
+
+
+def needs_language(settings: WhisperSettings, language: int | None, task: str | None) -> bool:
+    """Whether the language is detected (transformers' detect_language, from the first window): none
+    given, the model has languages, and forced_decoder_ids names none."""
+    forced = _forced(settings, language, task)
+    return language is None and bool(settings.lang_to_id) and (not forced or forced[0] is None)
+
+
 def init_tokens(
-    settings: WhisperSettings, language: int | None, task: str | None, timestamps: bool, given: bool = True
+    settings: WhisperSettings, language: int | None, task: str | None, timestamps: bool, detected: int | None = None
 ) -> list[int]:
-    """The start-of-transcript tokens (transformers' _retrieve_init_tokens): start, language (an id, or
-    None), task, and <|notimestamps|> without timestamps. given: the language was the caller's (a
-    detected one brings no default task: transformers adds transcribe only for a given language)."""
-    tokens = [settings.start]
-    if language is not None:
-        tokens.append(language)
+    """The start-of-transcript tokens (transformers' _retrieve_init_tokens): the start, forced_decoder_ids'
+    where neither a language nor a task is given, the language (given, or `detected`) in second place,
+    the task (transcribe by default for a given language), <|notimestamps|> without timestamps (and
+    none with them)."""
+    tokens = [settings.start] + _forced(settings, language, task)
+    spoken = language if language is not None else detected
+    if spoken is not None:
+        tokens[1:2] = [spoken]
     if task is not None:
         if task not in settings.task_to_id:
             raise ValueError(f"task {task!r:.20} is not one of {sorted(settings.task_to_id)}")
         tokens.append(settings.task_to_id[task])
-    elif language is not None and given and settings.task_to_id:
+    elif language is not None and settings.task_to_id and not set(tokens) & set(settings.task_to_id.values()):
         tokens.append(settings.task_to_id["transcribe"])
-    if not timestamps and settings.no_timestamps is not None:
+    if not timestamps and settings.no_timestamps is not None and tokens[-1] != settings.no_timestamps:
         tokens.append(settings.no_timestamps)
-    return tokens
+    elif timestamps and tokens[-1] == settings.no_timestamps:
+        tokens.pop()
+    return [t for t in tokens if t is not None]
 
 
 def choose(settings: WhisperSettings, tokens: list[int], logits, begin: int, timestamps: bool) -> int:

@@ -31,6 +31,7 @@ from .whisper_generation import (
     WindowSegment,
     choose,
     init_tokens,
+    needs_language,
     split_window,
 )
 from .whisper_model import WhisperFiles, load_whisper, read_whisper_files
@@ -125,15 +126,15 @@ class WhisperTranscriber:
         max_new_tokens; default: up to the decoder's max_target_positions), or a function giving it
         before each window (None: no bound; a bound past the decoder's room is cut to it)."""
         settings = self.settings
-        if language is not None and not settings.multilingual:
-            raise ValueError(f"{self.model_id} is an English-only model: it takes no language")
+        if (language is not None or task is not None) and not settings.multilingual:
+            raise ValueError(f"{self.model_id} is an English-only model: it takes no language or task")
         reader = AudioReader(audio)
         await reader.fill(N_SAMPLES + 1)
         short = reader.total is not None and reader.total <= N_SAMPLES
         timestamps = timestamps or not short
         prefix = self.prompt_ids(prompt) if prompt else []
         lang = None if language is None else settings.language_id(language)
-        detect = lang is None and settings.multilingual and bool(settings.lang_to_id)
+        detect, detected = needs_language(settings, lang, task), None
         seek = 0
         while True:
             await reader.fill((seek + WINDOW_FRAMES) * HOP)
@@ -141,9 +142,9 @@ class WhisperTranscriber:
             if frames <= 0:
                 return
             self.encode_window(reader.window(seek * HOP, frames * HOP), seek, frames)
-            if detect and lang is None:  # from the first window, for all (as transformers)
-                lang = await self.detect_language()
-            start = init_tokens(settings, lang, task, timestamps, given=not detect)
+            if detect and detected is None:  # from the first window, for all (as transformers)
+                detected = await self.detect_language()
+            start = init_tokens(settings, lang, task, timestamps, detected)
             limit = window_tokens() if callable(window_tokens) else window_tokens
             if callable(window_tokens) and limit is not None:
                 limit = min(limit, self.settings.max_target_positions - len(prefix + start))
