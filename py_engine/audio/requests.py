@@ -103,14 +103,17 @@ def parse_transcription(fields: dict[str, list[str]], task: str = "transcribe") 
 
 
 def transcribe_options(transcriber, asked: TranscriptionRequest) -> dict:
-    """transcriber.transcribe's keyword arguments for `asked`; a translation needs a model that
-    translates (Whisper's task; Moonshine has none)."""
+    """transcriber.transcribe's keyword arguments for `asked`. A model with tasks (Whisper) is always
+    told its task, as OpenAI's endpoints name theirs: transformers' generate, given no language and no
+    task, detects the language but puts no <|transcribe|> after it, and Whisper base then says nothing
+    with timestamps on (tests/fixtures/speech's second clip: one empty segment at 0.04 s); told the
+    task, it transcribes the clip. A translation needs a model with tasks (Moonshine has none)."""
     options = {"language": asked.language, "timestamps": asked.timestamps, "prompt": asked.prompt}
     options["max_tokens"] = asked.max_tokens
-    if asked.task != "transcribe":
-        if "task" not in inspect.signature(transcriber.transcribe).parameters:
-            raise RequestError(f"'{transcriber.model_id}' does not translate (Whisper models do)", "model")
+    if "task" in inspect.signature(transcriber.transcribe).parameters:
         options["task"] = asked.task
+    elif asked.task != "transcribe":
+        raise RequestError(f"'{transcriber.model_id}' does not translate (Whisper models do)", "model")
     return options
 
 
