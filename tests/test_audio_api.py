@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from test_audio_files import encoded
+from test_audio_files import LongWav, encoded
 
 import py_engine
 from app.__main__ import bind
@@ -153,6 +153,16 @@ def test_transcriptions_in_every_format(server):
     )
     assert verbose.text == "Hello world." and verbose.duration == 2.0
     assert [(s.start, s.end, s.text) for s in verbose.segments] == [(0.0, 1.0, " Hello"), (1.0, 2.0, " world.")]
+
+
+def test_a_long_upload_reaches_the_model_in_chunks(server):
+    """70 s uploaded (8 kHz, 8-bit: 560 KB; spooled to disk past 1 MB, so bigger ones are never in memory
+    whole) arrives at the model as 30-s chunks at 16 kHz, decoded as it listens."""
+    client, loaded = server
+    upload = LongWav(70)
+    client.audio.transcriptions.create(model="whisper-fake", file=("long.wav", upload.read()))
+    heard = loaded["whisper-fake"].heard[-1]
+    assert heard["chunks"] == 3 and abs(heard["samples"] - 70 * 16000) <= 64
 
 
 def test_bad_transcription_requests(server, monkeypatch):
