@@ -1,5 +1,5 @@
-"""PCM helpers: float samples in [-1, 1] (array('f')) to and from little-endian int16, channels
-mixed down, a stream cut into chunks of a fixed length. Pure Python: the page's worker uses them too."""
+"""PCM helpers: float samples in [-1, 1] (array('f')) as little-endian int16 or float32 bytes, and a
+stream cut into chunks of a fixed length. Pure Python: the page's worker uses them too."""
 
 from __future__ import annotations
 
@@ -23,28 +23,11 @@ def int16_bytes(samples: Iterable[float]) -> bytes:
     return little_endian(array("h", (max(-32768, min(32767, round(v * INT16_SCALE))) for v in samples))).tobytes()
 
 
-def floats_from_int16(data: bytes) -> array:
-    """PCM16 little-endian bytes as float samples (v / 32768)."""
-    ints = array("h")
-    ints.frombytes(data[: len(data) // 2 * 2])
-    ints = little_endian(ints)
-    return array("f", (v / INT16_SCALE for v in ints))
-
-
 def float32_bytes(samples: Iterable[float]) -> bytes:
     """Float samples as IEEE float32 little-endian."""
     return little_endian(
         samples if isinstance(samples, array) and samples.typecode == "f" else array("f", samples)
     ).tobytes()
-
-
-def mono(interleaved: array, channels: int) -> array:
-    """The mean of each frame's `channels` samples (a plain average: speech, not a surround mix)."""
-    if channels == 1:
-        return interleaved if interleaved.typecode == "f" else array("f", interleaved)
-    frames = len(interleaved) // channels
-    columns = [interleaved[c : frames * channels : channels] for c in range(channels)]
-    return array("f", (sum(frame) / channels for frame in zip(*columns)))
 
 
 async def rechunked(chunks: AsyncIterable[array], size: int) -> AsyncIterator[array]:
