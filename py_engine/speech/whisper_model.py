@@ -8,6 +8,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 
+from ..errors import UnsupportedArchitectureError
 from ..formats.hf_dir import read_tensor_index
 from ..formats.json_file import read_json
 from ..formats.model_files import tensor_info
@@ -43,7 +44,7 @@ def read_whisper_files(model) -> WhisperFiles:
     config_path = source.small_dir() / "config.json"
     raw = read_json(config_path)
     if architecture_of(raw, config_path) != ARCHITECTURE:
-        raise ValueError(f"{config_path}: not a {ARCHITECTURE}")
+        raise UnsupportedArchitectureError(f"{config_path}: not a {ARCHITECTURE}")
     encoder, decoder, geometry = whisper_configs(raw, config_path)
     tensors = read_tensor_index(source)
     check_shapes(tensors, encoder, decoder, geometry, config_path)
