@@ -48,18 +48,16 @@ def verbose_json(segments, language: str | None, duration: float, task: str = "t
         "language": language or "",
         "duration": round(duration, 3),
         "text": plain_text(segments),
-        "segments": [
-            {
-                "id": n,
-                "start": round(s.start, 3),
-                "end": round(s.end, 3),
-                "text": s.text,
-                "tokens": list(getattr(s, "tokens", [])),
-                "temperature": 0.0,  # greedy: the only decoding served
-            }
-            for n, s in enumerate(segments)
-        ],
+        "segments": [segment_json(n, s) for n, s in enumerate(segments)],
     }
+
+
+def segment_json(n: int, segment) -> dict:
+    """verbose_json's n-th segment (from 0); its token ids where the model gave them."""
+    out = {"id": n, "start": round(segment.start, 3), "end": round(segment.end, 3), "text": segment.text}
+    if getattr(segment, "tokens", None):
+        out["tokens"] = list(segment.tokens)
+    return out | {"temperature": 0.0}  # greedy: the only decoding served
 
 
 def render(segments, response_format: str, language: str | None = None, duration: float = 0.0, task="transcribe"):
