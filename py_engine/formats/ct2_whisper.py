@@ -277,6 +277,12 @@ def _generation_config(ct2: dict, sizes: dict, specials: dict, tokenizer: dict, 
         "return_timestamps": False,
         "suppress_tokens": lists["suppress_ids"],
     }
+    # The hub's Whisper folders force the task after the (detected) language, or "no timestamps" on the
+    # English-only ones: without it a transcription with no language given starts with no <|transcribe|>,
+    # and transformers (and the engine, which follows it) gives one empty segment.
+    config["forced_decoder_ids"] = (
+        [[1, None], [2, specials["<|transcribe|>"]]] if multilingual else [[1, specials["<|notimestamps|>"]]]
+    )
     if multilingual:
         config["lang_to_id"] = {names[i]: i for i in lists["lang_ids"]}
         config["task_to_id"] = {task: specials[f"<|{task}|>"] for task in ("transcribe", "translate")}
