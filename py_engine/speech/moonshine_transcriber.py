@@ -18,11 +18,6 @@ from .seq2seq import Seq2Seq
 from .transcriber import Segment
 
 
-def greedy(tokens: list[int], logits) -> int:
-    """The most likely token (Seq2Seq.generate's choose): the first of equal maxima, as torch's argmax."""
-    return logits.index(max(logits))
-
-
 class MoonshineTranscriber:
     sample_rate = RATE
 
@@ -52,7 +47,7 @@ class MoonshineTranscriber:
         """A window's tokens: encoded, then greedy from the start id to an end id (left out) or `limit`."""
         encode_window(self.model, pcm)
         tokens = []
-        steps = self.model.generate([self.start_id], greedy, limit)
+        steps = self.model.generate_greedy([self.start_id], limit)
         async for token in steps:
             if token in self.end_ids:
                 break

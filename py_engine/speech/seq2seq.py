@@ -20,17 +20,29 @@ Interfaces (what a model family gives and calls):
   bind the Tensor). encode() runs it first unless front=False (the features written as inputs).
 - Seq2Seq.generate(prompt, choose, max_new_tokens): the tokens choose(tokens so far, logits) picks,
   one a forward, each yielded as it is chosen; the caller stops it (an end token, a budget).
+- Seq2Seq.generate_greedy(prompt, max_new_tokens, first_banned, banned): the same for greedy picks
+  under fixed suppress lists, chosen on the GPU (the engine's Sampler: logit_mask, argmax, the pick
+  copied into the next forward's "ids"), several forwards a submit and 4 bytes read back a token.
+  Seq2Seq.stats times the last generation (first token, the tokens after it).
 """
 
 from __future__ import annotations
 
+import struct
+import time
 from array import array
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..gpu import Read
+from ..decode.sampling import Sampler
+from ..decode.token_choice import SamplingParams
+from ..gpu import Copy, Read
 from ..models.graph_options import GraphOptions
+from ..runtime.executor import STEP_BYTES, step_bytes
 from ..runtime.graph import Graph
+from ..runtime.kv_cache import SUBMITS_AHEAD, TOKENS_PER_SUBMIT
 from ..runtime.linear_plan import LOGIT_ROWS_MAX
 from ..runtime.loader import graph_builders, upload
 from ..runtime.memory import Footprint, ModelTooLargeError, footprint, size
@@ -94,7 +106,7 @@ async def load_seq2seq(
 
     def make(executors, kernels, weight_bytes):
         *front, encoder, decoder = executors
-        return Seq2Seq(device, encoder, decoder, front[0] if front else None)
+        return Seq2Seq(device, encoder, decoder, front[0] if front else None, kernels)
 
     return await upload(device, planned.graphs, tensors, source, make, progress)
 
@@ -103,10 +115,36 @@ def _u32(values) -> bytes:
     return array("I", values).tobytes()
 
 
+def allowed_mask(vocab: int, banned) -> bytes:
+    """Sampler.mask's bits: every token allowed but `banned`'s."""
+    words = array("I", [0xFFFFFFFF]) * (-(-vocab // 32))
+    if vocab % 32:
+        words[-1] = (1 << vocab % 32) - 1
+    for t in banned:
+        words[t // 32] &= ~(1 << t % 32)
+    return words.tobytes()
+
+
+@dataclass
+class GenerateStats:
+    """The last generation's times (host clock, the GPU's work awaited included): from its call to
+    its first token (an encode queued before it included), and from there to its last token."""
+
+    first_token_seconds: float = 0.0
+    tokens: int = 0
+    later_seconds: float = 0.0  # the tokens after the first
+
+    @property
+    def seconds_per_token(self) -> float | None:
+        """Each token after the first's (None with fewer than two)."""
+        return self.later_seconds / (self.tokens - 1) if self.tokens > 1 else None
+
+
 class Seq2Seq:
-    def __init__(self, device, encoder, decoder, front=None):
-        """Use load_seq2seq."""
+    def __init__(self, device, encoder, decoder, front=None, kernels=None):
+        """Use load_seq2seq (kernels: its KernelCache, for the GPU's token choice)."""
         self.device, self.encoder, self.decoder, self.front = device, encoder, decoder, front
+        self.stats = GenerateStats()
         graph = decoder.graph
         self.max_rows = graph.max_rows
         # The context: the self-attention's KV cache rows (its attention ops' capacity).
@@ -118,6 +156,8 @@ class Seq2Seq:
         self._rotary = [
             (decoder.buffer(n), r) for n, r in graph.rotary.items() if r.rotary_dim and id(graph.inputs[n]) in bound
         ]
+        self.sampler = None if kernels is None else Sampler(device, kernels, self.vocab, self.logits)
+        self._staging = None  # generate_greedy's staged inputs (a forward's Step, position, RoPE rows)
 
     def encode(self, inputs: dict, rows: int, front: bool = True) -> None:
         """Write the inputs (name -> bytes: the front-end's or the encoder's) and submit the front-end's
@@ -131,6 +171,10 @@ class Seq2Seq:
             self.device.write_buffer(owner.buffer(name), 0, data)
         stages = graphs if front else [self.encoder]
         self.device.submit([c for stage in stages for c in stage.commands(rows, 0)])
+
+    async def sync(self) -> None:
+        """Wait for the work submitted so far (a 4-byte read after it)."""
+        await self.device.fetch(self.device.submit([Read(self.logits, 0, 4)])[0])
 
     def _forward(self, ids: list[int], pos: int) -> list:
         """The decoder's forward over `ids` at position pos (its inputs written now)."""
@@ -146,17 +190,22 @@ class Seq2Seq:
         """The float32 logits after `ids` fed from position pos (in forwards of at most max_rows)."""
         if not ids or pos + len(ids) > self.context:
             raise ValueError(f"{len(ids)} tokens from position {pos} do not fit the decoder's {self.context}")
+        read = self.device.submit(self._prompt_commands(ids, pos) + [Read(self.logits, 0, self.vocab * 4)])[0]
+        return array("f", await self.device.fetch(read))
+
+    def _prompt_commands(self, ids: list[int], pos: int) -> list:
+        """Submit the forwards over `ids` from pos but the last (at most max_rows each); return the
+        last one's commands (its logits: the row after the last id)."""
         last = (len(ids) - 1) // self.max_rows * self.max_rows  # the last forward's first id
         for start in range(0, last, self.max_rows):
             self.device.submit(self._forward(ids[start : start + self.max_rows], pos + start))
-        commands = self._forward(ids[last:], pos + last)
-        read = self.device.submit(commands + [Read(self.logits, 0, self.vocab * 4)])[0]
-        return array("f", await self.device.fetch(read))
+        return self._forward(ids[last:], pos + last)
 
     async def generate(self, prompt: list[int], choose: Callable, max_new_tokens: int):
         """Async generator of the tokens choose(tokens, logits) picks after the prompt, each fed
         back, until max_new_tokens or the decoder's context is reached (or the caller stops)."""
         tokens, feed, pos = list(prompt), list(prompt), 0
+        clock = self._clock()
         for _ in range(max_new_tokens):
             if pos + len(feed) > self.context:
                 return
@@ -164,5 +213,86 @@ class Seq2Seq:
             pos += len(feed)
             token = choose(tokens, logits)
             tokens.append(token)
+            clock()
             yield token
             feed = [token]
+
+    def _clock(self) -> Callable:
+        """A new self.stats and what to call as each token is chosen."""
+        stats, start = GenerateStats(), time.perf_counter()
+        self.stats = stats
+
+        def tick():
+            now = time.perf_counter()
+            if stats.tokens:
+                stats.later_seconds = now - start - stats.first_token_seconds
+            else:
+                stats.first_token_seconds = now - start
+            stats.tokens += 1
+
+        return tick
+
+    async def generate_greedy(self, prompt: list[int], max_new_tokens: int, first_banned=(), banned=()):
+        """Async generator of the greedy tokens after the prompt (the first of equal maxima, as
+        torch's argmax), first_banned suppressed at the first token and banned at every later one,
+        until max_new_tokens or the decoder's context is reached (or the caller stops). Chosen on the
+        GPU: each pick feeds the next forward there, forwards go several a submit (1, 2, 4, ... up to
+        TOKENS_PER_SUBMIT, SUBMITS_AHEAD submits in flight), the host reads each pick's 4 bytes. A
+        caller that stops leaves at most the submits in flight to run (their picks unread)."""
+        if self.sampler is None:
+            raise ValueError("this Seq2Seq was made without kernels: it has no GPU token choice")
+        room = min(max_new_tokens, self.context - len(prompt) + 1)  # pick k comes from position len(prompt) + k - 2
+        if room <= 0:
+            return
+        masks = [allowed_mask(self.vocab, b) if b else None for b in (first_banned, banned)]
+        feedback = self.sampler.gpu_feedback(SamplingParams(), self._inputs["ids"], [])
+        clock = self._clock()
+        ahead = SUBMITS_AHEAD if self.device.reads_overlap else 1
+        groups, submitted, size, pos = deque(), 0, 1, len(prompt)
+        for _ in range(room):
+            while len(groups) < ahead and submitted < room:
+                if submitted == 0:
+                    count, commands = 1, self._prompt_commands(prompt, 0) + self._mask(masks[0]) + feedback
+                else:
+                    count = min(room - submitted, size)
+                    size = min(2 * size, TOKENS_PER_SUBMIT)
+                    commands = self._group(count, pos, self._mask(masks[1]) + feedback)
+                    pos += count
+                groups.append(deque(self.device.submit(commands)))
+                submitted += count
+            token = struct.unpack("<I", await self.device.fetch(groups[0].popleft()))[0]
+            if not groups[0]:
+                groups.popleft()
+            clock()
+            yield token
+
+    def _mask(self, allowed: bytes | None) -> list:
+        return [] if allowed is None else self.sampler.mask(allowed)
+
+    def _group(self, count: int, pos: int, after: list) -> list:
+        """`count` one-token forwards from position pos for one submit, each fed the pick before it
+        (in "ids" on the GPU), its Step, position and RoPE rows copied from a staging buffer, and
+        `after` (the mask, the pick and its feedback) after each."""
+        rope_bytes = [-(-len(rotary.table(0, 1)) // 16) * 16 for _, rotary in self._rotary]
+        at_position = -(-STEP_BYTES // 16) * 16
+        slot = at_position + 16 + sum(rope_bytes)  # the Step, the position (padded to 16), the RoPE rows
+        if self._staging is None or self._staging.size < count * slot:
+            self._staging = self.device.create_buffer(TOKENS_PER_SUBMIT * slot, label="seq2seq inputs")
+        staged, commands = bytearray(count * slot), []
+        if "last_row" in self._inputs:
+            self.device.write_buffer(self._inputs["last_row"], 0, _u32([0]))
+        for i in range(count):
+            at = i * slot
+            staged[at : at + STEP_BYTES] = step_bytes(1, pos + i)
+            staged[at + at_position : at + at_position + 4] = _u32([pos + i])
+            if "positions" in self._inputs:
+                commands.append(Copy(self._staging, at + at_position, self._inputs["positions"], 0, 4))
+            rope_at = at + at_position + 16
+            for (buffer, rotary), padded in zip(self._rotary, rope_bytes):
+                row = rotary.table(pos + i, 1)
+                staged[rope_at : rope_at + len(row)] = row
+                commands.append(Copy(self._staging, rope_at, buffer, 0, len(row)))
+                rope_at += padded
+            commands += self.decoder.staged_commands(1, pos + i, self._staging, at) + after
+        self.device.write_buffer(self._staging, 0, bytes(staged))
+        return commands

@@ -174,7 +174,11 @@ class WhisperTranscriber:
         settings, limit = self.settings, settings_limit(self.settings, len(prompt), window_tokens)
         begin = len(prompt)
         tokens = []
-        steps = self.model.generate(prompt, lambda seq, logits: choose(settings, seq, logits, begin, timestamps), limit)
+        if timestamps and settings.timestamp_begin is not None:  # rules on the whole row: the host's
+            steps = self.model.generate(prompt, lambda seq, logits: choose(settings, seq, logits, begin, True), limit)
+        else:  # choose's suppress lists alone: picked on the GPU
+            first = settings.begin_suppress + settings.suppress
+            steps = self.model.generate_greedy(prompt, limit, first, settings.suppress)
         async for token in steps:
             if token == settings.eos:
                 break
