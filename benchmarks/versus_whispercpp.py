@@ -228,31 +228,68 @@ def whispercpp(binary: Path, model: Path, clip: Path, tokens: int, seconds: floa
     }
 
 
-def wisp(folder: Path, clip: Path, tokens: int, seconds: float) -> dict:
+def wisp(folder: Path, clip: Path, tokens: int, seconds: float, runs: int = 5) -> dict:
     from py_engine.speech.transcriber import TRANSCRIBERS
 
     if "WhisperForConditionalGeneration" not in TRANSCRIBERS:
         return {"not run": "py_engine.speech has no Whisper transcriber yet (TRANSCRIBERS)"}
     from array import array
+    from statistics import median
 
     from py_engine.gpu import open_device
     from py_engine.speech import load_transcriber
+    from py_engine.speech.log_mel import window_bytes
 
     with wave.open(str(clip)) as w:
         pcm = array("f", (s / 32768 for s in struct.unpack(f"<{w.getnframes()}h", w.readframes(w.getnframes()))))
 
+    async def timed(work) -> float:
+        start = time.perf_counter()
+        await work()
+        return time.perf_counter() - start
+
     async def run() -> dict:
         device = await open_device()
         transcriber = await load_transcriber(str(folder), device)
-        times, decoded = [], []
-        for _ in range(2):  # the first run compiles the pipelines
+        model = transcriber.model
+        times, decoded, first, per_token = [], [], [], []
+        for _ in range(1 + runs):  # the first run compiles the pipelines
             start = time.perf_counter()
             segments = [s async for s in transcriber.transcribe(pcm, language="en", max_tokens=tokens)]
             times.append(time.perf_counter() - start)
             decoded.append(sum(len(s.tokens) for s in segments))
+            first.append(model.stats.first_token_seconds)
+            per_token.append(model.stats.seconds_per_token or 0.0)
+        # The stages alone (each waited for): the log-mel front-end, the encoder, both (a window's encode).
+        window = {"pcm": window_bytes(pcm)}
+
+        async def front():
+            device.write_buffer(model.front.buffer("pcm"), 0, window["pcm"])
+            device.submit(model.front.commands(transcriber.rows, 0))
+            await model.sync()
+
+        async def encoder():
+            device.submit(model.encoder.commands(transcriber.rows, 0))
+            await model.sync()
+
+        async def encode():
+            model.encode(window, transcriber.rows)
+            await model.sync()
+
+        stages = {}
+        for name, work in (("front_end", front), ("encoder", encoder), ("encode", encode)):
+            stages[name] = median([await timed(work) for _ in range(runs)])
+        ms = lambda t: round(1000 * t, 2)  # noqa: E731
+        warm = times[1:]
         return {
             "seconds": [round(t, 4) for t in times],
-            "rtf": round(times[-1] / seconds, 4),
+            "clip_ms": ms(median(warm)),
+            "rtf": round(median(warm) / seconds, 4),
+            "log_mel_ms": ms(stages["front_end"]),
+            "encoder_ms": ms(stages["encoder"]),
+            "encode_ms": ms(stages["encode"]),
+            "first_token_ms (encode queued before it, included)": ms(median(first[1:])),
+            "decode_ms_per_token (after the first)": round(1000 * median(per_token[1:]), 3),
             "decoded_tokens": decoded,
             "adapter": device.caps.adapter,
         }
@@ -265,6 +302,7 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="fill .whisper-bench/ here (CPU machine)")
     parser.add_argument("--backends", default="vulkan,cuda")
     parser.add_argument("--clip", type=Path, default=CLIP)
+    parser.add_argument("--wisp-only", action="store_true", help="Wisp's half alone (no whisper.cpp build)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
     args = parser.parse_args()
     if args.prepare:
@@ -283,7 +321,7 @@ def main() -> None:
         result["wisp"] = wisp(folder, args.clip, tokens, seconds)
     except Exception as exc:  # the comparison still runs whisper.cpp's half
         result["wisp"] = {"error": f"{type(exc).__name__}: {exc}"}
-    for backend in args.backends.split(","):
+    for backend in [] if args.wisp_only else args.backends.split(","):
         try:
             binary = build(backend)
         except subprocess.CalledProcessError:
@@ -294,6 +332,7 @@ def main() -> None:
         if mine and theirs:
             result[f"wisp / whisper.cpp {backend}"] = round(mine / theirs, 3)
         (args.out / "versus_whispercpp.json").write_text(json.dumps(result, indent=1))  # a run cut short keeps it
+    (args.out / "versus_whispercpp.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result))
 
 
