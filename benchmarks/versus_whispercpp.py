@@ -279,6 +279,10 @@ def wisp(folder: Path, clip: Path, tokens: int, seconds: float, runs: int = 5) -
         stages = {}
         for name, work in (("front_end", front), ("encoder", encoder), ("encode", encode)):
             stages[name] = median([await timed(work) for _ in range(runs)])
+        profile = {
+            "encoder (1,500 rows)": await kernel_ms(model, model.encoder, transcriber.rows, 0),
+            "decoder (1 row at 10)": await kernel_ms(model, model.decoder, 1, 10),
+        }
         ms = lambda t: round(1000 * t, 2)  # noqa: E731
         warm = times[1:]
         return {
@@ -292,9 +296,35 @@ def wisp(folder: Path, clip: Path, tokens: int, seconds: float, runs: int = 5) -
             "decode_ms_per_token (after the first)": round(1000 * median(per_token[1:]), 3),
             "decoded_tokens": decoded,
             "adapter": device.caps.adapter,
+            "kernels (ms a forward: each kernel's dispatches alone, 20 times a submit)": profile,
         }
 
     return asyncio.run(run())
+
+
+async def kernel_ms(model, executor, rows: int, pos: int, repeats: int = 20) -> dict:
+    """A forward's time by kernel: each kernel's dispatches of the forward (the values they read do
+    not matter for time) submitted `repeats` times in one submit and waited for, per forward; the
+    whole forward's the same way ("forward")."""
+    dispatches = executor.commands(rows, pos)
+    names = executor.kernel_names(rows, executor.graph.folds(rows, pos + rows))
+    if len(names) != len(dispatches):
+        return {"error": f"{len(names)} kernel names for {len(dispatches)} dispatches"}
+    groups = {"forward": dispatches}
+    for name, dispatch in zip(names, dispatches):
+        groups.setdefault(name, []).append(dispatch)
+    times = {}
+    for name, group in groups.items():
+        model.device.submit(group)  # once first: its pipelines ready
+        await model.sync()
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            model.device.submit(group * repeats)
+            await model.sync()
+            best = min(best, time.perf_counter() - start)
+        times[f"{name} x{len(group)}" if name != "forward" else name] = round(1000 * best / repeats, 3)
+    return dict(sorted(times.items(), key=lambda kv: -kv[1]))
 
 
 def main() -> None:
