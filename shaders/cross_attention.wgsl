@@ -12,8 +12,8 @@
 // Bindings: 0 p (uniform Params), 1 q (read, f32 [rows, q_stride]: head h at q_offset + h * head_dim),
 //           2 k, 3 v (read, f32 [frames, kv_stride]: KV head g at g * head_dim), 4 lengths (read,
 //           u32; with frames_at), 5 partials (read_write, f32 [rows, n_heads, splits, head_dim + 2]).
-// Dispatch: (n_heads, rows, splits) workgroups of 64 threads; head_dim <= 256; split_len a multiple
-//           of CHUNK. Workgroup storage 2.3 KiB.
+// Dispatch: (n_heads, rows, splits) workgroups of 64 threads; head_dim <= 256; split_len any (a
+//           split's last chunk may be short). Workgroup storage 2.3 KiB.
 struct Params {
     n_heads: u32, head_dim: u32, kv_group: u32, frames: u32,
     q_stride: u32, q_offset: u32, kv_stride: u32, scale: f32,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gpu_harness import as_f32, run_kernel
 
-from py_engine.models.audio_ops import CROSS_CHUNK, NO_LENGTH
+from py_engine.models.audio_ops import CROSS_SPLIT, NO_LENGTH
 from py_engine.runtime.graph import ceil_div
 
 
@@ -25,7 +25,7 @@ def cross_ref(q, k, v, heads, kv_heads, hd, scale):
 
 def run_cross(q, k, v, heads, kv_heads, hd, splits, frames_used=None):
     rows, frames = q.shape[0], k.shape[0]
-    split_len = ceil_div(ceil_div(frames, splits), CROSS_CHUNK) * CROSS_CHUNK
+    split_len = ceil_div(ceil_div(frames, splits), CROSS_SPLIT) * CROSS_SPLIT  # as audio_ops.cross_attention
     scale = hd**-0.5
     res = run_kernel(
         "cross_attention",
@@ -64,7 +64,8 @@ def run_cross(q, k, v, heads, kv_heads, hd, splits, frames_used=None):
 
 # (rows, frames, heads, kv_heads, head_dim, splits, frames used)
 CASES = {
-    "whisper_decode": (1, 1500, 4, 4, 64, 6, None),
+    "whisper_decode": (1, 1500, 4, 4, 64, 24, None),
+    "splits_past_a_chunk": (1, 1500, 4, 4, 64, 5, None),  # 320 frames a split: a chunk of 256, one of 64
     "whisper_prompt_one_split": (5, 1500, 2, 2, 64, 1, None),
     "moonshine_window": (3, 400, 8, 8, 36, 2, 251),
     "grouped_kv": (2, 300, 4, 2, 52, 2, None),

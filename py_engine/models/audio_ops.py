@@ -32,7 +32,11 @@ from .builder import GraphBuilder
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "tanh": 3}  # conv1d.wgsl's ACTIVATION
 NO_LENGTH = 0xFFFFFFFF
 CONV_TILE = 64  # conv1d.wgsl's TILE
-CROSS_CHUNK = 256  # cross_attention.wgsl's CHUNK: a split is a multiple of it
+CROSS_CHUNK = 256  # cross_attention.wgsl's CHUNK: the most frames a workgroup scores at once
+# Frames a split (a workgroup's share of a head's frames) at least: a decode token's 1,500 Whisper
+# frames over 24 splits a head, not 6 of a CHUNK each (48 workgroups of 256 serial frames on an H200
+# took 0.15 ms a layer, half of a decode token's time; the merge of 24 partials costs ~nothing).
+CROSS_SPLIT = 64
 CROSS_SPLITS_MAX = 256  # cross_attention_merge.wgsl's SPLITS_MAX
 
 
@@ -174,10 +178,10 @@ def cross_attention(
     """Every query row of q [rows, heads * head_dim] over the frames of the frozen keys and values
     ([frames, kv_heads * head_dim], cross_kv's): [rows, heads * head_dim]. frames: the most;
     lengths: (a u32 input tensor, slot) holding a window's own count. scale: default head_dim^-0.5.
-    The frames go in splits of CROSS_CHUNK (one split on a CPU adapter, whose every workgroup costs),
+    The frames go in splits of CROSS_SPLIT (one split on a CPU adapter, whose every workgroup costs),
     merged by cross_attention_merge.wgsl."""
-    splits = 1 if b.cpu else min(ceil_div(frames, CROSS_CHUNK), CROSS_SPLITS_MAX)
-    split_len = ceil_div(ceil_div(frames, splits), CROSS_CHUNK) * CROSS_CHUNK
+    splits = 1 if b.cpu else min(ceil_div(frames, CROSS_SPLIT), CROSS_SPLITS_MAX)
+    split_len = ceil_div(ceil_div(frames, splits), CROSS_SPLIT) * CROSS_SPLIT
     partials = b.act("cross_partials", heads * splits * (head_dim + 2))
     b.g.op(
         "cross_attention",
