@@ -1,7 +1,8 @@
 """Encoder-decoder speech models on the GPU (Whisper: models/whisper.py; Moonshine): the encoder
 graph runs once a window and writes every decoder layer's cross-attention K and V; the decoder
 graph then runs a greedy loop a token at a time (causal self-attention over the engine's KV cache,
-cross-attention into the frozen K/V), the host choosing each token from its logits.
+cross-attention into the frozen K/V), each token chosen on the GPU (generate_greedy, generate_split)
+or by the host from the whole row (generate).
 
 Interfaces (what a model family gives and calls):
 - Its two graphs, built by plan_seq2seq(build, ...) with two GraphBuilders: build(encoder_builder,
@@ -24,6 +25,9 @@ Interfaces (what a model family gives and calls):
   under fixed suppress lists, chosen on the GPU (the engine's Sampler: logit_mask, argmax, the pick
   copied into the next forward's "ids"), several forwards a submit and 4 bytes read back a token.
   Seq2Seq.stats times the last generation (first token, the tokens after it).
+- Seq2Seq.generate_split(prompt, max_new_tokens, split, mask, pick): tokens the host picks from 24
+  bytes a step: the row masked on the GPU by mask(tokens), then each of the ranges [0, split) and
+  [split, vocab)'s best and log-sum-exp (RangeBest; Whisper's timestamp rule needs no more).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..decode.row_draw import CANDIDATES, TILE, RowDraw
 from ..decode.sampling import Sampler
 from ..decode.token_choice import SamplingParams
 from ..gpu import Copy, Read
@@ -125,6 +130,15 @@ def allowed_mask(vocab: int, banned) -> bytes:
     return words.tobytes()
 
 
+class RangeBest(NamedTuple):
+    """A range of a logits row: its best logit, that token's id (the first of equal maxima) and
+    the log-sum-exp of the range."""
+
+    value: float
+    id: int
+    lse: float
+
+
 @dataclass
 class GenerateStats:
     """The last generation's times (host clock, the GPU's work awaited included): from its call to
@@ -158,6 +172,7 @@ class Seq2Seq:
         ]
         self.sampler = None if kernels is None else Sampler(device, kernels, self.vocab, self.logits)
         self._staging = None  # generate_greedy's staged inputs (a forward's Step, position, RoPE rows)
+        self._split = {}  # generate_split's commands after a forward, by split
 
     def encode(self, inputs: dict, rows: int, front: bool = True) -> None:
         """Write the inputs (name -> bytes: the front-end's or the encoder's) and submit the front-end's
@@ -265,6 +280,49 @@ class Seq2Seq:
                 groups.popleft()
             clock()
             yield token
+
+    async def generate_split(self, prompt: list[int], max_new_tokens: int, split: int, mask, pick):
+        """Async generator of the tokens pick(tokens, low, high) chooses after the prompt, each fed
+        back, until max_new_tokens or the decoder's context is reached (or the caller stops): each
+        step the row masked by mask(tokens) (Sampler.mask's bits) on the GPU, then the RangeBest of
+        [0, split) (low) and of [split, vocab) (high), 24 bytes read back."""
+        if self.sampler is None:
+            raise ValueError("this Seq2Seq was made without kernels: it has no GPU token choice")
+        if split not in self._split:
+            self._split[split] = self._range_commands(split)
+        after = self._split[split]
+        tokens, feed, pos = list(prompt), list(prompt), 0
+        clock = self._clock()
+        for _ in range(max_new_tokens):
+            if pos + len(feed) > self.context:
+                return
+            commands = self._prompt_commands(feed, pos) + self.sampler.mask(mask(tokens)) + after
+            raw = await self.device.fetch(self.device.submit(commands)[0])
+            pos += len(feed)
+            low, high = (RangeBest(*struct.unpack_from("<fIf", raw, 12 * i)) for i in range(2))
+            token = pick(tokens, low, high._replace(id=high.id + split))
+            tokens.append(token)
+            clock()
+            yield token
+            feed = [token]
+
+    def _range_commands(self, split: int) -> list:
+        """The top-k passes (row_draw.RowDraw's) over [0, split) and [split, vocab): their first
+        candidate and log-sum-exp copied side by side, and a Read of them."""
+        widest = max(split, self.vocab - split)
+        tiles = -(-widest // TILE)
+        scratch = [self.device.create_buffer(n, label="range top-k") for n in (8 * CANDIDATES * tiles, 8 * tiles)]
+        scratch = [(b, 0, b.size) for b in scratch]
+        out = self.device.create_buffer(24, label="range bests")
+        commands, logits = [], (self.logits, 0, 4 * self.vocab)
+        for i, (base, count) in enumerate(((0, split), (split, self.vocab - split))):
+            row = RowDraw(self.device, self.decoder.kernels, count, logits, base, scratch)
+            self.device.write_buffer(row.topk_params, 0, row.topk_bytes(1.0))
+            commands += row.topk + [
+                Copy(row.result, 0, out, 12 * i, 8),
+                Copy(row.result, 8 * CANDIDATES, out, 12 * i + 8, 4),
+            ]
+        return commands + [Read(out, 0, 24)]
 
     def _mask(self, allowed: bytes | None) -> list:
         return [] if allowed is None else self.sampler.mask(allowed)

@@ -5,11 +5,12 @@ segments and how far the next window seeks.
 - The prompt a window's decoder starts from: [<|startofprev|> + a prompt's tokens] + <|startoftranscript|>
   + the language (given, or detected from the first window on a multilingual model) + the task
   (transcribe by default where a language is known) + <|notimestamps|> unless timestamps are asked for.
-- Each step's scores (choose): SuppressTokensAtBeginLogitsProcessor (at the first generated token),
+- Each step's scores: SuppressTokensAtBeginLogitsProcessor (at the first generated token),
   SuppressTokensLogitsProcessor, then with timestamps WhisperTimeStampLogitsProcessor (timestamps in
   pairs, never decreasing, the first one at most max_initial_timestamp_index, and a timestamp forced
-  where the timestamps' total probability beats every text token's); the first of equal maxima wins,
-  as torch's argmax.
+  where the timestamps' total probability beats every text token's: TimestampMask); the first of
+  equal maxima wins, as torch's argmax. The token is chosen on the GPU (Seq2Seq.generate_greedy,
+  generate_split): no step reads the whole row back.
 - Every window is then split as _retrieve_segment does (whatever the mode: a model may emit timestamps
   without being asked), and the seek advances by the window, or to its last timestamp where its last
   segment is cut off; transformers loops so until the audio's frames are used up (3,000 for audio of at
@@ -18,8 +19,6 @@ segments and how far the next window seeks.
 
 from __future__ import annotations
 
-import math
-from array import array
 from dataclasses import dataclass
 
 from ..errors import ModelFileError
@@ -30,7 +29,6 @@ TIME_PRECISION = 0.02  # seconds a timestamp token stands for
 INPUT_STRIDE = 2  # log-mel frames an encoder frame covers (conv2's stride)
 FEATURE_SECONDS = 0.01  # seconds a log-mel frame covers (hop 160 at 16 kHz)
 WINDOW_FRAMES = 3000  # log-mel frames of a 30-s window
-NEG_INF = float("-inf")
 
 LANGUAGE_NAMES = {"english": "en", "german": "de", "french": "fr", "spanish": "es", "italian": "it"}
 
@@ -164,61 +162,66 @@ def init_tokens(
     return [t for t in tokens if t is not None]
 
 
-def choose(settings: WhisperSettings, tokens: list[int], logits, begin: int, timestamps: bool) -> int:
-    """The greedy pick after `tokens` (the window's decoder input, prompt included, then what it
-    generated) from the float32 logits of the last position; begin: the first generated token's
-    index (the decoder input's length). An array('f') of logits is processed in place (the scan
-    runs at C speed: whisper's 51,865 a token)."""
-    scores = logits if isinstance(logits, array) and logits.typecode == "f" else array("f", logits)
-    if len(tokens) == begin:
-        for t in settings.begin_suppress:
-            scores[t] = NEG_INF
-    for t in settings.suppress:
-        scores[t] = NEG_INF
-    if timestamps and settings.timestamp_begin is not None:
-        _timestamp_rules(settings, scores, tokens, begin)
-    best = max(scores)
-    return scores.index(best)
+class TimestampMask:
+    """Each step's allowed tokens with timestamps (Seq2Seq.generate_split's mask, Sampler.mask's
+    bits): SuppressTokensAtBeginLogitsProcessor (the first generated token), SuppressTokensLogitsProcessor
+    and WhisperTimeStampLogitsProcessor's masks; `pick` then applies its probability rule."""
+
+    def __init__(self, settings: WhisperSettings, vocab: int, begin: int):
+        """begin: the first generated token's index (the decoder input's length)."""
+        self.settings, self.vocab, self.begin = settings, vocab, begin
+        every = (1 << vocab) - 1
+        self._base = every & ~_bits(settings.suppress)
+        self._first = self._base & ~_bits(settings.begin_suppress)
+
+    def __call__(self, tokens: list[int]) -> bytes:
+        allowed = self._first if len(tokens) == self.begin else self._base
+        for lo, hi in _timestamp_bans(self.settings, self.vocab, tokens, self.begin):
+            if hi > lo:
+                allowed &= ~(((1 << (hi - lo)) - 1) << lo)
+        return allowed.to_bytes(4 * -(-self.vocab // 32), "little")
+
+    @staticmethod
+    def pick(tokens: list[int], text, stamps) -> int:
+        """The greedy token from the masked row's text range's best and the timestamp range's best
+        and log-sum-exp (Seq2Seq.RangeBest's): a timestamp where the timestamps' total probability
+        beats the likeliest text token's, else the row's argmax (the first of equal maxima)."""
+        if stamps.value <= IMPOSSIBLE:  # every timestamp masked
+            return text.id
+        return stamps.id if stamps.lse > text.value else text.id  # lse >= the best: the argmax too
 
 
-def _masked(scores: array, lo: int, hi: int) -> None:
-    """scores[lo:hi] = -inf."""
-    if hi > lo:
-        scores[lo:hi] = array("f", [NEG_INF]) * (hi - lo)
+IMPOSSIBLE = -1.0e30  # shaders/logit_mask.wgsl's masked logit
 
 
-def _timestamp_rules(settings: WhisperSettings, scores: array, tokens: list[int], begin: int) -> None:
-    """WhisperTimeStampLogitsProcessor on scores, in place."""
+def _bits(ids) -> int:
+    return sum(1 << t for t in set(ids))
+
+
+def _timestamp_bans(settings: WhisperSettings, vocab: int, tokens: list[int], begin: int) -> list[tuple]:
+    """The id ranges [lo, hi) WhisperTimeStampLogitsProcessor makes impossible after `tokens`
+    (before its probability rule): <|notimestamps|>; timestamps in pairs, never decreasing, the first
+    one at most max_initial_timestamp_index."""
     first_ts = settings.timestamp_begin
-    vocab = len(scores)
-    scores[settings.no_timestamps] = NEG_INF
+    bans = [(settings.no_timestamps, settings.no_timestamps + 1)]
     seq = tokens[begin:]
     last_was_ts = len(seq) >= 1 and seq[-1] >= first_ts
     penultimate_was_ts = len(seq) < 2 or seq[-2] >= first_ts
     if last_was_ts:
         if penultimate_was_ts:  # a pair closed: text (or the end) next
-            _masked(scores, first_ts, vocab)
+            bans.append((first_ts, vocab))
         else:  # a pair's first: its second next, or the end
-            _masked(scores, 0, settings.eos)
+            bans.append((0, settings.eos))
     stamps = [t for t in seq if t >= first_ts]
     lowest = first_ts  # timestamps never go back
     if stamps:
         lowest = stamps[-1] if last_was_ts and not penultimate_was_ts else stamps[-1] + 1
-    _masked(scores, first_ts, lowest)
+    bans.append((first_ts, lowest))
     if len(tokens) == begin:
-        _masked(scores, 0, first_ts)
+        bans.append((0, first_ts))
         if settings.max_initial_timestamp is not None:
-            last_allowed = first_ts + settings.max_initial_timestamp
-            _masked(scores, last_allowed + 1, vocab)
-    # A timestamp where the timestamps' total probability beats the likeliest text token's.
-    text_best = max(scores[:first_ts])
-    stamp_scores = scores[first_ts:]
-    peak = max(stamp_scores)
-    if peak == NEG_INF:
-        return
-    total = peak + math.log(math.fsum(math.exp(s - peak) for s in stamp_scores if s != NEG_INF))
-    if total > text_best:
-        _masked(scores, 0, first_ts)
+            bans.append((first_ts + settings.max_initial_timestamp + 1, vocab))
+    return bans
 
 
 @dataclass

@@ -28,8 +28,8 @@ from .seq2seq import Seq2Seq
 from .transcriber import Segment
 from .whisper_generation import (
     WINDOW_FRAMES,
+    TimestampMask,
     WindowSegment,
-    choose,
     init_tokens,
     needs_language,
     split_window,
@@ -174,9 +174,10 @@ class WhisperTranscriber:
         settings, limit = self.settings, settings_limit(self.settings, len(prompt), window_tokens)
         begin = len(prompt)
         tokens = []
-        if timestamps and settings.timestamp_begin is not None:  # rules on the whole row: the host's
-            steps = self.model.generate(prompt, lambda seq, logits: choose(settings, seq, logits, begin, True), limit)
-        else:  # choose's suppress lists alone: picked on the GPU
+        if timestamps and settings.timestamp_begin is not None:  # the host picks from each range's best
+            mask = TimestampMask(settings, self.model.vocab, begin)
+            steps = self.model.generate_split(prompt, limit, settings.timestamp_begin, mask, mask.pick)
+        else:  # the suppress lists alone: picked on the GPU
             first = settings.begin_suppress + settings.suppress
             steps = self.model.generate_greedy(prompt, limit, first, settings.suppress)
         async for token in steps:
