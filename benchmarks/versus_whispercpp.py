@@ -260,6 +260,10 @@ def wisp(folder: Path, clip: Path, tokens: int, seconds: float, runs: int = 5) -
             decoded.append(sum(len(s.tokens) for s in segments))
             first.append(model.stats.first_token_seconds)
             per_token.append(model.stats.seconds_per_token or 0.0)
+        stamped = []
+        for _ in range(3):  # with timestamps (the host picks from each range's best: a readback a token)
+            [s async for s in transcriber.transcribe(pcm, language="en", timestamps=True, max_tokens=tokens)]
+            stamped.append((model.stats.seconds_per_token, model.stats.tokens))
         # The stages alone (each waited for): the log-mel front-end, the encoder, both (a window's encode).
         window = {"pcm": window_bytes(pcm)}
 
@@ -294,6 +298,10 @@ def wisp(folder: Path, clip: Path, tokens: int, seconds: float, runs: int = 5) -
             "encode_ms": ms(stages["encode"]),
             "first_token_ms (encode queued before it, included)": ms(median(first[1:])),
             "decode_ms_per_token (after the first)": round(1000 * median(per_token[1:]), 3),
+            "timestamps: decode_ms_per_token, tokens": [
+                None if t is None else round(1000 * t, 3) for t, _ in stamped[1:]
+            ]
+            + [stamped[-1][1]],
             "decoded_tokens": decoded,
             "adapter": device.caps.adapter,
             "kernels (ms a forward: each kernel's dispatches alone, 20 times a submit)": profile,
