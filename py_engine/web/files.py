@@ -72,6 +72,7 @@ class RemoteModel(ModelSource):
         self.id, self.label, self.kind, self.base = model_id, name, kind, base
         self.sizes = dict(files)  # relative path → bytes
         self.prefixes: dict[str, bytes] = {}
+        self.ranges: dict[str, list] = {}  # rel -> [(start, bytes)] fetched by keep()
         self.dir = Path("/tmp/wisp-models") / model_id
         self.plan: list[tuple] = []
         self.early: asyncio.Future | None = None  # the upload place() started
@@ -138,7 +139,15 @@ class RemoteModel(ModelSource):
             raise ModelFileError(self.url(rel), "file not served")
         return self.sizes[rel]
 
+    async def keep(self, rel: str, start: int, length: int) -> None:
+        """Fetch bytes [start, start + length) of `rel` for read(): a small tensor a loader reads on the
+        host (Kani-TTS-2's voices and rotary scales, web/speech.py), not a weight bound for the GPU."""
+        self.ranges.setdefault(rel, []).append((start, await fetch_bytes(self.url(rel), start, length)))
+
     def read(self, rel: str, start: int, length: int) -> bytes:
+        for at, data in self.ranges.get(rel, ()):
+            if at <= start and start + length <= at + len(data):
+                return data[start - at : start - at + length]
         prefix = self.prefixes.get(rel, b"")
         end = min(start + length, self.sizes.get(rel, 0))
         if end > len(prefix):
