@@ -51,8 +51,8 @@ class Speaker:
     def __init__(self):
         self.voice = "unset"
 
-    async def speak(self, text, *, voice=None, max_frames=None):
-        self.voice = voice
+    async def speak(self, text, *, voice=None, max_frames=None, sampling=None):
+        self.voice, self.sampling = voice, sampling
         for n in range(max_frames or 3):
             yield array("f", [n / 10, -0.5, 1.5])  # one sample out of range: clipped in PCM16
 
@@ -117,7 +117,10 @@ def test_bad_transcriptions_are_one_request_error_each():
 
 def test_speech_streams_samples_or_the_bodys_bytes_and_stops_on_cancel():
     state = worker()
-    *chunks, done = send(state, "speak", KANI, body={"input": "Hello.", "voice": "mia"}, float32=True, max_frames=2)
+    *chunks, done = send(
+        state, "speak", KANI, body={"input": "Hello.", "voice": "mia"}, float32=True, max_frames=2, seed=11
+    )
+    assert state.speech.loaded["speech"][2].sampling.seed == 11  # the model's own sampling, its draws seeded
     assert [array("f", bytes(c["audio"])).tolist() for c in chunks] == [
         [0.0, -0.5, 1.5],
         [0.10000000149011612, -0.5, 1.5],

@@ -124,6 +124,7 @@ VALID = {  # one message of each type with every field the table knows
         "body": {"model": "kani-tts-2", "input": "Hello there.", "voice": None, "response_format": "wav"},
         "float32": True,
         "max_frames": 40,
+        "seed": 7,
         "options": OPTIONS,
     },
 }

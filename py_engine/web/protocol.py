@@ -140,13 +140,14 @@ MESSAGES = {  # page -> worker
     },
     # the PCM comes in `speech_audio` events: the bytes of the body's response_format (pcm: PCM16
     # little-endian; wav: a stream's header first) or, float32, the samples (the page's player);
-    # max_frames: Wisp's bound on the codec frames
+    # Wisp's own: max_frames bounds the codec frames, seed makes the model's draws repeatable
     "speak": {
         "id": ID,
         "model": MODEL,
         "body": dict,
         "float32?": bool,
         "max_frames?": int,
+        "seed?": int,
         "options?": DEVICE_OPTIONS,
     },
 }

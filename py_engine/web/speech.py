@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
+import re
 import time
 from array import array
-from dataclasses import dataclass, field
 
 from ..api.request_error import RequestError
 from ..audio.pcm import float32_bytes, int16_bytes
@@ -36,12 +37,12 @@ WINDOW = 30 * SAMPLE_RATE  # the pieces handed to the transcriber
 TASK_OF = {"transcribe": "transcription", "speak": "speech"}
 
 
-@dataclass
+@dataclasses.dataclass
 class PageSpeech:
     """What the worker holds for speech (WorkerState.speech)."""
 
-    loaded: dict = field(default_factory=dict)  # task -> (model id, its device, Transcriber | Speaker)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one speech request at a time
+    loaded: dict = dataclasses.field(default_factory=dict)  # task -> (model id, its device, Transcriber | Speaker)
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)  # one speech request at a time
 
     def drop_gpu(self) -> None:
         """The device went: the models on it with it."""
@@ -86,20 +87,49 @@ async def ensure_model(state, task: str, message: dict) -> tuple:
     state.speech.loaded.pop(task, None)
     device = state.device or await open_device_for(state, message.get("options") or {})
     await begin_store_for(model, request)
-    source = await RemoteModel.open(
-        model["id"], model.get("name", model["id"]), model["kind"], model["base"], dict(model["files"])
-    )
+    label, files = model.get("name", model["id"]), dict(model["files"])
+    options = {}
+    if task == "speech":  # Kani-TTS-2's codec: its folder served with the model, read as a model of its own
+        from ..speech.kani_files import CODEC_DIR
+
+        inner = {rel: files.pop(rel) for rel in list(files) if rel.startswith(CODEC_DIR + "/")}
+        codec = {rel.removeprefix(CODEC_DIR + "/"): size for rel, size in inner.items()}
+        base = model["base"].rstrip("/") + f"/{CODEC_DIR}/"
+        options["codec"] = await RemoteModel.open(
+            f"{model['id']}.{CODEC_DIR}", f"{label} ({CODEC_DIR})", "hf", base, codec
+        )
+    source = await RemoteModel.open(model["id"], label, model["kind"], model["base"], files)
+    if task == "speech":
+        await keep_host_tensors(source)
     try:
         if task == "transcription":
             from ..speech.transcriber import load_transcriber as load
         else:
             from ..speech.speaker import load_speaker as load
-        loaded = await load(source, device, model_id=model["id"])
+        loaded = await load(source, device, model_id=model["id"], **options)
     except BaseException:
-        await source.settle()  # its upload stops with the load
+        for opened in (source, *options.values()):
+            await opened.settle()  # its upload stops with the load
         raise
     state.speech.loaded[task] = (model["id"], device, loaded)
     return loaded, round(1000 * (time.perf_counter() - start))
+
+
+async def keep_host_tensors(source) -> None:
+    """The bytes Kani-TTS-2 reads on the host (speech/kani_files.py, speaker.py: the voices, the
+    projection that makes a voice a row, each attention layer's rotary alpha) fetched first: a
+    RemoteModel holds only the files' headers (the weights stream to the GPU)."""
+    from ..formats.hf_dir import read_tensor_index
+    from ..models.kani_tts import ALPHA
+    from ..speech.kani_files import SPEAKER_PROJECTION, VOICES
+
+    if source.exists(VOICES):
+        await source.keep(VOICES, 0, source.size(VOICES))
+    wanted = re.compile(re.escape(ALPHA).replace(r"\{\}", r"\d+") + "|" + re.escape(SPEAKER_PROJECTION))
+    holder = {source.locate(rel): rel for rel in source.files()}
+    for info in read_tensor_index(source).values():
+        if wanted.fullmatch(info.name):
+            await source.keep(holder[info.path], info.start, info.nbytes)
 
 
 def samples_of(audio) -> array:
@@ -192,8 +222,16 @@ async def speak(state, speaker, message: dict) -> dict:
 
     if asked.response_format == "wav" and not float32:
         send(wav_header(rate), 0)  # its length is not known yet: a live stream's sizes
+    frames = message.get("max_frames")
+    if frames is not None and frames < 1:
+        raise RequestError(f"'max_frames' must be at least 1, not {frames}", "max_frames")
+    sampling = None  # the model's own (Kani-TTS-2's: temperature 1, top_p 0.95)
+    if message.get("seed") is not None:  # the same draws each time: the same speech
+        from ..speech.speaker import KANI_SAMPLING
+
+        sampling = dataclasses.replace(KANI_SAMPLING, seed=message["seed"])
     total, stop = 0, "end"
-    chunks = speaker.speak(asked.input, voice=voice, max_frames=message.get("max_frames"))
+    chunks = speaker.speak(asked.input, voice=voice, max_frames=frames, sampling=sampling)
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
             send(float32_bytes(chunk) if float32 else int16_bytes(chunk), len(chunk))
