@@ -58,8 +58,10 @@ export async function createTranscription(wisp, { file, ...body } = {}) {
   return done.body;
 }
 
-/** wisp.audio.speech.create({model, input, voice, response_format}): a Response streaming the audio. */
-export async function createSpeech(wisp, body = {}) {
+/** wisp.audio.speech.create({model, input, voice, response_format}): a Response streaming the audio.
+ *  Wisp's own fields: max_frames, the most codec frames to make (a model that never ends its speech,
+ *  as a random test model, is held to it); seed, the model's draws made repeatable. */
+export async function createSpeech(wisp, { max_frames: maxFrames = null, seed = null, ...body } = {}) {
   const model = await modelFor(wisp, body.model, "speech");
   let controller = null;
   let speech = null;
@@ -68,9 +70,16 @@ export async function createSpeech(wisp, body = {}) {
     cancel: () => speech?.cancel(),
   });
   return new Promise((resolve, reject) => {
-    const answer = (rate) => resolve(new Response(stream, { headers: {
-      "Content-Type": body.response_format === "pcm" ? "audio/pcm" : "audio/wav", "X-Sample-Rate": String(rate) } }));
+    let answered = false;
+    const answer = (rate) => {  // once: the stream is the body of one Response
+      if (answered) return;
+      answered = true;
+      resolve(new Response(stream, { headers: {
+        "Content-Type": body.response_format === "pcm" ? "audio/pcm" : "audio/wav", "X-Sample-Rate": String(rate) } }));
+    };
     speech = speak(wisp.client, model, body, {
+      maxFrames,
+      seed,
       onAudio: (bytes, rate) => {  // the first chunk: the Response (its headers), as an HTTP answer's
         answer(rate);
         controller.enqueue(bytes);

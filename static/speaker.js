@@ -5,8 +5,8 @@
 // as its codec decodes frames) is played gaplessly by static/player_worklet.js in an AudioContext
 // at the speech's own rate, so what reaches the output is the engine's samples.
 //
-// Settings (localStorage "wisp.speech", static/microphone.js): {voice, max_frames} go with each
-// sentence (max_frames: Wisp's bound on a sentence's codec frames).
+// Settings (localStorage "wisp.speech", static/microphone.js): {voice, max_frames, seed} go with each
+// sentence (max_frames: Wisp's bound on a sentence's codec frames; seed: the same speech each time).
 
 import { speechSettings } from "./microphone.js";
 import { speak } from "./speech_client.js";
@@ -161,12 +161,12 @@ class Reading {
 
   async run() {
     this.running = true;
-    const { voice = null, max_frames: maxFrames = null } = speechSettings();
+    const { voice = null, max_frames: maxFrames = null, seed = null } = speechSettings();
     try {
       while (!this.stopped && this.queue.length) {
         const sentence = this.queue.shift();
         this.current = speak(deps.client(), deps.speaker(), { input: sentence, voice }, {
-          float32: true, maxFrames, onAudio: (pcm, rate) => this.play(pcm, rate),
+          float32: true, maxFrames, seed, onAudio: (pcm, rate) => this.play(pcm, rate),
         });
         await this.current.done;
         this.current = null;
@@ -181,6 +181,7 @@ class Reading {
     if (this.stopped || !this.answer.final || this.next < this.answer.text.length) return;
     await this.player.end(); // the whole answer is queued: done once it has played
     await this.player.ended;
+    this.player.stop(); // its audio context closed
     this.finish();
   }
 

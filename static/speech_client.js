@@ -37,12 +37,14 @@ export function transcribe(client, model, pcm, body = {}, { maxTokens = null, on
  *  checked as the desktop's /v1/audio/speech checks it). Returns {id, done, cancel}. onAudio(data,
  *  sampleRate) hears each chunk as the codec decodes it: the response_format's bytes (a Uint8Array:
  *  PCM16 little-endian, a WAV's header first), or with float32 its samples (a Float32Array: the
- *  page's player). maxFrames: Wisp's bound on the codec frames. done resolves with the `speech`
+ *  page's player). maxFrames: Wisp's bound on the codec frames; seed: the model's draws made
+ *  repeatable (the same speech each time). done resolves with the `speech`
  *  event: {samples, sample_rate, stop}. */
-export function speak(client, model, body, { float32 = false, maxFrames = null, onAudio = null, onProgress = null } = {}) {
+export function speak(client, model, body, { float32 = false, maxFrames = null, seed = null, onAudio = null, onProgress = null } = {}) {
   const msg = { type: "speak", model: modelRef(model), body: { ...body, model: model.id }, options: pageLoadOptions() };
   if (float32) msg.float32 = true;
   if (maxFrames != null) msg.max_frames = maxFrames;
+  if (seed != null) msg.seed = seed;
   const onEvent = (event) => {
     if (event.type === "speech_audio") {
       if (onAudio) onAudio(float32 ? floats(event.audio) : event.audio, event.sample_rate);

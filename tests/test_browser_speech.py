@@ -8,14 +8,32 @@ Chromium's fake capture device plays a synthetic clip (0.6 s of silence, 1.4 s o
 - push to talk: the microphone button held through a sound, a silence longer than the hands-free
   hangover and the next sound (the level meter says each), then let go: the recording sent to the
   worker holds both sounds and follows the clip (aligned to the ideal resample, 30 dB);
-- hands-free: a tap, and the recording ends by itself after the sound (static/vad.js), trimmed to it.
+- hands-free: a tap, and the recording ends by itself after the sound (static/vad.js), trimmed to it,
+  and is transcribed into the message box by the worker's transcription model (tests/fixtures/
+  moonshine-f32, random weights): the very text the desktop's engine makes of the same samples;
+- the speaker button of an answer (the tiny chat model's), pressed while it streams: its sentences
+  are spoken by the speech model (tests/fixtures/kani-f32, random weights) and played; every sample
+  reaching the audio output (a recorder worklet tapped beside each AudioContext's destination) is the
+  engine's, in order, and the engine's PCM is the desktop's within 1e-3;
 Screenshots in tests/artifacts/speech-*.png."""
 
+import asyncio
+import base64
+import dataclasses
+import re
 import wave
+from array import array
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from browser_harness import CHROMIUM, FLAGS, ROOT, app_server, check_protocol, record_protocol
+from gpu_harness import device
+from test_openai_server import tiny_tool_model
+
+from py_engine.audio.transcript import plain_text
+from py_engine.speech import load_speaker, load_transcriber
+from py_engine.speech.speaker import KANI_SAMPLING
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -23,6 +41,7 @@ expect = playwright_api.expect
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 TRANSCRIBER = ROOT / "tests" / "fixtures" / "moonshine-f32"
+SPEAKER = ROOT / "tests" / "fixtures" / "kani-f32"
 CLIP_RATE = 44100
 SILENCE, SOUND, PAUSE = 0.6, 1.4, 2.0  # seconds: the clip's parts (it loops)
 PERIOD = SILENCE + SOUND + PAUSE
@@ -85,8 +104,9 @@ def aligned_snr(recorded: np.ndarray, period: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def server():
-    with app_server("--no-default", "--model", str(TRANSCRIBER)) as (url, _):
+def server(tmp_path_factory):
+    chat = tiny_tool_model(tmp_path_factory.mktemp("speech-chat"))
+    with app_server("--no-default", "--model", str(chat), str(TRANSCRIBER), str(SPEAKER)) as (url, _):
         yield url
 
 
@@ -101,6 +121,8 @@ def session(server, tmp_path_factory):
         browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=args)
         context = browser.new_context(viewport={"width": 1100, "height": 760}, permissions=["microphone"])
         traffic = record_protocol(context)
+        context.add_init_script(OUTPUT_TAP)
+        context.add_init_script(SETTINGS)
         page = context.new_page()
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -108,6 +130,39 @@ def session(server, tmp_path_factory):
         expect(page.get_by_test_id("mic-button")).to_be_visible(timeout=30_000)
         yield page, traffic, errors
         browser.close()
+
+
+# What reaches the speakers: every node connected to an AudioContext's destination is connected, at
+# the same moment, to a recorder worklet beside it (the connection to the destination waits for the
+# recorder's module), so each context's output is recorded sample for sample from its first one.
+OUTPUT_TAP = """(() => {
+  const RECORDER = `registerProcessor("wisp-test-tap", class extends AudioWorkletProcessor {
+    process(inputs) { this.port.postMessage((inputs[0] && inputs[0][0]) ? inputs[0][0].slice() : new Float32Array(128)); return true; }
+  });`;
+  const url = URL.createObjectURL(new Blob([RECORDER], { type: "text/javascript" }));
+  const connect = AudioNode.prototype.connect;
+  self.__wispTaps = [];
+  AudioNode.prototype.connect = function (target, ...rest) {
+    if (!(target instanceof AudioDestinationNode)) return connect.call(this, target, ...rest);
+    const ctx = this.context;
+    ctx.__tap ??= ctx.audioWorklet.addModule(url).then(() => {
+      const tap = new AudioWorkletNode(ctx, "wisp-test-tap");
+      const record = { rate: ctx.sampleRate, chunks: [] };
+      self.__wispTaps.push(record);
+      tap.port.onmessage = (ev) => record.chunks.push(ev.data);
+      connect.call(tap, target);
+      return tap;
+    });
+    ctx.__tap.then((tap) => { connect.call(this, target, ...rest); connect.call(this, tap); });
+    return target;
+  };
+})();"""
+# Greedy, short answers; a sentence spoken in at most MAX_FRAMES codec frames (the random speech model never ends)
+MAX_FRAMES, SEED = 16, 5
+SETTINGS = (
+    'localStorage.setItem("wisp.sampling", JSON.stringify({temperature: 0, top_p: 1, repetition_penalty: 1, max_new_tokens: 24}));'
+    f'localStorage.setItem("wisp.speech", JSON.stringify({{max_frames: {MAX_FRAMES}, seed: {SEED}}}));'
+)
 
 
 OFFLINE = """async ({rate, samples}) => {
@@ -135,7 +190,9 @@ OFFLINE = """async ({rate, samples}) => {
 def test_the_capture_worklet_resamples_band_limited(session, rate):
     page, _, errors = session
     t = np.arange(2 * rate) / rate
-    speech = 0.2 * np.sin(2 * np.pi * 440 * t) + 0.1 * np.sin(2 * np.pi * 3000 * t + 1) + 0.05 * np.sin(2 * np.pi * 6500 * t)
+    speech = (
+        0.2 * np.sin(2 * np.pi * 440 * t) + 0.1 * np.sin(2 * np.pi * 3000 * t + 1) + 0.05 * np.sin(2 * np.pi * 6500 * t)
+    )
     above = 0.2 * np.sin(2 * np.pi * 9000 * t) + 0.1 * np.sin(2 * np.pi * 11000 * t)  # fold to 7 and 5 kHz if dropped
     signal = ((speech + above) * np.hanning(len(t))).astype(np.float32)
     out = np.array(page.evaluate(OFFLINE, {"rate": rate, "samples": signal.tolist()}))
@@ -180,7 +237,10 @@ def test_push_to_talk_records_while_held_and_the_meter_follows(session):
     wait_level(page, loud=False)  # the pause: longer than the hands-free hangover, and still held
     wait_level(page, loud=True)  # the loop's next sound
     page.mouse.up()
-    page.wait_for_function("() => document.querySelector('#mic-button').dataset.state !== 'listening'" " && document.querySelector('#mic-button').dataset.state !== 'hearing'")
+    page.wait_for_function(
+        "() => document.querySelector('#mic-button').dataset.state !== 'listening'"
+        " && document.querySelector('#mic-button').dataset.state !== 'hearing'"
+    )
     [sent] = transcribe_messages(traffic)
     audio = np.array(sent["audio"], dtype=np.float64)
     loud = np.abs(audio) > 0.05
@@ -197,6 +257,8 @@ def test_hands_free_ends_by_itself_after_the_speech(session):
     page, traffic, errors = session
     button = page.get_by_test_id("mic-button")
     expect(button).to_have_attribute("data-state", "idle", timeout=120_000)  # the last one transcribed
+    prompt = page.get_by_test_id("prompt-input")
+    prompt.fill("")
     before = len(transcribe_messages(traffic))
     button.click()  # a tap: hands-free
     expect(button).to_have_attribute("data-state", "hearing", timeout=30_000)
@@ -211,6 +273,178 @@ def test_hands_free_ends_by_itself_after_the_speech(session):
     assert 0.1 * 16000 < len(audio) <= (SOUND + 0.6) * 16000 + 320, len(audio)
     tail = audio[-int(0.25 * 16000) :]
     assert np.sqrt(np.mean(tail**2)) < 1e-3  # it ends in the quiet after the speech
+    expect(button).to_have_attribute("data-state", "idle", timeout=120_000)
+    # the model's words for that recording (a random model's: noise) went into the message box, as the
+    # desktop's engine transcribes the same samples
+    expect(prompt).to_have_value(desktop_transcript(audio), timeout=5_000)
+    page.screenshot(path=str(ARTIFACTS / "speech-transcript.png"))
     assert not errors, errors
     seen = check_protocol(traffic)
-    assert seen["transcribe"] == 2
+    assert seen["transcribe"] == 2 and seen["speech"] >= 2 and seen["transcript_segment"] >= 1, seen
+
+
+def on_the_desktop(work):
+    """`work(device)`'s coroutine run by the desktop's engine (lavapipe), in a thread of its own:
+    Playwright's event loop holds this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(work(device(False)[0]))).result()
+
+
+def desktop_transcript(audio: np.ndarray) -> str:
+    return on_the_desktop(lambda dev: transcript_of(dev, array("f", audio.astype(np.float32))))
+
+
+def desktop_file_transcript(path) -> str:
+    from py_engine.audio.wav import read_wav
+
+    wav = read_wav(path.read_bytes(), path.name)
+    assert wav.sample_rate == 16000 and wav.channels == 1
+    return on_the_desktop(lambda dev: transcript_of(dev, wav.samples))
+
+
+async def transcript_of(dev, samples) -> str:
+    transcriber = await load_transcriber(TRANSCRIBER, dev)
+    return plain_text([s async for s in transcriber.transcribe(samples)])
+
+
+def desktop_speech(texts: list[str], frames: int) -> list[np.ndarray]:
+    async def run(dev):
+        speaker = await load_speaker(SPEAKER, dev)
+        sampling = dataclasses.replace(KANI_SAMPLING, seed=SEED)
+        return [
+            np.concatenate([np.array(c) async for c in speaker.speak(t, max_frames=frames, sampling=sampling)])
+            for t in texts
+        ]
+
+    return on_the_desktop(run)
+
+
+def pcm_events(traffic, request: str) -> np.ndarray:
+    """The samples a speak request's speech_audio events brought the page (float32 bytes, as a list)."""
+    chunks = [
+        np.array(d["audio"], np.uint8).view("<f4")
+        for to, d in traffic
+        if to == "page" and d.get("type") == "speech_audio" and d["id"] == request
+    ]
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+
+TAPPED = """async ({rate, nonzero}) => {  // the output of the context at `rate`, once `nonzero` samples came
+  const record = () => self.__wispTaps.find((t) => t.rate === rate);
+  const count = () => (record()?.chunks ?? []).reduce((n, c) => n + c.filter((v) => v !== 0).length, 0);
+  while (count() < nonzero) await new Promise((r) => setTimeout(r, 20));
+  return record().chunks.flatMap((c) => Array.from(c));
+}"""
+
+
+def test_an_answer_is_read_aloud_and_the_output_is_the_engines(session):
+    page, traffic, errors = session
+    page.get_by_test_id("load-button").click()
+    expect(page.get_by_test_id("load-button")).to_contain_text("Loaded", timeout=120_000)
+    page.get_by_test_id("prompt-input").fill("Read me something.")
+    page.get_by_test_id("send-button").click()
+    speaker = page.get_by_test_id("speak-button").last
+    speaker.click()  # while the answer streams: its sentences are read as they complete
+    expect(speaker).to_have_class(re.compile("is-active"))
+    expect(page.locator("article.msg-assistant").last).to_have_attribute("aria-busy", "false", timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "speech-speaker.png"))  # the answer, read on
+    expect(speaker).not_to_have_class(re.compile("is-active"), timeout=180_000)  # read to its end
+    asked = [d for to, d in traffic if to == "worker" and d.get("type") == "speak"]
+    assert asked and all(d["float32"] and (d["max_frames"], d["seed"]) == (MAX_FRAMES, SEED) for d in asked)
+    engine = [pcm_events(traffic, d["id"]) for d in asked]
+    assert all(len(pcm) for pcm in engine)
+    made = np.concatenate(engine)
+    out = np.array(page.evaluate(TAPPED, {"rate": 22050, "nonzero": int(np.count_nonzero(made))}), np.float32)
+    # what reached the destination is the engine's samples, in order, none lost, changed or repeated
+    # (the player's underruns insert silence: exact zeros, left out of both)
+    assert np.array_equal(out[out != 0], made[made != 0])
+    desktop = desktop_speech([d["body"]["input"] for d in asked], MAX_FRAMES)
+    for pcm, want in zip(engine, desktop):  # and the engine in the page is the desktop's
+        assert len(pcm) == len(want) and np.abs(pcm - want).max() < 1e-3
+    assert not errors, errors
+
+
+SENTENCES = """async (text) => {
+  const { sentencesIn } = await import("/static/speaker.js");
+  const said = [];
+  let next = 0;
+  for (let n = 1; n <= text.length; n++) {  // as the answer streams, a character at a time
+    const found = sentencesIn(text.slice(0, n), next);
+    said.push(...found.sentences.map((s) => [n, s]));
+    next = found.next;
+  }
+  said.push(...sentencesIn(text, next, true).sentences.map((s) => [text.length, s]));
+  return said;
+}"""
+
+
+def test_an_answer_is_read_a_sentence_at_a_time_as_it_streams(session):
+    page, _, errors = session
+    text = "Hello there. **Bold** move! Pi is 3.14 and `x`.\n- a list item\nThe rest, unfinished"
+    said = page.evaluate(SENTENCES, text)
+    assert said == [
+        [13, "Hello there."],  # once the space after it came: "3.14" or "Dr." mid-sentence is no end
+        [28, "Bold move!"],
+        [48, "Pi is 3.14 and x."],
+        [62, "a list item"],
+        [len(text), "The rest, unfinished"],  # the answer's end ends it
+    ]
+    assert not errors, errors
+
+
+API = """async ({transcriber, speaker, files}) => {
+  const { Wisp } = await import("/static/openai.js");
+  const wisp = new Wisp();
+  const file = (f) => new File([Uint8Array.from(atob(f.b64), (c) => c.charCodeAt(0))], f.name, { type: "audio/wav" });
+  const json = await wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber });
+  const srt = await wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber, response_format: "srt" });
+  const stereo = await wisp.audio.transcriptions.create({ file: file(files[1]), model: transcriber, response_format: "verbose_json" });
+  const res = await wisp.audio.speech.create({ model: speaker, input: "ash", response_format: "pcm", max_frames: 12, seed: 5 });
+  const pcm = Array.from(new Uint8Array(await res.arrayBuffer()));
+  const wav = await wisp.audio.speech.create({ model: speaker, input: "ash", max_frames: 4, seed: 5 });
+  const head = Array.from(new Uint8Array(await wav.arrayBuffer()).slice(0, 44));
+  const refusals = [];
+  for (const ask of [
+    () => wisp.audio.speech.create({ model: speaker, input: "ash", response_format: "mp3" }),
+    () => wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber, temperature: 0.5 }),
+    () => wisp.audio.transcriptions.create({ file: new File([], "empty.wav"), model: transcriber }),
+    () => wisp.audio.transcriptions.create({ file: new File([new Uint8Array(64)], "noise.wav"), model: transcriber }),
+    () => wisp.audio.transcriptions.create({ file: file(files[0]), model: speaker }),
+  ]) {
+    try { await ask(); refusals.push(null); } catch (err) { refusals.push([err.kind, err.message]); }
+  }
+  return { json, srt, stereo, pcm, rate: res.headers.get("X-Sample-Rate"), type: res.headers.get("Content-Type"),
+           head, refusals };
+}"""
+
+
+def test_openai_js_transcribes_files_and_streams_speech(session, tmp_path):
+    page, traffic, errors = session
+    clip16 = TRANSCRIBER / "audio" / "speech.wav"
+    t = np.arange(int(2.5 * 48000)) / 48000
+    stereo = tmp_path / "stereo.wav"  # 48 kHz, two channels: the browser resamples, the page averages
+    with wave.open(str(stereo), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(48000)
+        tone = (0.3 * np.sin(2 * np.pi * 300 * t) * 32767).astype("<i2")
+        w.writeframes(np.stack([tone, -tone // 2], axis=1).tobytes())
+    files = [{"name": p.name, "b64": base64.b64encode(p.read_bytes()).decode()} for p in (clip16, stereo)]
+    got = page.evaluate(API, {"transcriber": TRANSCRIBER.name, "speaker": SPEAKER.name, "files": files})
+    text = desktop_file_transcript(clip16)  # the same samples: a 16 kHz mono file is not resampled
+    assert got["json"] == {"text": text}
+    assert got["srt"].startswith("1\n00:00:00,000 --> 00:00:02,5") and got["srt"].endswith(f"\n{text}\n\n")
+    assert abs(got["stereo"]["duration"] - 2.5) < 1e-3 and got["stereo"]["task"] == "transcribe"
+    [want] = desktop_speech(["ash"], 12)
+    pcm = np.frombuffer(bytes(got["pcm"]), "<i2") / 32768
+    assert (got["rate"], got["type"]) == ("22050", "audio/pcm")
+    assert len(pcm) == len(want) and np.abs(pcm - np.clip(want, -1, 32767 / 32768)).max() < 1e-3 + 1 / 32768
+    assert bytes(got["head"][:4]) == b"RIFF" and bytes(got["head"][8:16]) == b"WAVEfmt "
+    assert got["refusals"][0][0] == "request" and "wav or pcm" in got["refusals"][0][1]
+    assert got["refusals"][1][0] == "request" and "temperature" in got["refusals"][1][1]
+    assert got["refusals"][2] == ["request", "empty.wav is empty: there is no audio in it"]
+    assert got["refusals"][3][0] == "request" and "noise.wav could not be decoded" in got["refusals"][3][1]
+    assert got["refusals"][4][0] == "request" and "speech-to-text model" in got["refusals"][4][1]
+    assert not errors, errors
+    seen = check_protocol(traffic)
+    assert {"speak", "transcribe", "speech", "speech_audio", "transcript_segment"} <= set(seen), seen
