@@ -12,7 +12,8 @@
 // cursor.
 //
 // Settings (localStorage "wisp.speech", JSON; all optional): {language: "en" (default: the model
-// detects it), vad: {thresholdDb, marginDb, onsetMs, hangoverMs, idleMs, maxMs} (vad.js's)}.
+// detects it), max_tokens (the most tokens of a transcript), vad: {thresholdDb, marginDb, onsetMs,
+// hangoverMs, idleMs, maxMs} (vad.js's)}.
 
 import { CAPTURE_RATE } from "./capture_worklet.js";
 import { transcribe as transcribeSpeech } from "./speech_client.js";
@@ -223,8 +224,8 @@ async function transcribe({ pcm, reason }) {
   }
   setState("transcribing");
   try {
-    const { language = null } = speechSettings();
-    const done = await transcribeSpeech(deps.client(), deps.transcriber(), pcm, { language });
+    const { language = null, max_tokens: maxTokens = null } = speechSettings();
+    const done = await transcribeSpeech(deps.client(), deps.transcriber(), pcm, { language }, { maxTokens });
     insertText(done.text.trim());
   } catch (err) {
     deps.showError("speech", `Transcription failed: ${err.message}`);

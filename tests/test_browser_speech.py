@@ -8,18 +8,24 @@ Chromium's fake capture device plays a synthetic clip (0.6 s of silence, 1.4 s o
 - push to talk: the microphone button held through a sound, a silence longer than the hands-free
   hangover and the next sound (the level meter says each), then let go: the recording sent to the
   worker holds both sounds and follows the clip (aligned to the ideal resample, 30 dB);
-- hands-free: a tap, and the recording ends by itself after the sound (static/vad.js), trimmed to it,
-  and is transcribed into the message box by the worker's transcription model (tests/fixtures/
-  moonshine-f32, random weights): the very text the desktop's engine makes of the same samples;
+- hands-free: a tap, and the recording ends by itself after the sound (static/vad.js), trimmed to it;
+  each recording is transcribed into the message box by the worker's transcription model (tests/
+  fixtures/whisper-f16, random weights, held to 12 tokens): the very text the desktop's engine makes
+  of the same samples;
 - the speaker button of an answer (the tiny chat model's), pressed while it streams: its sentences
-  are spoken by the speech model (tests/fixtures/kani-f32, random weights) and played; every sample
-  reaching the audio output (a recorder worklet tapped beside each AudioContext's destination) is the
-  engine's, in order, and the engine's PCM is the desktop's within 1e-3;
-Screenshots in tests/artifacts/speech-*.png."""
+  are spoken by the speech model (tests/fixtures/kani-f32, random weights, seeded) and played; every
+  sample reaching the audio output (a recorder worklet tapped beside each AudioContext's destination)
+  is the engine's, in order, and the engine's PCM is the desktop's within 1e-3;
+- static/openai.js: a 16 kHz file transcribed to transformers' ids and text (the fixture's reference),
+  a 48 kHz stereo file decoded to 16 kHz mono, speech as pcm (the desktop's samples) while a chat
+  answer streams (the same answer as alone) and as wav, and refusals named.
+The loads and the 30-s Whisper windows on SwiftShader make it ~2 minutes. Screenshots in
+tests/artifacts/speech-*.png."""
 
 import asyncio
 import base64
 import dataclasses
+import json
 import re
 import wave
 from array import array
@@ -29,7 +35,7 @@ import numpy as np
 import pytest
 from browser_harness import CHROMIUM, FLAGS, ROOT, app_server, check_protocol, record_protocol
 from gpu_harness import device
-from test_openai_server import tiny_tool_model
+from test_openai_server import TINY, tiny_tool_model
 
 from py_engine.audio.transcript import plain_text
 from py_engine.speech import load_speaker, load_transcriber
@@ -40,7 +46,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 expect = playwright_api.expect
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
-TRANSCRIBER = ROOT / "tests" / "fixtures" / "moonshine-f32"
+TRANSCRIBER = ROOT / "tests" / "fixtures" / "whisper-f16"
+WHISPER_REFERENCE = json.loads((TRANSCRIBER / "reference.json").read_text())
+TOKENS = 12  # a transcript's most tokens (the random model would write a window's 448)
 SPEAKER = ROOT / "tests" / "fixtures" / "kani-f32"
 CLIP_RATE = 44100
 SILENCE, SOUND, PAUSE = 0.6, 1.4, 2.0  # seconds: the clip's parts (it loops)
@@ -161,7 +169,7 @@ OUTPUT_TAP = """(() => {
 MAX_FRAMES, SEED = 16, 5
 SETTINGS = (
     'localStorage.setItem("wisp.sampling", JSON.stringify({temperature: 0, top_p: 1, repetition_penalty: 1, max_new_tokens: 24}));'
-    f'localStorage.setItem("wisp.speech", JSON.stringify({{max_frames: {MAX_FRAMES}, seed: {SEED}}}));'
+    f'localStorage.setItem("wisp.speech", JSON.stringify({{max_frames: {MAX_FRAMES}, seed: {SEED}, max_tokens: {TOKENS}}}));'
 )
 
 
@@ -250,13 +258,14 @@ def test_push_to_talk_records_while_held_and_the_meter_follows(session):
     assert gaps.max() > 0.9 * PAUSE * 16000, (len(edges), gaps.max())  # the pause, kept whole
     period = ideal_resample(clip(), CLIP_RATE, periodic=True)
     assert aligned_snr(audio, period) > 30
+    expect(button).to_have_attribute("data-state", "idle", timeout=120_000)  # its first load, then its words:
+    expect(page.get_by_test_id("prompt-input")).to_have_value(desktop_transcript(audio))  # the desktop's for it
     assert not errors, errors
 
 
 def test_hands_free_ends_by_itself_after_the_speech(session):
     page, traffic, errors = session
     button = page.get_by_test_id("mic-button")
-    expect(button).to_have_attribute("data-state", "idle", timeout=120_000)  # the last one transcribed
     prompt = page.get_by_test_id("prompt-input")
     prompt.fill("")
     before = len(transcribe_messages(traffic))
@@ -291,20 +300,12 @@ def on_the_desktop(work):
 
 
 def desktop_transcript(audio: np.ndarray) -> str:
-    return on_the_desktop(lambda dev: transcript_of(dev, array("f", audio.astype(np.float32))))
+    async def run(dev):
+        transcriber = await load_transcriber(TRANSCRIBER, dev)
+        samples = array("f", audio.astype(np.float32))
+        return plain_text([s async for s in transcriber.transcribe(samples, max_tokens=TOKENS)])
 
-
-def desktop_file_transcript(path) -> str:
-    from py_engine.audio.wav import read_wav
-
-    wav = read_wav(path.read_bytes(), path.name)
-    assert wav.sample_rate == 16000 and wav.channels == 1
-    return on_the_desktop(lambda dev: transcript_of(dev, wav.samples))
-
-
-async def transcript_of(dev, samples) -> str:
-    transcriber = await load_transcriber(TRANSCRIBER, dev)
-    return plain_text([s async for s in transcriber.transcribe(samples)])
+    return on_the_desktop(run)
 
 
 def desktop_speech(texts: list[str], frames: int) -> list[np.ndarray]:
@@ -392,14 +393,20 @@ def test_an_answer_is_read_a_sentence_at_a_time_as_it_streams(session):
     assert not errors, errors
 
 
-API = """async ({transcriber, speaker, files}) => {
+API = """async ({transcriber, speaker, chat, files}) => {
   const { Wisp } = await import("/static/openai.js");
   const wisp = new Wisp();
   const file = (f) => new File([Uint8Array.from(atob(f.b64), (c) => c.charCodeAt(0))], f.name, { type: "audio/wav" });
-  const json = await wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber });
-  const srt = await wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber, response_format: "srt" });
-  const stereo = await wisp.audio.transcriptions.create({ file: file(files[1]), model: transcriber, response_format: "verbose_json" });
-  const res = await wisp.audio.speech.create({ model: speaker, input: "ash", response_format: "pcm", max_frames: 12, seed: 5 });
+  const json = await wisp.audio.transcriptions.create({ file: file(files[0]), model: transcriber, language: "en", max_tokens: 10 });
+  const { decodeAudio } = await import("/static/openai_audio.js");
+  const stereo = Array.from(await decodeAudio(file(files[1])));  // what a transcription of it would take
+  // speech beside a chat answer: the worker serves both at once, neither refused as busy
+  const stream = await wisp.chat.completions.create({ model: chat, messages: [{ role: "user", content: "Read me something." }],
+    max_tokens: 24, temperature: 0, stream: true });
+  const during = wisp.audio.speech.create({ model: speaker, input: "ash", response_format: "pcm", max_frames: 12, seed: 5 });
+  let said = "";
+  for await (const chunk of stream) said += chunk.choices[0]?.delta?.content ?? "";
+  const res = await during;
   const pcm = Array.from(new Uint8Array(await res.arrayBuffer()));
   const wav = await wisp.audio.speech.create({ model: speaker, input: "ash", max_frames: 4, seed: 5 });
   const head = Array.from(new Uint8Array(await wav.arrayBuffer()).slice(0, 44));
@@ -413,28 +420,50 @@ API = """async ({transcriber, speaker, files}) => {
   ]) {
     try { await ask(); refusals.push(null); } catch (err) { refusals.push([err.kind, err.message]); }
   }
-  return { json, srt, stereo, pcm, rate: res.headers.get("X-Sample-Rate"), type: res.headers.get("Content-Type"),
+  return { json, stereo, said, pcm, rate: res.headers.get("X-Sample-Rate"), type: res.headers.get("Content-Type"),
            head, refusals };
 }"""
 
 
+def answered_id(traffic, n: int) -> str:
+    """The request id of the n-th chat `response` the page heard."""
+    return [d["id"] for to, d in traffic if to == "page" and d.get("type") == "response"][n]
+
+
 def test_openai_js_transcribes_files_and_streams_speech(session, tmp_path):
     page, traffic, errors = session
-    clip16 = TRANSCRIBER / "audio" / "speech.wav"
+    case = WHISPER_REFERENCE["cases"]["speech_en"]  # transformers' greedy ids of the 2.5-s clip, in English
+    clip16 = ROOT / WHISPER_REFERENCE["clips"]["speech"]
     t = np.arange(int(2.5 * 48000)) / 48000
     stereo = tmp_path / "stereo.wav"  # 48 kHz, two channels: the browser resamples, the page averages
     with wave.open(str(stereo), "wb") as w:
         w.setnchannels(2)
         w.setsampwidth(2)
         w.setframerate(48000)
-        tone = (0.3 * np.sin(2 * np.pi * 300 * t) * 32767).astype("<i2")
-        w.writeframes(np.stack([tone, -tone // 2], axis=1).tobytes())
+        left, right = (
+            (0.3 * np.sin(2 * np.pi * 300 * t) * 32767).astype("<i2"),
+            (0.1 * np.sin(2 * np.pi * 5000 * t) * 32767).astype("<i2"),
+        )
+        w.writeframes(np.stack([left, right], axis=1).tobytes())
     files = [{"name": p.name, "b64": base64.b64encode(p.read_bytes()).decode()} for p in (clip16, stereo)]
-    got = page.evaluate(API, {"transcriber": TRANSCRIBER.name, "speaker": SPEAKER.name, "files": files})
-    text = desktop_file_transcript(clip16)  # the same samples: a 16 kHz mono file is not resampled
-    assert got["json"] == {"text": text}
-    assert got["srt"].startswith("1\n00:00:00,000 --> 00:00:02,5") and got["srt"].endswith(f"\n{text}\n\n")
-    assert abs(got["stereo"]["duration"] - 2.5) < 1e-3 and got["stereo"]["task"] == "transcribe"
+    got = page.evaluate(API, {"transcriber": TRANSCRIBER.name, "speaker": SPEAKER.name, "chat": TINY, "files": files})
+    assert got["json"] == {"text": case["text"]}  # decoded (at 48 kHz) and resampled: the ids hold
+    asked = next(
+        d for to, d in traffic if to == "worker" and d.get("type") == "transcribe" and d.get("max_tokens") == 10
+    )
+    pieces = [
+        d for to, d in traffic if to == "page" and d.get("type") == "transcript_segment" and d["id"] == asked["id"]
+    ]
+    assert [(p["start"], p["end"], p["tokens"]) for p in pieces] == [(0.0, 30.0, case["segments"][0]["tokens"])]
+    mono = np.array(got["stereo"])  # 2.5 s at 16 kHz: the channels' mean, resampled band-limited
+    t16 = np.arange(40000) / 16000
+    want = (0.3 * np.sin(2 * np.pi * 300 * t16) + 0.1 * np.sin(2 * np.pi * 5000 * t16)) / 2
+    assert len(mono) == 40000 and snr_db(mono[800:-800], want[800:-800]) > 40  # the edges: the resampler's
+    answered = [d["body"] for to, d in traffic if to == "page" and d.get("type") == "response"]
+    assert got["said"] == answered[0]["choices"][0]["message"]["content"]  # the chat's answer as before, alone
+    order = [(d["type"], d["id"]) for to, d in traffic if d.get("type") in ("speak", "response")]
+    spoken = next(d["id"] for to, d in traffic if d.get("type") == "speak" and d.get("max_frames") == 12)
+    assert order.index(("speak", spoken)) < order.index(("response", answered_id(traffic, -1)))
     [want] = desktop_speech(["ash"], 12)
     pcm = np.frombuffer(bytes(got["pcm"]), "<i2") / 32768
     assert (got["rate"], got["type"]) == ("22050", "audio/pcm")

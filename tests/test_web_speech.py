@@ -25,6 +25,7 @@ class Segment:
     start: float
     end: float
     text: str
+    tokens: tuple = ()
 
 
 class Transcriber:
@@ -40,7 +41,7 @@ class Transcriber:
         self.asked.append({"language": language, "timestamps": timestamps, "prompt": prompt, "max_tokens": max_tokens})
         at = 0.0
         async for piece in audio:
-            yield Segment(at, at + len(piece) / 16000, f" {len(piece)} samples")
+            yield Segment(at, at + len(piece) / 16000, f" {len(piece)} samples", (len(piece) % 1000, 7))
             at += len(piece) / 16000
 
 
@@ -80,9 +81,9 @@ def test_a_transcription_streams_segments_and_answers_in_the_format_asked():
     audio = array("f", [0.25]) * (WINDOW + 16000)  # 31 seconds: two pieces
     body = {"model": "whisper-tiny", "response_format": "verbose_json", "temperature": 0, "prompt": "Hi."}
     *segments, done = send(state, "transcribe", WHISPER, audio=memoryview(audio), body=body, max_tokens=9)
-    assert [(s["type"], s["text"]) for s in segments] == [
-        ("transcript_segment", " 480000 samples"),
-        ("transcript_segment", " 16000 samples"),
+    assert [(s["type"], s["text"], s["tokens"]) for s in segments] == [
+        ("transcript_segment", " 480000 samples", [0, 7]),
+        ("transcript_segment", " 16000 samples", [0, 7]),
     ]
     assert done["type"] == "speech" and done["task"] == "transcription" and "load_ms" not in done
     assert done["text"] == "480000 samples 16000 samples" and done["duration"] == 31.0
@@ -91,6 +92,7 @@ def test_a_transcription_streams_segments_and_answers_in_the_format_asked():
         "start": 30.0,
         "end": 31.0,
         "text": " 16000 samples",
+        "tokens": [0, 7],
         "temperature": 0.0,
     }
     transcriber = state.speech.loaded["transcription"][2]

@@ -187,6 +187,7 @@ STATS = {  # a completion's numbers (web/openai_messages.py generation_stats): t
     "picture_tokens?": int,
     "picture_ms?": float,
 }
+SEGMENT = {"start": float, "end": float, "text": str, "tokens?": [int]}  # a transcript's piece (its ids: Whisper's)
 MEMORY_DOCUMENT = {"id": str, "source": str, "metadata": dict, "chars": int, "passages": int}
 STORED = {
     "model": {"id": str, "name": Or(str, None), "kind": Or(str, None)},
@@ -290,7 +291,7 @@ EVENTS = {  # worker -> page
         "total": int,
     },
     # a transcription's segment, as the model finishes it (seconds from the audio's start)
-    "transcript_segment": {"id": ID, "start": float, "end": float, "text": str},
+    "transcript_segment": {"id": ID, **SEGMENT},
     # a speak's chunk of audio (a Uint8Array: float32 samples or the response_format's bytes) as the
     # codec decodes it; samples: how many it holds
     "speech_audio": {"id": ID, "audio": object, "samples": int, "sample_rate": int},
@@ -305,7 +306,7 @@ EVENTS = {  # worker -> page
         "load_ms?": float,
         "voices?": [str],
         "text?": str,
-        "segments?": [{"start": float, "end": float, "text": str}],
+        "segments?": [SEGMENT],
         "language?": Or(str, None),
         "duration?": float,
         "body?": Or(dict, str),

@@ -192,18 +192,26 @@ async def transcribe(state, transcriber, message: dict) -> dict:
     async with contextlib.aclosing(pieces):
         async for segment in pieces:
             segments.append(segment)
-            state.emit("transcript_segment", request, start=segment.start, end=segment.end, text=segment.text)
+            state.emit("transcript_segment", request, **segment_json(segment))
             if request in state.cancelled:
                 break
     language = asked.language or getattr(transcriber, "language", None)  # the one it detected, where it says
     duration = len(samples) / SAMPLE_RATE
     return {
         "text": plain_text(segments),
-        "segments": [{"start": s.start, "end": s.end, "text": s.text} for s in segments],
+        "segments": [segment_json(s) for s in segments],
         "language": language,
         "duration": duration,
         "body": render(segments, asked.response_format, language, duration),
     }
+
+
+def segment_json(segment) -> dict:
+    """A segment as the events carry it: its times and text, and its token ids where the model gives them."""
+    out = {"start": segment.start, "end": segment.end, "text": segment.text}
+    if getattr(segment, "tokens", None):
+        out["tokens"] = list(segment.tokens)
+    return out
 
 
 async def speak(state, speaker, message: dict) -> dict:
