@@ -41,8 +41,15 @@ TRANSCRIBERS = {
 
 
 async def load_transcriber(model, device, **options):
-    """A Transcriber of `model` (an HF folder, or its ModelSource) on `device`; options: the family
-    loader's (model_id, progress, f32, max_binding, ...)."""
+    """A Transcriber of `model` (an HF folder, or its ModelSource; or whisper.cpp's model file:
+    whisper_ggml.py) on `device`; options: the family loader's (model_id, progress, f32, max_binding, ...)."""
+    from .whisper_ggml import is_ggml_whisper
+
+    if is_ggml_whisper(model):
+        from .whisper_ggml import read_ggml_whisper_files
+        from .whisper_transcriber import load_whisper_transcriber
+
+        return await load_whisper_transcriber(read_ggml_whisper_files(model), device, **options)
     source = open_source(model)
     config_path = source.small_dir() / "config.json"
     architecture = architecture_of(read_json(config_path), config_path)
