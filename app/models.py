@@ -2,7 +2,7 @@
 
 Two sources: catalog models already in the model cache (looked up on every request, so a model
 fetched while the server runs shows up), and the models named on the command line (a .gguf file,
-an HF directory, or a cached catalog name; checked once at start). A .gguf may come with llama.cpp's
+an HF directory, whisper.cpp's model file, or a cached catalog name; checked once at start). A .gguf may come with llama.cpp's
 vision projector (`--mmproj`): one model of two files, the projector's named by `mmproj`. The file
 lists here are the only things /models/<id>/... serves: a request is matched against them by exact
 name, so no URL can reach any other file.
@@ -23,6 +23,7 @@ from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
 from py_engine.models.config import ENCODER_ARCHITECTURES
+from py_engine.speech.whisper_ggml import is_ggml_whisper
 
 # Speech models' folders (py_engine.speech's loaders), by their config's architecture.
 SPEECH_ARCHITECTURES = {
@@ -40,8 +41,8 @@ class ModelPathError(Exception):
 class ServedModel:
     id: str
     name: str
-    kind: str  # "gguf" | "hf"
-    path: Path  # the .gguf file or the HF directory
+    kind: str  # "gguf" | "hf" | "ggml" (whisper.cpp's model file: py_engine/speech/whisper_ggml.py)
+    path: Path  # the .gguf file, the HF directory or the ggml file
     description: str = ""
     default: bool = False
     files: dict[str, Path] = field(default_factory=dict)
@@ -206,7 +207,9 @@ class ModelRegistry:
             return gguf_model(model_id, path)
         if path.is_dir():
             return hf_model(model_id, path)
-        raise ModelPathError(f"{path}: expected a .gguf file or an HF model directory")
+        if is_ggml_whisper(path):  # /v1/audio's transcriber loads it (load_transcriber)
+            return ServedModel(model_id, path.name, "ggml", path, files={path.name: path}, task="transcription")
+        raise ModelPathError(f"{path}: expected a .gguf file, whisper.cpp's model file or an HF model directory")
 
     def _catalog(self, name: str) -> ServedModel | None:
         if name in EMBEDDING_MODELS or name in SPEECH_MODELS:  # a folder: each file with the catalog's hash
