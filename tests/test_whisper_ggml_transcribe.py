@@ -145,6 +145,7 @@ def ids_of(model) -> list:
     return asyncio.run(run())
 
 
+@pytest.mark.slow  # two loads and windows a format: ~10 s each on lavapipe
 @pytest.mark.parametrize("kind", ["q8_0", "q5_0"])
 def test_quantized_files_transcribe_as_their_values(tmp_path, kind):
     """whisper.cpp's Q8_0 / Q5_0 matrices, read by the engine's block kernels: the ids of an HF folder
@@ -182,3 +183,25 @@ def test_an_old_quantization_version_is_refused(tmp_path):
     with pytest.raises(ModelFileError, match="quantization version 1 .ftype 1007.") as caught:
         read_ggml_whisper_files(path)
     assert str(path) in str(caught.value)
+
+
+@pytest.mark.slow  # a server, a load and a transcription: ~10 s
+def test_the_app_serves_a_ggml_file_for_transcriptions(ggml_file):
+    """python -m app --model file.bin: a transcription model whose one file is served, and /v1/audio's."""
+    openai = pytest.importorskip("openai")
+    from test_audio_api import serving
+
+    from app.models import ModelRegistry
+    from app.server import create_app
+
+    registry = ModelRegistry([ggml_file], include_cache=False)
+    (served,) = registry.models()
+    assert (served.kind, served.task, list(served.files)) == ("ggml", "transcription", [ggml_file.name])
+    case = REFERENCE["cases"]["speech_detect"]
+    clip = ROOT / REFERENCE["clips"]["speech"]
+    with serving(create_app(registry)) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=600)
+        got = client.audio.transcriptions.create(
+            model=served.id, file=("speech.wav", clip.read_bytes()), extra_body={"max_tokens": case["max_new_tokens"]}
+        )
+    assert got.text == case["text"].strip()
