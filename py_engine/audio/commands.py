@@ -30,7 +30,11 @@ def add_speech_commands(sub) -> None:
     model_help = "a catalog name or an HF model folder"
     hear = sub.add_parser("transcribe", help="print an audio file's transcript (wav, mp3, ogg, flac, m4a, webm)")
     hear.add_argument("file", help="the audio file")
-    hear.add_argument("--model", default=DEFAULT_TRANSCRIBER, help=f"{model_help} (default {DEFAULT_TRANSCRIBER})")
+    hear.add_argument(
+        "--model",
+        default=DEFAULT_TRANSCRIBER,
+        help=f"{model_help}, or whisper.cpp's ggml-*.bin (default {DEFAULT_TRANSCRIBER})",
+    )
     hear.add_argument("--language", help="the speech's language, e.g. en (default: the model detects it)")
     hear.add_argument("--prompt", help="text the speech follows on from (names, spellings)")
     hear.add_argument("--timestamps", action="store_true", help="each segment's start and end")
@@ -50,7 +54,7 @@ def add_speech_commands(sub) -> None:
 
 
 def model_path(model: str) -> Path:
-    """An existing folder as it is; a catalog speech model's name: its cached folder, fetched on first use."""
+    """An existing folder (or whisper.cpp's model file) as it is; a catalog speech model's name: its cached folder, fetched on first use."""
     path = Path(model).expanduser()
     if path.exists():
         return path
