@@ -16,7 +16,7 @@
 // hangoverMs, idleMs, maxMs} (vad.js's)}.
 
 import { CAPTURE_RATE } from "./capture_worklet.js";
-import { transcribe as transcribeSpeech } from "./speech_client.js";
+import { loadSpeech, transcribe as transcribeSpeech } from "./speech_client.js";
 import { announce } from "./ui.js";
 import { EndDetector } from "./vad.js";
 
@@ -81,6 +81,7 @@ class Recording {
     this.node.port.onmessage = null;
     this.node.disconnect();
     for (const track of this.stream.getTracks()) track.stop(); // the browser's recording indicator goes off
+    this.context.suspend().catch(() => {}); // its audio thread idles until the next recording
     const total = this.chunks.reduce((n, c) => n + c.length, 0);
     let from = 0, to = total;
     const { speechStart, speechEnd } = this.detector;
@@ -145,6 +146,7 @@ export function initMicrophone(options) {
   ui.button.addEventListener("pointerdown", (ev) => {
     if (ev.button !== 0) return;
     ev.preventDefault(); // the textarea keeps the focus
+    ui.button.setPointerCapture(ev.pointerId); // letting go off the button still ends push to talk
     press();
   });
   ui.button.addEventListener("pointerup", () => release());
@@ -188,6 +190,7 @@ function press() {
     return;
   }
   pressedAt = performance.now();
+  preload();
   const { vad = {} } = speechSettings();
   setState("listening");
   recording = deps.microphone.record({
@@ -202,6 +205,13 @@ function press() {
     deps.showError("speech", `The microphone could not start: ${err.message || err}`);
     return null;
   });
+}
+
+// The transcription model's first load starts with the first recording, so it is (nearly) there
+// when the recording ends; its error, if any, is the transcription's to tell.
+let preloaded = null;
+function preload() {
+  preloaded ??= loadSpeech(deps.client(), deps.transcriber(), "transcription").catch(() => { preloaded = null; });
 }
 
 function release(heldMs = performance.now() - pressedAt) {

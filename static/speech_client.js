@@ -15,6 +15,13 @@ export function speechModel(models, task) {
   return (models || []).find((m) => m.task === task) || null;
 }
 
+/** Load `model` for `task` ("transcription" or "speech") ahead of its first request: resolves with
+ *  the `speech` event {model, task, sample_rate, voices, load_ms (absent: it was loaded already)}. */
+export function loadSpeech(client, model, task, { onProgress = null } = {}) {
+  const msg = { type: "speech_load", model: modelRef(model), task, options: pageLoadOptions() };
+  return client.request(msg, "speech", { onEvent: onProgress }).done;
+}
+
 /** Transcribe `pcm` (a Float32Array of 16 kHz mono samples in [-1, 1]; its buffer is transferred)
  *  with `model`. body: OpenAI's transcription fields but the file (language, prompt, response_format,
  *  temperature, timestamp_granularities: checked as the desktop's /v1/audio/transcriptions checks
