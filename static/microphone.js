@@ -209,9 +209,11 @@ function press() {
 
 // The transcription model's first load starts with the first recording, so it is (nearly) there
 // when the recording ends; its error, if any, is the transcription's to tell.
-let preloaded = null;
+let preloading = false;
 function preload() {
-  preloaded ??= loadSpeech(deps.client(), deps.transcriber(), "transcription").catch(() => { preloaded = null; });
+  if (preloading) return;
+  preloading = true;
+  loadSpeech(deps.client(), deps.transcriber(), "transcription").catch(() => { preloading = false; });
 }
 
 function release(heldMs = performance.now() - pressedAt) {
