@@ -14,10 +14,13 @@ another's)."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from importlib import import_module
+from pathlib import Path
 
 from ..errors import UnsupportedArchitectureError
+from ..formats.ggml_whisper import MAGIC
 from ..formats.json_file import read_json
 from ..formats.source import open_source
 from ..models.config import architecture_of
@@ -39,17 +42,27 @@ TRANSCRIBERS = {
     "WhisperForConditionalGeneration": ("whisper_transcriber", "load_whisper_transcriber"),
 }
 
+# whisper.cpp's model file (formats/ggml_whisper.py) -> the module and loader that read it.
+GGML_WHISPER = ("whisper_ggml", "load_ggml_transcriber")
+
+
+def is_ggml_whisper(model) -> bool:
+    """Whether `model` is a path to a file that starts with ggml's magic (whisper.cpp's format)."""
+    if not isinstance(model, (str, Path)) or not Path(model).is_file():
+        return False
+    try:
+        with open(model, "rb") as file:
+            return file.read(4) == struct.pack("<I", MAGIC)
+    except OSError:
+        return False
+
 
 async def load_transcriber(model, device, **options):
     """A Transcriber of `model` (an HF folder, or its ModelSource; or whisper.cpp's model file:
     whisper_ggml.py) on `device`; options: the family loader's (model_id, progress, f32, max_binding, ...)."""
-    from .whisper_ggml import is_ggml_whisper
-
     if is_ggml_whisper(model):
-        from .whisper_ggml import read_ggml_whisper_files
-        from .whisper_transcriber import load_whisper_transcriber
-
-        return await load_whisper_transcriber(read_ggml_whisper_files(model), device, **options)
+        module, loader = GGML_WHISPER
+        return await getattr(import_module(f"{__package__}.{module}"), loader)(model, device, **options)
     source = open_source(model)
     config_path = source.small_dir() / "config.json"
     architecture = architecture_of(read_json(config_path), config_path)
