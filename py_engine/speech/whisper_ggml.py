@@ -32,11 +32,10 @@ whisper.cpp and transformers do it:
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 from ..errors import ModelFileError
-from ..formats.ggml_whisper import LANGUAGES, MAGIC, GGMLWhisper, read_ggml_whisper
+from ..formats.ggml_whisper import LANGUAGES, GGMLWhisper, read_ggml_whisper
 from ..formats.source import LocalModel
 from ..models.whisper import whisper_configs
 from ..tokenizer import AddedToken, Tokenizer
@@ -73,17 +72,6 @@ GPT2_PRE_TOKENIZER = {"type": "ByteLevel", "add_prefix_space": False, "trim_offs
 BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
 
 
-def is_ggml_whisper(model) -> bool:
-    """Whether `model` is a path to a file that starts with ggml's magic (whisper.cpp's format)."""
-    if not isinstance(model, (str, Path)) or not Path(model).is_file():
-        return False
-    try:
-        with open(model, "rb") as file:
-            return file.read(4) == struct.pack("<I", MAGIC)
-    except OSError:
-        return False
-
-
 class GGMLFile(LocalModel):
     """whisper.cpp's one model file as a ModelSource: every tensor's bytes are in it."""
 
@@ -102,6 +90,13 @@ class GGMLFile(LocalModel):
 
     def files(self) -> list[str]:
         return [self.path.name]
+
+
+async def load_ggml_transcriber(path, device, **options):
+    """A WhisperTranscriber of whisper.cpp's model file at `path` (options: load_whisper_transcriber's)."""
+    from .whisper_transcriber import load_whisper_transcriber
+
+    return await load_whisper_transcriber(read_ggml_whisper_files(path), device, **options)
 
 
 def read_ggml_whisper_files(path) -> WhisperFiles:
