@@ -23,7 +23,7 @@ from py_engine.formats.hf_dir import SMALL_FILES
 from py_engine.formats.source import confinement
 from py_engine.model_cache import cached_path
 from py_engine.models.config import ENCODER_ARCHITECTURES
-from py_engine.speech.whisper_ggml import is_ggml_whisper
+from py_engine.speech.transcriber import is_ggml_whisper
 
 # Speech models' folders (py_engine.speech's loaders), by their config's architecture.
 SPEECH_ARCHITECTURES = {
