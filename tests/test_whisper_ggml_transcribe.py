@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from py_engine.errors import ModelFileError
 from py_engine.formats.ggml_whisper import read_ggml_whisper
 from py_engine.models.whisper import whisper_configs, whisper_shapes
 from py_engine.speech.transcriber import load_transcriber
-from py_engine.speech.whisper_ggml import check_types, read_ggml_whisper_files
+from py_engine.speech.whisper_ggml import check_types, read_ggml_whisper_files, settings, special_ids
 from py_engine.speech.whisper_model import read_whisper_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,3 +206,34 @@ def test_the_app_serves_a_ggml_file_for_transcriptions(ggml_file):
             model=served.id, file=("speech.wav", clip.read_bytes()), extra_body={"max_tokens": case["max_new_tokens"]}
         )
     assert got.text == case["text"].strip()
+
+
+def vocabulary(n_vocab: int, n_bpe: int):
+    return SimpleNamespace(vocab=[b""] * n_bpe, hparams={"n_vocab": n_vocab, "n_text_ctx": 448}, path="ggml.bin")
+
+
+def test_ids_and_settings_of_the_real_vocabularies():
+    """whisper.cpp's ids for English-only (tiny.en ... medium.en), multilingual and large-v3 vocabularies,
+    and the hub's generation_config.json settings (whisper-base's suppress_tokens, as the hub has them)."""
+    english = vocabulary(51864, 50256)
+    ids = special_ids(english)
+    assert (ids["eot"], ids["sot"], ids["translate"], ids["startofprev"], ids["timestamp_begin"]) == (
+        50256, 50257, 50357, 50360, 50363,
+    )  # fmt: skip
+    got = settings(english, ids)
+    assert (got.multilingual, got.lang_to_id, got.task_to_id, got.forced) == (False, {}, {}, ((1, 50362),))
+    assert got.suppress[-6:] == (50257, 50357, 50358, 50359, 50360, 50361) and got.begin_suppress == (220, 50256)
+    base = vocabulary(51865, 50257)
+    got = settings(base, special_ids(base))
+    hub = [50254, 50258, 50358, 50359, 50360, 50361, 50362]  # whisper-base's suppress_tokens end so
+    assert (got.start, got.eos, got.no_timestamps, got.prev_sot) == (50258, 50257, 50363, 50361)
+    assert got.suppress[-7:] == tuple(hub) and len(got.suppress) == 88 and got.forced == ((1, None), (2, 50359))
+    assert (len(got.lang_to_id), got.lang_to_id["<|en|>"], got.lang_to_id["<|su|>"]) == (99, 50259, 50357)
+    large = vocabulary(51866, 50257)
+    got = settings(large, special_ids(large))
+    assert (got.lang_to_id["<|yue|>"], got.task_to_id["transcribe"], got.timestamp_begin) == (50358, 50360, 50365)
+
+
+def test_a_vocabulary_without_room_for_the_special_tokens_is_refused():
+    with pytest.raises(ModelFileError, match="ggml.bin: n_vocab 1800 does not hold Whisper's special"):
+        special_ids(vocabulary(1800, 320))
