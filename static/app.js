@@ -24,7 +24,7 @@ import { clearPictures, initAttachments, pictureCount, takePictures } from "./at
 import { documentsIdle, documentsRequest, initDocuments, setModels, toggleDocuments } from "./documents.js";
 import { initCitations, showCitations } from "./citations.js";
 import { initMicrophone, renderMicrophone } from "./microphone.js";
-import { initSpeaker, withSpeaker } from "./speaker.js";
+import { initSpeaker, stopReading, withSpeaker } from "./speaker.js";
 import { speechModel } from "./speech_client.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
@@ -329,6 +329,7 @@ function stop() {
 
 function newChat() {
   if (state.gen) state.gen.cancel();
+  stopReading();
   state.history = [];
   ui.messages.replaceChildren();
   clearPictures({ all: true });

@@ -93,6 +93,11 @@ export function initSpeaker(options) {
   deps = options;
 }
 
+/** Stop the answer being read, if any (a new chat). */
+export function stopReading() {
+  reading?.stop();
+}
+
 /** An answer's view (messages.js addAssistantMessage) with a speaker button: its text followed as
  *  it streams (setText), so a reading started early keeps up with it. */
 export function withSpeaker(view) {
