@@ -14,11 +14,11 @@ so a damaged file fails with a `ModelFileError` naming the file and the spot.
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
 
 from ..errors import ModelFileError
+from .bounded_file import BoundedReader
 from .safetensors import TensorInfo
 
 SUPPORTED_VERSIONS = range(3, 7)
@@ -47,30 +47,11 @@ class CT2Model:
 
 def read_ct2(path) -> CT2Model:
     """Parse the variable table of the CTranslate2 model.bin at `path` (the tensor bytes are not read)."""
-    path = str(path)
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as file:
-            return _Parser(file, size, path).model()
-    except FileNotFoundError:
-        raise ModelFileError(path, "file not found") from None
-    except IsADirectoryError:
-        raise ModelFileError(path, "is a directory, not a CTranslate2 model.bin") from None
-    except OSError as err:
-        raise ModelFileError(path, f"cannot read file: {err.strerror or err}") from None
+    return _Parser.parse(path)
 
 
-class _Parser:
-    def __init__(self, file, size: int, path: str):
-        self.file, self.size, self.path = file, size, path
-
-    def fail(self, problem: str):
-        raise ModelFileError(self.path, f"{problem} (at byte {self.file.tell()} of {self.size})")
-
-    def take(self, length: int) -> bytes:
-        if length > self.size - self.file.tell():
-            self.fail(f"file ends inside a field of {length} bytes: truncated or not a CTranslate2 model")
-        return self.file.read(length)
+class _Parser(BoundedReader):
+    KIND = "CTranslate2 model"
 
     def number(self, fmt: str) -> int:
         unpacker = struct.Struct("<" + fmt)
@@ -127,8 +108,5 @@ class _Parser:
             elements *= dim
         if nbytes != elements * item:
             self.fail(f"variable {name!r}: {nbytes} bytes for shape {list(shape)} of {dtype}")
-        start = self.file.tell()
-        if nbytes > self.size - start:
-            self.fail(f"variable {name!r}: its {nbytes} bytes run past the end of the file")
-        self.file.seek(start + nbytes)
+        start = self.skip(nbytes, f"variable {name!r}")
         return TensorInfo(name, dtype, shape, start, nbytes, self.path)

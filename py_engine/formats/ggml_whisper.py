@@ -20,12 +20,11 @@ them (ne reversed; the conv biases' [n, 1] as [n]); `TensorInfo.name` keeps whis
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
 
-from ..errors import ModelFileError
 from ..models.whisper import whisper_configs, whisper_shapes
+from .bounded_file import BoundedReader
 from .gguf import GGML_TYPES
 from .safetensors import TensorInfo
 
@@ -153,30 +152,11 @@ def ggml_name(name: str) -> str | None:
 
 def read_ggml_whisper(path) -> GGMLWhisper:
     """Parse the headers of whisper.cpp's model file at `path` (tensor data is not read)."""
-    path = str(path)
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as file:
-            return _Parser(file, size, path).model()
-    except FileNotFoundError:
-        raise ModelFileError(path, "file not found") from None
-    except IsADirectoryError:
-        raise ModelFileError(path, "is a directory, not a whisper.cpp model file") from None
-    except OSError as err:
-        raise ModelFileError(path, f"cannot read file: {err.strerror or err}") from None
+    return _Parser.parse(path)
 
 
-class _Parser:
-    def __init__(self, file, size: int, path: str):
-        self.file, self.size, self.path = file, size, path
-
-    def fail(self, problem: str):
-        raise ModelFileError(self.path, f"{problem} (at byte {self.file.tell()} of {self.size})")
-
-    def take(self, length: int) -> bytes:
-        if length > self.size - self.file.tell():
-            self.fail(f"file ends inside a field of {length} bytes: truncated")
-        return self.file.read(length)
+class _Parser(BoundedReader):
+    KIND = "whisper.cpp model file"
 
     def ints(self, count: int) -> tuple[int, ...]:
         return struct.unpack(f"<{count}i", self.take(4 * count))
@@ -251,10 +231,8 @@ class _Parser:
         elements = 1
         for n in ne:
             elements *= n
-        nbytes, start = elements // block * block_bytes, self.file.tell()
-        if nbytes > self.size - start:
-            self.fail(f"tensor {ggml_name!r}: its {nbytes} bytes run past the end of the file")
-        self.file.seek(start + nbytes)
+        nbytes = elements // block * block_bytes
+        start = self.skip(nbytes, f"tensor {ggml_name!r}")
         shape = tuple(reversed(ne))
         if ggml_name.startswith("encoder.conv") and ggml_name.endswith(".bias") and shape[1:] == (1,):
             shape = shape[:1]  # whisper.cpp keeps the conv biases as [n, 1] to broadcast them
