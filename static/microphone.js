@@ -237,7 +237,7 @@ async function transcribe({ pcm, reason }) {
   setState("transcribing");
   try {
     const { language = null, max_tokens: maxTokens = null } = speechSettings();
-    const done = await transcribeSpeech(deps.client(), deps.transcriber(), pcm, { language }, { maxTokens });
+    const done = await transcribeSpeech(deps.client(), deps.transcriber(), pcm, { language, max_tokens: maxTokens });
     insertText(done.text.trim());
   } catch (err) {
     deps.showError("speech", `Transcription failed: ${err.message}`);

@@ -35,6 +35,7 @@
 //
 //   const { text } = await wisp.audio.transcriptions.create({ file, model: "whisper-base" });  // a File / Blob
 //   const srt = await wisp.audio.transcriptions.create({ file, model, response_format: "srt" });
+//   const { text: english } = await wisp.audio.translations.create({ file, model: "whisper-base" });
 //   const res = await wisp.audio.speech.create({ model: "kani-tts-2", input: "Hello!", response_format: "wav" });
 //   const wav = await res.arrayBuffer();                 // or res.body: the audio streams as it is made
 
@@ -61,6 +62,7 @@ export class Wisp {
     // speech (static/openai_audio.js): beside a chat, not queued behind it (the worker has its own turn for speech)
     this.audio = {
       transcriptions: { create: (body) => createTranscription(this, body) },
+      translations: { create: (body) => createTranscription(this, body, "translate") },
       speech: { create: (body) => createSpeech(this, body) },
     };
     this.memory = {

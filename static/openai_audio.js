@@ -59,19 +59,18 @@ async function modelFor(wisp, id, task) {
 }
 
 /** wisp.audio.transcriptions.create({file, model, language, prompt, response_format, temperature,
- *  timestamp_granularities}): OpenAI's transcription (the json, text, srt, vtt or verbose_json body).
- *  max_tokens (Wisp's, not OpenAI's): the most tokens of the transcript. */
-export async function createTranscription(wisp, { file, max_tokens: maxTokens = null, ...body } = {}) {
+ *  timestamp_granularities, max_tokens (Wisp's)}): OpenAI's transcription (the json, text, srt, vtt or
+ *  verbose_json body); translations.create (no language): the same in English (Whisper's task). */
+export async function createTranscription(wisp, { file, ...body } = {}, task = "transcribe") {
   const model = await modelFor(wisp, body.model, "transcription");
   const pcm = await decodeAudio(file);
-  const done = await transcribe(wisp.client, model, pcm, body, { maxTokens });
+  const done = await transcribe(wisp.client, model, pcm, body, { task });
   return done.body;
 }
 
-/** wisp.audio.speech.create({model, input, voice, response_format}): a Response streaming the audio.
- *  Wisp's own fields: max_frames, the most codec frames to make (a model that never ends its speech,
- *  as a random test model, is held to it); seed, the model's draws made repeatable. */
-export async function createSpeech(wisp, { max_frames: maxFrames = null, seed = null, ...body } = {}) {
+/** wisp.audio.speech.create({model, input, voice, response_format; Wisp's max_frames, temperature,
+ *  top_p, repetition_penalty, seed}): a Response streaming the audio. */
+export async function createSpeech(wisp, body = {}) {
   const model = await modelFor(wisp, body.model, "speech");
   let controller = null;
   let speech = null;
@@ -88,8 +87,6 @@ export async function createSpeech(wisp, { max_frames: maxFrames = null, seed = 
         "Content-Type": body.response_format === "pcm" ? "audio/pcm" : "audio/wav", "X-Sample-Rate": String(rate) } }));
     };
     speech = speak(wisp.client, model, body, {
-      maxFrames,
-      seed,
       onAudio: (bytes, rate) => {  // the first chunk: the Response (its headers), as an HTTP answer's
         answer(rate);
         controller.enqueue(bytes);

@@ -170,8 +170,8 @@ class Reading {
     try {
       while (!this.stopped && this.queue.length) {
         const sentence = this.queue.shift();
-        this.current = speak(deps.client(), deps.speaker(), { input: sentence, voice }, {
-          float32: true, maxFrames, seed, onAudio: (pcm, rate) => this.play(pcm, rate),
+        this.current = speak(deps.client(), deps.speaker(), { input: sentence, voice, max_frames: maxFrames, seed }, {
+          float32: true, onAudio: (pcm, rate) => this.play(pcm, rate),
         });
         await this.current.done;
         this.current = null;

@@ -24,14 +24,15 @@ export function loadSpeech(client, model, task, { onProgress = null } = {}) {
 
 /** Transcribe `pcm` (a Float32Array of 16 kHz mono samples in [-1, 1]; its buffer is transferred)
  *  with `model`. body: OpenAI's transcription fields but the file (language, prompt, response_format,
- *  temperature, timestamp_granularities: checked as the desktop's /v1/audio/transcriptions checks
- *  them); maxTokens: Wisp's bound on the tokens of each window. onSegment hears each segment {start,
- *  end, text} as the model finishes it; onProgress its model's first load. Resolves with the `speech`
- *  event: {text, segments, language, duration, body (the response in body.response_format)}. */
-export function transcribe(client, model, pcm, body = {}, { maxTokens = null, onSegment = null, onProgress = null } = {}) {
+ *  temperature, timestamp_granularities; Wisp's max_tokens), checked as the desktop's
+ *  /v1/audio/transcriptions checks them; task "translate": /v1/audio/translations' (into English).
+ *  onSegment hears each segment {start, end, text, tokens} as the model finishes it; onProgress its
+ *  model's first load. Resolves with the `speech` event: {text, segments, language, duration, body
+ *  (the response in body.response_format)}. */
+export function transcribe(client, model, pcm, body = {}, { task = null, onSegment = null, onProgress = null } = {}) {
   const msg = { type: "transcribe", model: modelRef(model), audio: pcm, body: { ...body, model: model.id },
                 options: pageLoadOptions() };
-  if (maxTokens != null) msg.max_tokens = maxTokens;
+  if (task) msg.task = task;
   const onEvent = (event) => {
     if (event.type === "transcript_segment") {
       if (onSegment) onSegment(event);
@@ -40,18 +41,15 @@ export function transcribe(client, model, pcm, body = {}, { maxTokens = null, on
   return client.request(msg, "speech", { onEvent, transfer: [pcm.buffer] }).done;
 }
 
-/** Speak with `model`: body is OpenAI's speech body (input, voice, response_format wav | pcm, ...:
- *  checked as the desktop's /v1/audio/speech checks it). Returns {id, done, cancel}. onAudio(data,
- *  sampleRate) hears each chunk as the codec decodes it: the response_format's bytes (a Uint8Array:
- *  PCM16 little-endian, a WAV's header first), or with float32 its samples (a Float32Array: the
- *  page's player). maxFrames: Wisp's bound on the codec frames; seed: the model's draws made
- *  repeatable (the same speech each time). done resolves with the `speech`
- *  event: {samples, sample_rate, stop}. */
-export function speak(client, model, body, { float32 = false, maxFrames = null, seed = null, onAudio = null, onProgress = null } = {}) {
+/** Speak with `model`: body is OpenAI's speech body (input, voice, response_format wav | pcm, ...;
+ *  Wisp's max_frames, temperature, top_p, repetition_penalty, seed), checked as the desktop's
+ *  /v1/audio/speech checks it. Returns {id, done, cancel}. onAudio(data, sampleRate) hears each
+ *  chunk as the codec decodes it: the response_format's bytes (a Uint8Array: PCM16 little-endian, a
+ *  WAV's header first), or with float32 its samples (a Float32Array: the page's player). done
+ *  resolves with the `speech` event: {samples, sample_rate, stop}. */
+export function speak(client, model, body, { float32 = false, onAudio = null, onProgress = null } = {}) {
   const msg = { type: "speak", model: modelRef(model), body: { ...body, model: model.id }, options: pageLoadOptions() };
   if (float32) msg.float32 = true;
-  if (maxFrames != null) msg.max_frames = maxFrames;
-  if (seed != null) msg.seed = seed;
   const onEvent = (event) => {
     if (event.type === "speech_audio") {
       if (onAudio) onAudio(float32 ? floats(event.audio) : event.audio, event.sample_rate);

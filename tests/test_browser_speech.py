@@ -49,6 +49,7 @@ from speech_harness import (
 )
 from test_openai_server import TINY, tiny_tool_model
 
+from py_engine.audio.requests import parse_transcription, transcribed
 from py_engine.audio.transcript import plain_text
 from py_engine.speech import load_speaker, load_transcriber
 from py_engine.speech.speaker import KANI_SAMPLING
@@ -227,7 +228,8 @@ def desktop_transcript(audio: np.ndarray) -> str:
     async def run(dev):
         transcriber = await load_transcriber(TRANSCRIBER, dev)
         samples = array("f", audio.astype(np.float32))
-        return plain_text([s async for s in transcriber.transcribe(samples, max_tokens=TOKENS)])
+        asked = parse_transcription({"model": [TRANSCRIBER.name], "max_tokens": [str(TOKENS)]})  # the page's body
+        return plain_text(await transcribed(transcriber, samples, asked))
 
     return on_the_desktop(run)
 
@@ -267,7 +269,9 @@ def test_an_answer_is_read_aloud_and_the_output_is_the_engines(session):
     page.screenshot(path=str(ARTIFACTS / "speech-speaker.png"))  # the answer, read on
     expect(speaker).not_to_have_class(re.compile("is-active"), timeout=180_000)  # read to its end
     asked = [d for to, d in traffic if to == "worker" and d.get("type") == "speak"]
-    assert asked and all(d["float32"] and (d["max_frames"], d["seed"]) == (MAX_FRAMES, SEED) for d in asked)
+    assert asked and all(
+        d["float32"] and (d["body"]["max_frames"], d["body"]["seed"]) == (MAX_FRAMES, SEED) for d in asked
+    )
     engine = [pcm_events(traffic, d["id"]) for d in asked]
     assert all(len(pcm) for pcm in engine)
     made = np.concatenate(engine)
@@ -365,7 +369,7 @@ def test_openai_js_transcribes_files_and_streams_speech(session, tmp_path):
     got = page.evaluate(API, {"transcriber": TRANSCRIBER.name, "speaker": SPEAKER.name, "chat": TINY, "files": files})
     assert got["json"] == {"text": case["text"]}  # decoded (at 48 kHz) and resampled: the ids hold
     asked = next(
-        d for to, d in traffic if to == "worker" and d.get("type") == "transcribe" and d.get("max_tokens") == 10
+        d for to, d in traffic if to == "worker" and d.get("type") == "transcribe" and d["body"].get("max_tokens") == 10
     )
     pieces = [
         d for to, d in traffic if to == "page" and d.get("type") == "transcript_segment" and d["id"] == asked["id"]
@@ -378,7 +382,7 @@ def test_openai_js_transcribes_files_and_streams_speech(session, tmp_path):
     answered = [d["body"] for to, d in traffic if to == "page" and d.get("type") == "response"]
     assert got["said"] == answered[0]["choices"][0]["message"]["content"]  # the chat's answer as before, alone
     order = [(d["type"], d["id"]) for to, d in traffic if d.get("type") in ("speak", "response")]
-    spoken = next(d["id"] for to, d in traffic if d.get("type") == "speak" and d.get("max_frames") == 12)
+    spoken = next(d["id"] for to, d in traffic if d.get("type") == "speak" and d["body"].get("max_frames") == 12)
     assert order.index(("speak", spoken)) < order.index(("response", answered_id(traffic, -1)))
     [want] = desktop_speech(["ash"], 12)
     pcm = np.frombuffer(bytes(got["pcm"]), "<i2") / 32768

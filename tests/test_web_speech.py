@@ -31,6 +31,7 @@ class Segment:
 class Transcriber:
     """A segment per piece of audio it is handed: its length, so the test sees the pieces."""
 
+    model_id = "whisper-tiny"
     sample_rate = 16000
     language = "en"
 
@@ -79,8 +80,14 @@ def send(state, kind, model, **fields) -> list[dict]:
 def test_a_transcription_streams_segments_and_answers_in_the_format_asked():
     state = worker(serving="gen-4")  # a chat answer holds the GPU: speech goes on beside it
     audio = array("f", [0.25]) * (WINDOW + 16000)  # 31 seconds: two pieces
-    body = {"model": "whisper-tiny", "response_format": "verbose_json", "temperature": 0, "prompt": "Hi."}
-    *segments, done = send(state, "transcribe", WHISPER, audio=memoryview(audio), body=body, max_tokens=9)
+    body = {
+        "model": "whisper-tiny",
+        "response_format": "verbose_json",
+        "temperature": 0,
+        "prompt": "Hi.",
+        "max_tokens": 9,
+    }
+    *segments, done = send(state, "transcribe", WHISPER, audio=memoryview(audio), body=body)
     assert [(s["type"], s["text"], s["tokens"]) for s in segments] == [
         ("transcript_segment", " 480000 samples", [0, 7]),
         ("transcript_segment", " 16000 samples", [0, 7]),
@@ -108,20 +115,21 @@ def test_bad_transcriptions_are_one_request_error_each():
         ({"temperature": 0.7}, one_second, "temperature"),
         ({"response_format": "mp3"}, one_second, "response_format"),
         ({"timestamp_granularities": ["word"]}, one_second, "'word'"),
+        ({}, one_second, "does not translate"),  # a translation: a model with tasks only
         ({}, array("f"), "no samples"),
         ({}, array("f", [0.0, float("nan")]), "NaN"),
         ({}, array("h", [1, 2]), "float32"),
     ]
     for body, audio, named in cases:
-        [error] = send(state, "transcribe", WHISPER, audio=memoryview(audio), body=body)
+        task = {"task": "translate"} if named == "does not translate" else {}
+        [error] = send(state, "transcribe", WHISPER, audio=memoryview(audio), body=body, **task)
         assert error["type"] == "error" and error["kind"] == "request" and named in error["message"], error
 
 
 def test_speech_streams_samples_or_the_bodys_bytes_and_stops_on_cancel():
     state = worker()
-    *chunks, done = send(
-        state, "speak", KANI, body={"input": "Hello.", "voice": "mia"}, float32=True, max_frames=2, seed=11
-    )
+    body = {"input": "Hello.", "voice": "mia", "max_frames": 2, "seed": 11}
+    *chunks, done = send(state, "speak", KANI, body=body, float32=True)
     assert state.speech.loaded["speech"][2].sampling.seed == 11  # the model's own sampling, its draws seeded
     assert [array("f", bytes(c["audio"])).tolist() for c in chunks] == [
         [0.0, -0.5, 1.5],
@@ -149,6 +157,7 @@ def test_bad_speech_requests_and_a_lost_device():
         ({"input": "Hi.", "voice": "nobody"}, "leo, mia"),
         ({"input": "Hi.", "response_format": "mp3"}, "wav or pcm"),
         ({"input": "Hi.", "speed": 1.5}, "speed"),
+        ({"input": "Hi.", "max_frames": 0}, "max_frames"),
     ]:
         [error] = send(state, "speak", KANI, body=body)
         assert error["kind"] == "request" and named in error["message"], error

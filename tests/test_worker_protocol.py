@@ -113,18 +113,16 @@ VALID = {  # one message of each type with every field the table knows
         "id": "transcribe-2",
         "model": EMBEDDER,
         "audio": {},  # a Float32Array of 16 kHz samples (a JS object: any value passes the table)
-        "body": {"model": "whisper-base", "language": "en", "response_format": "verbose_json"},
-        "max_tokens": 64,
+        "body": {"model": "whisper-base", "language": "en", "response_format": "verbose_json", "max_tokens": 64},
+        "task": "translate",
         "options": OPTIONS,
     },
     "speak": {
         "type": "speak",
         "id": "speak-3",
         "model": EMBEDDER,
-        "body": {"model": "kani-tts-2", "input": "Hello there.", "voice": None, "response_format": "wav"},
+        "body": {"model": "kani-tts-2", "input": "Hello there.", "voice": None, "max_frames": 40, "seed": 7},
         "float32": True,
-        "max_frames": 40,
-        "seed": 7,
         "options": OPTIONS,
     },
 }

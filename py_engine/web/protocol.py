@@ -127,29 +127,21 @@ MESSAGES = {  # page -> worker
     # `options` when no model holds one) and kept; one speech request at a time, beside a chat answer.
     # Each is answered by one `speech` event; a first load narrates itself in `progress` events.
     "speech_load": {"id": ID, "model": MODEL, "task": SPEECH_TASK, "options?": DEVICE_OPTIONS},
-    # OpenAI's request bodies (/v1/audio's, checked by audio/requests.py as the desktop checks them).
-    # audio: 16 kHz mono float32 samples (a Float32Array); segments come as `transcript_segment` events
-    # and the `speech` event has the transcript in the body's response_format; max_tokens: Wisp's bound
+    # OpenAI's request bodies with Wisp's fields (/v1/audio's, checked by audio/requests.py as the
+    # desktop checks them). audio: 16 kHz mono float32 samples (a Float32Array); segments come as
+    # `transcript_segment` events and the `speech` event has the transcript in the body's
+    # response_format; task "translate": /v1/audio/translations' (into English)
     "transcribe": {
         "id": ID,
         "model": MODEL,
         "audio": object,
         "body": dict,
-        "max_tokens?": int,
+        "task?": Enum("transcribe", "translate"),
         "options?": DEVICE_OPTIONS,
     },
     # the PCM comes in `speech_audio` events: the bytes of the body's response_format (pcm: PCM16
-    # little-endian; wav: a stream's header first) or, float32, the samples (the page's player);
-    # Wisp's own: max_frames bounds the codec frames, seed makes the model's draws repeatable
-    "speak": {
-        "id": ID,
-        "model": MODEL,
-        "body": dict,
-        "float32?": bool,
-        "max_frames?": int,
-        "seed?": int,
-        "options?": DEVICE_OPTIONS,
-    },
+    # little-endian; wav: a stream's header first) or, float32, the samples (the page's player)
+    "speak": {"id": ID, "model": MODEL, "body": dict, "float32?": bool, "options?": DEVICE_OPTIONS},
 }
 SUBMIT = {
     "strategy": Enum("single-pass", "grouped"),

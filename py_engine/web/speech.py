@@ -7,8 +7,10 @@ when none is open), and stay until that device goes (state.drop_device). One spe
 a time (the lock), and not under the chat's busy guard: a sentence of an answer is spoken while the
 rest of it is still being generated, the two interleaving at their GPU awaits.
 
-Both take OpenAI's request body (static/openai.js's, or the page's own), checked by the desktop's
-audio/requests.py, so a field is refused in the page as /v1/audio refuses it. transcribe takes
+Both take OpenAI's request body (static/openai.js's, or the page's own) with Wisp's fields (a
+transcript's max_tokens; speech's max_frames, temperature, top_p, repetition_penalty, seed), checked
+and put to the model by the desktop's audio/requests.py, so a field means in the page what it means
+to /v1/audio, and is refused alike; a transcribe's task "translate" is /v1/audio/translations'. transcribe takes
 16 kHz mono float32 samples (the page's microphone worklet, or a file the browser decoded) and hands
 them to the transcriber in 30-second pieces, so a long recording never reaches the GPU whole; each
 segment is a `transcript_segment` event as it is finished, and the `speech` event has the whole
@@ -54,7 +56,7 @@ async def speech_message(state, message: dict) -> None:
     from .recovery import settled
 
     kind, request = message["type"], message["id"]
-    task = message.get("task") or TASK_OF[kind]
+    task = message["task"] if kind == "speech_load" else TASK_OF[kind]  # (a transcribe's task is another)
     state.speech = state.speech or PageSpeech()
     await settled(state)  # after a device loss: on the new device
     try:
@@ -176,25 +178,16 @@ def transcription_fields(body: dict) -> dict:
 
 
 async def transcribe(state, transcriber, message: dict) -> dict:
-    from ..audio.requests import parse_transcription
+    from ..audio.requests import parse_transcription, transcribed
 
-    request = message["id"]
-    asked = parse_transcription(transcription_fields(body_of(message)))  # the desktop's checks, its errors
+    request, task = message["id"], message.get("task") or "transcribe"
+    asked = parse_transcription(transcription_fields(body_of(message)), task)  # the desktop's checks and errors
     samples = samples_of(message["audio"])
-    segments = []
-    pieces = transcriber.transcribe(
-        windows(samples),
-        language=asked.language,
-        timestamps=asked.timestamps,
-        prompt=asked.prompt,
-        max_tokens=message.get("max_tokens"),
-    )
-    async with contextlib.aclosing(pieces):
-        async for segment in pieces:
-            segments.append(segment)
-            state.emit("transcript_segment", request, **segment_json(segment))
-            if request in state.cancelled:
-                break
+
+    def each(segment) -> None:
+        state.emit("transcript_segment", request, **segment_json(segment))
+
+    segments = await transcribed(transcriber, windows(samples), asked, each)  # as the desktop asks the model
     language = asked.language or getattr(transcriber, "language", None)  # the one it detected, where it says
     duration = len(samples) / SAMPLE_RATE
     return {
@@ -202,7 +195,7 @@ async def transcribe(state, transcriber, message: dict) -> dict:
         "segments": [segment_json(s) for s in segments],
         "language": language,
         "duration": duration,
-        "body": render(segments, asked.response_format, language, duration),
+        "body": render(segments, asked.response_format, language, duration, task),
     }
 
 
@@ -217,7 +210,7 @@ def segment_json(segment) -> dict:
 async def speak(state, speaker, message: dict) -> dict:
     """The body's speech, streamed: float32 samples (the page's player: `float32`), or the bytes of
     its response_format (pcm: PCM16 little-endian; wav: a stream's header first, as the desktop's)."""
-    from ..audio.requests import choose_voice, parse_speech
+    from ..audio.requests import choose_voice, parse_speech, sampling_params
 
     request = message["id"]
     asked = parse_speech(body_of(message))  # the desktop's checks, its errors
@@ -230,16 +223,9 @@ async def speak(state, speaker, message: dict) -> dict:
 
     if asked.response_format == "wav" and not float32:
         send(wav_header(rate), 0)  # its length is not known yet: a live stream's sizes
-    frames = message.get("max_frames")
-    if frames is not None and frames < 1:
-        raise RequestError(f"'max_frames' must be at least 1, not {frames}", "max_frames")
-    sampling = None  # the model's own (Kani-TTS-2's: temperature 1, top_p 0.95)
-    if message.get("seed") is not None:  # the same draws each time: the same speech
-        from ..speech.speaker import KANI_SAMPLING
-
-        sampling = dataclasses.replace(KANI_SAMPLING, seed=message["seed"])
     total, stop = 0, "end"
-    chunks = speaker.speak(asked.input, voice=voice, max_frames=frames, sampling=sampling)
+    sampling = sampling_params(asked.sampling)  # Wisp's temperature, top_p, ..., seed over the model's own
+    chunks = speaker.speak(asked.input, voice=voice, max_frames=asked.max_frames, sampling=sampling)
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
             send(float32_bytes(chunk) if float32 else int16_bytes(chunk), len(chunk))
