@@ -29,8 +29,9 @@ export function loadSpeech(client, model, task, { onProgress = null } = {}) {
  *  onSegment hears each segment {start, end, text, tokens} as the model finishes it; onProgress its
  *  model's first load. Resolves with the `speech` event: {text, segments, language, duration, body
  *  (the response in body.response_format)}. */
-export function transcribe(client, model, pcm, body = {}, { task = null, onSegment = null, onProgress = null } = {}) {
-  const msg = { type: "transcribe", model: modelRef(model), audio: pcm, body: { ...body, model: model.id },
+export function transcribe(client, model, pcm, body = {}, { task = null, maxTokens = null, onSegment = null, onProgress = null } = {}) {
+  const asked = maxTokens == null ? body : { ...body, max_tokens: maxTokens };  // maxTokens: body.max_tokens
+  const msg = { type: "transcribe", model: modelRef(model), audio: pcm, body: { ...asked, model: model.id },
                 options: pageLoadOptions() };
   if (task) msg.task = task;
   const onEvent = (event) => {
