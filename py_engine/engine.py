@@ -17,7 +17,7 @@ from .formats.model_files import read_model
 from .formats.source import open_source
 from .gpu import Copy
 from .models.config import ModelConfig
-from .models.graph_options import GraphOptions
+from .models.graph_options import GraphOptions, device_options
 from .runtime.executor import STEP_BYTES, Executor, step_bytes
 from .runtime.kv_cache import TOKENS_PER_SUBMIT, KVWrites, kv_formats, ring_slack
 from .runtime.linear_plan import LOGIT_ROWS_MAX
@@ -143,11 +143,8 @@ class Engine:
         options = GraphOptions(
             max_rows=max_rows,
             kv_capacity=context,
-            half=half,
-            cpu=device.caps.cpu,
-            subgroup_min_size=device.caps.subgroup_min_size,
             kv_formats=kv,
-            max_binding=max_binding or device.caps.limits.max_storage_binding,
+            **device_options(device, half=half, max_binding=max_binding),
             ring_slack=ring_slack(max_rows) if kv_rings else 0,
             precision=arithmetic,
             image_rows=image_rows,

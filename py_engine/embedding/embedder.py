@@ -24,7 +24,7 @@ from ..formats.model_files import ModelFiles, read_model
 from ..formats.source import ModelSource, open_source
 from ..models.config import ENCODER_ARCHITECTURES
 from ..models.gemma3 import bidirectional_reach
-from ..models.graph_options import GraphOptions
+from ..models.graph_options import GraphOptions, device_options
 from ..models.tensor_check import check_tensors
 from ..runtime.kv_cache import kv_formats
 from ..runtime.loader import Plan, plan, upload
@@ -148,11 +148,8 @@ async def load_embedder(
     half = device.caps.shader_f16 and not f32
     graph, need = _plan(
         files,
-        half=half,
-        cpu=device.caps.cpu,
-        subgroup_min_size=device.caps.subgroup_min_size,
         kv_formats=kv_formats(files.tensors, half, packed_kv),
-        max_binding=max_binding or device.caps.limits.max_storage_binding,
+        **device_options(device, half=half, max_binding=max_binding),
         normalize=normalize,
     )
     if gpu_budget is not None and need.total > gpu_budget:

@@ -39,3 +39,16 @@ class GraphOptions:
     # ones too (Gemma 3; transformers' token_type_ids mask): the input picture_ends, each position's
     # picture's end (attention_tiled.wgsl PICTURE_SPANS). False: causal everywhere (SmolVLM).
     picture_spans: bool = False
+
+
+def device_options(device, *, half: bool | None = None, max_binding: int = 0) -> dict:
+    """What a device decides of a graph's GraphOptions (as keyword arguments): half-precision weights
+    where it has shader-f16 (or `half`), the CPU's GEMV layout, its narrowest subgroups, its largest
+    storage binding (or a smaller `max_binding`)."""
+    caps = device.caps
+    return {
+        "half": caps.shader_f16 if half is None else half,
+        "cpu": caps.cpu,
+        "subgroup_min_size": caps.subgroup_min_size,
+        "max_binding": max_binding or caps.limits.max_storage_binding,
+    }

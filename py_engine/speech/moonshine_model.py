@@ -15,9 +15,8 @@ from ..formats.hf_dir import read_tensor_index
 from ..formats.json_file import read_json
 from ..formats.model_files import tensor_info
 from ..formats.source import ModelSource, open_source
-from ..models.graph_options import GraphOptions
+from ..models.graph_options import GraphOptions, device_options
 from ..models.moonshine import build_decoder, build_encoder, decoder_tensors
-from ..runtime.memory import ModelTooLargeError, size
 from .moonshine_config import MIN_SAMPLES, MoonshineConfig, check_tensors, front_end_lengths, read_moonshine_config
 from .moonshine_generation import RATE, max_new_tokens
 from .seq2seq import Seq2Seq, Seq2SeqPlan, load_seq2seq, plan_seq2seq
@@ -95,17 +94,9 @@ async def load_moonshine(
     planned = plan_moonshine(
         files,
         window,
-        half=device.caps.shader_f16 and not f32,
-        cpu=device.caps.cpu,
-        subgroup_min_size=device.caps.subgroup_min_size,
-        max_binding=max_binding or device.caps.limits.max_storage_binding,
+        **device_options(device, half=device.caps.shader_f16 and not f32, max_binding=max_binding),
     )
-    if gpu_budget is not None and planned.footprint.total > gpu_budget:
-        raise ModelTooLargeError(
-            f"{files.source.label} needs {planned.footprint.describe()} of GPU memory to transcribe, more than "
-            f"this device's budget of {size(gpu_budget)}"
-        )
-    return await load_seq2seq(device, planned, files.tensors, files.source, progress)
+    return await load_seq2seq(device, planned, files.tensors, files.source, progress, gpu_budget)
 
 
 def encode_window(model: Seq2Seq, pcm) -> int:

@@ -14,7 +14,7 @@ from ..formats.json_file import read_json
 from ..formats.model_files import tensor_info
 from ..formats.source import ModelSource, open_source
 from ..models.config import architecture_of
-from ..models.graph_options import GraphOptions
+from ..models.graph_options import GraphOptions, device_options
 from ..models.log_mel import FRAMES
 from ..models.whisper import build_decoder, build_encoder, build_front, check_shapes, whisper_configs
 from ..runtime.kv_cache import kv_formats
@@ -97,11 +97,8 @@ async def load_whisper(
     half = device.caps.shader_f16 and not f32
     planned = plan_whisper(
         files,
-        half=half,
-        cpu=device.caps.cpu,
-        subgroup_min_size=device.caps.subgroup_min_size,
         kv_formats=kv_formats(files.tensors, half, False),
-        max_binding=max_binding or device.caps.limits.max_storage_binding,
+        **device_options(device, half=half, max_binding=max_binding),
     )
     model = await load_seq2seq(device, planned, files.tensors, files.source, progress, gpu_budget)
     write_tables(device, model.front)

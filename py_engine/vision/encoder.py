@@ -20,7 +20,7 @@ from ..formats.source import open_source
 from ..gpu import Copy, Read
 from ..models.config import architecture_of
 from ..models.gemma3_vision import gemma3_vision_config, gemma3_vision_tensors
-from ..models.graph_options import GraphOptions
+from ..models.graph_options import GraphOptions, device_options
 from ..models.qwen3_5_vision import qwen3_5_vision_config, qwen3_5_vision_tensors
 from ..models.siglip import shuffle_order, vision_config, vision_tensors
 from ..runtime.linear_plan import arithmetic
@@ -143,10 +143,7 @@ async def load_vision_encoder(model, device, *, half: bool | None = None, precis
     options = GraphOptions(
         max_rows=rows,
         kv_capacity=rows,
-        half=device.caps.shader_f16 if half is None else half,
-        cpu=device.caps.cpu,
-        subgroup_min_size=device.caps.subgroup_min_size,
-        max_binding=device.caps.limits.max_storage_binding,
+        **device_options(device, half=half),
         precision=arithmetic(precision, device.caps.int8_dot, device.caps.int8_emulated),
     )
     graph, _ = vision_plan(cfg, geometry, tensors, source.label, options)
