@@ -118,6 +118,7 @@ def test_bad_transcriptions_are_one_request_error_each():
         ({}, one_second, "does not translate"),  # a translation: a model with tasks only
         ({}, array("f"), "no samples"),
         ({}, array("f", [0.0, float("nan")]), "NaN"),
+        ({}, array("f", [float("inf"), float("-inf")]), "infinity"),  # their sum is NaN, not an error of its own
         ({}, array("h", [1, 2]), "float32"),
     ]
     for body, audio, named in cases:

@@ -148,7 +148,9 @@ def samples_of(audio) -> array:
     samples.frombytes(view.cast("B"))
     if not samples:
         raise RequestError("'audio' holds no samples", "audio")
-    if not all(math.isfinite(v) for v in samples):
+    # One C loop over the sum, not a Python one over the samples (48 ms for 6 s of audio in Pyodide):
+    # float32 values cannot overflow a double's sum, and a NaN or an infinity makes it non-finite.
+    if not math.isfinite(sum(samples)):
         raise RequestError("'audio' holds a sample that is not a number (NaN or infinity)", "audio")
     return samples
 
