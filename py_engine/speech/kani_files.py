@@ -18,6 +18,7 @@ tensor each in `voices.safetensors` under the voice's name; the model projects o
 
 from __future__ import annotations
 
+import re
 from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -185,6 +186,15 @@ def _voices(files: KaniFiles) -> dict[str, list[float]]:
             raise ModelFileError(info.path, f"voice {name!r}: shape {list(info.shape)}, not [{dim}]")
         voices[name] = host_floats(source, info, dim, VOICES)
     return voices
+
+
+def host_reads(source: ModelSource) -> tuple[list[str], list]:
+    """What the loader reads on the host, the rest streaming to the GPU: whole files (the voices) and
+    tensors (each attention layer's rotary alpha, the speaker projection), so that a source which holds
+    only the files' headers (the page's) can fetch them first."""
+    files = [VOICES] if source.exists(VOICES) else []
+    wanted = re.compile(re.escape(ALPHA).replace(r"\{\}", r"\d+") + "|" + re.escape(SPEAKER_PROJECTION))
+    return files, [info for info in read_tensor_index(source).values() if wanted.fullmatch(info.name)]
 
 
 def host_floats(source: ModelSource, info, count: int, name: str | None = None) -> list[float]:

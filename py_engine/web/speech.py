@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-import re
 import time
 from array import array
 
@@ -118,20 +117,16 @@ async def ensure_model(state, task: str, message: dict) -> tuple:
 
 
 async def keep_host_tensors(source) -> None:
-    """The bytes Kani-TTS-2 reads on the host (speech/kani_files.py, speaker.py: the voices, the
-    projection that makes a voice a row, each attention layer's rotary alpha) fetched first: a
+    """The bytes Kani-TTS-2's loader reads on the host (kani_files.host_reads) fetched first: a
     RemoteModel holds only the files' headers (the weights stream to the GPU)."""
-    from ..formats.hf_dir import read_tensor_index
-    from ..models.kani_tts import ALPHA
-    from ..speech.kani_files import SPEAKER_PROJECTION, VOICES
+    from ..speech.kani_files import host_reads
 
-    if source.exists(VOICES):
-        await source.keep(VOICES, 0, source.size(VOICES))
-    wanted = re.compile(re.escape(ALPHA).replace(r"\{\}", r"\d+") + "|" + re.escape(SPEAKER_PROJECTION))
+    files, tensors = host_reads(source)
+    for rel in files:
+        await source.keep(rel, 0, source.size(rel))
     holder = {source.locate(rel): rel for rel in source.files()}
-    for info in read_tensor_index(source).values():
-        if wanted.fullmatch(info.name):
-            await source.keep(holder[info.path], info.start, info.nbytes)
+    for info in tensors:
+        await source.keep(holder[info.path], info.start, info.nbytes)
 
 
 def samples_of(audio) -> array:
