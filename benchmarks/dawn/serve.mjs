@@ -70,6 +70,11 @@ export function modelEntry(model) {
       if (fs.statSync(path.join(abs, f), { throwIfNoEntry: false })?.isFile()) files[f] = path.join(abs, f);
     }
     for (const f of fs.readdirSync(abs).sort()) if (f.endsWith(".safetensors")) files[f] = path.join(abs, f);
+    const codec = path.join(abs, "nanocodec");  // a Kani-TTS-2 folder's NanoCodec decoder, as app/models.py serves it
+    if (fs.statSync(codec, { throwIfNoEntry: false })?.isDirectory()) {
+      const parts = ["config.json", ...fs.readdirSync(codec).filter((f) => f.endsWith(".safetensors")).sort()];
+      for (const f of parts) if (fs.statSync(path.join(codec, f), { throwIfNoEntry: false })?.isFile()) files[`nanocodec/${f}`] = path.join(codec, f);
+    }
     if (!files["config.json"]) throw new Error(`${abs}: not a model directory (needs config.json and *.safetensors)`);
   } else {
     throw new Error(`${abs}: expected a .gguf file or an HF model directory`);
