@@ -1,7 +1,8 @@
-"""Real-time factors of the page's transcription on Dawn: worker/worker.js + Pyodide + the engine wheel
+"""Real-time factors of the page's speech on Dawn: worker/worker.js + Pyodide + the engine wheel
 (build/web) in Node (benchmarks/dawn/speech.mjs), a clip sent through the worker's `transcribe` message
-as the page sends it (static/speech_client.js), the model's files through the weight store. Prints one
-JSON object; the desktop's numbers for the same work are versus_whispercpp.py's and speech_rtf.py's.
+and a text through its `speak` message as the page sends them (static/speech_client.js), the model's
+files through the weight store. Prints one JSON object; the desktop's numbers for the same work are
+versus_whispercpp.py's and speech_rtf.py's.
 
 Here, just before the GPU call (packs what the GPU machine needs into the ignored .dawn-speech/,
 ~34 MB, compressed so that it travels with the tree: build/web (this tree's engine, built first where
@@ -13,7 +14,7 @@ it differs), Node from .gpu-bench/ stripped, Dawn, Whisper base's configs and to
 
 On the GPU machine, from the project root, with .dawn-speech carried (--setup unpacks it):
 
-    python3 benchmarks/dawn_speech.py --setup [--models whisper,moonshine] [--runs 5]
+    python3 benchmarks/dawn_speech.py --setup [--models whisper,moonshine,kani] [--runs 5]
 
 and here on the CPU (Dawn's GLES backend on llvmpipe) with the tiny fixtures, to check the script:
 
@@ -28,6 +29,11 @@ speech_rtf.moonshine_folder (the end-of-text row zero). So no model ends early, 
 token count of transformers' transcript of the real model on the clip (Whisper: 21 + <|endoftext|>;
 Moonshine: its reference's). The clip is tests/fixtures/speech/two_cities_other_way.wav (6.2 s).
 Whisper is told language en (the desktop's versus_whispercpp.py does so too).
+
+Kani-TTS-2 + NanoCodec (kani): speech_rtf.kani_folder's real layout, random (bf16 backbone, f32
+codec; END_OF_SPEECH's row zero, so speech is bounded by max_frames: --seconds x 12.5 frames), its
+text speech_rtf.TEXT, the body's seed fixed; --tiny: the tiny LFM2 over the codec fixture's config.
+Its runs are --speak-runs (warm, after the one that loads), as speech_rtf.py's.
 """
 
 from __future__ import annotations
@@ -114,27 +120,39 @@ def clip_samples(clip: Path, out: Path) -> float:
     return count / 16000
 
 
-def models(names: list[str], work: Path, tiny: bool) -> dict:
-    """name -> (HF folder, tokens to decode, language)."""
+def models(names: list[str], work: Path, tiny: bool, clip: Path, seconds: float, seed: int) -> dict:
+    """name -> (HF folder, speech.mjs's arguments for its run)."""
     out = {}
     if "whisper" in names:
         if tiny:
-            out["whisper (tests/fixtures/whisper-f16)"] = (FIXTURES / "whisper-f16", 6, "en")
+            out["whisper (tests/fixtures/whisper-f16)"] = (FIXTURES / "whisper-f16", heard(clip, 6, "en"))
         else:
             from versus_whispercpp import random_model
 
             reference = json.loads((FIXTURES / "speech" / "whisper_base.json").read_text())
             tokens = len(reference["clips"][CLIP.name]["ids"]) + 1  # and <|endoftext|>
             random_model(work / "whisper-base")
-            out["whisper base (random f16)"] = (work / "whisper-base", tokens, "en")
+            out["whisper base (random f16)"] = (work / "whisper-base", heard(clip, tokens, "en"))
     if "moonshine" in names:
         from speech_rtf import moonshine_folder
 
         reference = json.loads((FIXTURES / "moonshine-base" / "reference.json").read_text())["clips"]
         tokens = 6 if tiny else len(reference[CLIP.name]["ids"]) - 1  # after the start id, the end id included
         name = "moonshine (tests/fixtures/moonshine-f32)" if tiny else "moonshine base (random f32)"
-        out[name] = (moonshine_folder(work / "moonshine-base", tiny), tokens, None)
+        out[name] = (moonshine_folder(work / "moonshine-base", tiny), heard(clip, tokens, None))
+    if "kani" in names:
+        from speech_rtf import TEXT, kani_folder
+
+        name = "kani-tts-2 (tiny LFM2 + nanocodec-f32's config)" if tiny else "kani-tts-2 + nanocodec (random)"
+        frames = round(seconds * 12.5)  # NanoCodec's 12.5 frames a second
+        spoken = ["--text", TEXT, "--frames", str(frames), "--seed", str(seed)]
+        out[name] = (kani_folder(work / "kani", tiny), spoken)
     return out
+
+
+def heard(clip: Path, tokens: int, language: str | None) -> list[str]:
+    """speech.mjs's arguments of a transcription of the clip's samples (clip_samples' file)."""
+    return ["--pcm", str(clip), "--tokens", str(tokens)] + (["--language", language] if language else [])
 
 
 def main() -> None:
@@ -142,8 +160,11 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="fill .dawn-speech/ here (CPU machine)")
     parser.add_argument("--setup", action="store_true", help="on the GPU machine: unpack .dawn-speech/ first")
     parser.add_argument("--tiny", action="store_true", help="the tiny fixtures (a check of the script)")
-    parser.add_argument("--models", default="whisper,moonshine")
+    parser.add_argument("--models", default="whisper,moonshine,kani")
     parser.add_argument("--runs", type=int, default=5, help="warm transcribes (after the first, which loads)")
+    parser.add_argument("--speak-runs", type=int, default=3, help="warm speaks (after the first, which loads)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="speech to make: max_frames / 12.5")
+    parser.add_argument("--seed", type=int, default=0, help="the speak body's seed")
     parser.add_argument("--node", default="node")
     parser.add_argument("--webgpu", default="/tmp/webgpu", help="the npm `webgpu` package's directory")
     parser.add_argument("--dawn-backend", default="vulkan", help="vulkan, or opengles (compatibility mode, no GPU)")
@@ -173,10 +194,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         result["clip_seconds"] = round(clip_samples(CLIP, work / "clip.f32"), 3)
-        for name, (folder, tokens, language) in models(args.models.split(","), work, args.tiny).items():
+        names, clip = args.models.split(","), work / "clip.f32"
+        for name, (folder, task) in models(names, work, args.tiny, clip, args.seconds, args.seed).items():
+            runs = args.speak_runs if "--frames" in task else args.runs
             command = [args.node, str(ROOT / "benchmarks" / "dawn" / "speech.mjs"), "--model", str(folder)]
-            command += ["--pcm", str(work / "clip.f32"), "--tokens", str(tokens), "--runs", str(args.runs)]
-            command += ["--language", language] if language else []
+            command += [*task, "--runs", str(runs)]
             command += ["--dawn-backend", args.dawn_backend, "--webgpu", args.webgpu]
             command += [arg for toggle in toggles for arg in ("--dawn-toggle", toggle)]
             run = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
