@@ -10,7 +10,9 @@
 // is weaker near the new Nyquist, but that band goes below), the channels averaged into one (a
 // surround file too: Web Audio's down-mix drops the channels of layouts it does not know), then the
 // microphone's band-limited resampler (capture_worklet.js) takes it to 16 kHz: an ideal resample's
-// samples to 90 dB, where decoding straight at 16 kHz gave 35 dB.
+// samples to 90 dB, where decoding straight at 16 kHz gave 35 dB. A WAV file is decoded at its own
+// rate (its header says it), so a 16 kHz recording reaches the model sample for sample, as on the
+// desktop: Moonshine's raw-waveform front-end turned a close token otherwise.
 
 import { WispError } from "./client.js";
 import { CAPTURE_RATE, Resampler } from "./capture_worklet.js";
@@ -28,9 +30,10 @@ export async function decodeAudio(file) {
   else if (ArrayBuffer.isView(file)) bytes = file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength);
   else throw new WispError("request", "'file' is required: the audio (a File, Blob, Response or bytes)");
   if (!bytes.byteLength) throw new WispError("request", `${name} is empty: there is no audio in it`);
+  const rate = wavRate(bytes) ?? DECODE_RATE;
   let decoded;
   try {
-    decoded = await new OfflineAudioContext(1, 1, DECODE_RATE).decodeAudioData(bytes);
+    decoded = await new OfflineAudioContext(1, 1, rate).decodeAudioData(bytes);
   } catch (err) {
     throw new WispError("request", `${name} could not be decoded as audio by this browser (${err.message || err.name})`);
   }
@@ -39,12 +42,27 @@ export async function decodeAudio(file) {
     const channel = decoded.getChannelData(c);
     for (let i = 0; i < mono.length; i++) mono[i] += channel[i] / decoded.numberOfChannels;
   }
-  const resampler = new Resampler(DECODE_RATE, CAPTURE_RATE);
+  if (rate === CAPTURE_RATE) return mono;
+  const resampler = new Resampler(rate, CAPTURE_RATE);
   const head = resampler.push(mono), tail = resampler.flush();
-  const out = new Float32Array(Math.round((mono.length * CAPTURE_RATE) / DECODE_RATE));
+  const out = new Float32Array(Math.round((mono.length * CAPTURE_RATE) / rate));
   out.set(head.subarray(0, out.length));
   if (head.length < out.length) out.set(tail.subarray(0, out.length - head.length), head.length);
   return out;
+}
+
+/** A RIFF/WAVE file's sample rate from its fmt chunk (one Web Audio accepts), else null. */
+function wavRate(bytes) {
+  const view = new DataView(bytes);
+  const tag = (at) => String.fromCharCode(...new Uint8Array(bytes, at, 4));
+  if (bytes.byteLength < 12 || tag(0) !== "RIFF" || tag(8) !== "WAVE") return null;
+  for (let at = 12; at + 8 <= bytes.byteLength; at += 8 + view.getUint32(at + 4, true) + (view.getUint32(at + 4, true) & 1)) {
+    if (tag(at) !== "fmt ") continue;
+    if (at + 16 > bytes.byteLength) return null;
+    const rate = view.getUint32(at + 12, true);
+    return rate >= 8000 && rate <= 384000 ? rate : null;
+  }
+  return null;
 }
 
 async function modelFor(wisp, id, task) {

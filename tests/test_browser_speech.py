@@ -63,12 +63,13 @@ TRANSCRIBER = ROOT / "tests" / "fixtures" / "whisper-f16"
 WHISPER_REFERENCE = json.loads((TRANSCRIBER / "reference.json").read_text())
 TOKENS = 12  # a transcript's most tokens (the random model would write a window's 448)
 SPEAKER = ROOT / "tests" / "fixtures" / "kani-f32"
+MOONSHINE = ROOT / "tests" / "fixtures" / "moonshine-f32"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     chat = tiny_tool_model(tmp_path_factory.mktemp("speech-chat"))
-    with app_server("--no-default", "--model", str(chat), str(TRANSCRIBER), str(SPEAKER)) as (url, _):
+    with app_server("--no-default", "--model", str(chat), str(TRANSCRIBER), str(SPEAKER), str(MOONSHINE)) as (url, _):
         yield url
 
 
@@ -397,3 +398,23 @@ def test_openai_js_transcribes_files_and_streams_speech(session, tmp_path):
     assert not errors, errors
     seen = check_protocol(traffic)
     assert {"speak", "transcribe", "speech", "speech_audio", "transcript_segment"} <= set(seen), seen
+
+
+MOONSHINE_JS = """async ({model, b64}) => {
+  const { Wisp } = await import("/static/openai.js");
+  const file = new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], "speech.wav", { type: "audio/wav" });
+  return await new Wisp().audio.transcriptions.create({ file, model, response_format: "verbose_json" });
+}"""
+
+
+def test_moonshine_transcribes_in_the_page(session):
+    """The third family in the page: Moonshine's fixture (its raw-waveform front-end, no log-mel) gives
+    transformers' greedy ids of its 2.5-s LibriVox clip, as on the desktop (test_moonshine)."""
+    page, traffic, errors = session
+    clip = json.loads((MOONSHINE / "reference.json").read_text())["clips"]["speech"]
+    b64 = base64.b64encode((MOONSHINE / clip["file"]).read_bytes()).decode()
+    got = page.evaluate(MOONSHINE_JS, {"model": MOONSHINE.name, "b64": b64})
+    asked = [d["id"] for to, d in traffic if to == "worker" and d.get("type") == "transcribe"][-1]
+    pieces = [d for to, d in traffic if to == "page" and d.get("type") == "transcript_segment" and d["id"] == asked]
+    assert [p["tokens"] for p in pieces] == [clip["greedy"][1:]]
+    assert got["text"] == clip["text"] and not errors, (got, errors)
