@@ -26,10 +26,10 @@ import numpy as np
 import torch
 import transformers
 from scipy.signal import resample_poly
+from speech_wav import RATE, write_wav
 from tokenizers import Tokenizer
 from transformers import GenerationConfig, MoonshineConfig, MoonshineForConditionalGeneration
 
-RATE = 16000
 VOCAB = 384
 SPECIALS = 259  # <unk> <s> </s> and <0x00>..<0xFF>: ids 0..258 in Moonshine's tokenizer
 CONFIG = dict(
@@ -92,18 +92,6 @@ def read_wav(path: Path) -> np.ndarray:
         samples = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768
     assert rate % RATE == 0, f"{rate} Hz is not a multiple of {RATE}"
     return resample_poly(samples, 1, rate // RATE) if rate != RATE else samples
-
-
-def write_wav(path: Path, samples: np.ndarray) -> np.ndarray:
-    """Write 16-bit PCM; returns what it holds as float32 (int16 / 32768, exact), transformers' input."""
-    pcm = np.clip(np.round(samples * 32768), -32768, 32767).astype("<i2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(pcm.tobytes())
-    return pcm.astype(np.float32) / 32768
 
 
 def clips(speech: Path) -> dict:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
+from speech_wav import RATE, write_wav
 from transformers import (
     GenerationConfig,
     LogitsProcessor,
@@ -41,7 +42,6 @@ from transformers import (
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEECH = ROOT / "tests/fixtures/moonshine-f32/audio/speech.wav"
-RATE = 16000
 VOCAB_TEXT = 320  # byte pieces and merged pieces
 LANGUAGES = 99
 SPECIALS_AFTER = ("<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
@@ -137,17 +137,6 @@ def read_wav(path: Path) -> np.ndarray:
     with wave.open(str(path)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, RATE), path
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768
-
-
-def write_wav(path: Path, samples: np.ndarray) -> np.ndarray:
-    pcm = np.clip(np.round(samples * 32768), -32768, 32767).astype("<i2")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(pcm.tobytes())
-    return pcm.astype(np.float32) / 32768
 
 
 def chirp() -> np.ndarray:
