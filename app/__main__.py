@@ -29,9 +29,9 @@ class PairMmproj(argparse.Action):
         models[-1] = (models[-1], value)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def parse_args(argv=None, prog: str = "python -m app") -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m app",
+        prog=prog,
         description="Serve Wisp's web app (the model runs in the browser) and OpenAI's API on this machine's GPU (/v1).",
     )
     # Loopback by default: the server hands out local model files; exposing it is an explicit choice.
@@ -96,8 +96,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python -m app") -> int:
+    """prog: how the usage names the command (`wisp serve`, app/command.py)."""
+    args = parse_args(argv, prog)
     try:
         registry = ModelRegistry(args.model, include_cache=not args.no_default, cache_dir=args.model_cache)
     except ModelPathError as exc:

@@ -21,8 +21,8 @@ from .terminal import ProgressBar, resolve_model
 MMPROJ_HELP = "llama.cpp's vision projector (mmproj-*.gguf) for a text GGUF: its picture side"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m py_engine", description="Wisp: LLM inference on WebGPU")
+def build_parser(prog: str = "python -m py_engine") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Wisp: LLM inference on WebGPU")
     sub = parser.add_subparsers(dest="command", required=True)
     model_help = f"catalog name, .gguf file or HF model directory (default: {DEFAULT_MODEL}, fetched on first use)"
     talk = sub.add_parser("chat", help="chat interactively (lines on stdin; /reset, /exit)")
@@ -107,8 +107,9 @@ def add_precision_arg(parser) -> None:
     )
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog: str = "python -m py_engine") -> int:
+    """prog: how the usage names the command (`wisp`, app/command.py)."""
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
         format="%(message)s",

@@ -1,6 +1,7 @@
 """The engine must run in Pyodide: no numpy outside py_engine/gpu, no wgpu outside py_engine/gpu. Its layers
 import one way: the device seam (py_engine/gpu) imports nothing above it, the browser worker's package
-(py_engine/web) is imported by nothing else in the engine (the CLI included), JavaScript is reached only
+(py_engine/web) is imported by nothing else in the engine (the CLI included) but the public API's load, which
+opens a model through its web/library.py in Pyodide, JavaScript is reached only
 from the browser host and web/, and no module imports itself around a cycle. Nothing outside the engine's
 module writes an engine's state or calls its private methods, graph builders are made in one module
 (runtime/loader.py), and the top level of py_engine/ holds at most 12 modules (the rest live in rooms
@@ -125,12 +126,19 @@ def engine_graph(planted: dict[str, str] | None = None) -> dict[str, set[str]]:
     return {m: {i for i in imports_of(m, text) if i in ENGINE_MODULES and i != m} for m, text in sources.items()}
 
 
+# The public API's load (py_engine/library/hosts.py) is the one door both hosts share: in Pyodide it
+# opens a model through the page's weight store (web/library.py), as gpu/ opens the browser's device.
+WEB_DOOR = "py_engine.library.hosts"
+
+
 def web_users(graph: dict[str, set[str]]) -> set[str]:
-    """Modules outside the browser worker's package (py_engine/web) that import it."""
+    """Modules outside the browser worker's package (py_engine/web) that import it, but for the API's
+    door (which may import web/library.py only)."""
     return {
         m
         for m, deps in graph.items()
-        if not in_package(m, "py_engine.web") and any(in_package(i, "py_engine.web") for i in deps)
+        if not in_package(m, "py_engine.web")
+        and any(in_package(i, "py_engine.web") and (m, i) != (WEB_DOOR, "py_engine.web.library") for i in deps)
     }
 
 
@@ -155,6 +163,9 @@ def test_the_browser_package_rule_sees_a_planted_import():
     """The CLI once imported py_engine/web for its device check's submit strategy."""
     assert web_users(engine_graph({"py_engine.cli": "from .web.webkit import load_policy"})) == {"py_engine.cli"}
     assert web_users(engine_graph({"py_engine.web.extra": "from .webkit import load_policy"})) == set()
+    door = "from ..web.library import open_model"
+    assert web_users(engine_graph({WEB_DOOR: door})) == set()
+    assert web_users(engine_graph({WEB_DOOR: "from ..web.webkit import load_policy"})) == {WEB_DOOR}
 
 
 def test_no_import_cycle():

@@ -194,10 +194,14 @@ def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool)
     return path
 
 
+METADATA_FILES = ("pyproject.toml", "README.md", "LICENSE")  # read by the build, not members of the wheel
+
+
 def engine_inputs() -> dict[str, Path]:
-    """The files the wisp wheel is built from (all engine sources and shaders, whatever pyproject lists)."""
-    files = {"pyproject.toml": ROOT / "pyproject.toml"}
-    for top, pattern in (("py_engine", "*.py"), ("shaders", "*.wgsl")):
+    """The files the wisp wheel is built from (all engine and server sources, shaders, the type marker, and
+    the metadata's README and licence): the same wheel the page loads and `pip install` takes."""
+    files = {name: ROOT / name for name in METADATA_FILES}
+    for top, pattern in (("py_engine", "*.py"), ("py_engine", "py.typed"), ("app", "*.py"), ("shaders", "*.wgsl")):
         for path in sorted((ROOT / top).rglob(pattern)):
             if "__pycache__" not in path.parts:
                 files[path.relative_to(ROOT).as_posix()] = path
@@ -238,7 +242,7 @@ def build_engine_wheel(wheels: Path, stamp: dict) -> Path:
             env=env,
         )
         (built,) = dist.glob("wisp-*.whl")
-        missing = sorted(set(inputs) - {"pyproject.toml"} - engine_members(built))
+        missing = sorted(set(inputs) - set(METADATA_FILES) - engine_members(built))
         if missing:
             raise BuildError(f"the wisp wheel lacks {missing[:5]}: add their packages to pyproject.toml")
         for old in existing:
@@ -268,7 +272,7 @@ def stale_engine_files(out: Path) -> list[str]:
     wheels = sorted((out / "wheels").glob("wisp-*.whl"))
     if len(wheels) != 1:
         return [f"{out / 'wheels'}/wisp-*.whl (not one wheel)"]
-    inputs = {rel: path for rel, path in engine_inputs().items() if rel != "pyproject.toml"}
+    inputs = {rel: path for rel, path in engine_inputs().items() if rel not in METADATA_FILES}
     with zipfile.ZipFile(wheels[0]) as whl:
         members = {repository_name(n): n for n in whl.namelist() if not n.endswith("/") and ".dist-info/" not in n}
         stale = [
