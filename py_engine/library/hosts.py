@@ -11,9 +11,12 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .model import Model
+
+if TYPE_CHECKING:
+    from ..session import LoadedModel
 
 Precision = Literal["fast", "exact"]
 Progress = Callable[[str, int, int], None]  # (stage, done, total): "download", "load", ...
@@ -47,7 +50,13 @@ async def load(
     return Model(loaded, precision)
 
 
-async def _desktop(model, context: int, precision: str, mmproj, progress: Progress | None):
+async def _desktop(
+    model: str | os.PathLike[str],
+    context: int,
+    precision: str,
+    mmproj: str | os.PathLike[str] | None,
+    progress: Progress | None,
+) -> LoadedModel:
     from .. import session
     from ..formats.source import open_source
     from ..gpu import open_device

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,7 +54,7 @@ class Model:
     @property
     def id(self) -> str:
         """The name it was loaded as (a catalog name, or the file's or folder's name)."""
-        return self._loaded.id
+        return str(self._loaded.id)
 
     @property
     def kind(self) -> Literal["chat", "embedding"]:
@@ -176,8 +176,9 @@ class Model:
         if self._loaded.embedder is None:
             raise WispError(f"{self.id} is not an embedding model: it generates (generate, chat)")
         request = parse_embeddings({"model": self.id, **body})
-        async with self._turn:
-            return await response(self._loaded.embedder, request)
+        async with self._taking_turn():
+            answer: dict[str, Any] = await response(self._loaded.embedder, request)
+        return answer
 
     # ---- the one path every text call takes ----
 
@@ -186,9 +187,12 @@ class Model:
 
         if body.get("stream"):
             return self._stream(kind, body, usage=bool((body.get("stream_options") or {}).get("include_usage")))
-        return await collect(self._stream(kind, body, usage=True))
+        whole: dict[str, Any] = await collect(self._stream(kind, body, usage=True))
+        return whole
 
-    async def _stream(self, kind: str, body: dict[str, Any], usage: bool = False) -> AsyncIterator[dict[str, Any]]:
+    async def _stream(
+        self, kind: str, body: dict[str, Any], usage: bool = False
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The request's chunks; the last (usage) one only where asked. Leaving early (a break, an
         exception in the loop) ends the answer at its next token, so the model is ready for the next
         call; the Answer of the last one is kept for _whole."""
@@ -219,6 +223,11 @@ class Model:
                 async for _ in chunks:  # the answer ends at its next token (AnswerStream asks cancelled)
                     pass
 
+    def _ended(self) -> tuple[Any, list[dict[str, Any]]]:
+        """The last answer's AnswerStream and tool calls (its usage chunk came: it ended)."""
+        assert self._last is not None
+        return self._last
+
     @contextlib.asynccontextmanager
     async def _taking_turn(self) -> AsyncIterator[None]:
         """The model's turn; a call made while the same task still streams another would wait for
@@ -242,8 +251,7 @@ class Model:
     async def _whole(self, pieces: AsyncIterator[str]) -> Answer:
         self._last = None
         text = "".join([piece async for piece in pieces])
-        assert self._last is not None  # the usage chunk came: the answer ended
-        answer, calls = self._last
+        answer, calls = self._ended()
         tool_calls = [{k: v for k, v in call.items() if k != "index"} for call in calls]
         finish: FinishReason = "tool_calls" if tool_calls else "length" if answer.stop == "length" else "stop"
         return Answer(text, list(answer.tokens), finish, len(answer.ids), answer.completion_tokens, tool_calls)
