@@ -5,8 +5,10 @@ machine's GPU (lavapipe here), run from outside the checkout so the installed co
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -95,3 +97,50 @@ def test_with_the_desktop_extra_wisp_generate_gives_transformers_ids(venv, wheel
         cwd=tmp_path,
     )
     assert str(venv) in where.stdout  # the installed copy ran, not the checkout
+
+
+MICROPIP = ("micropip==0.11.1", "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3")  # Pyodide 314's
+WEB = ROOT / "build" / "web"
+
+MICROPIP_INSTALL = """
+import { readFileSync } from "node:fs";
+const [web, micropip, wheel] = process.argv.slice(2);
+const { loadPyodide } = await import(`${web}/pyodide/pyodide.mjs`);
+const lock = JSON.parse(readFileSync(`${web}/wisp-lock.json`, "utf8"));
+for (const p of Object.values(lock.packages)) p.file_name = web + p.file_name;  // Node reads files, not URLs
+const py = await loadPyodide({ indexURL: `${web}/pyodide/`, lockFileContents: lock });
+await py.loadPackage([micropip], { messageCallback: () => {} });
+const name = wheel.split("/").pop();
+py.FS.writeFile(`/tmp/${name}`, readFileSync(wheel));
+console.log(await py.runPythonAsync(`
+import micropip
+await micropip.install("emfs:/tmp/${name}")
+import py_engine, jinja2
+from py_engine.runtime.kernels import SHADER_DIR
+" ".join([py_engine.__version__, str(len(list(SHADER_DIR.glob("*.wgsl"))) > 50), py_engine.load.__module__])
+`));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_micropip_installs_the_same_wheel_in_pyodide(wheel, tmp_path):
+    """The wheel pip installed, installed by micropip in Pyodide 314 (Node): its one requirement, jinja2,
+    from the page's lock; the desktop extras left out."""
+    if not (WEB / "wisp-lock.json").is_file():
+        pytest.skip("needs `make web` (Pyodide's core)")
+    requirement, sha256 = MICROPIP
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--platform", "any",
+         "--python-version", "3.14", "-d", str(tmp_path), requirement],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr[-2000:]
+    (micropip,) = tmp_path.glob("micropip-*.whl")
+    assert hashlib.sha256(micropip.read_bytes()).hexdigest() == sha256
+    script = tmp_path / "install.mjs"
+    script.write_text(MICROPIP_INSTALL)
+    out = subprocess.run(
+        ["node", str(script), str(WEB), str(micropip), str(wheel)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-3:] == [wheel.name.split("-")[1], "True", "py_engine.library.hosts"]
