@@ -26,6 +26,7 @@ import { initCitations, showCitations } from "./citations.js";
 import { initMicrophone, renderMicrophone } from "./microphone.js";
 import { initSpeaker, stopReading, withSpeaker } from "./speaker.js";
 import { speechModel } from "./speech_client.js";
+import { initTabNotice } from "./tab_notice.js";
 
 // No context: the worker picks it (2048; 512 on WebKit, where memory is tight: py_engine/web/webkit.py).
 const LOAD_OPTIONS = { f32: false, needs_text: true }; // a model with no tokenizer is refused at load: the chat sends text
@@ -117,6 +118,12 @@ function client() {
     setPhase("idle");
   });
   c.addEventListener("error", (ev) => showError(ev.detail.kind, ev.detail.message, { openStorage }));
+  c.addEventListener("moved", () => { // another tab took the engine (static/tab_notice.js says so)
+    state.loaded = null;
+    state.loadedEvent = null;
+    renderGpu(null);
+    setPhase("idle");
+  });
   c.addEventListener("device_lost", (ev) => onDeviceLost(ev.detail));
   // A load of the page's own is settled by loadModel (a reload after a GPU reset brings the same
   // model back); another model loaded by static/openai.js replaced the chat's in the shared
@@ -378,6 +385,7 @@ async function init() {
   ui.gpuPanel.addEventListener("toggle", () => { if (ui.gpuPanel.open) { toggleSettings(false); toggleStorage(false); } });
   ui.settingsButton.addEventListener("click", () => { if (!ui.settings.hidden) toggleStorage(false); });
   initDiagnostics({ client }); // "Check this device" (the GPU panel's button)
+  initTabNotice({ onTakeOver: () => loadModel() }); // another tab owns the engine (no SharedWorker here)
   initDocuments({ client, showError, busy: () => state.phase === "loading" || state.phase === "recovering" || state.gen !== null });
   initCitations();
   initMicrophone({ client, prompt: ui.prompt, showError, transcriber: () => (state.noGpu ? null : state.voice.transcriber) });

@@ -1,6 +1,7 @@
 // WispClient: the page side of the worker protocol (page <-> worker/worker.js, a module worker;
 // every message and event, with its fields: py_engine/web/protocol.py).
-// One module worker, requests matched to replies by id. Reused by the page, the tests and the benchmark.
+// One module worker, requests matched to replies by id (the page's own, sharedClient(), shares one
+// engine between tabs: static/engine_link.js). Reused by the page, the tests and the benchmark.
 //
 //   const client = new WispClient();                       // the worker starts on first use
 //   const client = sharedClient();                         // or the page's one (app.js, openai.js)
@@ -24,9 +25,17 @@
 // Every worker message is also dispatched as an event of its own type (detail: the message), e.g.
 // client.addEventListener("progress", ...).
 
+import { WispError } from "./errors.js";
+import { engineLink } from "./engine_link.js";
+import { Generation } from "./generation.js";
+import { modelRef } from "./models.js";
 import { importBatches } from "./memory_import.js";
 import { detectPlatform } from "./platform.js";
 import { PROBE_STEPS, SubmitCalibration } from "./submit_probe.js";
+
+export { Generation };
+export { WispError };
+export { fetchModels, MEMORY_MODEL, memoryModel, modelRef, modelSize } from "./models.js";
 
 /** What every load tells the worker about the page: the WebGPU implementation (decided here from
  *  the user agent: a worker has no maxTouchPoints) and the URL's ?group=N / ?group=all override of
@@ -42,140 +51,20 @@ export function pageLoadOptions(scope = globalThis) {
   return options;
 }
 
-export class WispError extends Error {
-  constructor(kind, message, id = null) {
-    super(message);
-    this.name = "WispError";
-    this.kind = kind;
-    this.id = id;
-  }
-}
-
 /** Is WebGPU exposed here? {ok, reason: null | "insecure-context" | "no-api"} (no adapter request). */
 export function webgpuSupport(scope = globalThis) {
   if (scope.navigator?.gpu) return { ok: true, reason: null };
   return { ok: false, reason: scope.isSecureContext === false ? "insecure-context" : "no-api" };
 }
 
-/** GET /api/models → [{id, name, kind, files, default, size}] (size: bytes, the sum of files). */
-export async function fetchModels(url = "/api/models") {
-  const res = await fetch(url);
-  if (!res.ok) throw new WispError("models", `GET ${url} answered ${res.status} ${res.statusText}`);
-  const models = await res.json();
-  return models.map((m) => ({ ...m, size: modelSize(m) }));
-}
-
-/** The embedding model the page's memory uses: all-MiniLM-L6-v2 where served, else the first
- *  embedding model of the list (null: none, so no memory here). */
-export const MEMORY_MODEL = "all-minilm-l6-v2";
-export function memoryModel(models) {
-  const embedders = (models || []).filter((m) => m.task === "embedding");
-  return embedders.find((m) => m.id === MEMORY_MODEL) || embedders[0] || null;
-}
-
-export function modelSize(model) {
-  return Object.values(model.files || {}).reduce((a, b) => a + Number(b || 0), 0);
-}
-
-/** The load message's model: what /api/models gives plus the base URL of its files; a model the
- *  user brought (static/byo.js) has its own base and source (and, local, its File handles). */
-export function modelRef(model) {
-  // hashes: what the worker's weight store checks downloaded files against (absent: it asks /api/models)
-  const ref = { id: model.id, name: model.name, kind: model.kind, base: model.base || `/models/${model.id}/`,
-                files: model.files, hashes: model.hashes };
-  if (model.source) ref.source = model.source;
-  if (model.mmproj) ref.mmproj = model.mmproj;  // a text GGUF's vision projector, one of its files
-  if (model.blobs) ref.blobs = model.blobs;
-  return ref;
-}
-
-/** One `openai` request: async-iterable over its stream's chunks, `done` resolving with the whole
- *  response. asText (generate()): over text pieces {text, index} instead, `done` resolving with the
- *  answer's stats (py_engine/web/protocol.py STATS) and the response. */
-export class Generation {
-  constructor(client, id, { asText = false } = {}) {
-    this.client = client;
-    this.id = id;
-    this.asText = asText;
-    this.text = "";
-    this.tokens = 0;  // text pieces seen (the stats count the tokens)
-    this.cancelled = false;
-    this.onToken = null;
-    this._queue = [];
-    this._waiters = [];
-    this._finished = false;
-    this._error = null;
-    this._release = () => {};  // WebKit's first-forward breadcrumb, if this generation holds it
-    this.done = new Promise((resolve, reject) => { this._resolve = resolve; this._reject = reject; });
-    this.done.catch(() => {}); // rejections reach whoever awaits; none are left unhandled
-  }
-
-  cancel() {
-    if (this._finished || this.cancelled) return;
-    this.cancelled = true;
-    this.client._post({ type: "cancel", id: this.id });
-  }
-
-  _chunk(chunk) {
-    if (chunk.memory) this.memory = chunk.memory;  // the first chunk of an answer from the user's documents
-    if (!this.asText) { this._push({ value: chunk, done: false }); return; }
-    const choice = chunk.choices[0];
-    const text = choice?.delta?.content ?? choice?.text ?? "";
-    if (!text) return;  // the role's chunk (sent before the first forward), the finish's
-    this._release();  // a forward has run
-    if (this._finished || this.cancelled) return; // nothing is shown after Stop
-    const piece = { text, index: this.tokens };
-    this.text += text;
-    this.tokens += 1;
-    if (this.onToken) this.onToken(piece, this);
-    this._push({ value: piece, done: false });
-  }
-
-  _response(msg) {
-    this._finish(this.asText ? { ...msg.stats, response: msg.body } : msg.body);
-  }
-
-  _finish(msg) {
-    this._release();
-    this._finished = true;
-    this._resolve(msg);
-    this._push({ value: undefined, done: true });
-  }
-
-  _fail(err) {
-    if (err.kind !== "crash") this._release();  // a crashed worker keeps the breadcrumb: a crash
-    this._finished = true;
-    this._error = err;
-    this._reject(err);
-    for (const w of this._waiters.splice(0)) w.reject(err);
-  }
-
-  _push(item) {
-    const w = this._waiters.shift();
-    if (w) w.resolve(item); else this._queue.push(item);
-  }
-
-  [Symbol.asyncIterator]() {
-    return {
-      next: () => {
-        if (this._queue.length) return Promise.resolve(this._queue.shift());
-        if (this._error) return Promise.reject(this._error);
-        if (this._finished) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve, reject) => this._waiters.push({ resolve, reject }));
-      },
-      return: () => { this.cancel(); return Promise.resolve({ value: undefined, done: true }); },
-    };
-  }
-}
-
 let nextId = 1;
 let pageClient = null;
 
 /** The page's one engine: the chat (app.js) and static/openai.js on the same page share this
- *  WispClient, so one worker holds one model (a second worker loads it again: twice the time,
- *  twice the GPU memory). */
+ *  WispClient, and every tab of the origin shares its engine (static/engine_link.js: one worker
+ *  holds one model; a second worker would load it again, twice the time and the GPU memory). */
 export function sharedClient() {
-  pageClient ??= new WispClient();
+  pageClient ??= new WispClient({ createWorker: (url) => engineLink(url) });
   return pageClient;
 }
 
@@ -205,6 +94,8 @@ export class WispClient extends EventTarget {
       this._crash(ev.message ? `${ev.message}${where}` : "The engine's worker could not start or stopped unexpectedly.");
     };
     w.onmessageerror = () => this._crash("The engine sent a message the page could not read.");
+    // engine_link.js's LockLink: another tab took the engine over; this one waits for it again
+    if ("onmoved" in w) w.onmoved = (message) => this._moved(message);
     this.worker = w;
     return this;
   }
@@ -415,6 +306,14 @@ export class WispClient extends EventTarget {
     const pending = [...this._pending.values()];
     this._pending.clear();
     for (const p of pending) (p.kind === "generate" ? p.gen._fail(err) : p.reject(err));
+  }
+
+  _moved(message) {
+    this.booted = null;
+    this.loaded = null;
+    this._submit.reset();
+    this._rejectAll(new WispError("moved", message));
+    this._emit("moved", { message });
   }
 
   _crash(message) {
