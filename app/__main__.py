@@ -78,6 +78,14 @@ def parse_args(argv=None, prog: str = "python -m app") -> argparse.Namespace:
         help="the served embedding model that embeds /v1/memory's documents (default: the first one listed)",
     )
     parser.add_argument(
+        "--notebook",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also serve this JupyterLite site (make notebook builds build/notebook) at /notebook/, on the "
+        "page's origin so the notebook's kernel shares the page's weight store",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -104,6 +112,9 @@ def main(argv=None, prog: str = "python -m app") -> int:
     except ModelPathError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.notebook is not None and not (args.notebook / "jupyter-lite.json").is_file():
+        print(f"error: {args.notebook} is not a JupyterLite site: run `make notebook`", file=sys.stderr)
+        return 2
     import uvicorn  # after the argument checks: `--help` and bad paths need no server packages
 
     web_dir = ROOT / "build" / "web"
@@ -121,6 +132,8 @@ def main(argv=None, prog: str = "python -m app") -> int:
     shown = f"[{host}]" if ":" in host else host
     models = registry.models()
     print(f"Wisp: http://{shown}:{port}/", flush=True)
+    if args.notebook is not None:
+        print(f"  notebook: http://{shown}:{port}/notebook/lab/index.html?path=wisp.ipynb", flush=True)
     for m in models:
         paired = f" + {m.mmproj_path()}" if m.mmproj else ""
         print(f"  model {m.id}{' (default)' if m.default else ''}: {m.path}{paired}", flush=True)
@@ -128,7 +141,7 @@ def main(argv=None, prog: str = "python -m app") -> int:
         print("  no models: run `python -m py_engine fetch` or pass --model PATH", flush=True)
     openai = Models(registry, precision=args.precision)
     memories = Memories(openai, args.memory_dir, args.memory_model)
-    app = create_app(registry, web_dir=web_dir, openai=openai, memories=memories)
+    app = create_app(registry, web_dir=web_dir, openai=openai, memories=memories, notebook=args.notebook)
     config = uvicorn.Config(app, log_level=args.log_level)
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -19,6 +19,8 @@ this machine's own GPU for apps that call it (app/openai_api.py).
                        OpenAI's API over the same models, run here with wgpu-py (app/openai_api.py)
 /v1/audio/transcriptions, /v1/audio/speech
                        speech to text and text to speech (app/audio_api.py)
+/notebook/*            a JupyterLite site (python -m app --notebook build/notebook; tools/build_notebook.py):
+                       on the page's origin, so its kernel shares the page's weight store
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .files import file_response, not_found, safe_path
@@ -77,9 +79,36 @@ class ShellVersion:
             return self.value
 
 
+def notebook_routes(site: Path) -> list[Route]:
+    """A JupyterLite site at /notebook/: its files, a folder's index.html for a URL ending in "/"."""
+
+    async def serve(request: Request) -> Response:
+        rel = request.path_params["path"]
+        if rel == "" or rel.endswith("/"):
+            rel += "index.html"
+        path = safe_path(site, rel)
+        if path is None and safe_path(site, f"{rel}/index.html"):  # a folder named without its "/"
+            return RedirectResponse(f"/notebook/{rel}/", status_code=308)
+        return file_response(request, path) if path else not_found()
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/notebook/", status_code=308)
+
+    return [
+        Route("/notebook", root, methods=["GET", "HEAD"]),
+        Route("/notebook/{path:path}", serve, methods=["GET", "HEAD"]),
+    ]
+
+
 def create_app(
-    registry: ModelRegistry | None = None, root: Path = ROOT, web_dir: Path | None = None, openai=None, memories=None
+    registry: ModelRegistry | None = None,
+    root: Path = ROOT,
+    web_dir: Path | None = None,
+    openai=None,
+    memories=None,
+    notebook: Path | None = None,
 ) -> Starlette:
+    """notebook: a JupyterLite site (build/notebook) to serve at /notebook/, or None."""
     registry = registry if registry is not None else ModelRegistry()
     web_dir = web_dir if web_dir is not None else root / "build" / "web"
     trees = {
@@ -144,6 +173,7 @@ def create_app(
         Route("/models/{model_id}/{path:path}", model_file, methods=["GET", "HEAD"]),
         *(tree(name) for name in trees),
         *openai_routes(registry, openai, memories),
+        *(notebook_routes(notebook) if notebook is not None else []),
     ]
     app = Starlette(routes=routes)
     app.state.registry = registry

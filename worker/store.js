@@ -82,7 +82,11 @@ export class StoreError extends Error {
 
 const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
 
-function post(phase, extra) { self.postMessage({ type: "progress", id: requestId, phase, ...extra }); }
+// Where the load's progress goes: this worker's page (worker.js), or a function of the Python that
+// loads (py_engine/web/library.py: in a notebook's kernel worker the worker's channel is the kernel's).
+let progressSink = (event) => self.postMessage(event);
+export function progressTo(sink) { progressSink = sink; }
+function post(phase, extra) { progressSink({ type: "progress", id: requestId, phase, ...extra }); }
 
 /** A record still describes the server's file? (sha256 known: it must match; else the ETag, when the
  *  page could ask the server; offline, hashes are absent and a record is trusted.) */
