@@ -75,3 +75,13 @@ $(VENV)/.installed: pyproject.toml
 
 clean:
 	rm -rf $(VENV) .cache build/web
+
+# The third command: a JupyterLite site whose Python kernel runs Wisp (docs/notebook.md). Installs the
+# `notebook` extra (jupyterlite from PyPI) when missing, builds build/notebook (tools/build_notebook.py,
+# offline but for PyPI and npm) and serves it with the page, on one origin so both share the weight store:
+# http://127.0.0.1:8000/notebook/lab/index.html?path=wisp.ipynb (MODEL as for `make serve`).
+.PHONY: notebook
+notebook: install web
+	$(PY) tools/build_notebook.py
+	$(PY) -m py_engine fetch $(if $(and $(MODEL),$(if $(wildcard $(MODEL)),,x)),"$(MODEL)")
+	$(PY) -m app --notebook build/notebook $(if $(MODEL),--model "$(MODEL)")
