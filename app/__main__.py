@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from py_engine.cli import add_precision_arg
 from .memory_api import Memories
 from .models import ModelPathError, ModelRegistry
 from .openai_api import Models
-from .server import ROOT, create_app
+from .server import create_app
+from .web_build import DEFAULT_OUT, IN_CHECKOUT
 
 
 class PairMmproj(argparse.Action):
@@ -94,6 +96,21 @@ def parse_args(argv=None, prog: str = "python -m app") -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def build_page() -> Path:
+    """An installed wheel's page build (~/.cache/wisp/web: Pyodide's core from npm and jinja2 and
+    markupsafe from PyPI the first time, the installed engine packed as the page's wheel); a checkout's
+    is `make web`'s. Offline without it, the server still answers /v1."""
+    from . import web_build
+
+    if not (DEFAULT_OUT / "wisp-lock.json").is_file():
+        print(f"building the page's files into {DEFAULT_OUT} (once: Pyodide from npm, jinja2 from PyPI)", flush=True)
+    try:
+        web_build.build(DEFAULT_OUT)
+    except (web_build.BuildError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"warning: the page's files could not be built ({exc}); /v1 still answers", file=sys.stderr)
+    return DEFAULT_OUT
+
+
 def bind(host: str, port: int) -> socket.socket:
     """Bind ourselves (IPv4 or IPv6) so --port 0 works and the printed URL has the real port."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -117,7 +134,7 @@ def main(argv=None, prog: str = "python -m app") -> int:
         return 2
     import uvicorn  # after the argument checks: `--help` and bad paths need no server packages
 
-    web_dir = ROOT / "build" / "web"
+    web_dir = build_page() if not IN_CHECKOUT else DEFAULT_OUT
     if not (web_dir / "wisp-lock.json").is_file():
         print(
             f"warning: {web_dir} is not built; run `make web` (the page cannot start Python without it)",

@@ -39,8 +39,8 @@ from .files import file_response, not_found, safe_path
 from .models import ModelRegistry
 from .openai_api import openai_routes
 from .shell import shell_manifest
+from .web_build import DEFAULT_OUT, PAGE_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NO_CACHE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 
 
@@ -102,7 +102,7 @@ def notebook_routes(site: Path) -> list[Route]:
 
 def create_app(
     registry: ModelRegistry | None = None,
-    root: Path = ROOT,
+    root: Path = PAGE_ROOT,
     web_dir: Path | None = None,
     openai=None,
     memories=None,
@@ -110,7 +110,8 @@ def create_app(
 ) -> Starlette:
     """notebook: a JupyterLite site (build/notebook) to serve at /notebook/, or None."""
     registry = registry if registry is not None else ModelRegistry()
-    web_dir = web_dir if web_dir is not None else root / "build" / "web"
+    if web_dir is None:
+        web_dir = DEFAULT_OUT if root == PAGE_ROOT else root / "build" / "web"
     trees = {
         "static": root / "static",
         "worker": root / "worker",

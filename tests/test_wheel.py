@@ -6,11 +6,13 @@ machine's GPU (lavapipe here), run from outside the checkout so the installed co
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -60,7 +62,9 @@ def test_the_wheel_holds_the_engine_and_says_what_it_is(wheel):
         scripts = whl.read(f"{info}/entry_points.txt").decode()
     shaders = {p.relative_to(ROOT / "shaders").as_posix() for p in (ROOT / "shaders").rglob("*.wgsl")}
     assert {n.removeprefix("py_engine/shaders/") for n in names if n.endswith(".wgsl")} == shaders
+    page = {"app/static/index.html", "app/static/sw.js", "app/worker/worker.js", "app/worker/gpu.js"}
     assert {"py_engine/py.typed", "py_engine/library/model.py", "app/command.py", f"{info}/licenses/LICENSE"} <= names
+    assert page <= names  # an installed `wisp serve` serves the page from the wheel
     assert "wisp = app.command:main" in scripts
     assert "License-Expression: Apache-2.0" in metadata
     required = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
@@ -81,7 +85,9 @@ def test_a_fresh_venv_says_which_extra_a_command_needs(venv, tmp_path):
 
 def test_with_the_desktop_extra_wisp_generate_gives_transformers_ids(venv, wheel, tmp_path):
     pip = subprocess.run(
-        [venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[desktop]"], capture_output=True, text=True
+        [venv / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[desktop,server]"],
+        capture_output=True,
+        text=True,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
     reference = json.loads((LLAMA / "reference.json").read_text())
@@ -144,3 +150,49 @@ def test_micropip_installs_the_same_wheel_in_pyodide(wheel, tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-3:] == [wheel.name.split("-")[1], "True", "py_engine.library.hosts"]
+
+
+NODE_BOOT = """
+import { readFileSync } from "node:fs";
+const web = process.argv[2];
+const { loadPyodide } = await import(`${web}/pyodide/pyodide.mjs`);
+const lock = JSON.parse(readFileSync(`${web}/wisp-lock.json`, "utf8"));
+for (const p of Object.values(lock.packages)) p.file_name = web + p.file_name;
+const py = await loadPyodide({ indexURL: `${web}/pyodide/`, lockFileContents: lock });
+await py.loadPackage(["wisp"], { messageCallback: () => {} });
+console.log(py.runPython("import py_engine.web.worker, py_engine; py_engine.__version__"));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_an_installed_wisp_serve_builds_and_serves_the_page(venv, wheel, tmp_path):
+    """`wisp serve` from the wheel (after the test above added [desktop,server]): the page's build in the
+    user's cache (Pyodide and PyPI downloads seeded from the checkout's .cache, as a second run finds
+    them), the installed engine packed as the page's wheel; the page, its worker and that wheel served,
+    and Pyodide boots the engine from it."""
+    downloads = tmp_path / "cache" / "wisp" / "downloads"
+    for kind in ("npm", "pypi"):
+        if (ROOT / ".cache" / kind).is_dir():
+            shutil.copytree(ROOT / ".cache" / kind, downloads / kind)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    command = [venv / "bin" / "wisp", "serve", "--port", "0", "--no-default", "--model", str(LLAMA)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    try:
+        lines = iter(server.stdout.readline, "")
+        url = next(line.split()[1] for line in lines if line.startswith("Wisp: http"))
+        page = urllib.request.urlopen(url).read().decode()
+        lock = json.loads(urllib.request.urlopen(url + "wisp-lock.json").read())
+        served = urllib.request.urlopen(url + lock["packages"]["wisp"]["file_name"].lstrip("/")).read()
+        worker = urllib.request.urlopen(url + "worker/worker.js").read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    web = tmp_path / "cache" / "wisp" / "web"
+    assert "<html" in page.lower() and "loadPyodide" in worker
+    with zipfile.ZipFile(io.BytesIO(served)) as whl:
+        assert "py_engine/library/hosts.py" in whl.namelist() and "app/static/index.html" in whl.namelist()
+    script = tmp_path / "boot.mjs"
+    script.write_text(NODE_BOOT)
+    out = subprocess.run(["node", str(script), str(web)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == wheel.name.split("-")[1]
