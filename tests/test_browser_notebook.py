@@ -1,0 +1,150 @@
+"""The example notebook (docs/wisp.ipynb) in JupyterLite, headless: `make notebook`'s site (tools/
+build_notebook.py, built here when missing or stale) served by `python -m app --notebook` beside a tiny
+model, every cell run by JupyterLab's own "Run All Cells". Its kernel (Pyodide in a Web Worker) installs
+the engine wheel with micropip, `wisp.load`s the model through the page's weight store onto WebGPU
+(SwiftShader) and streams tokens into the cell: the same text and token ids as the desktop engine gives
+for the same model, prompt and settings (py_engine on lavapipe, here). Screenshot: tests/artifacts/
+notebook.png. And what a user sees who runs wisp.load on a page's main thread: the refusal that says why
+and what to do (a plain Pyodide on a page of the server's origin)."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from browser_harness import ROOT, app_server, launch
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+MODEL = "tiny-tools"  # test_openai_server's tiny qwen3 with its made-up tokenizer
+CONTEXT = 128  # the tiny model's positions: 256
+# What the test changes in the example notebook: its model (the server's tiny one) and context.
+EDITS = {'MODEL = \\"smollm2-135m-instruct\\"': f'MODEL = \\"{MODEL}\\"', "context=512": f"context={CONTEXT}"}
+PROMPT = "The capital of France is"  # the notebook's
+MAX_TOKENS = 8  # the notebook's
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A copy of build/notebook (built now if stale: a few seconds when it is not) whose example
+    notebook loads the tiny model."""
+    built = ROOT / "build" / "notebook"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "build_notebook.py")], capture_output=True, text=True)
+    if run.returncode != 0 and "No matching distribution" in run.stderr:
+        pytest.skip(f"a package of the notebook build is not on the package index: {run.stderr[-500:]}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    copy = tmp_path_factory.mktemp("notebook") / "site"
+    shutil.copytree(built, copy)
+    notebook = copy / "files" / "wisp.ipynb"
+    text = notebook.read_text()
+    for old, new in EDITS.items():
+        assert text.count(old) == 1, f"docs/wisp.ipynb no longer has {old}: update EDITS"
+        text = text.replace(old, new)
+    notebook.write_text(text)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from test_openai_server import tiny_tool_model
+
+    return tiny_tool_model(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def server(site, tiny):
+    with app_server("--no-default", "--model", str(tiny), "--notebook", str(site)) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def context(server, tmp_path_factory):
+    with playwright_api.sync_playwright() as p:
+        context = launch(p, tmp_path_factory.mktemp("chromium"))
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def desktop(tiny):
+    """The notebook's cells on the desktop engine (wgpu-py; lavapipe here)."""
+    import py_engine as wisp
+
+    async def run():
+        model = await wisp.load(tiny, context=CONTEXT, precision="exact")
+        text = "".join([piece async for piece in model.generate(PROMPT, max_tokens=MAX_TOKENS, temperature=0)])
+        answer = await model.complete(PROMPT, max_tokens=MAX_TOKENS, temperature=0)
+        return text, answer
+
+    return asyncio.run(run())
+
+
+# Each code cell's prompt ("[3]:" once run) and its outputs' text; "error" once a cell has failed.
+CELLS = """() => {
+  const cells = [...document.querySelectorAll(".jp-Notebook .jp-CodeCell")];
+  return cells.map((cell) => ({
+    prompt: cell.querySelector(".jp-InputPrompt")?.innerText.trim() ?? "",
+    outputs: [...cell.querySelectorAll(".jp-OutputArea-output")].map((o) => o.innerText),
+    error: !!cell.querySelector(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"),
+  }));
+}"""
+DONE = f"""() => {{
+  const cells = ({CELLS})();
+  return cells.some((c) => c.error) || (cells.length > 0 && cells.every((c) => /^\\[\\d+\\]:$/.test(c.prompt)));
+}}"""
+
+
+def test_the_notebooks_cells_stream_the_desktops_tokens(desktop, server, context):
+    page = context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 1000})  # the screenshot: load, stream and ids cells
+    page.goto(server + "/notebook/lab/index.html?path=wisp.ipynb")
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=120_000)
+    page.get_by_text("Run", exact=True).first.click()  # JupyterLab's menu bar
+    page.get_by_text("Run All Cells", exact=True).click()
+    # Bounded by the cells' own ends (each numbered once run); the timeout only guards a hang.
+    page.wait_for_function(DONE, timeout=600_000, polling=1000)
+    cells = page.evaluate(CELLS)
+    page.locator(".jp-Notebook .jp-CodeCell").last.scroll_into_view_if_needed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "notebook.png"))
+    assert not any(c["error"] for c in cells), json.dumps(cells, indent=1)
+    install, load, stream, complete = (c["outputs"] for c in cells)
+    assert "store download verify upload compile" in load[0]  # the weights came through the store
+    assert f"<wisp.Model '{MODEL}' chat, context {CONTEXT}, exact>" in load[-1]
+    text, answer = desktop
+    assert text  # the tiny model's made-up tokenizer spells every token
+    assert "".join(stream) == text
+    assert complete == [f"{answer.token_ids} {answer.finish_reason}\n"]
+    assert len(answer.token_ids) == MAX_TOKENS and answer.finish_reason == "length"
+    page.close()
+
+
+MAIN_THREAD = """async () => {
+  const origin = location.origin;  // absolute: Pyodide resolves the lock's wheels against the lock's URL
+  const { loadPyodide } = await import(`${origin}/pyodide/pyodide.mjs`);
+  const pyodide = await loadPyodide({ indexURL: `${origin}/pyodide/`, lockFileURL: `${origin}/wisp-lock.json` });
+  await pyodide.loadPackage(["wisp"]);
+  return await pyodide.runPythonAsync(`
+import py_engine as wisp
+try:
+    await wisp.load("tiny-tools")
+    seen = ("loaded", "")
+except Exception as exc:
+    seen = (type(exc).__name__, str(exc))
+seen
+`).then((seen) => seen.toJs());
+}"""
+
+
+def test_wisp_load_on_a_pages_main_thread_says_why_and_what_to_do(server, context):
+    page = context.new_page()
+    page.goto(server + "/api/models")  # a document of the server's origin, nothing running in it
+    kind, message = page.evaluate(MAIN_THREAD)
+    assert kind == "MainThreadError", message
+    assert "on a page's main thread" in message and "dedicated Web Worker" in message
+    assert '<script type="py" worker>' in message
+    page.close()
