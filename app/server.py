@@ -79,8 +79,16 @@ class ShellVersion:
             return self.value
 
 
+# PyScript's worker reaches its page's DOM (pyscript.display) through SharedArrayBuffer, which only a
+# cross-origin isolated page has: the site's PyScript example is served isolated (all it loads is ours).
+ISOLATED = {
+    "pyscript.html": {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
+}
+
+
 def notebook_routes(site: Path) -> list[Route]:
-    """A JupyterLite site at /notebook/: its files, a folder's index.html for a URL ending in "/"."""
+    """A JupyterLite site at /notebook/ (and a PyScript example): its files, a folder's index.html
+    for a URL ending in "/"."""
 
     async def serve(request: Request) -> Response:
         rel = request.path_params["path"]
@@ -89,7 +97,11 @@ def notebook_routes(site: Path) -> list[Route]:
         path = safe_path(site, rel)
         if path is None and safe_path(site, f"{rel}/index.html"):  # a folder named without its "/"
             return RedirectResponse(f"/notebook/{rel}/", status_code=308)
-        return file_response(request, path) if path else not_found()
+        if path is None:
+            return not_found()
+        response = file_response(request, path)
+        response.headers.update(ISOLATED.get(rel, {}))
+        return response
 
     async def root(request: Request) -> Response:
         return RedirectResponse("/notebook/", status_code=308)

@@ -1,10 +1,11 @@
-"""The example notebook (docs/wisp.ipynb) in JupyterLite, headless: `make notebook`'s site (tools/
+"""The example notebook (docs/wisp.ipynb) in JupyterLite and the PyScript example (docs/pyscript.html), headless: `make notebook`'s site (tools/
 build_notebook.py, built here when missing or stale) served by `python -m app --notebook` beside a tiny
 model, every cell run by JupyterLab's own "Run All Cells". Its kernel (Pyodide in a Web Worker) installs
 the engine wheel with micropip, `wisp.load`s the model through the page's weight store onto WebGPU
 (SwiftShader) and streams tokens into the cell: the same text and token ids as the desktop engine gives
 for the same model, prompt and settings (py_engine on lavapipe, here). Screenshot: tests/artifacts/
-notebook.png. And what a user sees who runs wisp.load on a page's main thread: the refusal that says why
+notebook.png. The PyScript page's worker then streams the same text into the page (the model from the
+weight store this time). And what a user sees who runs wisp.load on a page's main thread: the refusal that says why
 and what to do (a plain Pyodide on a page of the server's origin)."""
 
 import asyncio
@@ -24,6 +25,11 @@ MODEL = "tiny-tools"  # test_openai_server's tiny qwen3 with its made-up tokeniz
 CONTEXT = 128  # the tiny model's positions: 256
 # What the test changes in the example notebook: its model (the server's tiny one) and context.
 EDITS = {'MODEL = \\"smollm2-135m-instruct\\"': f'MODEL = \\"{MODEL}\\"', "context=512": f"context={CONTEXT}"}
+DONE_MARK = "wisp-pyscript-done"  # printed (to the console) after the PyScript page's loop, in the test's copy
+PYSCRIPT_EDITS = {
+    '"smollm2-135m-instruct", context=512': f'"{MODEL}", context={CONTEXT}',
+    '    display(text, target="answer", append=False)\n': f'    display(text, target="answer", append=False)\nprint("{DONE_MARK}")\n',
+}
 PROMPT = "The capital of France is"  # the notebook's
 MAX_TOKENS = 8  # the notebook's
 
@@ -39,13 +45,17 @@ def site(tmp_path_factory):
     assert run.returncode == 0, run.stdout + run.stderr
     copy = tmp_path_factory.mktemp("notebook") / "site"
     shutil.copytree(built, copy)
-    notebook = copy / "files" / "wisp.ipynb"
-    text = notebook.read_text()
-    for old, new in EDITS.items():
-        assert text.count(old) == 1, f"docs/wisp.ipynb no longer has {old}: update EDITS"
-        text = text.replace(old, new)
-    notebook.write_text(text)
+    edit(copy / "files" / "wisp.ipynb", EDITS)
+    edit(copy / "pyscript.html", PYSCRIPT_EDITS)
     return copy
+
+
+def edit(path, edits: dict) -> None:
+    text = path.read_text()
+    for old, new in edits.items():
+        assert text.count(old) == 1, f"{path.name} no longer has {old!r}: update the test's edits"
+        text = text.replace(old, new)
+    path.write_text(text)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +130,17 @@ def test_the_notebooks_cells_stream_the_desktops_tokens(desktop, server, context
     assert "".join(stream) == text
     assert complete == [f"{answer.token_ids} {answer.finish_reason}\n"]
     assert len(answer.token_ids) == MAX_TOKENS and answer.finish_reason == "length"
+    page.close()
+
+
+def test_the_pyscript_example_streams_the_same_text(desktop, server, context):
+    page = context.new_page()
+    # The loop's end, or its error (the timeout only guards a hang)
+    with page.expect_console_message(lambda m: DONE_MARK in m.text or "Error" in m.text, timeout=300_000) as end:
+        page.goto(server + "/notebook/pyscript.html")
+        assert page.evaluate("crossOriginIsolated")  # pyscript.display from the worker needs it
+    assert end.value.text == DONE_MARK, end.value.text
+    assert page.locator("#answer").inner_text() == desktop[0]
     page.close()
 
 

@@ -83,6 +83,9 @@ def test_the_load_message_is_the_pages():
     assert other["model"]["base"] == "http://other:8000/models/smollm2-135m-instruct/"
     assert other["model"]["source"] == "url" and other["model"]["hashes"] == {}
     assert same["id"] != other["id"]
+    # PyScript's worker runs from a blob: URL, against which no path resolves: the same files, absolute
+    blob = load_message(SERVED[0], "http://o", True, 128, "exact", platform, absolute=True)
+    assert blob["model"]["base"] == "http://o/models/tiny-tools/" and "source" not in blob["model"]
 
 
 def test_the_server_mounts_a_notebook_site(tmp_path):
@@ -92,8 +95,10 @@ def test_the_server_mounts_a_notebook_site(tmp_path):
     (site / "lab" / "index.html").write_text("<p>lab</p>")
     (site / "jupyter-lite.json").write_text("{}")
     (site / ".stamp.json").write_text("{}")
+    (site / "pyscript.html").write_text("<p>py</p>")
     with running(create_app(ModelRegistry([], include_cache=False), notebook=site)) as port:
-        assert request(port, "/notebook/")[2] == b"<p>root</p>"
+        status, headers, body = request(port, "/notebook/")
+        assert body == b"<p>root</p>" and "cross-origin-opener-policy" not in headers  # JupyterLite: not isolated
         assert request(port, "/notebook/lab/")[2] == b"<p>lab</p>"
         status, headers, _ = request(port, "/notebook/lab")
         assert status == 308 and headers["location"] == "/notebook/lab/"
@@ -101,6 +106,9 @@ def test_the_server_mounts_a_notebook_site(tmp_path):
         assert status == 308 and headers["location"] == "/notebook/"
         status, headers, _ = request(port, "/notebook/jupyter-lite.json")
         assert status == 200 and headers["content-type"] == "application/json"
+        status, headers, _ = request(port, "/notebook/pyscript.html")  # PyScript's worker reaches the DOM
+        assert status == 200 and headers["cross-origin-opener-policy"] == "same-origin"
+        assert headers["cross-origin-embedder-policy"] == "require-corp"
         assert request(port, "/notebook/.stamp.json")[0] == 404  # hidden files stay private
         assert request(port, "/notebook/../pyproject.toml")[0] == 404
     with running(create_app(ModelRegistry([], include_cache=False))) as port:

@@ -14,7 +14,10 @@ Everything comes from PyPI and npm, nothing from a CDN at build or at run time:
 - what the kernel then installs with piplite (comm, IPython, jedi and their dependencies): pinned pure
   wheels from PyPI in the site's pypi/ (indexed in pypi/all.json), with PyPI's fallback disabled;
 - the engine: build/web/wheels' wisp wheel (the page's, served at /wheels/), which the example
-  notebook (docs/wisp.ipynb, copied as files/wisp.ipynb) installs with micropip.
+  notebook (docs/wisp.ipynb, copied as files/wisp.ipynb) installs with micropip;
+- PyScript: @pyscript/core's dist from npm (sha512 pinned) in pyscript/, and docs/pyscript.html as
+  pyscript.html, its `<script type="py" worker>` on the same Pyodide (the server serves that page
+  cross-origin isolated: app/server.py ISOLATED).
 
 A rebuild is skipped when nothing it is built from changed (build/notebook/.stamp.json).
 """
@@ -30,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import tomllib
 from pathlib import Path
@@ -152,6 +156,10 @@ LOCKED = {
     "markupsafe": (["markupsafe"], []),
     "wisp": (["py_engine"], ["jinja2"]),
 }
+PYSCRIPT = ROOT / "docs" / "pyscript.html"
+PYSCRIPT_VERSION = "0.7.31"
+# `npm view @pyscript/core@0.7.31 dist.integrity`
+PYSCRIPT_INTEGRITY = "sha512-GqM1aonc1N4RTkNZ1zJ8jJk8+i2cqeztZslPsAiQtn+wHHkUX9Z1FgIg4HjCvhBylB68UKmbTVTzOobpgPIMVQ=="
 ENGINE_WHEEL = re.compile(r"/wheels/wisp-[^\"'\s]*?\.whl")  # the wheel URL docs/wisp.ipynb installs
 
 
@@ -212,6 +220,38 @@ def pyodide_wheel(name: str, version: str, filename: str, sha256: str) -> Path:
     return path
 
 
+def pyscript_tarball() -> Path:
+    """@pyscript/core's npm tarball, fetched once into .cache/npm and checked against its pinned sha512."""
+    tarball = build_web.CACHE / "npm" / f"pyscript-core-{PYSCRIPT_VERSION}.tgz"
+    if not tarball.exists():
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        log(f"fetching @pyscript/core@{PYSCRIPT_VERSION} from npm")
+        with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
+            spec = f"@pyscript/core@{PYSCRIPT_VERSION}"
+            subprocess.run(
+                ["npm", "pack", spec, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
+            )
+            build_web.check_integrity(Path(tmp) / tarball.name, PYSCRIPT_INTEGRITY)
+            os.replace(Path(tmp) / tarball.name, tarball)
+    build_web.check_integrity(tarball, PYSCRIPT_INTEGRITY)
+    return tarball
+
+
+def add_pyscript(site: Path, tarball: Path) -> None:
+    """PyScript's core (its dist: the module, its chunks and CSS; no source maps) and the example page."""
+    target = site / "pyscript"
+    target.mkdir()
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            name = member.name.removeprefix("package/dist/")
+            if member.isfile() and name != member.name and "/" not in name and name.endswith((".js", ".css")):
+                with tar.extractfile(member) as src:
+                    (target / name).write_bytes(src.read())
+    if not (target / "core.js").is_file():
+        raise BuildError(f"{tarball.name} has no dist/core.js")
+    shutil.copy2(PYSCRIPT, site / "pyscript.html")
+
+
 def lite_version() -> str:
     from importlib.metadata import version
 
@@ -265,10 +305,11 @@ def build(out: Path) -> None:
     pinned = [pyodide_wheel(*pin) for pin in WHEELS]
     wheels = sorted([*pinned, *page_wheels.values()], key=lambda p: p.name)
     notebook = example_notebook(page_wheels["wisp"])
+    pyscript = pyscript_tarball()
     config = json.dumps(site_config(), indent=1)
 
     key = hashlib.sha256()
-    for part in (build_web.sha256_of(Path(__file__)), lite_version(), notebook, config):
+    for part in (build_web.sha256_of(Path(__file__)), lite_version(), notebook, config, PYSCRIPT.read_text()):
         key.update(part.encode() + b"\0")
     for wheel in wheels:
         key.update(wheel.name.encode() + build_web.sha256_of(wheel).encode())
@@ -294,6 +335,7 @@ def build(out: Path) -> None:
         if run.returncode != 0:
             raise BuildError(f"jupyter lite build failed:\n{(run.stdout + run.stderr)[-3000:]}")
         write_lock(built, {name: built / "pypi" / wheels_by_name(wheels)[name].name for name in LOCKED})
+        add_pyscript(built, pyscript)
         (built / ".stamp.json").write_text(json.dumps({"key": key.hexdigest()}) + "\n")
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)

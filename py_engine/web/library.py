@@ -73,12 +73,14 @@ def host_problem(scope) -> WispError | None:
     return None
 
 
-def model_ref(entry: dict, server: str, same_origin: bool) -> dict:
+def model_ref(entry: dict, server: str, same_origin: bool, absolute: bool = False) -> dict:
     """The load message's model of an /api/models entry, as static/client.js's modelRef builds it:
-    its files served at <server>/models/<id>/ (an absolute URL when that is another origin)."""
+    its files served at <server>/models/<id>/, an absolute URL when that is another origin (a model
+    from a URL, as the page's brought ones) or when `absolute`: a worker started from a blob: URL
+    (PyScript's) resolves no path against its own location."""
     base = f"/models/{entry['id']}/"
     ref = {key: entry[key] for key in ("id", "name", "kind", "files", "hashes", "mmproj") if entry.get(key) is not None}
-    ref["base"] = base if same_origin else server + base
+    ref["base"] = base if same_origin and not absolute else server + base
     if not same_origin:
         ref["source"] = "url"
     return ref
@@ -96,7 +98,9 @@ def find_model(models: list, name: str, url: str) -> dict:
     )
 
 
-def load_message(entry: dict, server: str, same_origin: bool, context, precision: str, platform: dict) -> dict:
+def load_message(
+    entry: dict, server: str, same_origin: bool, context, precision: str, platform: dict, absolute: bool = False
+) -> dict:
     """The page's `load` message for this model (protocol.py's table), its options the notebook's."""
     options = {"precision": precision, "platform": platform}
     if context is not None:
@@ -104,7 +108,7 @@ def load_message(entry: dict, server: str, same_origin: bool, context, precision
     return {
         "type": "load",
         "id": f"library-load-{next(_loads)}",
-        "model": model_ref(entry, server, same_origin),
+        "model": model_ref(entry, server, same_origin, absolute),
         "options": options,
     }
 
@@ -179,7 +183,8 @@ async def open_model(
         raise ModelNotServedError(f"{url} did not answer a list of models")
     entry = find_model(models, name, url)
     platform = (await _import_js(f"{server}/static/platform.js")).detectPlatform(js.navigator).to_py()
-    message = load_message(entry, server, server == origin, context, precision, plain(platform))
+    blob = str(js.location.protocol) == "blob:"
+    message = load_message(entry, server, server == origin, context, precision, plain(platform), absolute=blob)
 
     state = WorkerState()
     errors = []
