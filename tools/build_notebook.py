@@ -36,6 +36,7 @@ import sys
 import tarfile
 import tempfile
 import tomllib
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -221,18 +222,24 @@ def pyodide_wheel(name: str, version: str, filename: str, sha256: str) -> Path:
 
 
 def pyscript_tarball() -> Path:
-    """@pyscript/core's npm tarball, fetched once into .cache/npm and checked against its pinned sha512."""
+    """@pyscript/core's npm tarball, fetched once into .cache/npm and checked against its pinned sha512
+    (npm's client names a scoped package's tarball <scope>-<name>-<version>.tgz)."""
     tarball = build_web.CACHE / "npm" / f"pyscript-core-{PYSCRIPT_VERSION}.tgz"
     if not tarball.exists():
         tarball.parent.mkdir(parents=True, exist_ok=True)
         log(f"fetching @pyscript/core@{PYSCRIPT_VERSION} from npm")
         with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
-            spec = f"@pyscript/core@{PYSCRIPT_VERSION}"
-            subprocess.run(
-                ["npm", "pack", spec, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
-            )
-            build_web.check_integrity(Path(tmp) / tarball.name, PYSCRIPT_INTEGRITY)
-            os.replace(Path(tmp) / tarball.name, tarball)
+            got = Path(tmp) / tarball.name
+            if shutil.which("npm"):
+                spec = f"@pyscript/core@{PYSCRIPT_VERSION}"
+                subprocess.run(
+                    ["npm", "pack", spec, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
+                )
+            else:  # no npm client here: the registry's own tarball URL, same bytes, same pinned hash
+                registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
+                urllib.request.urlretrieve(f"{registry}/@pyscript/core/-/core-{PYSCRIPT_VERSION}.tgz", got)
+            build_web.check_integrity(got, PYSCRIPT_INTEGRITY)
+            os.replace(got, tarball)
     build_web.check_integrity(tarball, PYSCRIPT_INTEGRITY)
     return tarball
 
