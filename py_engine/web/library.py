@@ -15,11 +15,16 @@ desktop tests check its messages with a stand-in.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import WispError
 from ..gpu.browser_host import NoWebGPUError
+
+if TYPE_CHECKING:
+    from ..session import LoadedModel
 
 Progress = Callable[[str, int, int], None]
 
@@ -30,7 +35,8 @@ GLUE = {
     "wisp_pictures": "worker/pictures.js",
     "wisp_memory_files": "worker/memory_files.js",
 }
-_glue_from: str | None = None  # the origin the glue was brought from (once per interpreter)
+_glue_from: str | None = None  # the origin the glue was brought from (once per interpreter); "": worker.js's
+_progress_proxy = None  # the store's progress sink (a JS proxy of the last load's post)
 _loads = itertools.count(1)
 
 
@@ -120,16 +126,26 @@ async def _import_js(url: str):
     return await js.Function.new("url", "return import(url)")(url)
 
 
-async def bring_glue(server: str) -> None:
-    """Register worker/gpu.js, store.js, pictures.js and memory_files.js under worker.js's names,
-    once (in Wisp's own worker they are there already)."""
-    global _glue_from
-    import sys
+def glue_registered() -> bool:
+    """Whether the glue is importable already (in Wisp's own worker, worker.js registered it: a second
+    copy of gpu.js would hold a second, empty set of GPU objects)."""
+    try:
+        for name in GLUE:
+            importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
+
+async def bring_glue(server: str) -> None:
+    """Register worker/gpu.js, store.js, pictures.js and memory_files.js under worker.js's names, once."""
+    global _glue_from
     import pyodide_js
 
-    if _glue_from is not None or all(name in sys.modules for name in GLUE):
-        _glue_from = _glue_from or server
+    if _glue_from is not None:
+        return
+    if glue_registered():
+        _glue_from = ""
         return
     for name, path in GLUE.items():
         try:
@@ -159,7 +175,7 @@ async def open_model(
     precision: str = "fast",
     server: str | None = None,
     progress: Progress | None = None,
-):
+) -> LoadedModel:
     """The session.LoadedModel of `name`, a model `server` (default: this page's origin) lists at
     /api/models, its weights through the origin's weight store (OPFS) onto this worker's WebGPU.
     progress(stage, done, total): the load's steps as the page shows them: "store", "download",
@@ -187,13 +203,10 @@ async def open_model(
     message = load_message(entry, server, server == origin, context, precision, plain(platform), absolute=blob)
 
     state = WorkerState()
-    errors = []
 
-    def post(event: dict) -> None:
+    def post(event: dict) -> None:  # the load's events: its progress is the caller's, `loaded` says nothing new
         if event.get("type") == "progress" and progress is not None:
             progress(str(event.get("phase")), int(event.get("done") or 0), int(event.get("total") or 0))
-        elif event.get("type") == "error":
-            errors.append(event.get("message"))
 
     state.post = post
     _store_progress(post)
@@ -205,11 +218,16 @@ async def open_model(
 
 
 def _store_progress(post) -> None:
-    """The weight store's download/verify progress to `post` (store.js posts it to the page's
-    worker scope by default, which here is not ours to speak on)."""
+    """The weight store's download/verify progress to `post`: store.js posts it on its worker's own
+    channel, which in a kernel's worker is the kernel's. In Wisp's own worker (glue registered by
+    worker.js) it stays the page's."""
+    global _progress_proxy
     import wisp_store
     from pyodide.ffi import create_proxy
 
-    sink = getattr(wisp_store, "progressTo", None)
-    if sink is not None:
-        sink(create_proxy(lambda event: post(event.to_py() if hasattr(event, "to_py") else event)))
+    if not _glue_from:
+        return
+    previous, _progress_proxy = _progress_proxy, create_proxy(lambda event: post(event.to_py()))
+    wisp_store.progressTo(_progress_proxy)
+    if previous is not None:
+        previous.destroy()
