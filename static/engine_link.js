@@ -57,39 +57,54 @@ export function engineLink(url) {
 class HubLink {
   constructor(url) {
     this.url = url;
-    this.onmessage = this.onerror = this.onmessageerror = null;
+    this.onmessage = this.onerror = this.onmessageerror = this.onmoved = null;
     this.engine = null; // this tab's dedicated worker, while it hosts the engine
-    this.held = []; // messages before the hub has heard hello
+    this.held = []; // messages until the hub welcomes this tab
     this.closed = false;
+    this.fallback = null; // a LockLink, where the hub did not start (a server without worker/hub.js)
     const tab = crypto.randomUUID?.() ?? `${Date.now()}-${Math.random()}`;
     this.lock = holdLock(`wisp-tab:${tab}`); // let go when this tab goes: the hub sees it closed
     this.hub = new SharedWorker(new URL("/worker/hub.js", location.href), { type: "module", name: "wisp-hub" });
-    this.hub.onerror = (ev) => this._fail(`The tabs' hub (worker/hub.js) could not start: ${describe(ev)}`);
+    this.hub.onerror = (ev) => {
+      if (this.held) this._fallBack(); // never welcomed: the tabs agree through Web Locks instead
+      else this._fail(`The tabs' hub (worker/hub.js) failed: ${describe(ev)}`);
+    };
     this.port = this.hub.port;
     this.port.onmessage = (ev) => this._fromHub(ev.data);
     this.port.onmessageerror = () => this.onmessageerror?.();
-    setMode("shared");
-    this.lock.granted.then(() => {
-      if (this.closed) return;
-      this.port.postMessage({ hub: "hello", tab });
-      for (const [msg, transfer] of this.held.splice(0)) this.port.postMessage({ hub: "send", msg }, transfer);
-      this.held = null;
-    });
+    this.lock.granted.then(() => { if (!this.closed && !this.fallback) this.port.postMessage({ hub: "hello", tab }); });
   }
 
   postMessage(msg, transfer = []) {
-    if (this.closed) return;
-    if (this.held) this.held.push([msg, transfer]);
-    else this.port.postMessage({ hub: "send", msg }, transfer);
+    if (this.fallback) this.fallback.postMessage(msg, transfer);
+    else if (this.held) this.held.push([msg, transfer]);
+    else if (!this.closed) this.port.postMessage({ hub: "send", msg }, transfer);
   }
 
   terminate() {
     if (this.closed) return;
     this.closed = true;
+    this.fallback?.terminate();
     this.engine?.terminate();
     this.engine = null;
     this.port.close();
     this.lock.release();
+  }
+
+  _welcome() {
+    setMode("shared");
+    for (const [msg, transfer] of this.held.splice(0)) this.port.postMessage({ hub: "send", msg }, transfer);
+    this.held = null;
+  }
+
+  _fallBack() {
+    this.port.close();
+    this.lock.release();
+    const link = new LockLink(this.url);
+    for (const name of ["onmessage", "onerror", "onmessageerror", "onmoved"]) link[name] = (arg) => this[name]?.(arg);
+    for (const [msg, transfer] of this.held.splice(0)) link.postMessage(msg, transfer);
+    this.held = null;
+    this.fallback = link;
   }
 
   _fail(message) {
@@ -98,6 +113,7 @@ class HubLink {
 
   _fromHub(data) {
     switch (data?.hub) {
+      case "welcome": this._welcome(); break;
       case "event": this.onmessage?.({ data: data.event }); break;
       case "host": this._host(); break;
       case "post": this.engine?.postMessage(data.msg, buffers(data.msg)); break;

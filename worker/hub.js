@@ -11,7 +11,7 @@
 // (released when the tab goes: the hub's request for it is then granted, so a closed tab is seen
 // though a MessagePort has no close event); {hub: "send", msg} an engine message (protocol.py's);
 // the host also {hub: "event", event} for each event its engine posts, {hub: "engine_error", message}.
-// Hub -> tab: {hub: "event", event} (the tab's own ids again), {hub: "host"} (start the engine),
+// Hub -> tab: {hub: "welcome"} (the answer to hello), {hub: "event", event} (the tab's own ids again), {hub: "host"} (start the engine),
 // {hub: "post", msg} (host: give it to the engine), {hub: "stop"} (host: end the engine),
 // {hub: "crash", message} (the engine this tab's requests ran on is gone).
 //
@@ -184,6 +184,7 @@ self.onconnect = (ev) => {
     const tab = `t${++tabCount}`;
     tabs.set(tab, { port });
     port.onmessage = (e) => onTabMessage(tab, e.data);
+    port.postMessage({ hub: "welcome" });
     if (booted) port.postMessage({ hub: "event", event: booted });
     if (loaded && !loaded.pending) port.postMessage({ hub: "event", event: { ...loaded.event, id: null } });
     navigator.locks.request(`wisp-tab:${data.tab}`, () => tabGone(tab));
