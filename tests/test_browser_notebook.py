@@ -40,7 +40,7 @@ def site(tmp_path_factory):
     notebook loads the tiny model."""
     built = ROOT / "build" / "notebook"
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "build_notebook.py")], capture_output=True, text=True)
-    if run.returncode != 0 and "No matching distribution" in run.stderr:
+    if run.returncode != 0 and any(missing in run.stderr for missing in ("No matching distribution", "E404")):
         pytest.skip(f"a package of the notebook build is not on the package index: {run.stderr[-500:]}")
     assert run.returncode == 0, run.stdout + run.stderr
     copy = tmp_path_factory.mktemp("notebook") / "site"
