@@ -1,12 +1,13 @@
-"""The example notebook (docs/wisp.ipynb) in JupyterLite and the PyScript example (docs/pyscript.html), headless: `make notebook`'s site (tools/
-build_notebook.py, built here when missing or stale) served by `python -m app --notebook` beside a tiny
-model, every cell run by JupyterLab's own "Run All Cells". Its kernel (Pyodide in a Web Worker) installs
+"""The example notebook (docs/wisp.ipynb) in JupyterLite and the PyScript example (docs/pyscript.html),
+headless: `make notebook`'s site (tools/build_notebook.py, built here when missing or stale) served by
+`python -m app --notebook` beside a tiny model, every cell run by JupyterLab's own "Run All Cells". Its kernel (Pyodide in a Web Worker) installs
 the engine wheel with micropip, `wisp.load`s the model through the page's weight store onto WebGPU
 (SwiftShader) and streams tokens into the cell: the same text and token ids as the desktop engine gives
 for the same model, prompt and settings (py_engine on lavapipe, here). Screenshot: tests/artifacts/
 notebook.png. The PyScript page's worker then streams the same text into the page (the model from the
-weight store this time). And what a user sees who runs wisp.load on a page's main thread: the refusal that says why
-and what to do (a plain Pyodide on a page of the server's origin)."""
+weight store this time). And what a user sees who runs wisp.load where it cannot work, on a page's main
+thread and in a worker without WebGPU: the refusal that says why and what to do (a plain Pyodide of the
+server's origin, on the page and in a Worker)."""
 
 import asyncio
 import json
@@ -144,12 +145,13 @@ def test_the_pyscript_example_streams_the_same_text(desktop, server, context):
     page.close()
 
 
-MAIN_THREAD = """async () => {
-  const origin = location.origin;  // absolute: Pyodide resolves the lock's wheels against the lock's URL
-  const { loadPyodide } = await import(`${origin}/pyodide/pyodide.mjs`);
-  const pyodide = await loadPyodide({ indexURL: `${origin}/pyodide/`, lockFileURL: `${origin}/wisp-lock.json` });
-  await pyodide.loadPackage(["wisp"]);
-  return await pyodide.runPythonAsync(`
+# Pyodide with the engine, then wisp.load of the served model: what the user sees, as (error type, message).
+TRY_LOAD = """
+const origin = self.location.origin;  // absolute: Pyodide resolves the lock's wheels against the lock's URL
+const { loadPyodide } = await import(`${origin}/pyodide/pyodide.mjs`);
+const pyodide = await loadPyodide({ indexURL: `${origin}/pyodide/`, lockFileURL: `${origin}/wisp-lock.json` });
+await pyodide.loadPackage(["wisp"]);
+const seen = (await pyodide.runPythonAsync(`
 import py_engine as wisp
 try:
     await wisp.load("tiny-tools")
@@ -157,15 +159,32 @@ try:
 except Exception as exc:
     seen = (type(exc).__name__, str(exc))
 seen
-`).then((seen) => seen.toJs());
+`)).toJs();
+"""
+MAIN_THREAD = f"async () => {{ {TRY_LOAD}; return seen; }}"
+# The same in a dedicated worker whose browser gives it no WebGPU (navigator.gpu hidden before the load).
+NO_WEBGPU = """async (tryLoad) => {
+  const hide = 'Object.defineProperty(WorkerNavigator.prototype, "gpu", { get: () => undefined });';
+  const code = `${hide}\n${tryLoad}\npostMessage(seen);`;
+  const worker = new Worker(URL.createObjectURL(new Blob([code], { type: "text/javascript" })), { type: "module" });
+  return await new Promise((resolve, reject) => {
+    worker.onmessage = (event) => resolve(event.data);
+    worker.onerror = (event) => reject(new Error(event.message));
+  });
 }"""
 
 
-def test_wisp_load_on_a_pages_main_thread_says_why_and_what_to_do(server, context):
+def test_wisp_load_where_it_cannot_run_says_why_and_what_to_do(server, context):
     page = context.new_page()
     page.goto(server + "/api/models")  # a document of the server's origin, nothing running in it
     kind, message = page.evaluate(MAIN_THREAD)
     assert kind == "MainThreadError", message
     assert "on a page's main thread" in message and "dedicated Web Worker" in message
     assert '<script type="py" worker>' in message
+    kind, message = page.evaluate(NO_WEBGPU, TRY_LOAD)
+    assert kind == "NoWebGPUError", message
+    assert (
+        message == "this worker has no WebGPU (navigator.gpu is missing): use a browser that gives WebGPU to "
+        "workers (Chrome or Edge 113+, Safari 26), with WebGPU enabled"
+    )
     page.close()
