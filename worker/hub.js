@@ -127,9 +127,10 @@ function onEngineEvent(event) {
 }
 
 // The engine is gone (its tab closed, or its worker failed): the requests on it failed; a model it
-// held is loaded again by the next host when `reload` (the hub's own request: no tab hears it).
+// held is loaded again by the next host when `reload` (the hub's own request: no tab hears it);
+// a failed worker is every tab's crash (each client starts over, as after a dedicated worker's).
 function engineGone(message, reload) {
-  const failed = new Set();
+  const failed = new Set(reload ? [] : tabs.keys()); // a failed engine: every tab hears it, as one tab would
   for (const [id, r] of running) {
     running.delete(id);
     if (r.tab !== null && tabs.has(r.tab)) failed.add(r.tab);
