@@ -324,7 +324,8 @@ def build(out: Path) -> None:
     if stamp.is_file() and json.loads(stamp.read_text()).get("key") == key.hexdigest() and (out / LOCK).is_file():
         return
 
-    with tempfile.TemporaryDirectory(dir=ROOT / "build") as tmp:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:  # beside `out`: the finished site is moved there
         lite, built = Path(tmp) / "lite", Path(tmp) / "site"
         (lite / "files").mkdir(parents=True)
         (lite / "pypi").mkdir()
@@ -345,7 +346,6 @@ def build(out: Path) -> None:
         add_pyscript(built, pyscript)
         (built / ".stamp.json").write_text(json.dumps({"key": key.hexdigest()}) + "\n")
         shutil.rmtree(out, ignore_errors=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
         os.replace(built, out)
 
 
