@@ -48,107 +48,29 @@ KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 LOCK = "wisp-kernel-lock.json"
 PYODIDE_PYTHON = "3.14"  # Pyodide 314's Python: what the wheels below must install on
 
-# (name, version, file, sha256): the kernel's start (micropip, loaded through our lock) and what it
-# installs with piplite (pyodide_kernel asks for comm and IPython, the kernel for jedi), with their
-# dependencies as micropip resolves them on emscripten (IPython's pexpect is not asked for there).
-WHEELS = [
-    (
-        "micropip",
-        "0.11.1",
-        "micropip-0.11.1-py3-none-any.whl",
-        "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3",
-    ),
-    (
-        "comm",
-        "0.2.3",
-        "comm-0.2.3-py3-none-any.whl",
-        "c615d91d75f7f04f095b30d1c1711babd43bdc6419c1be9886a85f2f4e489417",
-    ),
-    (
-        "ipython",
-        "9.12.0",
-        "ipython-9.12.0-py3-none-any.whl",
-        "0f2701e8ee86e117e37f50563205d36feaa259d2e08d4a6bc6b6d74b18ce128d",
-    ),
-    (
-        "jedi",
-        "0.19.2",
-        "jedi-0.19.2-py2.py3-none-any.whl",
-        "a8ef22bde8490f57fe5c7681a3c83cb58874daf72b4784de3cce5b6ef6edb5b9",
-    ),
-    (
-        "parso",
-        "0.8.7",
-        "parso-0.8.7-py2.py3-none-any.whl",
-        "a8926eb2a1b915486941fdbd31e86a4baf88fe8c210f25f2f35ecec5b574ca1c",
-    ),
-    (
-        "asttokens",
-        "3.0.2",
-        "asttokens-3.0.2-py3-none-any.whl",
-        "9da13157f5b28becde0bd374fc677dcd3c290614264eff096f167c469cd9f933",
-    ),
-    (
-        "decorator",
-        "5.3.1",
-        "decorator-5.3.1-py3-none-any.whl",
-        "f47fe6fdbd2edd623ecfe36875d37aba411624e2670dd395dddae1358689bb3c",
-    ),
-    (
-        "executing",
-        "2.3.0",
-        "executing-2.3.0-py3-none-any.whl",
-        "736e859c9f8701f11fcf516856f26f562e04776387824b43a35a1dfe21c84122",
-    ),
-    (
-        "ipython_pygments_lexers",
-        "1.1.1",
-        "ipython_pygments_lexers-1.1.1-py3-none-any.whl",
-        "a9462224a505ade19a605f71f8fa63c2048833ce50abc86768a0d81d876dc81c",
-    ),
-    (
-        "matplotlib_inline",
-        "0.2.2",
-        "matplotlib_inline-0.2.2-py3-none-any.whl",
-        "3c821cf1c209f59fb2d2d64abbf5b23b67bcb2210d663f9918dd851c6da1fcf6",
-    ),
-    (
-        "prompt_toolkit",
-        "3.0.53",
-        "prompt_toolkit-3.0.53-py3-none-any.whl",
-        "01c0891d7f9237d5e339f7d3e42cdae80b7534abb1c7c0e3352efba6231492f2",
-    ),
-    (
-        "pure_eval",
-        "0.2.4",
-        "pure_eval-0.2.4-py3-none-any.whl",
-        "96cae060a313cfaad51bb761278bfb0e62dc0248d9315a81173752dc546cd37a",
-    ),
-    (
-        "pygments",
-        "2.21.0",
-        "pygments-2.21.0-py3-none-any.whl",
-        "2363c69b61c4a97c838da3b130dcd6468f4848992b21a82f2a63ec34377137d9",
-    ),
-    (
-        "stack_data",
-        "0.6.3",
-        "stack_data-0.6.3-py3-none-any.whl",
-        "d5558e0c25a4cb0853cddad3d77da9891a08cb85dd9f9f91b9f8cd66e511e695",
-    ),
-    (
-        "traitlets",
-        "5.16.1",
-        "traitlets-5.16.1-py3-none-any.whl",
-        "f775618166caa0396c8e337099240f2bd3e5e917d203b2e6fbe21a58d3cb1f6b",
-    ),
-    (
-        "wcwidth",
-        "0.9.4",
-        "wcwidth-0.9.4-py3-none-any.whl",
-        "901eace6d2dd25ebb917d0ce5db18e5c537e1504c905cf32f0d006c12098b05d",
-    ),
-]
+# The kernel's start (micropip, loaded through our lock) and what it installs with piplite (pyodide_kernel
+# asks for comm and IPython, the kernel for jedi), with their dependencies as micropip resolves them on
+# emscripten (IPython's pexpect is not asked for there): pinned PyPI wheels, "<file> <sha256>" a line.
+WHEELS = """
+micropip-0.11.1-py3-none-any.whl 768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3
+comm-0.2.3-py3-none-any.whl c615d91d75f7f04f095b30d1c1711babd43bdc6419c1be9886a85f2f4e489417
+ipython-9.12.0-py3-none-any.whl 0f2701e8ee86e117e37f50563205d36feaa259d2e08d4a6bc6b6d74b18ce128d
+jedi-0.19.2-py2.py3-none-any.whl a8ef22bde8490f57fe5c7681a3c83cb58874daf72b4784de3cce5b6ef6edb5b9
+parso-0.8.7-py2.py3-none-any.whl a8926eb2a1b915486941fdbd31e86a4baf88fe8c210f25f2f35ecec5b574ca1c
+asttokens-3.0.2-py3-none-any.whl 9da13157f5b28becde0bd374fc677dcd3c290614264eff096f167c469cd9f933
+decorator-5.3.1-py3-none-any.whl f47fe6fdbd2edd623ecfe36875d37aba411624e2670dd395dddae1358689bb3c
+executing-2.3.0-py3-none-any.whl 736e859c9f8701f11fcf516856f26f562e04776387824b43a35a1dfe21c84122
+ipython_pygments_lexers-1.1.1-py3-none-any.whl a9462224a505ade19a605f71f8fa63c2048833ce50abc86768a0d81d876dc81c
+matplotlib_inline-0.2.2-py3-none-any.whl 3c821cf1c209f59fb2d2d64abbf5b23b67bcb2210d663f9918dd851c6da1fcf6
+prompt_toolkit-3.0.53-py3-none-any.whl 01c0891d7f9237d5e339f7d3e42cdae80b7534abb1c7c0e3352efba6231492f2
+pure_eval-0.2.4-py3-none-any.whl 96cae060a313cfaad51bb761278bfb0e62dc0248d9315a81173752dc546cd37a
+pygments-2.21.0-py3-none-any.whl 2363c69b61c4a97c838da3b130dcd6468f4848992b21a82f2a63ec34377137d9
+stack_data-0.6.3-py3-none-any.whl d5558e0c25a4cb0853cddad3d77da9891a08cb85dd9f9f91b9f8cd66e511e695
+traitlets-5.16.1-py3-none-any.whl f775618166caa0396c8e337099240f2bd3e5e917d203b2e6fbe21a58d3cb1f6b
+wcwidth-0.9.4-py3-none-any.whl 901eace6d2dd25ebb917d0ce5db18e5c537e1504c905cf32f0d006c12098b05d
+"""
+
+
 # Lock entries (loaded by Pyodide's loadPackage, so plain micropip.install finds them offline): name ->
 # (import names, dependencies). The engine's own dependencies are the page's wheels (build/web/wheels).
 LOCKED = {
@@ -183,9 +105,10 @@ def ensure_jupyterlite() -> None:
     )
 
 
-def pyodide_wheel(name: str, version: str, filename: str, sha256: str) -> Path:
+def pyodide_wheel(filename: str, sha256: str) -> Path:
     """A pinned pure wheel from PyPI for Pyodide's Python (3.14: pip is asked for that version, not
     this one's), cached in .cache/pypi."""
+    name, version = filename.split("-")[:2]
     path = build_web.CACHE / "pypi" / filename
     if path.exists() and build_web.sha256_of(path) == sha256:
         return path
@@ -309,7 +232,7 @@ def build(out: Path) -> None:
     ensure_jupyterlite()
     build_web.build(ROOT / "build" / "web")  # the page's Pyodide core and the engine wheel
     page_wheels = {p.name.split("-")[0].lower(): p for p in (ROOT / "build" / "web" / "wheels").glob("*.whl")}
-    pinned = [pyodide_wheel(*pin) for pin in WHEELS]
+    pinned = [pyodide_wheel(*line.split()) for line in WHEELS.split("\n") if line]
     wheels = sorted([*pinned, *page_wheels.values()], key=lambda p: p.name)
     notebook = example_notebook(page_wheels["wisp"])
     pyscript = pyscript_tarball()
