@@ -70,11 +70,11 @@ biome:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[desktop,test,server]"
+	$(PY) -m pip install -q -e ".[desktop,test,server,notebook]"
 	touch $@
 
 clean:
-	rm -rf $(VENV) .cache build/web
+	rm -rf $(VENV) .cache build/web build/notebook
 
 # The third command: a JupyterLite site whose Python kernel runs Wisp (docs/notebook.md). Installs the
 # `notebook` extra (jupyterlite from PyPI) when missing, builds build/notebook (tools/build_notebook.py,
