@@ -99,8 +99,9 @@ def log(message: str) -> None:
 
 
 def npm_tarball(name: str, version: str, integrity: str) -> Path:
-    """An npm tarball, fetched once into .cache/npm and checked against its pinned sha512."""
-    tarball = CACHE / "npm" / f"{name}-{version}.tgz"
+    """An npm tarball (`@scope/name` too), fetched once into .cache/npm and checked against its pinned
+    sha512 (npm's client names a scoped package's tarball <scope>-<name>-<version>.tgz)."""
+    tarball = CACHE / "npm" / f"{name.removeprefix('@').replace('/', '-')}-{version}.tgz"
     if not tarball.exists():
         tarball.parent.mkdir(parents=True, exist_ok=True)
         log(f"fetching {name}@{version} from npm")
@@ -115,7 +116,7 @@ def npm_tarball(name: str, version: str, integrity: str) -> Path:
             else:  # no npm client here: the registry's own tarball URL, same bytes, same pinned hash
                 registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
                 got = Path(tmp) / tarball.name
-                urllib.request.urlretrieve(f"{registry}/{name}/-/{tarball.name}", got)
+                urllib.request.urlretrieve(f"{registry}/{name}/-/{name.rpartition('/')[2]}-{version}.tgz", got)
             check_integrity(got, integrity)
             os.replace(got, tarball)
     else:
@@ -168,8 +169,9 @@ def build_hash_wasm(out: Path, stamp: dict) -> None:
 # ---- wheels ----
 
 
-def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool) -> Path:
-    """A pinned file from PyPI through pip (so pip's index/proxy settings apply), cached in .cache/pypi."""
+def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool, python: str | None = None) -> Path:
+    """A pinned file from PyPI through pip (so pip's index/proxy settings apply), cached in .cache/pypi.
+    python: a pure wheel for that Python version (Pyodide's), not this one's."""
     path = CACHE / "pypi" / filename
     if path.exists() and sha256_of(path) == sha256:
         return path
@@ -186,6 +188,7 @@ def pypi_file(name: str, version: str, filename: str, sha256: str, binary: bool)
                 "-q",
                 "--no-deps",
                 kind,
+                *(["--platform", "any", "--python-version", python] if python else []),
                 "--disable-pip-version-check",
                 "-d",
                 tmp,

@@ -36,7 +36,6 @@ import sys
 import tarfile
 import tempfile
 import tomllib
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -106,65 +105,14 @@ def ensure_jupyterlite() -> None:
 
 
 def pyodide_wheel(filename: str, sha256: str) -> Path:
-    """A pinned pure wheel from PyPI for Pyodide's Python (3.14: pip is asked for that version, not
-    this one's), cached in .cache/pypi."""
+    """A pinned pure wheel from PyPI for Pyodide's Python (pip is asked for that version, not this one's)."""
     name, version = filename.split("-")[:2]
-    path = build_web.CACHE / "pypi" / filename
-    if path.exists() and build_web.sha256_of(path) == sha256:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    log(f"downloading {filename}")
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--platform",
-                "any",
-                "--python-version",
-                PYODIDE_PYTHON,
-                "--disable-pip-version-check",
-                "-d",
-                tmp,
-                f"{name}=={version}",
-            ],
-            check=True,
-        )
-        got = Path(tmp) / filename
-        if not got.exists():
-            raise BuildError(f"pip download {name}=={version} gave {os.listdir(tmp)}, not {filename}")
-        if build_web.sha256_of(got) != sha256:
-            raise BuildError(f"{filename}: sha256 {build_web.sha256_of(got)} != pinned {sha256}")
-        os.replace(got, path)
-    return path
+    return build_web.pypi_file(name, version, filename, sha256, binary=True, python=PYODIDE_PYTHON)
 
 
 def pyscript_tarball() -> Path:
-    """@pyscript/core's npm tarball, fetched once into .cache/npm and checked against its pinned sha512
-    (npm's client names a scoped package's tarball <scope>-<name>-<version>.tgz)."""
-    tarball = build_web.CACHE / "npm" / f"pyscript-core-{PYSCRIPT_VERSION}.tgz"
-    if not tarball.exists():
-        tarball.parent.mkdir(parents=True, exist_ok=True)
-        log(f"fetching @pyscript/core@{PYSCRIPT_VERSION} from npm")
-        with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
-            got = Path(tmp) / tarball.name
-            if shutil.which("npm"):
-                spec = f"@pyscript/core@{PYSCRIPT_VERSION}"
-                subprocess.run(
-                    ["npm", "pack", spec, "--pack-destination", tmp, "--silent"], check=True, stdout=subprocess.DEVNULL
-                )
-            else:  # no npm client here: the registry's own tarball URL, same bytes, same pinned hash
-                registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
-                urllib.request.urlretrieve(f"{registry}/@pyscript/core/-/core-{PYSCRIPT_VERSION}.tgz", got)
-            build_web.check_integrity(got, PYSCRIPT_INTEGRITY)
-            os.replace(got, tarball)
-    build_web.check_integrity(tarball, PYSCRIPT_INTEGRITY)
-    return tarball
+    """@pyscript/core's npm tarball, fetched once and checked against its pinned sha512."""
+    return build_web.npm_tarball("@pyscript/core", PYSCRIPT_VERSION, PYSCRIPT_INTEGRITY)
 
 
 def add_pyscript(site: Path, tarball: Path) -> None:
