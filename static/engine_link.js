@@ -5,11 +5,12 @@
 //   each tab's messages to ONE engine (worker/worker.js, a dedicated worker: OPFS sync handles and a
 //   nested writer need one) run by one tab, the host, and its events back; a second tab reuses the
 //   loaded model. The hub tells this tab when to host ({hub: "host"}) and what to post to its engine.
-// - Where it does not (Chrome Android before 148): LockLink. Tabs agree through the Web Lock
-//   "wisp-engine": its holder runs the dedicated worker; another tab waits (its messages held) and
-//   shows a notice (static/tab_notice.js) with "take over", which asks the owner over the
-//   BroadcastChannel "wisp-engine" to end its worker and let go of the lock. Closing the owner
-//   lets go of it too: a waiting tab then starts its engine and sends what it held.
+// - Where it does not (Chrome Android before 148), or the hub does not start: LockLink. Tabs agree
+//   through the Web Lock "wisp-engine": its holder runs the dedicated worker; another tab waits (its
+//   messages held) and shows a notice (static/tab_notice.js) with "take over", which steals the
+//   lock (Web Locks' steal: the tab that asked gets it, however many wait); the owner, its lock
+//   taken, ends its worker and waits again. Closing the owner lets go of the lock: the tab that
+//   waited longest starts its engine and sends what it held.
 // `engineTabs` says which of these this page is in: mode "alone" (no link yet), "shared" (the hub),
 // "owner" or "elsewhere" (LockLink), and dispatches "change" when it changes.
 
@@ -36,15 +37,18 @@ export function buffers(value) {
 const describe = (ev) => ev?.message ? `${ev.message}${ev.filename ? ` (${ev.filename.split("/").pop()}:${ev.lineno})` : ""}`
   : "The engine's worker could not start or stopped unexpectedly.";
 
-/** Hold a Web Lock until release() (granted: resolves). */
-function holdLock(name, options = {}) {
+/** Hold a Web Lock until release(): `granted` resolves with the lock (null: not granted, or
+ *  ifAvailable and held elsewhere); onLost() runs if another tab steals it from this one. */
+function holdLock(name, options = {}, onLost = () => {}) {
   let release;
+  let got = false;
   const held = new Promise((resolve) => { release = resolve; });
   const granted = new Promise((resolve) => {
     navigator.locks.request(name, options, (lock) => {
+      got = Boolean(lock);
       resolve(lock);
       return lock ? held : null;
-    }).catch(() => resolve(null));
+    }).catch(() => (got ? onLost() : resolve(null)));  // stolen, or aborted while it waited
   });
   return { granted, release: () => release() };
 }
@@ -146,26 +150,31 @@ class LockLink {
     this.worker = null;
     this.held = [];
     this.closed = false;
-    this.channel = new BroadcastChannel(LOCK);
-    this.channel.onmessage = (ev) => { if (ev.data?.type === "take-over" && this.worker) this._giveUp(); };
+    this.lock = null;
     this._wait(true);
   }
 
+  // Own the engine if no tab does, else wait for it (the notice says so) or for "take over".
   async _wait(first) {
-    let lock = first ? holdLock(LOCK, { ifAvailable: true }) : null;
-    if (!(first && await lock.granted)) {
-      if (this.closed) return;
-      setMode("elsewhere");
-      engineTabs.takeOver = () => this.channel.postMessage({ type: "take-over" });
-      lock = holdLock(LOCK);
-      await lock.granted;
+    if (first) {
+      const lock = holdLock(LOCK, { ifAvailable: true }, () => this._lost());
+      if (await lock.granted) return this._own(lock);
     }
-    this.lock = lock;
-    if (this.closed) { lock.release(); return; }
-    this._own();
+    if (this.closed) return;
+    const waiting = new AbortController();
+    const lock = holdLock(LOCK, { signal: waiting.signal }, () => this._lost());
+    engineTabs.takeOver = () => { // steal it: the owner's lock is taken away, and it lets its engine go
+      waiting.abort();
+      const stolen = holdLock(LOCK, { steal: true }, () => this._lost());
+      stolen.granted.then(() => this._own(stolen));
+    };
+    setMode("elsewhere");
+    if (await lock.granted) this._own(lock);
   }
 
-  _own() {
+  _own(lock) {
+    if (this.closed) { lock.release(); return; }
+    this.lock = lock;
     const w = new Worker(this.url, { type: "module" });
     w.onmessage = (ev) => this.onmessage?.(ev);
     w.onerror = (ev) => this.onerror?.(ev);
@@ -176,12 +185,13 @@ class LockLink {
     for (const [msg, transfer] of this.held.splice(0)) w.postMessage(msg, transfer);
   }
 
-  // Another tab asked for the engine: this one ends its worker (the model's GPU memory goes with
-  // it), lets go of the lock and waits for it again.
-  _giveUp() {
+  // Another tab took the engine over: this one ends its worker (the model's GPU memory goes with
+  // it) and waits for the lock again.
+  _lost() {
+    if (this.closed || !this.worker) return;
     this.worker.terminate();
     this.worker = null;
-    this.lock.release();
+    this.lock = null;
     this.onmoved?.("Wisp moved to another tab.");
     this._wait(false);
   }
@@ -196,7 +206,6 @@ class LockLink {
     this.worker?.terminate();
     this.worker = null;
     this.lock?.release();
-    this.channel.close();
     setMode("alone");
   }
 }

@@ -6,7 +6,8 @@ model and answers the same WITHOUT a second load reaching any engine (its `loade
 no request for the model's files); two requests at once from both tabs are both answered, in order;
 closing tab 1 (which ran the engine) leaves tab 2 working. Fallback (SharedWorker deleted before
 any page script): the second tab shows "Wisp is running in another tab", not a second load; its
-"take over" button moves the engine; closing the owner hands it back to the tab that waits."""
+"take over" button moves the engine to it (not to a third tab that waited longer); closing the
+owner hands it back to the tab that waits."""
 
 import json
 
@@ -92,7 +93,14 @@ def test_two_tabs_share_one_engine(server, browser):
     tab2.evaluate(START, both)
     first, second = tab1.evaluate(RESULT), tab2.evaluate(RESULT)
     assert second["sent"] < first["done"], "tab 2 asked while tab 1's answer ran"
-    assert second["first"] >= first["done"], "tab 2's answer waited for tab 1's (FIFO)"
+    # As the engine saw them (the host tab's worker traffic, in order): one tab's request, its
+    # response, and only then the other tab's request (ids "<tab>:<the tab's own id>").
+    at = {id(data): i for i, (_, data) in enumerate(traffic)}
+    a, b = [data for to, data in traffic if to == "worker" and data.get("type") == "openai"][-2:]
+    answered = next(
+        at[id(d)] for to, d in traffic if to == "page" and d.get("type") == "response" and d["id"] == a["id"]
+    )
+    assert a["id"].split(":")[0] != b["id"].split(":")[0] and answered < at[id(b)], (a["id"], b["id"])
     assert first["tokens"] == second["tokens"] and first["tokens"][:16] == REF["greedy"]
 
     # Tab 1 ran the engine: closing it hands the engine to tab 2, which loads the model again from
@@ -124,13 +132,19 @@ def test_without_shared_worker_one_tab_owns_the_engine(server, browser):
     assert "running in another tab" in notice.inner_text()
     assert len(engine_loads(traffic)) == loads and owner.get_by_test_id("tab-notice").is_hidden()
 
+    third = context.new_page()  # a tab that waited longer than `other`: the button's tab still wins
+    third.add_init_script(NO_SHARED_WORKER)
+    third.goto(server + EXACT)
+    playwright_api.expect(third.get_by_test_id("tab-notice")).to_be_visible(timeout=HANG)
+
     # Take over: the owner ends its engine and waits; this tab loads the chat's model (from the store).
     other.get_by_test_id("tab-take-over").click()
     label = other.get_by_test_id("load-button").locator(".btn-label")
     playwright_api.expect(label).to_have_text("Loaded", timeout=HANG)
     playwright_api.expect(owner.locator("body")).to_have_attribute("data-engine", "elsewhere")
     playwright_api.expect(owner.get_by_test_id("tab-notice")).to_be_visible()
-    assert notice.is_hidden()
+    assert notice.is_hidden() and third.get_by_test_id("tab-notice").is_visible()
+    third.close()
 
     # Closing the owner hands over: the waiting tab gets the engine, which answers what it held.
     other.close()
