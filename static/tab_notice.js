@@ -13,6 +13,7 @@ export function initTabNotice({ onTakeOver }) {
   banner.dataset.testid = "tab-notice";
   banner.setAttribute("role", "status");
   banner.hidden = true;
+  const icon = document.getElementById("fallback-notice")?.querySelector(".banner-icon")?.cloneNode(true);  // the "i"
   const text = document.createElement("div");
   text.className = "banner-text";
   const title = document.createElement("strong");
@@ -30,7 +31,7 @@ export function initTabNotice({ onTakeOver }) {
     onTakeOver();
   });
   text.append(title, detail, button);
-  banner.append(text);
+  banner.append(...(icon ? [icon] : []), text);
   const anchor = document.getElementById("fallback-notice") || document.getElementById("main");
   anchor?.after(banner);
 

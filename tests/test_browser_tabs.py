@@ -22,6 +22,7 @@ LLAMA = ROOT / "tests" / "fixtures" / "llama-f32"
 REF = json.loads((LLAMA / "reference.json").read_text())
 NO_SHARED_WORKER = "delete globalThis.SharedWorker;"
 EXACT = "/?precision=exact"  # the chat's loads in f32 arithmetic: SwiftShader compiles the int8 kernels slowly
+ARTIFACTS = ROOT / "tests" / "artifacts"  # gitignored
 HANG = 180_000  # ms: a guard against a hang, not a measure of speed
 
 # The page's own engine (client.js sharedClient(), as the chat and static/openai.js use it): load
@@ -130,6 +131,8 @@ def test_without_shared_worker_one_tab_owns_the_engine(server, browser):
     notice = other.get_by_test_id("tab-notice")
     playwright_api.expect(notice).to_be_visible(timeout=HANG)  # the page's store list waits for the engine
     assert "running in another tab" in notice.inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    other.screenshot(path=str(ARTIFACTS / "tabs_notice.png"))
     assert len(engine_loads(traffic)) == loads and owner.get_by_test_id("tab-notice").is_hidden()
 
     third = context.new_page()  # a tab that waited longer than `other`: the button's tab still wins
