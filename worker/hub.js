@@ -105,6 +105,11 @@ function dispatch(tab, msg) {
 function onEngineEvent(event) {
   if (event?.type === "booted") booted = event;
   if (event?.type === "device_lost" && event.status === "failed") loaded = null;
+  if (event?.type === "device_lost") { // every tab hears it (its model is reloaded); its id: the load's
+    const [owner, ...rest] = String(event.id ?? "").split(":");
+    for (const tab of tabs.keys()) toTab(tab, { hub: "event", event: { ...event, id: tab === owner ? rest.join(":") : null } });
+    return;
+  }
   const r = event?.id != null ? running.get(event.id) : undefined;
   if (!r) {
     if (event?.id == null) everyTab({ hub: "event", event });
